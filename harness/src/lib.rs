@@ -1,0 +1,61 @@
+//! vaultbench: a signed load generator and scenario runner for note-vault sync servers.
+//!
+//! This crate is the glue: the CLI, sample subprocesses, server lifecycle, and the
+//! record / ab / verify / compare flows. It is the only crate that knows the others.
+//! The pipeline reads in module order: scenario -> vault -> sample -> gate -> recording -> report.
+
+use clap::{Parser, Subcommand};
+
+pub mod exit;
+pub mod vault;
+
+/// Reproducible, gated performance numbers for self-hosted note-vault sync servers.
+#[derive(Debug, Parser)]
+#[command(name = "vaultbench", version, about, long_about = None)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Generate, verify and benchmark seeded synthetic vaults.
+    #[command(subcommand)]
+    Vault(vault::VaultCmd),
+    /// Run the reference obsync-v1 server (the default target).
+    ServeRef(refserver::cli::ServeArgs),
+    /// Drive a server with signed requests: route load, or a whole-vault push/pull.
+    Load(loadgen::cli::LoadArgs),
+    /// Measure this machine's calibration channels while quiet and store the reference.
+    Calibrate(calibration::cli::CalibrateArgs),
+    /// Probe what this machine can do (fsync throughput).
+    #[command(subcommand)]
+    Probe(calibration::cli::ProbeCmd),
+}
+
+/// Runs one command and returns the process exit code (see [`exit`]).
+pub fn run(cli: Cli) -> i32 {
+    let result = match cli.command {
+        Command::Vault(cmd) => vault::run(cmd),
+        Command::ServeRef(args) => refserver::cli::run(args),
+        Command::Load(args) => loadgen::cli::run(args),
+        Command::Calibrate(args) => calibration::cli::run_calibrate(args),
+        Command::Probe(cmd) => calibration::cli::run_probe(cmd),
+    };
+    match result {
+        Ok(code) => code,
+        Err(err) => report_error(&err),
+    }
+}
+
+/// Prints `vaultbench: <error chain>` on one line and maps typed failures to their codes.
+pub fn report_error(err: &anyhow::Error) -> i32 {
+    eprintln!("vaultbench: {err:#}");
+    if err.downcast_ref::<calibration::Refused>().is_some() {
+        return exit::REFUSED;
+    }
+    if err.downcast_ref::<calibration::LockBusy>().is_some() {
+        return exit::BUSY;
+    }
+    exit::ERROR
+}

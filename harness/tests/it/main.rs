@@ -1,0 +1,3 @@
+//! The harness's one integration-test binary: the `vaultbench` CLI driven as a user would.
+
+mod vault;

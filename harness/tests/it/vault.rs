@@ -1,0 +1,1 @@
+//! `vaultbench vault` CLI tests.

@@ -1,0 +1,1 @@
+//! The persisted schema, statistics and renderers (see issues 6, 7, 8).

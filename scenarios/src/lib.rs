@@ -1,0 +1,2 @@
+//! Seeded synthetic vaults (placeholder; see issue 2) and scenario definitions.
+pub mod scenario;

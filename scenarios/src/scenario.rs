@@ -1,0 +1,1 @@
+//! Scenario definitions: a vault profile plus phases (see issue 6).

@@ -1,1 +1,5 @@
 //! The persisted schema, statistics and renderers (see issues 6, 7, 8).
+//!
+//! Pure: no I/O, no clock. The harness reads and writes files; this crate gives them meaning.
+
+pub mod schema;

@@ -1,5 +1,23 @@
-//! Calibration channels and the variance gate (placeholder; see issue 5).
+//! Calibration: the two channels that run beside every sample, the variance gate that refuses
+//! noisy recordings, the machine fingerprint and reference, the machine lock and the fsync probe.
+//!
+//! Pipeline order: [`channels`] (readings) -> [`gate`] (judge them, against [`reference`]
+//! keyed by [`fingerprint`]) -> the harness writes or refuses the recording. [`lock`] keeps
+//! recordings from overlapping; [`probe`] measures what the storage can flush.
+
+pub mod channels;
 pub mod cli;
+pub mod fingerprint;
+pub mod gate;
+pub mod lock;
+pub mod probe;
+pub mod reference;
+
+pub use channels::{Reading, cpu_kernel_ms, io_kernel_ms, read_channels};
+pub use fingerprint::{Fingerprint, fingerprint, loadavg};
+pub use gate::{ChannelBounds, ChannelStats, ConfigError, GateConfig, GateVerdict, judge};
+pub use lock::MachineLock;
+pub use reference::{Reference, ReferenceError, load_reference, reference_path, store_reference};
 
 /// The gate refused a recording: the machine was too noisy. Maps to exit code 3.
 #[derive(Debug, thiserror::Error)]

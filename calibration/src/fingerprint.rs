@@ -1,0 +1,223 @@
+//! Machine fingerprint (what a calibration reference is keyed by) and the load average.
+//!
+//! Identity fields are the things that change what the channels measure: CPU model and
+//! count, memory, kernel, OS, virtualisation, the data dir's filesystem and the CPU
+//! governor. Everything is read from /proc, /sys and /etc on Linux; a field that cannot be
+//! read is recorded as `unknown` rather than failing, so the fingerprint works everywhere.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+/// Identity (hashed into [`Fingerprint::id`]) plus informational fields (not hashed).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Fingerprint {
+    /// cpu_model, logical_cpus, memory_gib, kernel, os, arch, virtualisation, fs_type, cpu_governor.
+    pub identity: BTreeMap<String, String>,
+    /// hostname and other context that should not change the key.
+    pub info: BTreeMap<String, String>,
+}
+
+const UNKNOWN: &str = "unknown";
+
+impl Fingerprint {
+    /// A stable id: the first 16 hex digits of SHA-256 over `key=value\n` of the identity
+    /// fields in key order.
+    pub fn id(&self) -> String {
+        let mut h = Sha256::new();
+        for (k, v) in &self.identity {
+            h.update(k.as_bytes());
+            h.update(b"=");
+            h.update(v.as_bytes());
+            h.update(b"\n");
+        }
+        let digest = h.finalize();
+        digest[..8].iter().map(|b| format!("{b:02x}")).collect()
+    }
+}
+
+/// Reads this machine's fingerprint; `data_dir` is where the server's data (and the io
+/// channel) lives, whose filesystem type is part of the identity.
+pub fn fingerprint(data_dir: &Path) -> Fingerprint {
+    let mut identity = BTreeMap::new();
+    let cpuinfo = read("/proc/cpuinfo").unwrap_or_default();
+    let cpu_model = cpuinfo_field(&cpuinfo, "model name")
+        .or_else(|| cpuinfo_field(&cpuinfo, "Model"))
+        .or_else(|| cpuinfo_field(&cpuinfo, "cpu model"))
+        .unwrap_or_else(|| UNKNOWN.to_owned());
+    identity.insert("cpu_model".into(), cpu_model);
+    let cpus = std::thread::available_parallelism()
+        .map(|n| n.get().to_string())
+        .unwrap_or_else(|_| UNKNOWN.to_owned());
+    identity.insert("logical_cpus".into(), cpus);
+    identity.insert("memory_gib".into(), memory_gib().unwrap_or_else(|| UNKNOWN.into()));
+    identity.insert(
+        "kernel".into(),
+        read("/proc/sys/kernel/osrelease").unwrap_or_else(|| UNKNOWN.into()),
+    );
+    identity.insert("os".into(), os_name());
+    identity.insert("arch".into(), std::env::consts::ARCH.to_owned());
+    identity.insert("virtualisation".into(), virtualisation(&cpuinfo));
+    identity.insert(
+        "fs_type".into(),
+        fs_type(data_dir).unwrap_or_else(|| UNKNOWN.into()),
+    );
+    identity.insert(
+        "cpu_governor".into(),
+        read("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor")
+            .unwrap_or_else(|| "not exposed".into()),
+    );
+    let mut info = BTreeMap::new();
+    info.insert(
+        "hostname".into(),
+        read("/proc/sys/kernel/hostname").unwrap_or_else(|| UNKNOWN.into()),
+    );
+    info.insert("data_dir".into(), data_dir.display().to_string());
+    Fingerprint { identity, info }
+}
+
+/// The 1, 5 and 15 minute load averages from /proc/loadavg (None where unreadable).
+pub fn loadavg() -> Option<[f64; 3]> {
+    parse_loadavg(&read("/proc/loadavg")?)
+}
+
+fn parse_loadavg(text: &str) -> Option<[f64; 3]> {
+    let mut it = text.split_whitespace().map(|s| s.parse::<f64>().ok());
+    Some([it.next()??, it.next()??, it.next()??])
+}
+
+fn read(path: &str) -> Option<String> {
+    std::fs::read_to_string(path)
+        .ok()
+        .map(|s| s.trim().to_owned())
+        .filter(|s| !s.is_empty())
+}
+
+fn cpuinfo_field(cpuinfo: &str, key: &str) -> Option<String> {
+    cpuinfo.lines().find_map(|line| {
+        let (k, v) = line.split_once(':')?;
+        (k.trim() == key).then(|| v.trim().to_owned())
+    })
+}
+
+/// MemTotal rounded to 0.1 GiB: the exact KiB figure moves by a few pages between kernels.
+fn memory_gib() -> Option<String> {
+    let meminfo = read("/proc/meminfo")?;
+    let kib: f64 = meminfo
+        .lines()
+        .find_map(|l| l.strip_prefix("MemTotal:"))?
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()?;
+    Some(format!("{:.1}", kib / (1024.0 * 1024.0)))
+}
+
+fn os_name() -> String {
+    let release = read("/etc/os-release").unwrap_or_default();
+    release
+        .lines()
+        .find_map(|l| l.strip_prefix("PRETTY_NAME="))
+        .map(|v| v.trim_matches('"').to_owned())
+        .unwrap_or_else(|| std::env::consts::OS.to_owned())
+}
+
+/// A hint, not a detector: the DMI vendor/product when exposed, else the cpuinfo
+/// `hypervisor` flag, else `none seen`.
+fn virtualisation(cpuinfo: &str) -> String {
+    let vendor = read("/sys/class/dmi/id/sys_vendor");
+    let product = read("/sys/class/dmi/id/product_name");
+    let hypervisor_flag = cpuinfo
+        .lines()
+        .filter(|l| l.starts_with("flags"))
+        .any(|l| l.split_whitespace().any(|f| f == "hypervisor"));
+    match (vendor, product, hypervisor_flag) {
+        (Some(v), Some(p), true) => format!("vm: {v} {p}"),
+        (Some(v), None, true) => format!("vm: {v}"),
+        (_, _, true) => "vm (cpuinfo hypervisor flag)".to_owned(),
+        (_, _, false) => "none seen".to_owned(),
+    }
+}
+
+/// Filesystem type of the mount holding `dir`, from /proc/self/mountinfo (longest matching
+/// mount point of the canonical path).
+pub fn fs_type(dir: &Path) -> Option<String> {
+    let dir = std::fs::canonicalize(dir).ok()?;
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    fs_type_from_mountinfo(&mountinfo, &dir)
+}
+
+fn fs_type_from_mountinfo(mountinfo: &str, dir: &Path) -> Option<String> {
+    let mut best: Option<(usize, String)> = None;
+    for line in mountinfo.lines() {
+        // Fields: id parent major:minor root mount_point options [optional...] - fstype source super
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        let Some(dash) = fields.iter().position(|f| *f == "-") else {
+            continue;
+        };
+        let (Some(mount_point), Some(fstype)) = (fields.get(4), fields.get(dash + 1)) else {
+            continue;
+        };
+        let mount_point = mount_point.replace("\\040", " ");
+        if dir.starts_with(&mount_point) {
+            let depth = Path::new(&mount_point).components().count();
+            // Later lines for the same mount point shadow earlier ones (over-mounts).
+            if best.as_ref().is_none_or(|(d, _)| depth >= *d) {
+                best = Some((depth, (*fstype).to_owned()));
+            }
+        }
+    }
+    best.map(|(_, t)| t)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn id_is_stable_and_depends_only_on_identity() {
+        let mut a = Fingerprint {
+            identity: BTreeMap::from([("cpu_model".into(), "X".into()), ("kernel".into(), "6".into())]),
+            info: BTreeMap::new(),
+        };
+        let id = a.id();
+        assert_eq!(id.len(), 16);
+        // sha256("cpu_model=X\nkernel=6\n"), first 8 bytes.
+        assert_eq!(id, "0fd791adaeb3fa54");
+        a.info.insert("hostname".into(), "h".into());
+        assert_eq!(a.id(), id);
+        a.identity.insert("kernel".into(), "7".into());
+        assert_ne!(a.id(), id);
+    }
+
+    #[test]
+    fn mountinfo_picks_the_longest_mount_point() {
+        let text = "\
+22 1 254:0 / / rw,relatime shared:1 - ext4 /dev/vda rw
+30 22 0:25 / /tmp rw,nosuid shared:5 - tmpfs tmpfs rw
+31 22 0:26 / /tmpx rw - xfs /dev/vdb rw
+";
+        assert_eq!(fs_type_from_mountinfo(text, Path::new("/tmp/a")).as_deref(), Some("tmpfs"));
+        assert_eq!(fs_type_from_mountinfo(text, Path::new("/home/u")).as_deref(), Some("ext4"));
+        assert_eq!(fs_type_from_mountinfo(text, Path::new("/tmpx")).as_deref(), Some("xfs"));
+    }
+
+    #[test]
+    fn loadavg_parses() {
+        assert_eq!(parse_loadavg("0.50 1.25 2.00 1/88 10558"), Some([0.5, 1.25, 2.0]));
+        assert_eq!(parse_loadavg("garbage"), None);
+    }
+
+    #[test]
+    fn this_machine_has_a_fingerprint() {
+        let dir = tempfile::tempdir().unwrap();
+        let fp = fingerprint(dir.path());
+        for key in ["cpu_model", "logical_cpus", "kernel", "fs_type", "arch"] {
+            assert!(fp.identity.contains_key(key), "{key}");
+        }
+        assert_eq!(fingerprint(dir.path()).id(), fp.id());
+    }
+}

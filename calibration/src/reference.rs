@@ -1,0 +1,243 @@
+//! The machine reference: channel medians `vaultbench calibrate` measured while quiet, keyed by fingerprint id.
+//!
+//! One JSON file holds a map from fingerprint id to reference, so a home directory shared by
+//! several machines (NFS, a dotfile sync) keeps one entry per machine. Default path:
+//! `$VAULTBENCH_REFERENCE`, else `$XDG_DATA_HOME/vaultbench/reference.json`, else
+//! `~/.local/share/vaultbench/reference.json` (the XDG base-directory spec's default).
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::fingerprint::Fingerprint;
+
+/// Format version of the reference file; bump on an incompatible change.
+pub const FORMAT_VERSION: u32 = 1;
+
+/// Env var overriding the reference file path.
+pub const ENV: &str = "VAULTBENCH_REFERENCE";
+
+/// What a quiet machine's channels measured.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Reference {
+    pub fingerprint_id: String,
+    pub fingerprint: Fingerprint,
+    /// Median of the calibration readings of the cpu channel, ms.
+    pub cpu_ms: f64,
+    /// Median of the calibration readings of the io channel, ms.
+    pub io_ms: f64,
+    pub cpu_cv: f64,
+    pub io_cv: f64,
+    /// Readings per channel the medians came from.
+    pub n: usize,
+    /// Unix seconds when it was measured (metadata only).
+    pub created_unix_s: u64,
+    pub loadavg_before: Option<[f64; 3]>,
+    pub loadavg_after: Option<[f64; 3]>,
+    /// Version of the crate that measured it (the kernels are versioned with the code).
+    pub vaultbench_version: String,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ReferenceFile {
+    format_version: u32,
+    machines: BTreeMap<String, Reference>,
+}
+
+/// A reference file that could not be read or written.
+#[derive(Debug, thiserror::Error)]
+pub enum ReferenceError {
+    #[error("calibration reference {}: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("calibration reference {}: corrupt ({message}); delete it and run `vaultbench calibrate`", path.display())]
+    Corrupt { path: PathBuf, message: String },
+    #[error("calibration reference: no path (set ${ENV}, $XDG_DATA_HOME or $HOME, or pass --reference)")]
+    NoPath,
+}
+
+/// The reference file path: `flag`, else `$VAULTBENCH_REFERENCE`, else the XDG data dir.
+pub fn reference_path(flag: Option<&Path>) -> Result<PathBuf, ReferenceError> {
+    if let Some(p) = flag {
+        return Ok(p.to_owned());
+    }
+    if let Some(p) = std::env::var_os(ENV).filter(|p| !p.is_empty()) {
+        return Ok(PathBuf::from(p));
+    }
+    data_dir()
+        .map(|d| d.join("reference.json"))
+        .ok_or(ReferenceError::NoPath)
+}
+
+/// `$XDG_DATA_HOME/vaultbench` or `~/.local/share/vaultbench`.
+pub fn data_dir() -> Option<PathBuf> {
+    let xdg = std::env::var_os("XDG_DATA_HOME")
+        .filter(|p| !p.is_empty())
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute());
+    let base = xdg.or_else(|| {
+        std::env::var_os("HOME")
+            .filter(|p| !p.is_empty())
+            .map(|h| PathBuf::from(h).join(".local").join("share"))
+    })?;
+    Some(base.join("vaultbench"))
+}
+
+fn read_file(path: &Path) -> Result<Option<ReferenceFile>, ReferenceError> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(source) => {
+            return Err(ReferenceError::Io {
+                path: path.to_owned(),
+                source,
+            });
+        }
+    };
+    let file: ReferenceFile =
+        serde_json::from_str(&text).map_err(|e| ReferenceError::Corrupt {
+            path: path.to_owned(),
+            message: e.to_string(),
+        })?;
+    if file.format_version != FORMAT_VERSION {
+        return Err(ReferenceError::Corrupt {
+            path: path.to_owned(),
+            message: format!(
+                "format_version {} is not {FORMAT_VERSION}",
+                file.format_version
+            ),
+        });
+    }
+    for (id, r) in &file.machines {
+        let sane = |v: f64| v.is_finite() && v > 0.0;
+        if *id != r.fingerprint_id || !sane(r.cpu_ms) || !sane(r.io_ms) {
+            return Err(ReferenceError::Corrupt {
+                path: path.to_owned(),
+                message: format!("entry {id} is inconsistent"),
+            });
+        }
+    }
+    Ok(Some(file))
+}
+
+/// The stored reference for this machine, `None` when the file or the entry does not exist.
+/// `path` as in [`reference_path`]. A file that exists but does not parse is an error.
+pub fn load_reference(
+    path: Option<&Path>,
+    fp: &Fingerprint,
+) -> Result<Option<Reference>, ReferenceError> {
+    let path = reference_path(path)?;
+    let Some(mut file) = read_file(&path)? else {
+        return Ok(None);
+    };
+    Ok(file.machines.remove(&fp.id()))
+}
+
+/// Adds or replaces this machine's entry; writes a temp file, fsyncs, renames over the
+/// old file and fsyncs the directory, so a crash leaves the old file or the new one.
+/// Returns the path written.
+pub fn store_reference(
+    path: Option<&Path>,
+    reference: &Reference,
+) -> Result<PathBuf, ReferenceError> {
+    let path = reference_path(path)?;
+    let io = |source| ReferenceError::Io {
+        path: path.clone(),
+        source,
+    };
+    let mut file = read_file(&path)?.unwrap_or(ReferenceFile {
+        format_version: FORMAT_VERSION,
+        machines: BTreeMap::new(),
+    });
+    file.machines
+        .insert(reference.fingerprint_id.clone(), reference.clone());
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_owned(),
+        _ => PathBuf::from("."),
+    };
+    std::fs::create_dir_all(&dir).map_err(io)?;
+    let mut json = serde_json::to_vec_pretty(&file).map_err(|e| io(std::io::Error::other(e)))?;
+    json.push(b'\n');
+    write_atomic(&dir, &path, &json).map_err(io)?;
+    Ok(path)
+}
+
+/// temp file in `dir` + write + fsync + rename + directory fsync.
+pub(crate) fn write_atomic(dir: &Path, path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let mut tmp = tempfile::Builder::new()
+        .prefix(".vaultbench-tmp-")
+        .tempfile_in(dir)?;
+    tmp.write_all(bytes)?;
+    tmp.as_file().sync_all()?;
+    tmp.persist(path).map_err(|e| e.error)?;
+    std::fs::File::open(dir)?.sync_all()?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample(id_suffix: &str, cpu: f64) -> (Fingerprint, Reference) {
+        let fp = Fingerprint {
+            identity: BTreeMap::from([("cpu_model".into(), format!("test {id_suffix}"))]),
+            info: BTreeMap::new(),
+        };
+        let r = Reference {
+            fingerprint_id: fp.id(),
+            fingerprint: fp.clone(),
+            cpu_ms: cpu,
+            io_ms: 5.0,
+            cpu_cv: 0.01,
+            io_cv: 0.1,
+            n: 20,
+            created_unix_s: 0,
+            loadavg_before: None,
+            loadavg_after: None,
+            vaultbench_version: "0".into(),
+        };
+        (fp, r)
+    }
+
+    #[test]
+    fn store_then_load_keeps_one_entry_per_machine() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("sub/reference.json");
+        let (fp_a, ref_a) = sample("a", 30.0);
+        let (fp_b, ref_b) = sample("b", 40.0);
+        assert_eq!(load_reference(Some(&path), &fp_a).unwrap(), None);
+        store_reference(Some(&path), &ref_a).unwrap();
+        store_reference(Some(&path), &ref_b).unwrap();
+        assert_eq!(load_reference(Some(&path), &fp_a).unwrap(), Some(ref_a));
+        assert_eq!(load_reference(Some(&path), &fp_b).unwrap(), Some(ref_b));
+        // Only the final file is left: the temp files were renamed.
+        let names: Vec<_> = std::fs::read_dir(path.parent().unwrap())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, vec![std::ffi::OsString::from("reference.json")]);
+    }
+
+    #[test]
+    fn a_corrupt_file_is_an_error_naming_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("reference.json");
+        std::fs::write(&path, "{ not json").unwrap();
+        let (fp, r) = sample("a", 30.0);
+        let err = load_reference(Some(&path), &fp).unwrap_err().to_string();
+        assert!(err.starts_with(&format!("calibration reference {}: corrupt", path.display())), "{err}");
+        assert!(!err.contains('\n'));
+        // Storing over a corrupt file is refused too (it may be someone's hand edit).
+        assert!(store_reference(Some(&path), &r).is_err());
+        std::fs::write(&path, r#"{"format_version":1,"machines":{"x":{"bad":1}}}"#).unwrap();
+        assert!(matches!(
+            load_reference(Some(&path), &fp),
+            Err(ReferenceError::Corrupt { .. })
+        ));
+    }
+}

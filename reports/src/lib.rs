@@ -3,3 +3,4 @@
 //! Pure: no I/O, no clock. The harness reads and writes files; this crate gives them meaning.
 
 pub mod schema;
+pub mod stats;

@@ -1,2 +1,51 @@
-//! The signed load generator (placeholder; see issue 4).
+//! The signed load generator: obsync-v1 devices, whole-vault push/pull, and route load in
+//! closed and open loop with HdrHistogram latencies (issue 4).
+//!
+//! Pipeline: [`Target`] (loopback unless allowed) → [`enroll`] devices (setup, then pairing;
+//! kept in a [`StateFile`]) → device operations ([`push_vault`], [`pull_vault`], [`resync`],
+//! [`push_file`], [`delete_file`], [`rename_path`], [`wait_changes`], [`fetch_and_write`]) or a
+//! route load ([`run_route_load`]) → reports ([`TransferReport`], [`RouteLoadReport`],
+//! [`RouteStats`], interval logs).
+//!
+//! # Client conventions
+//! - `file_id` = first 16 bytes of SHA-256("vaultbench/file\n" + vault-relative path at
+//!   creation), kept on rename.
+//! - `domain_id` = first 16 bytes of SHA-256("vaultbench/domain\n" + account_id), one per
+//!   state file (every device of the account uses it).
+//! - `manifest_ct` = base64 of the JSON `protocol::wire::ClientManifest {path, kind, size,
+//!   sha256}` (the server never reads it); `manifest_nonce` = 12 bytes (24 hex) from the
+//!   device's seeded stream. Folders: a version with no sids, `bytes` 0, kind `"dir"`.
+//! - Nonces: 16 bytes from a ChaCha8Rng seeded from the run seed with one stream per
+//!   (device index, session); the state file's session increases with every invocation, so
+//!   the sequence is deterministic yet never repeats against one server. `ts` is the real
+//!   wall clock in seconds (a [`Clock`] parameter in tests).
+//! - Files are cut into fixed 1 MiB chunks; sid = SHA-256 of the chunk. Pulls read chunks
+//!   in batches of at most 3, pushes keep 4 files in flight (the real plugin's figures).
+//! - Every retry (transport error or 503; at most three attempts) is signed afresh.
+
+mod client;
+mod enroll;
+mod error;
+mod metrics;
+mod route;
+mod stats;
+mod sync;
+mod target;
+
+pub mod bench;
 pub mod cli;
+
+pub use client::{Clock, Device, system_clock};
+pub use enroll::{StateDevice, StateFile, domain_id_for, enroll, probe};
+pub use error::LoadError;
+pub use metrics::{parse_metrics_text, scrape_metrics};
+pub use protocol::wire::{Change, ChangesResponse};
+pub use route::{Mode, Route, RouteLoadConfig, RouteLoadReport, run_route_load};
+pub use stats::{
+    HistSummary, RouteStats, latency_histogram, merge_into, read_interval_log, write_interval_log,
+};
+pub use sync::{
+    Checkpoint, PushOpts, PushedVersion, TransferReport, decode_manifest, delete_file,
+    fetch_and_write, file_id_for, pull_vault, push_file, push_vault, rename_path, resync,
+    wait_changes,
+};

@@ -1,0 +1,1 @@
+//! `vaultbench load bench-peer`: vaultbench against wrk on the same endpoint (placeholder).

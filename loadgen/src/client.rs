@@ -1,0 +1,505 @@
+//! A device: its credentials, one pooled hyper client, its own seeded nonce stream, and the
+//! one function every request goes through (sign afresh, send, time, count).
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::{HeaderMap, Method, Request};
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+use protocol::sign::{DeviceCredentials, sign_request};
+use protocol::{H_DEVICE, H_NONCE, H_SIG, H_TS};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+use crate::error::LoadError;
+use crate::stats::{Recorder, Sample};
+use crate::target::Target;
+
+/// Unix seconds for the `X-Obsync-Ts` header. A parameter so tests can pin it.
+pub type Clock = Arc<dyn Fn() -> i64 + Send + Sync>;
+
+/// The real wall clock in unix seconds (issue 4: "ts = the real wall clock").
+pub fn system_clock() -> Clock {
+    Arc::new(|| {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs() as i64)
+            .unwrap_or(0)
+    })
+}
+
+/// Default bound on one request (connect + answer); long polls add their `wait`.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+/// Largest answer body read: a chunk batch of 64 chunks of 1 MiB would be 64 MiB, but the
+/// generator asks for at most 3 (protocol: client batches of ≤ 3); JSON pages are ≤ 4 MiB.
+pub const MAX_ANSWER_BYTES: usize = 32 * 1024 * 1024;
+
+pub(crate) type HttpClient = Client<HttpConnector, Full<Bytes>>;
+
+/// A new pooled HTTP/1.1 client (keep-alive, no Nagle), one per device.
+pub(crate) fn http_client() -> HttpClient {
+    let mut conn = HttpConnector::new();
+    conn.set_nodelay(true);
+    conn.set_connect_timeout(Some(Duration::from_secs(5)));
+    Client::builder(TokioExecutor::new())
+        .pool_max_idle_per_host(1024)
+        .pool_idle_timeout(Duration::from_secs(30))
+        .build(conn)
+}
+
+/// What this device knows about one file it pushed or wrote (its local index).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct FileState {
+    pub file_id: String,
+    pub head: String,
+    pub sids: Vec<String>,
+    pub size: u64,
+    pub sha256: String,
+    pub is_dir: bool,
+}
+
+/// An enrolled device. Cheap to clone (an `Arc`): clones share the HTTP client, the nonce
+/// stream and the local file index.
+#[derive(Clone)]
+pub struct Device {
+    pub(crate) inner: Arc<DeviceInner>,
+}
+
+pub(crate) struct DeviceInner {
+    pub target: Target,
+    pub creds: DeviceCredentials,
+    pub index: usize,
+    pub domain_id: String,
+    pub client: HttpClient,
+    pub rng: Mutex<ChaCha8Rng>,
+    pub clock: Clock,
+    pub files: Mutex<FileIndex>,
+    /// Counts the requests of single operations (push_file, wait_changes, ...).
+    pub ambient: Recorder,
+}
+
+/// The device's local index: path -> file state, and file_id -> path (renames keep the id).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct FileIndex {
+    pub by_path: BTreeMap<String, FileState>,
+    pub by_id: BTreeMap<String, String>,
+}
+
+impl FileIndex {
+    pub fn insert(&mut self, path: &str, st: FileState) {
+        if let Some(old) = self.by_id.insert(st.file_id.clone(), path.to_owned())
+            && old != path
+        {
+            self.by_path.remove(&old);
+        }
+        self.by_path.insert(path.to_owned(), st);
+    }
+
+    pub fn remove_id(&mut self, file_id: &str) -> Option<(String, FileState)> {
+        let path = self.by_id.remove(file_id)?;
+        let st = self.by_path.remove(&path)?;
+        Some((path, st))
+    }
+}
+
+impl std::fmt::Debug for Device {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Device")
+            .field("device_id", &self.inner.creds.device_id)
+            .field("index", &self.inner.index)
+            .field("target", &self.inner.target.base())
+            .finish_non_exhaustive()
+    }
+}
+
+/// The nonce stream of device `index` in session `session` of run seed `seed`: one
+/// ChaCha8 stream per (device, session), so two invocations sharing a state file never
+/// send the same nonce (the server would answer `401 replayed_nonce`).
+pub(crate) fn nonce_rng(seed: u64, index: usize, session: u64) -> ChaCha8Rng {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    rng.set_stream(((session & 0xffff_ffff) << 32) | (index as u64 & 0xffff_ffff));
+    rng
+}
+
+impl Device {
+    pub(crate) fn new(
+        target: Target,
+        creds: DeviceCredentials,
+        index: usize,
+        domain_id: String,
+        rng: ChaCha8Rng,
+    ) -> Device {
+        Device {
+            inner: Arc::new(DeviceInner {
+                target,
+                creds,
+                index,
+                domain_id,
+                client: http_client(),
+                rng: Mutex::new(rng),
+                clock: system_clock(),
+                files: Mutex::new(FileIndex::default()),
+                ambient: Recorder::new(false),
+            }),
+        }
+    }
+
+    /// A copy of this device that signs with `clock` (tests pin the timestamp). It shares
+    /// the HTTP client; the nonce stream continues from the current position.
+    pub fn with_clock(&self, clock: Clock) -> Device {
+        let i = &self.inner;
+        Device {
+            inner: Arc::new(DeviceInner {
+                target: i.target.clone(),
+                creds: i.creds.clone(),
+                index: i.index,
+                domain_id: i.domain_id.clone(),
+                client: i.client.clone(),
+                rng: Mutex::new(lock(&i.rng).clone()),
+                clock,
+                files: Mutex::new(lock(&i.files).clone()),
+                ambient: i.ambient.clone(),
+            }),
+        }
+    }
+
+    /// The device id (32 hex).
+    pub fn device_id(&self) -> &str {
+        &self.inner.creds.device_id
+    }
+
+    /// The account-wide domain id this device writes into every version.
+    pub fn domain_id(&self) -> &str {
+        &self.inner.domain_id
+    }
+
+    /// The target this device talks to.
+    pub fn target(&self) -> &Target {
+        &self.inner.target
+    }
+
+    /// Position in the enrolment order (0 = the device that ran setup).
+    pub fn index(&self) -> usize {
+        self.inner.index
+    }
+
+    /// What this device's single operations (push_file, delete_file, rename_path,
+    /// wait_changes, fetch_and_write) have sent since it was made or last reset.
+    pub fn measured(&self) -> crate::stats::Measured {
+        self.inner.ambient.snapshot()
+    }
+
+    /// Forgets the counts behind [`Device::measured`].
+    pub fn reset_measured(&self) {
+        self.inner.ambient.reset();
+    }
+
+    pub(crate) fn credentials(&self) -> &DeviceCredentials {
+        &self.inner.creds
+    }
+
+    /// `n` bytes from this device's seeded stream, as hex.
+    pub(crate) fn random_hex(&self, n: usize) -> String {
+        let mut buf = [0u8; 32];
+        let n = n.min(32);
+        lock(&self.inner.rng).fill_bytes(&mut buf[..n]);
+        hex::encode(&buf[..n])
+    }
+
+    /// Fills `buf` from this device's seeded stream (route-load bodies).
+    pub(crate) fn fill_random(&self, buf: &mut [u8]) {
+        lock(&self.inner.rng).fill_bytes(buf);
+    }
+
+    /// Sends one request: signs it afresh (new ts and nonce) unless `signed` is false,
+    /// times it, and counts the outcome in `rec` under `route`. A non-2xx status is an
+    /// `Ok` answer; only transport failures are `Err` (and are counted too).
+    pub(crate) async fn send(&self, rec: &Recorder, req: Outgoing<'_>) -> Result<Answer, LoadError> {
+        let method_str = req.method.as_str();
+        let mut builder = Request::builder()
+            .method(req.method.clone())
+            .uri(self.inner.target.url(req.path_and_query));
+        if let Some(ct) = req.content_type {
+            builder = builder.header(hyper::header::CONTENT_TYPE, ct);
+        }
+        if req.signed {
+            let t0 = Instant::now();
+            let owned_hash;
+            let body_hash = match req.body_sha256 {
+                Some(h) => h,
+                None => {
+                    owned_hash = protocol::sha256_hex(&req.body);
+                    &owned_hash
+                }
+            };
+            let nonce = self.random_hex(16);
+            let ts = (self.inner.clock)();
+            let h = sign_request(
+                &self.inner.creds,
+                method_str,
+                req.path_and_query,
+                ts,
+                &nonce,
+                body_hash,
+            );
+            rec.record_sign(t0.elapsed());
+            builder = builder
+                .header(H_DEVICE, h.device)
+                .header(H_TS, h.ts)
+                .header(H_NONCE, h.nonce)
+                .header(H_SIG, h.sig);
+        }
+        let bytes_sent = req.body.len() as u64;
+        let request = builder
+            .body(Full::new(req.body))
+            .map_err(|e| LoadError::Invalid {
+                what: req.path_and_query.to_owned(),
+                reason: e.to_string(),
+            })?;
+        let sent = Instant::now();
+        let outcome = tokio::time::timeout(req.timeout, async {
+            let resp = self
+                .inner
+                .client
+                .request(request)
+                .await
+                .map_err(|e| (if e.is_connect() { "connect" } else { "io" }, e.to_string()))?;
+            let (parts, body) = resp.into_parts();
+            let body = Limited::new(body, MAX_ANSWER_BYTES)
+                .collect()
+                .await
+                .map_err(|e| ("io", format!("reading the answer: {e}")))?
+                .to_bytes();
+            Ok::<_, (&'static str, String)>((parts, body))
+        })
+        .await;
+        let done = Instant::now();
+        let sample = |received: u64| Sample {
+            sent,
+            intended: req.intended,
+            done,
+            bytes_sent,
+            bytes_received: received,
+        };
+        match outcome {
+            Ok(Ok((parts, body))) => {
+                let status = parts.status.as_u16();
+                rec.record(req.route, status_label(status), sample(body.len() as u64));
+                Ok(Answer {
+                    status,
+                    headers: parts.headers,
+                    body,
+                })
+            }
+            Ok(Err((kind, detail))) => {
+                rec.record(req.route, kind, sample(0));
+                Err(LoadError::Transport {
+                    route: req.route.to_owned(),
+                    kind,
+                    detail,
+                })
+            }
+            Err(_) => {
+                rec.record(req.route, "timeout", sample(0));
+                Err(LoadError::Transport {
+                    route: req.route.to_owned(),
+                    kind: "timeout",
+                    detail: format!("no answer within {:?}", req.timeout),
+                })
+            }
+        }
+    }
+
+    /// [`Device::send`] with retries for operations that must succeed (push, pull): up to
+    /// three attempts on a transport error or a 503, each signed afresh (protocol: "Every
+    /// retry is signed afresh"), with 50/100 ms back-off. Then checks the status is one of
+    /// `ok`, turning anything else into a [`LoadError::Status`] naming the route.
+    pub(crate) async fn call(
+        &self,
+        rec: &Recorder,
+        req: Outgoing<'_>,
+        ok: &[u16],
+    ) -> Result<Answer, LoadError> {
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let res = self.send(rec, req.clone()).await;
+            let retry = match &res {
+                Err(LoadError::Transport { .. }) => true,
+                Ok(a) => a.status == 503,
+                Err(_) => false,
+            };
+            if retry && attempt < 3 {
+                tokio::time::sleep(Duration::from_millis(50 << (attempt - 1))).await;
+                continue;
+            }
+            let a = res?;
+            return if ok.contains(&a.status) {
+                Ok(a)
+            } else {
+                Err(a.into_error(req.route))
+            };
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+pub(crate) fn lock_files(d: &Device) -> std::sync::MutexGuard<'_, FileIndex> {
+    lock(&d.inner.files)
+}
+
+/// Status labels for the common codes without allocating per request.
+fn status_label(status: u16) -> &'static str {
+    match status {
+        200 => "200",
+        201 => "201",
+        204 => "204",
+        206 => "206",
+        400 => "400",
+        401 => "401",
+        403 => "403",
+        404 => "404",
+        409 => "409",
+        410 => "410",
+        413 => "413",
+        416 => "416",
+        422 => "422",
+        500 => "500",
+        502 => "502",
+        503 => "503",
+        504 => "504",
+        507 => "507",
+        s if s < 200 => "1xx",
+        s if s < 300 => "2xx",
+        s if s < 400 => "3xx",
+        s if s < 500 => "4xx",
+        _ => "5xx",
+    }
+}
+
+/// One request to send.
+#[derive(Clone)]
+pub(crate) struct Outgoing<'a> {
+    pub route: &'a str,
+    pub method: Method,
+    pub path_and_query: &'a str,
+    pub body: Bytes,
+    /// Hex SHA-256 of `body` when the caller already has it (a chunk's sid).
+    pub body_sha256: Option<&'a str>,
+    pub content_type: Option<&'static str>,
+    pub signed: bool,
+    pub timeout: Duration,
+    /// Open loop: the intended send time (coordinated-omission correction).
+    pub intended: Option<Instant>,
+}
+
+impl<'a> Outgoing<'a> {
+    pub fn get(route: &'a str, path_and_query: &'a str) -> Self {
+        Outgoing {
+            route,
+            method: Method::GET,
+            path_and_query,
+            body: Bytes::new(),
+            body_sha256: Some(protocol::sign::EMPTY_BODY_SHA256),
+            content_type: None,
+            signed: true,
+            timeout: REQUEST_TIMEOUT,
+            intended: None,
+        }
+    }
+
+    pub fn post_json(route: &'a str, path_and_query: &'a str, body: Vec<u8>) -> Self {
+        Outgoing {
+            method: Method::POST,
+            body: Bytes::from(body),
+            body_sha256: None,
+            content_type: Some("application/json"),
+            ..Outgoing::get(route, path_and_query)
+        }
+    }
+
+    pub fn unsigned(mut self) -> Self {
+        self.signed = false;
+        self
+    }
+
+    pub fn timeout(mut self, t: Duration) -> Self {
+        self.timeout = t;
+        self
+    }
+}
+
+/// An answer read in full.
+#[derive(Debug, Clone)]
+pub(crate) struct Answer {
+    pub status: u16,
+    pub headers: HeaderMap,
+    pub body: Bytes,
+}
+
+impl Answer {
+    /// Parses a JSON answer body.
+    pub fn json<T: serde::de::DeserializeOwned>(&self, route: &str) -> Result<T, LoadError> {
+        serde_json::from_slice(&self.body).map_err(|e| LoadError::BadAnswer {
+            route: route.to_owned(),
+            detail: format!("{e} (status {})", self.status),
+        })
+    }
+
+    /// The protocol error code of a non-2xx answer ("" when the body is not the error JSON).
+    pub fn error_code(&self) -> (String, String) {
+        match serde_json::from_slice::<protocol::error::ErrorBody>(&self.body) {
+            Ok(b) => (b.error, b.detail),
+            Err(_) => (
+                String::new(),
+                String::from_utf8_lossy(&self.body[..self.body.len().min(200)]).into_owned(),
+            ),
+        }
+    }
+
+    pub fn into_error(self, route: &str) -> LoadError {
+        let (code, detail) = self.error_code();
+        LoadError::Status {
+            route: route.to_owned(),
+            status: self.status,
+            code,
+            detail,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nonce_streams_differ_per_device_and_session() {
+        let mut a = nonce_rng(7, 0, 0);
+        let mut b = nonce_rng(7, 1, 0);
+        let mut c = nonce_rng(7, 0, 1);
+        let mut again = nonce_rng(7, 0, 0);
+        let (mut x, mut y, mut z, mut w) = ([0u8; 16], [0u8; 16], [0u8; 16], [0u8; 16]);
+        a.fill_bytes(&mut x);
+        b.fill_bytes(&mut y);
+        c.fill_bytes(&mut z);
+        again.fill_bytes(&mut w);
+        assert_ne!(x, y);
+        assert_ne!(x, z);
+        assert_eq!(x, w, "same (seed, device, session) gives the same stream");
+    }
+
+    #[test]
+    fn status_labels() {
+        assert_eq!(status_label(201), "201");
+        assert_eq!(status_label(418), "4xx");
+        assert_eq!(status_label(599), "5xx");
+    }
+}

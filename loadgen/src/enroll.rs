@@ -1,0 +1,429 @@
+//! Enrolment (setup for the first device, pairing for the rest) and the state file that
+//! keeps device secrets between separate CLI invocations.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use base64::Engine as _;
+use protocol::sign::DeviceCredentials;
+use protocol::wire::{
+    ApproveRequest, ClaimRequest, ClaimResponse, DeviceInfo, EnvelopeResponse, PairingResponse,
+    ReadyResponse, SetupRequest, SetupResponse,
+};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::client::{Device, Outgoing, nonce_rng};
+use crate::error::LoadError;
+use crate::stats::Recorder;
+use crate::target::Target;
+
+/// `domain_id` of an account: the first 16 bytes of SHA-256("vaultbench/domain\n" +
+/// account_id), in hex. Fixed per state file, shared by every device of the account.
+pub fn domain_id_for(account_id: &str) -> String {
+    let d = Sha256::digest(format!("vaultbench/domain\n{account_id}").as_bytes());
+    hex::encode(&d[..16])
+}
+
+fn device_info(index: usize) -> DeviceInfo {
+    DeviceInfo {
+        name: format!("vaultbench-{index}"),
+        platform: "vaultbench".into(),
+        app_version: env!("CARGO_PKG_VERSION").into(),
+    }
+}
+
+/// Checks that `target` answers `GET /readyz` the way an obsync-v1 server does.
+pub async fn probe(target: &Target) -> Result<(), LoadError> {
+    let rec = Recorder::new(false);
+    // A throwaway device-less client: readyz needs no credentials.
+    let d = Device::new(
+        target.clone(),
+        DeviceCredentials {
+            device_id: "0".repeat(32),
+            secret: [0; 32],
+        },
+        0,
+        String::new(),
+        nonce_rng(0, 0, 0),
+    );
+    let url = target.base().to_owned();
+    let a = d
+        .send(
+            &rec,
+            Outgoing::get("readyz", "/readyz")
+                .unsigned()
+                .timeout(std::time::Duration::from_secs(5)),
+        )
+        .await
+        .map_err(|e| LoadError::Unreachable {
+            url: url.clone(),
+            detail: match e {
+                LoadError::Transport { detail, .. } => detail,
+                other => other.to_string(),
+            },
+        })?;
+    match a.status {
+        200 => {
+            let r: ReadyResponse = serde_json::from_slice(&a.body).map_err(|_| {
+                LoadError::NotObsync {
+                    url: url.clone(),
+                    detail: "GET /readyz did not answer {\"ready\":..,\"seq\":..}".into(),
+                }
+            })?;
+            if !r.ready {
+                return Err(LoadError::NotObsync {
+                    url,
+                    detail: "GET /readyz says not ready".into(),
+                });
+            }
+            Ok(())
+        }
+        503 if a.error_code().0 == "not_ready" => Err(LoadError::NotObsync {
+            url,
+            detail: "server is not ready (503 not_ready)".into(),
+        }),
+        s => Err(LoadError::NotObsync {
+            url,
+            detail: format!("GET /readyz answered {s}"),
+        }),
+    }
+}
+
+/// Enrols `n` devices: the first through `POST /v1/setup` with `setup_token`, the others
+/// through pairing approved by the first. Nonces come from `seed` (session 0).
+pub async fn enroll(
+    target: &Target,
+    setup_token: &str,
+    n: usize,
+    seed: u64,
+) -> Result<Vec<Device>, LoadError> {
+    if n == 0 {
+        return Err(LoadError::Invalid {
+            what: "devices".into(),
+            reason: "must be at least 1".into(),
+        });
+    }
+    probe(target).await?;
+    let first = setup(target, setup_token, seed).await?;
+    let mut devices = vec![first];
+    for i in 1..n {
+        let d = pair(&devices[0], i, seed, 0).await?;
+        devices.push(d);
+    }
+    Ok(devices)
+}
+
+async fn setup(target: &Target, setup_token: &str, seed: u64) -> Result<Device, LoadError> {
+    let rec = Recorder::new(false);
+    let anon = Device::new(
+        target.clone(),
+        DeviceCredentials {
+            device_id: "0".repeat(32),
+            secret: [0; 32],
+        },
+        0,
+        String::new(),
+        nonce_rng(seed, 0, 0),
+    );
+    let body = serde_json::to_vec(&SetupRequest {
+        setup_token: setup_token.trim().to_owned(),
+        account_name: "vaultbench".into(),
+        device: device_info(0),
+    })
+    .expect("plain struct serialises");
+    let url = target.base().to_owned();
+    let a = anon
+        .send(&rec, Outgoing::post_json("setup", "/v1/setup", body).unsigned())
+        .await?;
+    match (a.status, a.error_code().0.as_str()) {
+        (201, _) => {}
+        (401, "bad_setup_token") => return Err(LoadError::BadSetupToken { url }),
+        (409, "already_set_up") => return Err(LoadError::AlreadySetUp { url }),
+        (s, code) => {
+            return Err(LoadError::NotObsync {
+                url,
+                detail: format!("POST /v1/setup answered {s} {code}"),
+            });
+        }
+    }
+    let r: SetupResponse = a.json("setup")?;
+    let creds = DeviceCredentials::from_hex(&r.device_id, &r.device_secret).ok_or_else(|| {
+        LoadError::BadAnswer {
+            route: "setup".into(),
+            detail: "device_id/device_secret are not 32/64 hex".into(),
+        }
+    })?;
+    Ok(Device::new(
+        target.clone(),
+        creds,
+        0,
+        domain_id_for(&r.account_id),
+        nonce_rng(seed, 0, 0),
+    ))
+}
+
+/// Pairs one more device (`index`) using `creator`: create, claim, approve, fetch envelope.
+pub(crate) async fn pair(
+    creator: &Device,
+    index: usize,
+    seed: u64,
+    session: u64,
+) -> Result<Device, LoadError> {
+    let rec = Recorder::new(false);
+    let a = creator
+        .call(
+            &rec,
+            Outgoing::post_json("pairing", "/v1/pairing", b"{}".to_vec()),
+            &[201],
+        )
+        .await?;
+    let p: PairingResponse = a.json("pairing")?;
+    let claim_path = format!("/v1/pairing/{}/claim", p.pairing_id);
+    let body = serde_json::to_vec(&ClaimRequest {
+        enroll_token: p.enroll_token.clone(),
+        name: format!("vaultbench-{index}"),
+        platform: "vaultbench".into(),
+        app_version: env!("CARGO_PKG_VERSION").into(),
+    })
+    .expect("plain struct serialises");
+    let a = creator
+        .send(&rec, Outgoing::post_json("claim", &claim_path, body).unsigned())
+        .await?;
+    if a.status != 201 {
+        return Err(a.into_error("claim"));
+    }
+    let c: ClaimResponse = a.json("claim")?;
+    let creds = DeviceCredentials::from_hex(&c.device_id, &c.device_secret).ok_or_else(|| {
+        LoadError::BadAnswer {
+            route: "claim".into(),
+            detail: "device_id/device_secret are not 32/64 hex".into(),
+        }
+    })?;
+    // The envelope is ciphertext on the real client; the server stores it opaque.
+    let mut env = [0u8; 32];
+    creator.fill_random(&mut env);
+    let approve = serde_json::to_vec(&ApproveRequest {
+        envelope: base64::engine::general_purpose::STANDARD.encode(env),
+        nonce: creator.random_hex(12),
+    })
+    .expect("plain struct serialises");
+    let approve_path = format!("/v1/pairing/{}/approve", p.pairing_id);
+    creator
+        .call(
+            &rec,
+            Outgoing::post_json("approve", &approve_path, approve),
+            &[204, 200],
+        )
+        .await?;
+    let dev = Device::new(
+        creator.target().clone(),
+        creds,
+        index,
+        creator.domain_id().to_owned(),
+        nonce_rng(seed, index, session),
+    );
+    let env_path = format!("/v1/pairing/{}/envelope", p.pairing_id);
+    let a = dev
+        .call(&rec, Outgoing::get("envelope", &env_path), &[200])
+        .await?;
+    let _: EnvelopeResponse = a.json("envelope")?;
+    Ok(dev)
+}
+
+/// The persisted enrolment: written 0600, atomically (temp + fsync + rename + dir fsync).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StateFile {
+    pub format_version: u32,
+    /// The target base URL the devices belong to.
+    pub target: String,
+    pub seed: u64,
+    /// Incremented by every invocation that loads the file; selects the nonce stream.
+    pub session: u64,
+    pub domain_id: String,
+    pub devices: Vec<StateDevice>,
+}
+
+/// One enrolled device in the state file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StateDevice {
+    pub device_id: String,
+    pub device_secret: String,
+}
+
+const STATE_FORMAT: u32 = 1;
+
+impl StateFile {
+    /// The default state file for a target: `$XDG_STATE_HOME/vaultbench/` (or
+    /// `~/.local/state/vaultbench/`) + `load-<host>-<port>.json`.
+    pub fn default_path(target: &Target) -> PathBuf {
+        let dir = std::env::var_os("XDG_STATE_HOME")
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+            .or_else(|| {
+                std::env::var_os("HOME")
+                    .filter(|v| !v.is_empty())
+                    .map(|h| PathBuf::from(h).join(".local/state"))
+            })
+            .unwrap_or_else(|| PathBuf::from("."));
+        dir.join("vaultbench")
+            .join(format!("load-{}.json", target.label()))
+    }
+
+    /// Captures enrolled devices (all of one account) for saving.
+    pub fn from_devices(target: &Target, seed: u64, devices: &[Device]) -> StateFile {
+        StateFile {
+            format_version: STATE_FORMAT,
+            target: target.base().to_owned(),
+            seed,
+            session: 0,
+            domain_id: devices
+                .first()
+                .map(|d| d.domain_id().to_owned())
+                .unwrap_or_default(),
+            devices: devices
+                .iter()
+                .map(|d| StateDevice {
+                    device_id: d.device_id().to_owned(),
+                    device_secret: d.credentials().secret_hex(),
+                })
+                .collect(),
+        }
+    }
+
+    /// Loads a state file; `Ok(None)` when it does not exist.
+    pub fn load(path: &Path) -> Result<Option<StateFile>, LoadError> {
+        let bytes = match std::fs::read(path) {
+            Ok(b) => b,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(LoadError::io(path, e)),
+        };
+        let s: StateFile = serde_json::from_slice(&bytes).map_err(|e| LoadError::State {
+            path: path.to_owned(),
+            reason: format!("not a vaultbench state file: {e}"),
+        })?;
+        if s.format_version != STATE_FORMAT {
+            return Err(LoadError::State {
+                path: path.to_owned(),
+                reason: format!("format_version {} (expected {STATE_FORMAT})", s.format_version),
+            });
+        }
+        Ok(Some(s))
+    }
+
+    /// Rebuilds the devices for `target` using nonce streams of the current session.
+    pub fn devices(&self, target: &Target, path: &Path) -> Result<Vec<Device>, LoadError> {
+        if self.target != target.base() {
+            return Err(LoadError::State {
+                path: path.to_owned(),
+                reason: format!(
+                    "enrolled against {}, not {}; use another --state file",
+                    self.target,
+                    target.base()
+                ),
+            });
+        }
+        self.devices
+            .iter()
+            .enumerate()
+            .map(|(i, d)| {
+                let creds = DeviceCredentials::from_hex(&d.device_id, &d.device_secret)
+                    .ok_or_else(|| LoadError::State {
+                        path: path.to_owned(),
+                        reason: format!("device {i} has a malformed id or secret"),
+                    })?;
+                Ok(Device::new(
+                    target.clone(),
+                    creds,
+                    i,
+                    self.domain_id.clone(),
+                    nonce_rng(self.seed, i, self.session),
+                ))
+            })
+            .collect()
+    }
+
+    /// Writes the file with mode 0600 via a temp file beside it, fsync and rename.
+    pub fn save(&self, path: &Path) -> Result<(), LoadError> {
+        let json = serde_json::to_vec_pretty(self).expect("plain struct serialises");
+        write_private_atomic(path, &json)
+    }
+}
+
+/// temp (0600) + write + fsync + rename + directory fsync: never a half-written secret file.
+pub(crate) fn write_private_atomic(path: &Path, data: &[u8]) -> Result<(), LoadError> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let dir = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_owned(),
+        _ => PathBuf::from("."),
+    };
+    std::fs::create_dir_all(&dir).map_err(|e| LoadError::io(&dir, e))?;
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "state".into());
+    let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
+    let res = (|| {
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&tmp)?;
+        f.write_all(data)?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, path)?;
+        std::fs::File::open(&dir)?.sync_all()
+    })();
+    if let Err(e) = res {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(LoadError::io(path, e));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn state_round_trip_is_private_and_sessions_differ() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("sub/state.json");
+        let target = Target::parse("http://127.0.0.1:9", false).unwrap();
+        let s = StateFile {
+            format_version: STATE_FORMAT,
+            target: target.base().into(),
+            seed: 5,
+            session: 3,
+            domain_id: "ab".repeat(16),
+            devices: vec![StateDevice {
+                device_id: "01".repeat(16),
+                device_secret: "02".repeat(32),
+            }],
+        };
+        s.save(&path).unwrap();
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+        let back = StateFile::load(&path).unwrap().unwrap();
+        assert_eq!(back, s);
+        let devs = back.devices(&target, &path).unwrap();
+        assert_eq!(devs[0].device_id(), "01".repeat(16));
+        let other = Target::parse("http://127.0.0.1:10", false).unwrap();
+        let err = back.devices(&other, &path).unwrap_err();
+        assert!(err.to_string().contains("state.json"), "{err}");
+        assert!(StateFile::load(&dir.path().join("none")).unwrap().is_none());
+        std::fs::write(&path, b"{").unwrap();
+        let err = StateFile::load(&path).unwrap_err();
+        assert!(err.to_string().contains("state.json"), "{err}");
+    }
+
+    #[test]
+    fn domain_id_is_32_hex() {
+        let d = domain_id_for("acct");
+        assert_eq!(d.len(), 32);
+        assert_eq!(d, domain_id_for("acct"));
+        assert_ne!(d, domain_id_for("other"));
+    }
+}

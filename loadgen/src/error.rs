@@ -1,0 +1,67 @@
+//! The load generator's error type: every variant names the input or route it is about.
+
+use std::path::PathBuf;
+
+/// Errors from the load generator library. A failed request during a route load is *data*
+/// (counted per status), never one of these; these end an operation.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    #[error("target {url:?}: {reason}")]
+    BadTarget { url: String, reason: String },
+    #[error("target {url} is not loopback; pass --allow-remote to load a remote server")]
+    RemoteRefused { url: String },
+    #[error("target {url} is unreachable: {detail}")]
+    Unreachable { url: String, detail: String },
+    #[error("target {url} is not an obsync-v1 server: {detail}")]
+    NotObsync { url: String, detail: String },
+    #[error("setup token rejected by {url} (401 bad_setup_token)")]
+    BadSetupToken { url: String },
+    #[error(
+        "{url} is already set up (409 already_set_up): reuse the state file that enrolled it, or start the server with a fresh data dir"
+    )]
+    AlreadySetUp { url: String },
+    #[error("{route}: transport error ({kind}): {detail}")]
+    Transport {
+        route: String,
+        kind: &'static str,
+        detail: String,
+    },
+    #[error("{route}: unexpected answer {status} {code}: {detail}")]
+    Status {
+        route: String,
+        status: u16,
+        code: String,
+        detail: String,
+    },
+    #[error("{route}: malformed answer: {detail}")]
+    BadAnswer { route: String, detail: String },
+    #[error("{}: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("state file {}: {reason}", path.display())]
+    State { path: PathBuf, reason: String },
+    #[error("vault path {path:?} from the server is unsafe (absolute, empty or with ..)")]
+    UnsafePath { path: String },
+    #[error("{path}: SHA-256 mismatch after download (expected {expected}, got {got})")]
+    HashMismatch {
+        path: String,
+        expected: String,
+        got: String,
+    },
+    #[error("{path}: not known to this device")]
+    UnknownPath { path: String },
+    #[error("{what}: {reason}")]
+    Invalid { what: String, reason: String },
+}
+
+impl LoadError {
+    pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        LoadError::Io {
+            path: path.into(),
+            source,
+        }
+    }
+}

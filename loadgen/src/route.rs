@@ -1,0 +1,467 @@
+//! Route load: one route driven closed-loop (N requests in flight) or open-loop (a fixed
+//! rate, latency measured from the intended send time) across several devices, bounded by
+//! a duration and a request ceiling. A failed request is counted, never an abort.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use base64::Engine as _;
+use bytes::Bytes;
+use hdrhistogram::Histogram;
+use hyper::Method;
+use protocol::wire::{SidsRequest, VersionPost};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+use tokio::sync::Semaphore;
+use tokio::task::JoinSet;
+
+use crate::client::{Device, Outgoing, REQUEST_TIMEOUT};
+use crate::error::LoadError;
+use crate::stats::{HistSummary, Recorder, RouteStats, write_interval_log};
+use crate::sync::file_id_for;
+
+/// Body size of route-load chunks: 1.5 KiB, the median note size of the vault profiles
+/// (design.md §4, "median ≈ 1.5 KiB").
+pub const LOAD_CHUNK_BYTES: usize = 1536;
+/// Chunks uploaded before a read route starts, so reads hit real stored data.
+pub const PREP_CHUNKS: usize = 16;
+/// Versions posted before a `changes` load, so each feed read returns a full page.
+pub const PREP_VERSIONS: usize = 100;
+/// Entries per `changes` read under load.
+pub const CHANGES_PAGE: usize = 100;
+/// Sids per `chunks/exists` under load: a quarter known, the rest unknown.
+pub const EXISTS_SIDS: usize = 64;
+/// tokio's timer wheel has 1 ms resolution: an open-loop start more than 2 ms after its
+/// intended time counts as late.
+pub const LATE_START: Duration = Duration::from_millis(2);
+/// After the duration, requests still out get this long before they count as timeouts.
+pub const DRAIN_GRACE: Duration = Duration::from_secs(2);
+
+/// A route under load.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum Route {
+    /// `PUT /v1/chunks/{sid}`, a fresh 1.5 KiB chunk each time
+    PutChunk,
+    /// `POST /v1/files/{id}/versions`, a new one-chunk file each time
+    PostVersion,
+    /// `GET /v1/changes?since=0&limit=100` over a feed of ≥ 100 entries
+    Changes,
+    /// `GET /v1/chunks/{sid}` of a stored chunk
+    GetChunk,
+    /// `POST /v1/chunks/get` of three stored chunks (the client's batch)
+    ChunksGet,
+    /// `POST /v1/chunks/exists` of 64 sids (16 stored)
+    ChunksExists,
+    /// `GET /livez`, signed like any device request (the generator's own ceiling)
+    Livez,
+}
+
+impl Route {
+    pub const ALL: [Route; 7] = [
+        Route::PutChunk,
+        Route::PostVersion,
+        Route::Changes,
+        Route::GetChunk,
+        Route::ChunksGet,
+        Route::ChunksExists,
+        Route::Livez,
+    ];
+
+    /// The route's name in reports and interval-log tags.
+    pub fn name(self) -> &'static str {
+        match self {
+            Route::PutChunk => "put-chunk",
+            Route::PostVersion => "post-version",
+            Route::Changes => "changes",
+            Route::GetChunk => "get-chunk",
+            Route::ChunksGet => "chunks-get",
+            Route::ChunksExists => "chunks-exists",
+            Route::Livez => "livez",
+        }
+    }
+}
+
+/// How requests are issued.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Mode {
+    /// Keep exactly `in_flight` requests outstanding.
+    Closed { in_flight: usize },
+    /// Start one request every `1 / rate_per_s` seconds; at most `max_in_flight` may be
+    /// outstanding (more waits, starts late, and the corrected latency shows it).
+    Open { rate_per_s: f64, max_in_flight: usize },
+}
+
+/// One route load.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RouteLoadConfig {
+    pub route: Route,
+    pub mode: Mode,
+    pub duration: Duration,
+    pub max_requests: u64,
+    pub seed: u64,
+}
+
+/// Data the run's requests refer to, prepared before the clock starts.
+#[derive(Debug, Clone, Default)]
+struct Prep {
+    sids: Vec<String>,
+    exists_body: Bytes,
+}
+
+fn ser_sign<S: serde::Serializer>(h: &Histogram<u64>, s: S) -> Result<S::Ok, S::Error> {
+    HistSummary::of(h, 1).serialize(s)
+}
+
+/// What a route load measured.
+#[derive(Debug, Clone, Serialize)]
+pub struct RouteLoadReport {
+    pub route: Route,
+    pub config: RouteLoadConfig,
+    pub devices: usize,
+    pub wall_ns: u64,
+    pub requests: u64,
+    /// Completed requests per second of wall time.
+    pub throughput_per_s: f64,
+    /// Open loop: requests that left more than 2 ms after their intended time.
+    pub late_starts: u64,
+    pub stats: RouteStats,
+    /// Signing time (hash + HMAC) per request, in ns (summarised in µs in JSON).
+    #[serde(rename = "signing_us", serialize_with = "ser_sign")]
+    pub signing: Histogram<u64>,
+    #[serde(skip)]
+    start_wall: std::time::SystemTime,
+}
+
+impl RouteLoadReport {
+    /// Headline latency (corrected in open loop) in µs.
+    pub fn summary(&self) -> HistSummary {
+        self.stats.summary()
+    }
+
+    /// The headline latency HdrHistogram (µs).
+    pub fn histogram(&self) -> &Histogram<u64> {
+        self.stats.headline()
+    }
+
+    /// Signing time summarised in µs.
+    pub fn signing_summary(&self) -> HistSummary {
+        HistSummary::of(&self.signing, 1)
+    }
+
+    /// Writes the standard HdrHistogram interval log, tagged by route.
+    pub fn write_hdr_log<W: std::io::Write>(&self, w: &mut W) -> std::io::Result<()> {
+        let mut routes = std::collections::BTreeMap::new();
+        routes.insert(self.route.name().to_owned(), self.stats.clone());
+        write_interval_log(w, self.start_wall, &routes)
+    }
+}
+
+fn sid_of(data: &[u8]) -> String {
+    hex::encode(Sha256::digest(data))
+}
+
+fn random_chunk(rng: &mut ChaCha8Rng) -> (Bytes, String) {
+    let mut buf = vec![0u8; LOAD_CHUNK_BYTES];
+    rng.fill_bytes(&mut buf);
+    let sid = sid_of(&buf);
+    (Bytes::from(buf), sid)
+}
+
+async fn put_chunk(dev: &Device, rec: &Recorder, body: Bytes, sid: &str) -> Result<(), LoadError> {
+    let pq = format!("/v1/chunks/{sid}");
+    dev.call(
+        rec,
+        Outgoing {
+            method: Method::PUT,
+            body,
+            body_sha256: Some(sid),
+            content_type: Some("application/octet-stream"),
+            ..Outgoing::get("put-chunk", &pq)
+        },
+        &[200, 201],
+    )
+    .await
+    .map(|_| ())
+}
+
+/// A new one-chunk file version (body + path) for `post-version` under load.
+fn version_body(dev: &Device, sid: &str, path: &str, nonce: String) -> (String, Vec<u8>) {
+    let file_id = file_id_for(path);
+    let manifest = serde_json::to_vec(&protocol::wire::ClientManifest {
+        path: path.to_owned(),
+        kind: "file".into(),
+        size: LOAD_CHUNK_BYTES as u64,
+        sha256: sid.to_owned(),
+    })
+    .expect("plain struct serialises");
+    let sids = vec![sid.to_owned()];
+    let version_id =
+        protocol::version_id(&file_id, &[], &manifest, &sids).expect("generated ids are hex");
+    let post = VersionPost {
+        version_id,
+        parents: vec![],
+        sids,
+        bytes: LOAD_CHUNK_BYTES as u64,
+        domain_id: dev.domain_id().to_owned(),
+        manifest_ct: base64::engine::general_purpose::STANDARD.encode(&manifest),
+        manifest_nonce: nonce,
+        deleted: false,
+    };
+    (
+        format!("/v1/files/{file_id}/versions"),
+        serde_json::to_vec(&post).expect("plain struct serialises"),
+    )
+}
+
+async fn prepare(devices: &[Device], cfg: &RouteLoadConfig) -> Result<Prep, LoadError> {
+    let mut prep = Prep::default();
+    if cfg.route == Route::Livez || cfg.route == Route::PutChunk {
+        return Ok(prep);
+    }
+    let rec = Recorder::new(false);
+    let dev = &devices[0];
+    let mut rng = ChaCha8Rng::seed_from_u64(cfg.seed);
+    rng.set_stream(u64::MAX);
+    for _ in 0..PREP_CHUNKS {
+        let (body, sid) = random_chunk(&mut rng);
+        put_chunk(dev, &rec, body, &sid).await?;
+        prep.sids.push(sid);
+    }
+    if cfg.route == Route::Changes {
+        for i in 0..PREP_VERSIONS {
+            let path = format!("vaultbench-load/prep-{:016x}-{i}.md", cfg.seed);
+            let (pq, body) = version_body(dev, &prep.sids[i % PREP_CHUNKS], &path, dev.random_hex(12));
+            dev.call(&rec, Outgoing::post_json("post-version", &pq, body), &[200, 201])
+                .await?;
+        }
+    }
+    let mut sids: Vec<String> = prep.sids.clone();
+    while sids.len() < EXISTS_SIDS {
+        let mut b = [0u8; 32];
+        rng.fill_bytes(&mut b);
+        sids.push(hex::encode(b));
+    }
+    prep.exists_body = Bytes::from(serde_json::to_vec(&SidsRequest { sids }).expect("serialises"));
+    Ok(prep)
+}
+
+/// Shared state of one run's workers.
+struct Run {
+    route: Route,
+    devices: Vec<Device>,
+    prep: Prep,
+    rec: Recorder,
+    /// Unique per request across workers: names new files in `post-version`.
+    counter: AtomicU64,
+    deadline: Instant,
+    seed: u64,
+}
+
+impl Run {
+    /// Issues one request of the route. Errors are already counted by the recorder.
+    async fn one(&self, dev: &Device, rng: &mut ChaCha8Rng, intended: Option<Instant>) {
+        let hard_stop = self.deadline + DRAIN_GRACE;
+        let timeout = REQUEST_TIMEOUT
+            .min(hard_stop.saturating_duration_since(Instant::now()))
+            .max(Duration::from_millis(1));
+        let n = self.counter.fetch_add(1, Ordering::Relaxed);
+        let route = self.route.name();
+        let pq: String;
+        let req = match self.route {
+            Route::Livez => Outgoing::get(route, "/livez"),
+            Route::PutChunk => {
+                let (body, sid) = random_chunk(rng);
+                pq = format!("/v1/chunks/{sid}");
+                let _ = self
+                    .send(dev, Outgoing {
+                        method: Method::PUT,
+                        body,
+                        body_sha256: Some(&sid),
+                        content_type: Some("application/octet-stream"),
+                        timeout,
+                        intended,
+                        ..Outgoing::get(route, &pq)
+                    })
+                    .await;
+                return;
+            }
+            Route::PostVersion => {
+                let sid = &self.prep.sids[rng.next_u32() as usize % self.prep.sids.len()];
+                let path = format!("vaultbench-load/{:016x}/{}/{n}.md", self.seed, dev.index());
+                let (p, body) = version_body(dev, sid, &path, dev.random_hex(12));
+                pq = p;
+                Outgoing::post_json(route, &pq, body)
+            }
+            Route::Changes => {
+                pq = format!("/v1/changes?since=0&limit={CHANGES_PAGE}");
+                Outgoing::get(route, &pq)
+            }
+            Route::GetChunk => {
+                let sid = &self.prep.sids[rng.next_u32() as usize % self.prep.sids.len()];
+                pq = format!("/v1/chunks/{sid}");
+                Outgoing::get(route, &pq)
+            }
+            Route::ChunksGet => {
+                let k = self.prep.sids.len();
+                let i = rng.next_u32() as usize;
+                let sids = (0..protocol::limits::CLIENT_GET_BATCH)
+                    .map(|j| self.prep.sids[(i + j) % k].clone())
+                    .collect();
+                let body = serde_json::to_vec(&SidsRequest { sids }).expect("serialises");
+                Outgoing::post_json(route, "/v1/chunks/get", body)
+            }
+            Route::ChunksExists => Outgoing {
+                body: self.prep.exists_body.clone(),
+                ..Outgoing::post_json(route, "/v1/chunks/exists", Vec::new())
+            },
+        };
+        let _ = self.send(dev, Outgoing { timeout, intended, ..req }).await;
+    }
+
+    async fn send(&self, dev: &Device, req: Outgoing<'_>) -> Result<(), LoadError> {
+        dev.send(&self.rec, req).await.map(|_| ())
+    }
+}
+
+/// Runs one route load. Stops at `duration` or `max_requests`, whichever comes first;
+/// requests still out `DRAIN_GRACE` after the duration are abandoned and counted as
+/// timeouts.
+pub async fn run_route_load(
+    devices: &[Device],
+    cfg: &RouteLoadConfig,
+) -> Result<RouteLoadReport, LoadError> {
+    if devices.is_empty() {
+        return Err(LoadError::Invalid {
+            what: "devices".into(),
+            reason: "at least one enrolled device is needed".into(),
+        });
+    }
+    let invalid = |what: &str, reason: &str| LoadError::Invalid {
+        what: what.into(),
+        reason: reason.into(),
+    };
+    if cfg.duration.is_zero() {
+        return Err(invalid("duration", "must be more than 0"));
+    }
+    if cfg.max_requests == 0 {
+        return Err(invalid("max-requests", "must be at least 1"));
+    }
+    let open = match cfg.mode {
+        Mode::Closed { in_flight: 0 } => return Err(invalid("in-flight", "must be at least 1")),
+        Mode::Open { rate_per_s, .. } if !(rate_per_s > 0.0 && rate_per_s.is_finite()) => {
+            return Err(invalid("rate", "must be a positive number of requests per second"));
+        }
+        Mode::Open { max_in_flight: 0, .. } => {
+            return Err(invalid("max-in-flight", "must be at least 1"));
+        }
+        Mode::Closed { .. } => false,
+        Mode::Open { .. } => true,
+    };
+    let prep = prepare(devices, cfg).await?;
+    let rec = Recorder::with_intervals(open);
+    let t0 = rec.start();
+    let run = Arc::new(Run {
+        route: cfg.route,
+        devices: devices.to_vec(),
+        prep,
+        rec: rec.clone(),
+        counter: AtomicU64::new(0),
+        deadline: t0 + cfg.duration,
+        seed: cfg.seed,
+    });
+    let issued = Arc::new(AtomicU64::new(0));
+    let mut set = JoinSet::new();
+    match cfg.mode {
+        Mode::Closed { in_flight } => {
+            for w in 0..in_flight {
+                let (run, issued, max) = (run.clone(), issued.clone(), cfg.max_requests);
+                set.spawn(async move {
+                    let dev = run.devices[w % run.devices.len()].clone();
+                    let mut rng = ChaCha8Rng::seed_from_u64(run.seed);
+                    rng.set_stream(w as u64);
+                    while Instant::now() < run.deadline
+                        && issued.fetch_add(1, Ordering::Relaxed) < max
+                    {
+                        run.one(&dev, &mut rng, None).await;
+                    }
+                });
+            }
+        }
+        Mode::Open {
+            rate_per_s,
+            max_in_flight,
+        } => {
+            let sem = Arc::new(Semaphore::new(max_in_flight));
+            let period = Duration::from_secs_f64(1.0 / rate_per_s);
+            let mut rng = ChaCha8Rng::seed_from_u64(cfg.seed);
+            let mut i: u64 = 0;
+            while i < cfg.max_requests {
+                let intended = t0 + period.mul_f64(i as f64);
+                if intended >= run.deadline {
+                    break;
+                }
+                tokio::time::sleep_until(intended.into()).await;
+                let permit = tokio::select! {
+                    p = sem.clone().acquire_owned() => p.expect("semaphore never closed"),
+                    _ = tokio::time::sleep_until(run.deadline.into()) => break,
+                };
+                if Instant::now().saturating_duration_since(intended) > LATE_START {
+                    rec.late_start();
+                }
+                let dev = run.devices[i as usize % run.devices.len()].clone();
+                rng.set_stream(i);
+                let mut req_rng = rng.clone();
+                let run = run.clone();
+                set.spawn(async move {
+                    run.one(&dev, &mut req_rng, Some(intended)).await;
+                    drop(permit);
+                });
+                i += 1;
+                // Reap finished tasks so the set does not grow with the run.
+                while set.try_join_next().is_some() {}
+            }
+        }
+    }
+    // Requests time out at deadline + grace (see `Run::one`) and are counted; the extra
+    // quarter second lets them record that before anything still running is aborted.
+    let hard_stop = run.deadline + DRAIN_GRACE + Duration::from_millis(250);
+    loop {
+        tokio::select! {
+            r = set.join_next() => if r.is_none() { break },
+            _ = tokio::time::sleep_until(hard_stop.into()) => { set.abort_all(); break; }
+        }
+    }
+    let wall = t0.elapsed();
+    let m = rec.snapshot();
+    let stats = m
+        .routes
+        .get(cfg.route.name())
+        .cloned()
+        .unwrap_or_else(|| RouteStats {
+            requests: 0,
+            status: Default::default(),
+            bytes_sent: 0,
+            bytes_received: 0,
+            latency: crate::stats::latency_histogram(),
+            corrected: open.then(crate::stats::latency_histogram),
+            per_second: vec![],
+            intervals: vec![],
+        });
+    Ok(RouteLoadReport {
+        route: cfg.route,
+        config: cfg.clone(),
+        devices: devices.len(),
+        wall_ns: wall.as_nanos() as u64,
+        requests: stats.requests,
+        throughput_per_s: stats.requests as f64 / wall.as_secs_f64().max(1e-9),
+        late_starts: m.late_starts,
+        stats,
+        signing: m.signing,
+        start_wall: m.start_wall,
+    })
+}

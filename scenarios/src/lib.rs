@@ -1,2 +1,25 @@
-//! Seeded synthetic vaults (placeholder; see issue 2) and scenario definitions.
+//! Seeded synthetic vaults (pure: seed + profile -> a stream of files) and scenario
+//! definitions.
+//!
+//! Pipeline: [`profile`] (the shape) -> a plan (names, sizes, links' targets) -> [`generate`]
+//! (files, made lazily) -> [`manifest`] (paths, sizes, SHA-256, one digest) -> [`edits`]
+//! (a churn stream over the vault). No clock, no global RNG, no file I/O.
+
+mod binary;
+pub mod edits;
+mod generate;
+pub mod hazards;
+pub mod links;
+mod manifest;
+mod note;
+mod plan;
+mod profile;
+mod rng;
 pub mod scenario;
+mod text;
+
+pub use binary::RandomReader;
+pub use generate::{FileReader, Files, GenFile, generate};
+pub use manifest::{Difference, Manifest, ManifestEntry, entry, hash_reader, manifest};
+pub use profile::{DEFAULT_SEED, Fanout, LinkStyle, ObsidianConfig, PROFILE_NAMES, Profile, profile};
+pub use text::percent_decode;

@@ -1,0 +1,305 @@
+//! Files beside the notes: a `.obsidian/` config folder and the sync hazards seen in real
+//! vaults (real-vaults.md "Names and sync hazards"): 255-byte names, a case-only collision,
+//! one basename in 61 folders, NFC and NFD spellings, spaces and emoji, 0-byte notes, a
+//! 500 KB note and a 4 MiB+ attachment.
+
+use std::fmt::Write as _;
+
+use crate::binary::png_of_size;
+use crate::profile::Profile;
+use crate::rng::{Purpose, below, stream};
+use crate::text;
+
+/// The case-only pair (real-vaults.md: `Notes/MAAS.md` beside `Notes/MaaS.md`).
+pub const CASE_PAIR: [&str; 2] = ["Wiki/MAAS.md", "Wiki/MaaS.md"];
+/// The same name in NFC (`é` = U+00E9, `è` = U+00E8) and NFD (`e` + U+0301, `e` + U+0300).
+pub const NORMALISATION_PAIR: [&str; 2] = ["Wiki/Caf\u{e9} cr\u{e8}me.md", "Wiki/Cafe\u{301} cre\u{300}me.md"];
+/// Folders holding one `Index.md` each (real-vaults.md: one basename in up to 61 folders).
+const SAME_BASENAME_FOLDERS: u32 = 61;
+/// real-vaults.md: the largest real notes reach 560 KB; the issue asks for a 500 KB note.
+const BIG_NOTE_BYTES: usize = 500_000;
+/// real-vaults.md: a few attachments >= 4 MiB in half of the vaults.
+const BIG_ATTACHMENT_BYTES: usize = 4 * 1024 * 1024 + 512 * 1024;
+
+const PLUGINS: &[&str] = &[
+    "obsidian-excalidraw-plugin",
+    "dataview",
+    "obsidian-git",
+    "templater-obsidian",
+    "calendar",
+    "omnisearch",
+    "obsidian-tasks-plugin",
+    "quickadd",
+];
+const CORE: &[&str] = &[
+    "app.json",
+    "appearance.json",
+    "core-plugins.json",
+    "community-plugins.json",
+    "hotkeys.json",
+    "workspace.json",
+    "graph.json",
+];
+const EMOJI_NAMES: &[&str] = &[
+    "\u{1f4da} Reading/Books I loved \u{2764}\u{fe0f}.md",
+    "Wiki/\u{1f680} Launch plan 2024.md",
+    "Wiki/trailing space .md",
+    "Wiki/multiple   spaces inside.md",
+    "Wiki/Meeting 2024-03-01 \u{2705} done.md",
+];
+
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Extra {
+    Core(usize),
+    PluginManifest(usize),
+    PluginData(usize),
+    PluginCache(u32),
+    PluginJs(u64),
+    LongName,
+    Case(usize),
+    SameBasename(u32),
+    Normalisation(usize),
+    Emoji(usize),
+    Empty(u32),
+    BigNote,
+    BigAttachment,
+}
+
+/// The extra files of a profile, in generation order.
+pub(crate) fn extras(p: &Profile) -> Vec<Extra> {
+    let mut out = Vec::new();
+    if let Some(cfg) = p.obsidian {
+        let mut json = Vec::new();
+        json.extend((0..CORE.len()).map(Extra::Core));
+        for k in 0..PLUGINS.len() {
+            json.push(Extra::PluginManifest(k));
+            json.push(Extra::PluginData(k));
+        }
+        let cache = (cfg.json_files as usize).saturating_sub(json.len());
+        json.extend((0..cache as u32).map(Extra::PluginCache));
+        json.truncate(cfg.json_files as usize);
+        out.extend(json);
+        if cfg.plugin_js_bytes > 0 {
+            out.push(Extra::PluginJs(cfg.plugin_js_bytes));
+        }
+    }
+    if p.hazards {
+        out.push(Extra::LongName);
+        out.extend((0..2).map(Extra::Case));
+        out.extend((0..SAME_BASENAME_FOLDERS).map(Extra::SameBasename));
+        out.extend((0..2).map(Extra::Normalisation));
+        out.extend((0..EMOJI_NAMES.len()).map(Extra::Emoji));
+        out.extend((0..3).map(Extra::Empty));
+        out.push(Extra::BigNote);
+        out.push(Extra::BigAttachment);
+    }
+    out
+}
+
+/// A clipped-article name whose file name is exactly 255 bytes (the usual filesystem
+/// limit), with a multi-byte dash so a byte-counting bug cuts a character in half.
+pub fn long_name() -> String {
+    let mut stem = String::from("How we rebuilt our sync engine \u{2014} lessons from");
+    let mut i = 0;
+    while stem.len() < 252 {
+        stem.push(' ');
+        stem.push_str(text::WORDS[i % 124]);
+        i += 7;
+    }
+    let mut cut = 252;
+    while !stem.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    stem.truncate(cut);
+    while stem.len() < 252 {
+        stem.push('x');
+    }
+    format!("Clippings/{stem}.md")
+}
+
+impl Extra {
+    pub(crate) fn path(&self) -> String {
+        match *self {
+            Extra::Core(k) => format!(".obsidian/{}", CORE[k]),
+            Extra::PluginManifest(k) => format!(".obsidian/plugins/{}/manifest.json", PLUGINS[k]),
+            Extra::PluginData(k) => format!(".obsidian/plugins/{}/data.json", PLUGINS[k]),
+            Extra::PluginCache(k) => format!(".obsidian/plugins/omnisearch/cache/{k:04}.json"),
+            Extra::PluginJs(_) => format!(".obsidian/plugins/{}/main.js", PLUGINS[0]),
+            Extra::LongName => long_name(),
+            Extra::Case(k) => CASE_PAIR[k].to_owned(),
+            Extra::SameBasename(k) => format!("Areas/Area {:02}/Index.md", k + 1),
+            Extra::Normalisation(k) => NORMALISATION_PAIR[k].to_owned(),
+            Extra::Emoji(k) => EMOJI_NAMES[k].to_owned(),
+            Extra::Empty(k) => match k {
+                0 => "Wiki/Untitled.md".to_owned(),
+                _ => format!("Wiki/Untitled {k}.md"),
+            },
+            Extra::BigNote => "Wiki/Whiteboard drawing.md".to_owned(),
+            Extra::BigAttachment => format!("{}/Scan 2024-03-01.png", crate::plan::ATTACHMENT_DIR),
+        }
+    }
+
+    /// The file's bytes; `index` picks this file's random stream.
+    pub(crate) fn render(&self, seed: u64, index: u32) -> Vec<u8> {
+        let mut rng = stream(seed, Purpose::Hazards, index);
+        let mut s = String::new();
+        match *self {
+            Extra::Core(k) => {
+                let _ = match CORE[k] {
+                    "community-plugins.json" => write!(s, "{}", json_list(PLUGINS)),
+                    "core-plugins.json" => write!(
+                        s,
+                        "{}",
+                        json_list(&["file-explorer", "global-search", "switcher", "graph", "backlink", "daily-notes", "templates"])
+                    ),
+                    "workspace.json" => write!(
+                        s,
+                        "{{\n  \"main\": {{\"id\": \"{:016x}\", \"type\": \"split\"}},\n  \"lastOpenFiles\": [\"{}.md\"]\n}}\n",
+                        below(&mut rng, usize::MAX),
+                        text::title(&mut rng, 0.0)
+                    ),
+                    _ => write!(
+                        s,
+                        "{{\n  \"alwaysUpdateLinks\": true,\n  \"attachmentFolderPath\": \"attachments\",\n  \"fontSize\": {}\n}}\n",
+                        12 + below(&mut rng, 8)
+                    ),
+                };
+            }
+            Extra::PluginManifest(k) => {
+                let _ = write!(
+                    s,
+                    "{{\n  \"id\": \"{0}\",\n  \"name\": \"{0}\",\n  \"version\": \"{1}.{2}.{3}\",\n  \"minAppVersion\": \"1.4.0\",\n  \"isDesktopOnly\": false\n}}\n",
+                    PLUGINS[k],
+                    below(&mut rng, 3),
+                    below(&mut rng, 20),
+                    below(&mut rng, 10)
+                );
+            }
+            Extra::PluginData(_) | Extra::PluginCache(_) => {
+                s.push_str("{\n");
+                let n = 2 + below(&mut rng, 30);
+                for i in 0..n {
+                    let _ = write!(
+                        s,
+                        "  \"{}-{i}\": {{\"mtime\": {}, \"size\": {}}}{}\n",
+                        text::title(&mut rng, 0.0),
+                        1_700_000_000_000u64 + below(&mut rng, 100_000_000) as u64,
+                        below(&mut rng, 100_000),
+                        if i + 1 < n { "," } else { "" }
+                    );
+                }
+                s.push_str("}\n");
+            }
+            Extra::PluginJs(len) => return plugin_js(&mut rng, len as usize),
+            Extra::LongName => {
+                s.push_str("---\nsource: https://example.org/blog/sync-engine\nclipped: 2024-02-11\n---\n\n");
+                for _ in 0..6 {
+                    text::paragraph(&mut rng, &mut s, 0.0);
+                }
+            }
+            Extra::Case(k) => {
+                let _ = write!(s, "# {}\n\n", ["MAAS", "MaaS"][k]);
+                text::paragraph(&mut rng, &mut s, 0.0);
+            }
+            Extra::SameBasename(k) => {
+                let _ = write!(s, "# Area {:02}\n\n", k + 1);
+                text::list(&mut rng, &mut s, 0.0, false);
+            }
+            Extra::Normalisation(_) | Extra::Emoji(_) => {
+                s.push_str("# Caf\u{e9} na\u{ef}ve \u{1f680}\n\n");
+                text::paragraph(&mut rng, &mut s, 0.5);
+            }
+            Extra::Empty(_) => {}
+            Extra::BigNote => return big_note(&mut rng),
+            Extra::BigAttachment => return png_of_size(&mut rng, BIG_ATTACHMENT_BYTES),
+        }
+        s.into_bytes()
+    }
+}
+
+fn json_list(items: &[&str]) -> String {
+    let quoted: Vec<String> = items.iter().map(|i| format!("  \"{i}\"")).collect();
+    format!("[\n{}\n]\n", quoted.join(",\n"))
+}
+
+/// Minified-looking plugin JavaScript of exactly `len` bytes.
+fn plugin_js(rng: &mut rand_chacha::ChaCha8Rng, len: usize) -> Vec<u8> {
+    let mut s = String::with_capacity(len + 200);
+    s.push_str("\"use strict\";var __defProp=Object.defineProperty;\n");
+    while s.len() < len {
+        let _ = write!(
+            s,
+            "var {a}{n}=function(t,e){{return t.{b}(e*{n}+{m})}};{a}{n}.prototype.{c}=function(){{return this.{b}.length>{m}}};\n",
+            a = text::WORDS[below(rng, 124)],
+            b = text::WORDS[below(rng, 124)],
+            c = text::WORDS[below(rng, 124)],
+            n = below(rng, 100_000),
+            m = below(rng, 1000)
+        );
+    }
+    s.truncate(len);
+    s.into_bytes()
+}
+
+/// An Excalidraw drawing stored as Markdown: a JSON scene of exactly 500,000 bytes.
+fn big_note(rng: &mut rand_chacha::ChaCha8Rng) -> Vec<u8> {
+    let mut s = String::from("---\nexcalidraw-plugin: parsed\ntags: [excalidraw]\n---\n\n# Drawing\n```json\n{\"type\":\"excalidraw\",\"elements\":[\n");
+    let footer = "]}\n```\n";
+    loop {
+        let line = format!(
+            "{{\"type\":\"line\",\"x\":{},\"y\":{},\"points\":[[0,0],[{},{}]],\"seed\":{}}},\n",
+            below(rng, 4000),
+            below(rng, 4000),
+            below(rng, 300),
+            below(rng, 300),
+            below(rng, 1 << 30)
+        );
+        if s.len() + line.len() + footer.len() > BIG_NOTE_BYTES {
+            break;
+        }
+        s.push_str(&line);
+    }
+    while s.len() + footer.len() < BIG_NOTE_BYTES {
+        s.push(' ');
+    }
+    s.push_str(footer);
+    s.into_bytes()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::profile::profile;
+
+    #[test]
+    fn long_name_is_255_bytes() {
+        let p = long_name();
+        let base = p.rsplit('/').next().unwrap();
+        assert_eq!(base.len(), 255);
+        assert!(base.contains('\u{2014}'));
+    }
+
+    #[test]
+    fn exact_sizes() {
+        assert_eq!(Extra::BigNote.render(1, 0).len(), BIG_NOTE_BYTES);
+        assert_eq!(Extra::PluginJs(12345).render(1, 0).len(), 12345);
+        assert!(Extra::BigAttachment.render(1, 0).len() >= 4 * 1024 * 1024);
+    }
+
+    #[test]
+    fn pairs_differ_only_by_case_and_normalisation() {
+        assert_ne!(CASE_PAIR[0], CASE_PAIR[1]);
+        assert_eq!(CASE_PAIR[0].to_lowercase(), CASE_PAIR[1].to_lowercase());
+        assert_ne!(NORMALISATION_PAIR[0].as_bytes(), NORMALISATION_PAIR[1].as_bytes());
+        assert_eq!(NORMALISATION_PAIR[0].chars().count() + 2, NORMALISATION_PAIR[1].chars().count());
+    }
+
+    #[test]
+    fn hazards_profile_counts() {
+        let p = profile("hazards").unwrap();
+        let ex = extras(&p);
+        assert_eq!(ex.iter().filter(|e| matches!(e, Extra::Core(_) | Extra::PluginManifest(_) | Extra::PluginData(_) | Extra::PluginCache(_))).count(), 400);
+        let paths: std::collections::BTreeSet<String> = ex.iter().map(Extra::path).collect();
+        assert_eq!(paths.len(), ex.len(), "paths are distinct");
+    }
+}

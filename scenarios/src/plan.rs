@@ -1,0 +1,288 @@
+//! The vault plan: folders, note names and sizes, duplicate groups, index notes and
+//! attachments, decided up front so links can point anywhere; bytes are made later, lazily.
+//!
+//! The plan costs about 100 bytes a note (vault100k: ~10 MiB), never the notes' text.
+
+use std::collections::BTreeSet;
+
+use crate::profile::Profile;
+use crate::rng::{Purpose, below, between, chance, log_normal, stream};
+use crate::text;
+
+/// How a note's bytes are made.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum NoteKind {
+    Normal,
+    /// 0 bytes.
+    Empty,
+    /// A normal note plus a pasted base64 image (the heavy tail).
+    Heavy,
+}
+
+#[derive(Clone, Debug)]
+pub(crate) struct NotePlan {
+    /// Vault-relative path, `Folder/Sub/Title.md`.
+    pub path: String,
+    /// Byte offset of the title inside `path` (the stem starts here, ends before `.md`).
+    pub stem_at: u16,
+    /// Target size in bytes (the rendered note lands on it, give or take its links).
+    pub size: u32,
+    pub kind: NoteKind,
+    /// The group leader whose bytes this note repeats (duplicate-body groups).
+    pub dup_of: Option<u32>,
+}
+
+impl NotePlan {
+    pub fn title(&self) -> &str {
+        &self.path[usize::from(self.stem_at)..self.path.len() - 3]
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum AttachmentKind {
+    /// A valid 1x1 PNG for note `n`.
+    TinyPng,
+    /// A valid PNG of an image's size with incompressible pixels.
+    Image,
+    /// Incompressible bytes, streamed.
+    Large,
+}
+
+#[derive(Clone, Debug)]
+pub(crate) struct AttachmentPlan {
+    pub path: String,
+    pub size: u64,
+    pub kind: AttachmentKind,
+}
+
+impl AttachmentPlan {
+    pub fn basename(&self) -> &str {
+        self.path.rsplit('/').next().unwrap_or(&self.path)
+    }
+}
+
+#[derive(Clone, Debug)]
+pub(crate) struct Plan {
+    pub notes: Vec<NotePlan>,
+    /// Note indices sorted by title, for "is this a note's title" lookups.
+    pub by_title: Vec<u32>,
+    /// Index notes that collect a skewed share of incoming links.
+    pub hubs: Vec<u32>,
+    /// Note folders (closed under parents), the dominant one first.
+    pub folders: Vec<String>,
+    pub attachments: Vec<AttachmentPlan>,
+    /// Indices into `attachments` of image-sized PNGs (embeddable).
+    pub images: Vec<u32>,
+}
+
+/// Where attachments live (real vaults: one dedicated folder).
+pub(crate) const ATTACHMENT_DIR: &str = "attachments";
+
+/// Image sizes: median 60 KiB, p90 270 KiB => sigma = ln(4.5)/1.2816 = 1.17 (real-vaults.md).
+const IMAGE_MEDIAN: f64 = 60.0 * 1024.0;
+const IMAGE_SIGMA: f64 = 1.17;
+
+impl Plan {
+    pub fn new(p: &Profile, seed: u64) -> Plan {
+        let mut rng = stream(seed, Purpose::NotePlan, 0);
+        let folders = folders(p, &mut rng);
+        let n = p.notes as usize;
+
+        // Folder of each note: every folder gets one note, then the dominant folder its share.
+        let mut titles: BTreeSet<String> = BTreeSet::new();
+        let mut notes = Vec::with_capacity(n);
+        for i in 0..n {
+            let folder = if i < folders.len() {
+                i
+            } else if chance(&mut rng, p.dominant_share) {
+                0
+            } else {
+                below(&mut rng, folders.len())
+            };
+            let mut title = text::title(&mut rng, p.non_ascii_share);
+            if titles.contains(&title) {
+                let mut k = 2;
+                while titles.contains(&format!("{title} {k}")) {
+                    k += 1;
+                }
+                title = format!("{title} {k}");
+            }
+            titles.insert(title.clone());
+            let dir = &folders[folder];
+            let (kind, size) = if chance(&mut rng, p.empty_share) {
+                (NoteKind::Empty, 0)
+            } else {
+                let s = log_normal(&mut rng, f64::from(p.size_median), p.size_sigma);
+                (NoteKind::Normal, s.clamp(40.0, 400_000.0) as u32)
+            };
+            notes.push(NotePlan {
+                stem_at: (dir.len() + 1) as u16,
+                path: format!("{dir}/{title}.md"),
+                size,
+                kind,
+                dup_of: None,
+            });
+        }
+        drop(titles);
+
+        // Heavy-tail notes, duplicate groups and hubs are distinct picks among normal notes.
+        let mut order: Vec<u32> = (0..p.notes).collect();
+        let mut taken = 0;
+        let mut take = |rng: &mut _, notes: &[NotePlan]| -> Option<u32> {
+            while taken < order.len() {
+                let j = taken + below(rng, order.len() - taken);
+                order.swap(taken, j);
+                taken += 1;
+                let idx = order[taken - 1];
+                if notes[idx as usize].kind == NoteKind::Normal {
+                    return Some(idx);
+                }
+            }
+            None
+        };
+        for _ in 0..p.heavy_notes {
+            if let Some(i) = take(&mut rng, &notes) {
+                notes[i as usize].kind = NoteKind::Heavy;
+                // real-vaults.md: the largest note is 38-560 KB.
+                notes[i as usize].size = between(&mut rng, 38_000, 560_000) as u32;
+            }
+        }
+        for _ in 0..p.dup_groups {
+            let Some(leader) = take(&mut rng, &notes) else { break };
+            for _ in 1..p.dup_group_size {
+                if let Some(i) = take(&mut rng, &notes) {
+                    notes[i as usize].dup_of = Some(leader);
+                    notes[i as usize].size = notes[leader as usize].size;
+                }
+            }
+        }
+        let mut hubs = Vec::new();
+        for _ in 0..(p.notes / 100).max(1) {
+            if let Some(i) = take(&mut rng, &notes) {
+                hubs.push(i);
+            }
+        }
+
+        let mut by_title: Vec<u32> = (0..p.notes).collect();
+        by_title.sort_by(|&a, &b| notes[a as usize].title().cmp(notes[b as usize].title()));
+
+        let (attachments, images) = attachments(p, seed);
+        Plan { notes, by_title, hubs, folders, attachments, images }
+    }
+
+    /// True when some note is titled `t`.
+    pub fn has_title(&self, t: &str) -> bool {
+        self.by_title
+            .binary_search_by(|&i| self.notes[i as usize].title().cmp(t))
+            .is_ok()
+    }
+}
+
+/// `p.folders` folders, depth <= `p.max_depth`, closed under parents; the first is the
+/// dominant top-level folder.
+fn folders(p: &Profile, rng: &mut rand_chacha::ChaCha8Rng) -> Vec<String> {
+    let mut out: Vec<String> = Vec::with_capacity(p.folders as usize);
+    let mut seen: BTreeSet<String> = BTreeSet::new();
+    seen.insert(ATTACHMENT_DIR.to_owned());
+    seen.insert(".obsidian".to_owned());
+    // A handful of top-level folders (at most 12), the rest nest under a random folder.
+    let top = (p.folders / 3).clamp(1, 12);
+    while out.len() < p.folders as usize {
+        let parent = if (out.len() as u32) < top { None } else { Some(below(rng, out.len())) };
+        let parent = parent.filter(|&i| out[i].matches('/').count() + 1 < p.max_depth as usize);
+        let name = text::folder_name(rng);
+        let path = match parent {
+            Some(i) => format!("{}/{name}", out[i]),
+            None => name,
+        };
+        if seen.insert(path.clone()) {
+            out.push(path);
+        }
+    }
+    out
+}
+
+fn attachments(p: &Profile, seed: u64) -> (Vec<AttachmentPlan>, Vec<u32>) {
+    let mut rng = stream(seed, Purpose::AttachmentPlan, 0);
+    let mut out = Vec::new();
+    let mut images = Vec::new();
+    if p.tiny_png_per_note {
+        for i in 0..p.notes {
+            // Obsidian names a pasted image by its timestamp; derive one per note.
+            let stamp = 20_230_101_000_000u64 + u64::from(i) * 37;
+            out.push(AttachmentPlan {
+                path: format!("{ATTACHMENT_DIR}/Pasted image {stamp}.png"),
+                size: crate::binary::TINY_PNG_LEN as u64,
+                kind: AttachmentKind::TinyPng,
+            });
+        }
+    }
+    let n_images = (p.images_per_note * f64::from(p.notes)).round() as u32;
+    let mut names: BTreeSet<String> = BTreeSet::new();
+    for _ in 0..n_images {
+        let mut name = text::title(&mut rng, 0.0);
+        while names.contains(&name) {
+            name.push('_');
+        }
+        names.insert(name.clone());
+        let size = log_normal(&mut rng, IMAGE_MEDIAN, IMAGE_SIGMA).clamp(1024.0, 8.0 * 1024.0 * 1024.0);
+        images.push(out.len() as u32);
+        out.push(AttachmentPlan {
+            path: format!("{ATTACHMENT_DIR}/{name}.png"),
+            size: size as u64,
+            kind: AttachmentKind::Image,
+        });
+    }
+    for k in 0..p.large_attachments {
+        out.push(AttachmentPlan {
+            path: format!("{ATTACHMENT_DIR}/recording-{:02}.bin", k + 1),
+            size: p.large_attachment_bytes,
+            kind: AttachmentKind::Large,
+        });
+    }
+    (out, images)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::profile::profile;
+
+    #[test]
+    fn fixture_folders_and_depth() {
+        let p = profile("fixture").unwrap();
+        let plan = Plan::new(&p, p.default_seed);
+        assert_eq!(plan.folders.len(), 60);
+        let used: BTreeSet<&str> = plan
+            .notes
+            .iter()
+            .map(|n| &n.path[..usize::from(n.stem_at) - 1])
+            .collect();
+        assert_eq!(used.len(), 60, "every folder holds a note");
+        assert!(plan.folders.iter().all(|f| f.matches('/').count() < 3));
+        for f in &plan.folders {
+            if let Some((parent, _)) = f.rsplit_once('/') {
+                assert!(plan.folders.iter().any(|g| g == parent), "{parent} missing");
+            }
+        }
+    }
+
+    #[test]
+    fn titles_are_unique_and_found() {
+        let p = profile("personal").unwrap();
+        let plan = Plan::new(&p, 9);
+        let set: BTreeSet<&str> = plan.notes.iter().map(|n| n.title()).collect();
+        assert_eq!(set.len(), plan.notes.len());
+        assert!(plan.has_title(plan.notes[17].title()));
+        assert!(!plan.has_title("Definitely not a generated title"));
+    }
+
+    #[test]
+    fn small_has_twenty_pairs() {
+        let p = profile("small").unwrap();
+        let plan = Plan::new(&p, p.default_seed);
+        assert_eq!(plan.notes.iter().filter(|n| n.dup_of.is_some()).count(), 20);
+        let leaders: BTreeSet<u32> = plan.notes.iter().filter_map(|n| n.dup_of).collect();
+        assert_eq!(leaders.len(), 20);
+    }
+}

@@ -1,8 +1,533 @@
-//! `load` arguments (placeholder; see issue 4).
+//! `vaultbench load`: route load, `load push|pull` whole-vault transfers, `load bench-peer`.
+//!
+//! Exit codes (the harness maps errors to 2): 0 when the run completed (failed requests
+//! are reported per status, not fatal), 2 for bad input, an unreachable or non-obsync
+//! target, a wrong setup token, or a route load in which no request succeeded.
 
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use serde::Serialize;
+
+use crate::client::Device;
+use crate::enroll::{StateFile, enroll, pair, probe};
+use crate::route::{Mode, Route, RouteLoadConfig, RouteLoadReport, run_route_load};
+use crate::stats::HistSummary;
+use crate::sync::{PushOpts, TransferReport, pull_vault, push_vault};
+use crate::target::Target;
+
+/// The default run seed (design.md §4: "seed (default `0x5eed`)").
+pub const DEFAULT_SEED: u64 = 0x5eed;
+/// Longest accepted `--duration`: one day. Every load must stop by itself.
+pub const MAX_DURATION: Duration = Duration::from_secs(24 * 3600);
+
+/// Drive a server with signed requests: route load, or a whole-vault push/pull.
 #[derive(Debug, clap::Args)]
-pub struct LoadArgs {}
+#[command(args_conflicts_with_subcommands = true)]
+pub struct LoadArgs {
+    #[command(subcommand)]
+    pub cmd: Option<LoadCmd>,
+    #[command(flatten)]
+    pub route: RouteArgs,
+}
 
-pub fn run(_args: LoadArgs) -> anyhow::Result<i32> {
-    anyhow::bail!("load is not built yet")
+#[derive(Debug, clap::Subcommand)]
+pub enum LoadCmd {
+    /// Push every file and folder of a vault directory as one device.
+    Push(TransferArgs),
+    /// Pull everything the server has into a directory as another device (SHA-verified).
+    Pull(TransferArgs),
+    /// Compare the generator's request rate with wrk on the same trivial endpoint.
+    BenchPeer(crate::bench::BenchArgs),
+}
+
+/// Where to connect and how devices are enrolled.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ConnArgs {
+    /// The obsync-v1 server, e.g. http://127.0.0.1:8080 (loopback only unless --allow-remote).
+    #[arg(long)]
+    pub target: Option<String>,
+    /// File holding the server's setup token (needed only to enrol the first time).
+    #[arg(long, value_name = "FILE")]
+    pub setup_token_file: Option<PathBuf>,
+    /// Enrolment state (device ids and secrets, written 0600); default
+    /// ~/.local/state/vaultbench/load-HOST-PORT.json.
+    #[arg(long, value_name = "FILE")]
+    pub state: Option<PathBuf>,
+    /// Allow a target outside 127.0.0.0/8 and ::1.
+    #[arg(long)]
+    pub allow_remote: bool,
+    /// Run seed for nonces and generated bodies (decimal or 0x hex).
+    #[arg(long, default_value = "0x5eed", value_parser = parse_seed)]
+    pub seed: u64,
+}
+
+/// Route load flags.
+#[derive(Debug, Clone, clap::Args)]
+pub struct RouteArgs {
+    #[command(flatten)]
+    pub conn: ConnArgs,
+    /// The route to load.
+    #[arg(long, value_enum)]
+    pub route: Option<Route>,
+    /// Closed loop: keep N requests in flight.
+    #[arg(long, value_name = "N", conflicts_with = "rate")]
+    pub in_flight: Option<usize>,
+    /// Open loop: start R requests per second (latency from the intended send time).
+    #[arg(long, value_name = "R")]
+    pub rate: Option<f64>,
+    /// Open loop: most requests outstanding at once.
+    #[arg(long, value_name = "N", default_value_t = 256)]
+    pub max_in_flight: usize,
+    /// How long to run, with a unit: 500ms, 10s, 2m, 1h.
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    pub duration: Duration,
+    /// Stop after this many requests even if the duration has not passed.
+    #[arg(long, value_name = "M", default_value_t = 1_000_000)]
+    pub max_requests: u64,
+    /// Enrolled devices the requests are spread over.
+    #[arg(long, value_name = "K", default_value_t = 4)]
+    pub devices: usize,
+    /// Print one JSON document on stdout instead of the summary.
+    #[arg(long)]
+    pub json: bool,
+    /// Write the latency histograms as an HdrHistogram interval log, tagged by route.
+    #[arg(long, value_name = "FILE")]
+    pub hdr_log: Option<PathBuf>,
+}
+
+/// `load push|pull` flags.
+#[derive(Debug, Clone, clap::Args)]
+pub struct TransferArgs {
+    #[command(flatten)]
+    pub conn: ConnArgs,
+    /// The vault directory (push: must exist; pull: created if missing).
+    #[arg(long, value_name = "DIR")]
+    pub vault: PathBuf,
+    /// Which enrolled device acts (default: 0 for push, 1 for pull).
+    #[arg(long, value_name = "I")]
+    pub device: Option<usize>,
+    /// Push: files in flight.
+    #[arg(long, value_name = "N", default_value_t = 4)]
+    pub in_flight: usize,
+    /// Push: a throughput checkpoint every N files.
+    #[arg(long, value_name = "N", default_value_t = 1000)]
+    pub checkpoint_every: usize,
+    /// Pull: start after this change-feed seq.
+    #[arg(long, default_value_t = 0)]
+    pub since: u64,
+    /// Print one JSON document on stdout instead of the summary.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Parses `10s`, `500ms`, `2m`, `1h`, `1.5s`; a number without a unit is an error.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let t = s.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .ok_or_else(|| format!("duration {s:?} has no unit (use ms, s, m or h)"))?;
+    let (num, unit) = t.split_at(split);
+    let n: f64 = num
+        .parse()
+        .map_err(|_| format!("duration {s:?} is not a number followed by a unit"))?;
+    let secs = match unit {
+        "ms" => n / 1000.0,
+        "s" => n,
+        "m" => n * 60.0,
+        "h" => n * 3600.0,
+        _ => {
+            return Err(format!(
+                "duration {s:?} has unknown unit {unit:?} (use ms, s, m or h)"
+            ));
+        }
+    };
+    let d =
+        Duration::try_from_secs_f64(secs).map_err(|_| format!("duration {s:?} is out of range"))?;
+    if d.is_zero() {
+        return Err(format!("duration {s:?} must be more than 0"));
+    }
+    if d > MAX_DURATION {
+        return Err(format!("duration {s:?} is longer than 24h"));
+    }
+    Ok(d)
+}
+
+/// Parses a seed in decimal or `0x` hex.
+pub fn parse_seed(s: &str) -> Result<u64, String> {
+    let r = match s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
+        Some(h) => u64::from_str_radix(h, 16),
+        None => s.parse(),
+    };
+    r.map_err(|_| format!("seed {s:?} is not a decimal or 0x-hex u64"))
+}
+
+/// Runs `vaultbench load ...` on its own tokio runtime and returns the exit code.
+pub fn run(args: LoadArgs) -> anyhow::Result<i32> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the tokio runtime")?;
+    rt.block_on(async move {
+        match args.cmd {
+            None => run_route(args.route).await,
+            Some(LoadCmd::Push(t)) => run_transfer(t, true).await,
+            Some(LoadCmd::Pull(t)) => run_transfer(t, false).await,
+            Some(LoadCmd::BenchPeer(b)) => crate::bench::run(b).await,
+        }
+    })
+}
+
+fn target_of(conn: &ConnArgs) -> anyhow::Result<Target> {
+    let url = conn
+        .target
+        .as_deref()
+        .context("--target is required (e.g. --target http://127.0.0.1:8080)")?;
+    Ok(Target::parse(url, conn.allow_remote)?)
+}
+
+/// Loads the state file's devices (a new session) or enrols them, pairing more as needed
+/// so that at least `k` exist. The state is saved before any load request is sent.
+pub async fn ensure_devices(
+    target: &Target,
+    conn: &ConnArgs,
+    k: usize,
+) -> anyhow::Result<Vec<Device>> {
+    let path = conn
+        .state
+        .clone()
+        .unwrap_or_else(|| StateFile::default_path(target));
+    let mut devices;
+    let mut state = match StateFile::load(&path)? {
+        Some(mut s) => {
+            probe(target).await?;
+            s.session += 1;
+            s.save(&path)?;
+            devices = s.devices(target, &path)?;
+            s
+        }
+        None => {
+            let token_path = conn.setup_token_file.as_deref().with_context(|| {
+                format!(
+                    "--setup-token-file is required to enrol devices on {} (no state file at {})",
+                    target.base(),
+                    path.display()
+                )
+            })?;
+            let token = std::fs::read_to_string(token_path)
+                .with_context(|| format!("setup token file {}", token_path.display()))?;
+            if token.trim().is_empty() {
+                bail!("setup token file {} is empty", token_path.display());
+            }
+            devices = enroll(target, token.trim(), k, conn.seed).await?;
+            eprintln!(
+                "vaultbench: enrolled {} device(s) on {}; state in {}",
+                devices.len(),
+                target.base(),
+                path.display()
+            );
+            let s = StateFile::from_devices(target, conn.seed, &devices);
+            s.save(&path)?;
+            s
+        }
+    };
+    if devices.len() < k {
+        let first = devices[0].clone();
+        for i in devices.len()..k {
+            let d = pair(&first, i, state.seed, state.session)
+                .await
+                .with_context(|| format!("pairing device {i} (state file {})", path.display()))?;
+            devices.push(d);
+        }
+        let session = state.session;
+        state = StateFile::from_devices(target, state.seed, &devices);
+        state.session = session;
+        state.save(&path)?;
+    }
+    Ok(devices)
+}
+
+#[derive(Serialize)]
+struct RouteDoc<'a> {
+    target: &'a str,
+    seed: u64,
+    peak_rss_kib: Option<u64>,
+    report: &'a RouteLoadReport,
+}
+
+async fn run_route(a: RouteArgs) -> anyhow::Result<i32> {
+    let target = target_of(&a.conn)?;
+    let route = a
+        .route
+        .context("--route is required (put-chunk, post-version, changes, get-chunk, chunks-get, chunks-exists, livez), or use a subcommand: push, pull, bench-peer")?;
+    let mode = match (a.in_flight, a.rate) {
+        (Some(0), _) => bail!("--in-flight 0: must be at least 1"),
+        (Some(n), None) => Mode::Closed { in_flight: n },
+        (None, Some(r)) if !(r > 0.0 && r.is_finite()) => {
+            bail!("--rate {r}: must be a positive number of requests per second")
+        }
+        (None, Some(r)) => {
+            if a.max_in_flight == 0 {
+                bail!("--max-in-flight 0: must be at least 1");
+            }
+            Mode::Open {
+                rate_per_s: r,
+                max_in_flight: a.max_in_flight,
+            }
+        }
+        (None, None) => {
+            bail!("one of --in-flight N (closed loop) or --rate R (open loop) is required")
+        }
+        (Some(_), Some(_)) => bail!("--in-flight and --rate are exclusive"),
+    };
+    if a.max_requests == 0 {
+        bail!("--max-requests 0: must be at least 1");
+    }
+    if a.devices == 0 {
+        bail!("--devices 0: must be at least 1");
+    }
+    let devices = ensure_devices(&target, &a.conn, a.devices).await?;
+    let cfg = RouteLoadConfig {
+        route,
+        mode,
+        duration: a.duration,
+        max_requests: a.max_requests,
+        seed: a.conn.seed,
+    };
+    let report = run_route_load(&devices[..a.devices], &cfg).await?;
+    if let Some(path) = &a.hdr_log {
+        let mut buf = Vec::new();
+        report
+            .write_hdr_log(&mut buf)
+            .context("encoding the interval log")?;
+        write_atomic(path, &buf).with_context(|| format!("--hdr-log {}", path.display()))?;
+    }
+    let rss = peak_rss_kib();
+    if a.json {
+        let doc = RouteDoc {
+            target: target.base(),
+            seed: a.conn.seed,
+            peak_rss_kib: rss,
+            report: &report,
+        };
+        println!("{}", serde_json::to_string_pretty(&doc)?);
+    } else {
+        print!("{}", human_route(&report, target.base(), a.conn.seed, rss));
+    }
+    if report.requests > 0 && report.stats.ok() == 0 {
+        bail!(
+            "route {}: no request succeeded ({})",
+            route.name(),
+            statuses(&report.stats.status)
+        );
+    }
+    Ok(0)
+}
+
+fn statuses(m: &std::collections::BTreeMap<String, u64>) -> String {
+    m.iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+fn fmt_summary(label: &str, s: &HistSummary) -> String {
+    format!(
+        "{label:<14} p50 {:>9.1}  p90 {:>9.1}  p99 {:>9.1}  p99.9 {:>9.1}  max {:>9.1}  mean {:>9.1}  (µs, n={})\n",
+        s.p50_us, s.p90_us, s.p99_us, s.p999_us, s.max_us, s.mean_us, s.count
+    )
+}
+
+/// The human summary of a route load.
+pub fn human_route(r: &RouteLoadReport, target: &str, seed: u64, rss: Option<u64>) -> String {
+    let mut out = String::new();
+    let mode = match r.config.mode {
+        Mode::Closed { in_flight } => format!("closed loop, {in_flight} in flight"),
+        Mode::Open {
+            rate_per_s,
+            max_in_flight,
+        } => format!("open loop, {rate_per_s} req/s (≤ {max_in_flight} in flight)"),
+    };
+    out += &format!(
+        "route {} against {target}: {mode}, {} device(s), {:.2} s, seed {seed:#x}\n",
+        r.route.name(),
+        r.devices,
+        r.wall_ns as f64 / 1e9
+    );
+    out += &format!(
+        "requests {} ({:.1}/s)  ok {}  errors {}  [{}]\n",
+        r.requests,
+        r.throughput_per_s,
+        r.stats.ok(),
+        r.stats.errors(),
+        statuses(&r.stats.status)
+    );
+    if let Some(c) = &r.stats.corrected {
+        out += &fmt_summary("latency", &HistSummary::of(c, 1000));
+        out += &fmt_summary("uncorrected", &HistSummary::of(&r.stats.latency, 1000));
+        out += &format!("late starts    {}\n", r.late_starts);
+    } else {
+        out += &fmt_summary("latency", &HistSummary::of(&r.stats.latency, 1000));
+    }
+    out += &fmt_summary("signing", &r.signing_summary());
+    let per_s: Vec<String> = r.stats.per_second.iter().map(u64::to_string).collect();
+    out += &format!("per second     {}\n", per_s.join(" "));
+    if let Some(kib) = rss {
+        out += &format!("peak RSS       {:.1} MiB\n", kib as f64 / 1024.0);
+    }
+    out
+}
+
+#[derive(Serialize)]
+struct TransferDoc<'a> {
+    op: &'a str,
+    target: &'a str,
+    seed: u64,
+    vault: String,
+    device: usize,
+    peak_rss_kib: Option<u64>,
+    report: &'a TransferReport,
+}
+
+async fn run_transfer(t: TransferArgs, push: bool) -> anyhow::Result<i32> {
+    let target = target_of(&t.conn)?;
+    if push {
+        match std::fs::metadata(&t.vault) {
+            Ok(m) if m.is_dir() => {}
+            Ok(_) => bail!("--vault {}: not a directory", t.vault.display()),
+            Err(e) => bail!("--vault {}: {e}", t.vault.display()),
+        }
+        if t.in_flight == 0 {
+            bail!("--in-flight 0: must be at least 1");
+        }
+        if t.checkpoint_every == 0 {
+            bail!("--checkpoint-every 0: must be at least 1");
+        }
+    }
+    let idx = t.device.unwrap_or(if push { 0 } else { 1 });
+    let devices = ensure_devices(&target, &t.conn, idx + 1).await?;
+    let dev = &devices[idx];
+    let report = if push {
+        let opts = PushOpts {
+            in_flight: t.in_flight,
+            checkpoint_every: t.checkpoint_every,
+        };
+        push_vault(dev, &t.vault, &opts)
+            .await
+            .with_context(|| format!("pushing {}", t.vault.display()))?
+    } else {
+        pull_vault(dev, &t.vault, t.since)
+            .await
+            .with_context(|| format!("pulling into {}", t.vault.display()))?
+    };
+    let op = if push { "push" } else { "pull" };
+    let rss = peak_rss_kib();
+    if t.json {
+        let doc = TransferDoc {
+            op,
+            target: target.base(),
+            seed: t.conn.seed,
+            vault: t.vault.display().to_string(),
+            device: idx,
+            peak_rss_kib: rss,
+            report: &report,
+        };
+        println!("{}", serde_json::to_string_pretty(&doc)?);
+    } else {
+        print!("{}", human_transfer(op, &report, &t.vault, rss));
+    }
+    Ok(0)
+}
+
+/// The human summary of a push or pull.
+pub fn human_transfer(op: &str, r: &TransferReport, vault: &Path, rss: Option<u64>) -> String {
+    let mut out = format!(
+        "{op} {}: {} files, {} folders, {:.1} MiB in {:.2} s ({:.1} files/s), {} requests, last seq {}\n",
+        vault.display(),
+        r.files,
+        r.dirs,
+        r.bytes as f64 / (1024.0 * 1024.0),
+        r.wall_ns as f64 / 1e9,
+        r.files_per_s(),
+        r.requests,
+        r.last_seq
+    );
+    out += &format!(
+        "chunks transferred {}  already present {}  deleted {}  own echo {}\n",
+        r.chunks_transferred, r.chunks_present, r.deleted, r.own_echo
+    );
+    for (route, st) in &r.routes {
+        out += &fmt_summary(route, &st.summary());
+    }
+    out += &fmt_summary("signing", &r.signing_summary());
+    for c in &r.checkpoints {
+        out += &format!(
+            "checkpoint {:>8} files at {:>8} ms: {:.1} files/s\n",
+            c.files, c.elapsed_ms, c.files_per_s
+        );
+    }
+    if let Some(kib) = rss {
+        out += &format!("peak RSS {:.1} MiB\n", kib as f64 / 1024.0);
+    }
+    out
+}
+
+/// Peak resident set size of this process (VmHWM), in KiB.
+pub fn peak_rss_kib() -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/self/status").ok()?;
+    s.lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+}
+
+/// temp beside the file + fsync + rename + directory fsync.
+pub(crate) fn write_atomic(path: &Path, data: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    let dir = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_owned(),
+        _ => PathBuf::from("."),
+    };
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
+    let res = (|| {
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(data)?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, path)?;
+        std::fs::File::open(&dir)?.sync_all()
+    })();
+    if res.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    res
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_need_units() {
+        assert_eq!(parse_duration("10s").unwrap(), Duration::from_secs(10));
+        assert_eq!(parse_duration("500ms").unwrap(), Duration::from_millis(500));
+        assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
+        assert_eq!(parse_duration("1.5s").unwrap(), Duration::from_millis(1500));
+        let e = parse_duration("10").unwrap_err();
+        assert!(e.contains("\"10\"") && e.contains("no unit"), "{e}");
+        assert!(parse_duration("10x").unwrap_err().contains("unknown unit"));
+        assert!(parse_duration("0s").is_err());
+        assert!(parse_duration("25h").is_err());
+        assert!(parse_duration("s").is_err());
+    }
+
+    #[test]
+    fn seeds_decimal_or_hex() {
+        assert_eq!(parse_seed("0x5eed").unwrap(), 0x5eed);
+        assert_eq!(parse_seed("42").unwrap(), 42);
+        assert!(parse_seed("0xzz").unwrap_err().contains("0xzz"));
+    }
 }

@@ -219,7 +219,11 @@ impl Device {
     /// Sends one request: signs it afresh (new ts and nonce) unless `signed` is false,
     /// times it, and counts the outcome in `rec` under `route`. A non-2xx status is an
     /// `Ok` answer; only transport failures are `Err` (and are counted too).
-    pub(crate) async fn send(&self, rec: &Recorder, req: Outgoing<'_>) -> Result<Answer, LoadError> {
+    pub(crate) async fn send(
+        &self,
+        rec: &Recorder,
+        req: Outgoing<'_>,
+    ) -> Result<Answer, LoadError> {
         let method_str = req.method.as_str();
         let mut builder = Request::builder()
             .method(req.method.clone())
@@ -262,22 +266,21 @@ impl Device {
                 reason: e.to_string(),
             })?;
         let sent = Instant::now();
-        let outcome = tokio::time::timeout(req.timeout, async {
-            let resp = self
-                .inner
-                .client
-                .request(request)
-                .await
-                .map_err(|e| (if e.is_connect() { "connect" } else { "io" }, e.to_string()))?;
-            let (parts, body) = resp.into_parts();
-            let body = Limited::new(body, MAX_ANSWER_BYTES)
-                .collect()
-                .await
-                .map_err(|e| ("io", format!("reading the answer: {e}")))?
-                .to_bytes();
-            Ok::<_, (&'static str, String)>((parts, body))
-        })
-        .await;
+        let outcome =
+            tokio::time::timeout(req.timeout, async {
+                let resp =
+                    self.inner.client.request(request).await.map_err(|e| {
+                        (if e.is_connect() { "connect" } else { "io" }, e.to_string())
+                    })?;
+                let (parts, body) = resp.into_parts();
+                let body = Limited::new(body, MAX_ANSWER_BYTES)
+                    .collect()
+                    .await
+                    .map_err(|e| ("io", format!("reading the answer: {e}")))?
+                    .to_bytes();
+                Ok::<_, (&'static str, String)>((parts, body))
+            })
+            .await;
         let done = Instant::now();
         let sample = |received: u64| Sample {
             sent,

@@ -65,12 +65,11 @@ pub async fn probe(target: &Target) -> Result<(), LoadError> {
         })?;
     match a.status {
         200 => {
-            let r: ReadyResponse = serde_json::from_slice(&a.body).map_err(|_| {
-                LoadError::NotObsync {
+            let r: ReadyResponse =
+                serde_json::from_slice(&a.body).map_err(|_| LoadError::NotObsync {
                     url: url.clone(),
                     detail: "GET /readyz did not answer {\"ready\":..,\"seq\":..}".into(),
-                }
-            })?;
+                })?;
             if !r.ready {
                 return Err(LoadError::NotObsync {
                     url,
@@ -134,7 +133,10 @@ async fn setup(target: &Target, setup_token: &str, seed: u64) -> Result<Device, 
     .expect("plain struct serialises");
     let url = target.base().to_owned();
     let a = anon
-        .send(&rec, Outgoing::post_json("setup", "/v1/setup", body).unsigned())
+        .send(
+            &rec,
+            Outgoing::post_json("setup", "/v1/setup", body).unsigned(),
+        )
         .await?;
     match (a.status, a.error_code().0.as_str()) {
         (201, _) => {}
@@ -188,7 +190,10 @@ pub(crate) async fn pair(
     })
     .expect("plain struct serialises");
     let a = creator
-        .send(&rec, Outgoing::post_json("claim", &claim_path, body).unsigned())
+        .send(
+            &rec,
+            Outgoing::post_json("claim", &claim_path, body).unsigned(),
+        )
         .await?;
     if a.status != 201 {
         return Err(a.into_error("claim"));
@@ -305,7 +310,10 @@ impl StateFile {
         if s.format_version != STATE_FORMAT {
             return Err(LoadError::State {
                 path: path.to_owned(),
-                reason: format!("format_version {} (expected {STATE_FORMAT})", s.format_version),
+                reason: format!(
+                    "format_version {} (expected {STATE_FORMAT})",
+                    s.format_version
+                ),
             });
         }
         Ok(Some(s))

@@ -54,7 +54,11 @@ pub async fn scrape_metrics(target: &Target) -> Result<BTreeMap<String, f64>, Lo
     );
     let rec = Recorder::new(false);
     let a = d
-        .call(&rec, Outgoing::get("metrics", "/metrics").unsigned(), &[200])
+        .call(
+            &rec,
+            Outgoing::get("metrics", "/metrics").unsigned(),
+            &[200],
+        )
         .await?;
     let text = std::str::from_utf8(&a.body).map_err(|_| LoadError::BadAnswer {
         route: "metrics".into(),
@@ -76,9 +80,16 @@ mod tests {
             obsync_requests_total{route=\"put_chunk\",status=\"201\"} 12\n\
             obsync_head_seq 7 1700000000000\n\nobsync_x{a=\"b c\"} +Inf\n";
         let m = parse_metrics_text(text).unwrap();
-        assert_eq!(m["obsync_requests_total{route=\"put_chunk\",status=\"201\"}"], 12.0);
+        assert_eq!(
+            m["obsync_requests_total{route=\"put_chunk\",status=\"201\"}"],
+            12.0
+        );
         assert_eq!(m["obsync_head_seq"], 7.0);
         assert!(m["obsync_x{a=\"b c\"}"].is_infinite());
-        assert!(parse_metrics_text("x{a=\"b\"} abc").unwrap_err().contains("line 1"));
+        assert!(
+            parse_metrics_text("x{a=\"b\"} abc")
+                .unwrap_err()
+                .contains("line 1")
+        );
     }
 }

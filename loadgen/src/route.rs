@@ -93,7 +93,10 @@ pub enum Mode {
     Closed { in_flight: usize },
     /// Start one request every `1 / rate_per_s` seconds; at most `max_in_flight` may be
     /// outstanding (more waits, starts late, and the corrected latency shows it).
-    Open { rate_per_s: f64, max_in_flight: usize },
+    Open {
+        rate_per_s: f64,
+        max_in_flight: usize,
+    },
 }
 
 /// One route load.
@@ -235,9 +238,14 @@ async fn prepare(devices: &[Device], cfg: &RouteLoadConfig) -> Result<Prep, Load
     if cfg.route == Route::Changes {
         for i in 0..PREP_VERSIONS {
             let path = format!("vaultbench-load/prep-{:016x}-{i}.md", cfg.seed);
-            let (pq, body) = version_body(dev, &prep.sids[i % PREP_CHUNKS], &path, dev.random_hex(12));
-            dev.call(&rec, Outgoing::post_json("post-version", &pq, body), &[200, 201])
-                .await?;
+            let (pq, body) =
+                version_body(dev, &prep.sids[i % PREP_CHUNKS], &path, dev.random_hex(12));
+            dev.call(
+                &rec,
+                Outgoing::post_json("post-version", &pq, body),
+                &[200, 201],
+            )
+            .await?;
         }
     }
     let mut sids: Vec<String> = prep.sids.clone();
@@ -278,15 +286,18 @@ impl Run {
                 let (body, sid) = random_chunk(rng);
                 pq = format!("/v1/chunks/{sid}");
                 let _ = self
-                    .send(dev, Outgoing {
-                        method: Method::PUT,
-                        body,
-                        body_sha256: Some(&sid),
-                        content_type: Some("application/octet-stream"),
-                        timeout,
-                        intended,
-                        ..Outgoing::get(route, &pq)
-                    })
+                    .send(
+                        dev,
+                        Outgoing {
+                            method: Method::PUT,
+                            body,
+                            body_sha256: Some(&sid),
+                            content_type: Some("application/octet-stream"),
+                            timeout,
+                            intended,
+                            ..Outgoing::get(route, &pq)
+                        },
+                    )
                     .await;
                 return;
             }
@@ -320,7 +331,16 @@ impl Run {
                 ..Outgoing::post_json(route, "/v1/chunks/exists", Vec::new())
             },
         };
-        let _ = self.send(dev, Outgoing { timeout, intended, ..req }).await;
+        let _ = self
+            .send(
+                dev,
+                Outgoing {
+                    timeout,
+                    intended,
+                    ..req
+                },
+            )
+            .await;
     }
 
     async fn send(&self, dev: &Device, req: Outgoing<'_>) -> Result<(), LoadError> {
@@ -354,9 +374,14 @@ pub async fn run_route_load(
     let open = match cfg.mode {
         Mode::Closed { in_flight: 0 } => return Err(invalid("in-flight", "must be at least 1")),
         Mode::Open { rate_per_s, .. } if !(rate_per_s > 0.0 && rate_per_s.is_finite()) => {
-            return Err(invalid("rate", "must be a positive number of requests per second"));
+            return Err(invalid(
+                "rate",
+                "must be a positive number of requests per second",
+            ));
         }
-        Mode::Open { max_in_flight: 0, .. } => {
+        Mode::Open {
+            max_in_flight: 0, ..
+        } => {
             return Err(invalid("max-in-flight", "must be at least 1"));
         }
         Mode::Closed { .. } => false,

@@ -354,16 +354,22 @@ pub fn write_interval_log<W: Write>(
     let mut ser = V2DeflateSerializer::new();
     let mut builder = IntervalLogWriterBuilder::new();
     builder
-        .add_comment("vaultbench load: latency in microseconds, one interval per second, tagged by route")
+        .add_comment(
+            "vaultbench load: latency in microseconds, one interval per second, tagged by route",
+        )
         .with_start_time(start_wall)
         .with_base_time(start_wall)
         .with_max_value_divisor(1000.0);
     let mut w = builder.begin_log_with(out, &mut ser)?;
-    let secs = routes.values().map(|r| r.intervals.len()).max().unwrap_or(0);
+    let secs = routes
+        .values()
+        .map(|r| r.intervals.len())
+        .max()
+        .unwrap_or(0);
     let to_io = |e| std::io::Error::other(format!("{e:?}"));
     for i in 0..secs {
         for (route, st) in routes {
-            if let Some(h) = st.intervals.get(i).filter(|h| h.len() > 0) {
+            if let Some(h) = st.intervals.get(i).filter(|h| !h.is_empty()) {
                 w.write_histogram(
                     h,
                     Duration::from_secs(i as u64),
@@ -375,7 +381,7 @@ pub fn write_interval_log<W: Write>(
         }
     }
     for (route, st) in routes {
-        if st.corrected.is_some() && st.latency.len() > 0 {
+        if st.corrected.is_some() && !st.latency.is_empty() {
             let tag = format!("{route}-uncorrected");
             w.write_histogram(
                 &st.latency,
@@ -421,7 +427,8 @@ pub fn merge_into(
                 .map_err(|e| bad(format!("bad histogram: {e:?}")))?;
             let tag = ilh.tag().map(|t| t.as_str().to_owned()).unwrap_or_default();
             let slot = acc.entry(tag).or_insert_with(latency_histogram);
-            slot.add(&h).map_err(|e| bad(format!("cannot merge: {e:?}")))?;
+            slot.add(&h)
+                .map_err(|e| bad(format!("cannot merge: {e:?}")))?;
         }
     }
     Ok(())

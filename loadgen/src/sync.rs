@@ -237,9 +237,15 @@ async fn blocking<T: Send + 'static>(
 }
 
 /// The current heads of `file_id` on the server, or none if the server does not know it.
-async fn server_heads(dev: &Device, rec: &Recorder, file_id: &str) -> Result<Vec<String>, LoadError> {
+async fn server_heads(
+    dev: &Device,
+    rec: &Recorder,
+    file_id: &str,
+) -> Result<Vec<String>, LoadError> {
     let pq = format!("/v1/files/{file_id}");
-    let a = dev.call(rec, Outgoing::get("get-file", &pq), &[200, 404]).await?;
+    let a = dev
+        .call(rec, Outgoing::get("get-file", &pq), &[200, 404])
+        .await?;
     if a.status == 404 {
         return Ok(Vec::new());
     }
@@ -281,7 +287,11 @@ async fn post_version(
     let pq = format!("/v1/files/{file_id}/versions");
     let body = serde_json::to_vec(&post).expect("plain struct serialises");
     let a = dev
-        .call(rec, Outgoing::post_json("post-version", &pq, body), &[200, 201])
+        .call(
+            rec,
+            Outgoing::post_json("post-version", &pq, body),
+            &[200, 201],
+        )
         .await?;
     let r: VersionPostResponse = a.json("post-version")?;
     let mut idx = lock_files(dev);
@@ -320,7 +330,11 @@ async fn upload_missing(
         })
         .expect("plain struct serialises");
         let a = dev
-            .call(rec, Outgoing::post_json("chunks-exists", "/v1/chunks/exists", body), &[200])
+            .call(
+                rec,
+                Outgoing::post_json("chunks-exists", "/v1/chunks/exists", body),
+                &[200],
+            )
             .await?;
         let m: MissingResponse = a.json("chunks-exists")?;
         missing.extend(m.missing);
@@ -396,8 +410,10 @@ async fn push_one(
         }
     };
     let (put, present) = upload_missing(dev, rec, &abs, &sids).await?;
-    let version = post_version(dev, rec, &rel, &file_id, parents, sids, size, &sha, false, false)
-        .await?;
+    let version = post_version(
+        dev, rec, &rel, &file_id, parents, sids, size, &sha, false, false,
+    )
+    .await?;
     Ok(OneFile {
         version,
         size,
@@ -415,8 +431,11 @@ enum Entry {
 /// Walks `root` depth-first in sorted order, one directory listing in memory at a time per
 /// level, skipping symlinks and vaultbench's own temp files.
 struct Walk {
-    stack: Vec<(PathBuf, String, std::vec::IntoIter<(String, bool)>)>,
+    stack: Vec<WalkLevel>,
 }
+
+/// (absolute dir, its vault-relative path, the rest of its sorted listing)
+type WalkLevel = (PathBuf, String, std::vec::IntoIter<(String, bool)>);
 
 impl Walk {
     fn new(root: &Path) -> Result<Walk, LoadError> {
@@ -521,14 +540,22 @@ pub async fn push_vault(
                         let id = file_id_for(&rel);
                         let v = post_version(&d, &r, &rel, &id, vec![], vec![], 0, "", true, false)
                             .await?;
-                        Ok((true, OneFile { version: v, size: 0, put: 0, present: 0 }))
+                        Ok((
+                            true,
+                            OneFile {
+                                version: v,
+                                size: 0,
+                                put: 0,
+                                present: 0,
+                            },
+                        ))
                     });
                 }
                 Some(Entry::File(abs, rel)) => {
                     let (d, r) = (dev.clone(), rec.clone());
-                    set.spawn(async move {
-                        push_one(&d, &r, abs, rel, None).await.map(|f| (false, f))
-                    });
+                    set.spawn(
+                        async move { push_one(&d, &r, abs, rel, None).await.map(|f| (false, f)) },
+                    );
                 }
             }
         }
@@ -612,12 +639,18 @@ async fn known_or_server(
     }
     let id = file_id_for(rel);
     let pq = format!("/v1/files/{id}");
-    let a = dev.call(rec, Outgoing::get("get-file", &pq), &[200, 404]).await?;
+    let a = dev
+        .call(rec, Outgoing::get("get-file", &pq), &[200, 404])
+        .await?;
     if a.status == 404 {
-        return Err(LoadError::UnknownPath { path: rel.to_owned() });
+        return Err(LoadError::UnknownPath {
+            path: rel.to_owned(),
+        });
     }
     let f: protocol::wire::FileResponse = a.json("get-file")?;
-    let v = f.versions.last().ok_or_else(|| LoadError::UnknownPath { path: rel.to_owned() })?;
+    let v = f.versions.last().ok_or_else(|| LoadError::UnknownPath {
+        path: rel.to_owned(),
+    })?;
     let m = decode_manifest(v)?;
     let st = FileState {
         file_id: id.clone(),
@@ -719,7 +752,11 @@ pub async fn wait_changes(
     a.json("changes")
 }
 
-async fn changes_page(dev: &Device, rec: &Recorder, since: u64) -> Result<ChangesResponse, LoadError> {
+async fn changes_page(
+    dev: &Device,
+    rec: &Recorder,
+    since: u64,
+) -> Result<ChangesResponse, LoadError> {
     let pq = format!("/v1/changes?since={since}&limit={MAX_CHANGES_LIMIT}");
     let a = dev.call(rec, Outgoing::get("changes", &pq), &[200]).await?;
     a.json("changes")
@@ -761,7 +798,8 @@ pub(crate) fn parse_multipart(content_type: &str, body: &Bytes) -> Result<Vec<Pa
         }
         pos += 2;
         let hdr_end = find(pos, b"\r\n\r\n").ok_or("unterminated part headers")?;
-        let head = std::str::from_utf8(&body[pos..hdr_end]).map_err(|_| "non-UTF-8 part headers")?;
+        let head =
+            std::str::from_utf8(&body[pos..hdr_end]).map_err(|_| "non-UTF-8 part headers")?;
         let (mut sid, mut missing, mut len) = (String::new(), false, None);
         for line in head.split("\r\n").filter(|l| !l.is_empty()) {
             let (k, v) = line.split_once(':').ok_or("malformed part header")?;
@@ -799,10 +837,16 @@ async fn fetch_chunks(
 ) -> Result<u64, LoadError> {
     let mut n = 0;
     for batch in sids.chunks(CLIENT_GET_BATCH) {
-        let body = serde_json::to_vec(&SidsRequest { sids: batch.to_vec() })
-            .expect("plain struct serialises");
+        let body = serde_json::to_vec(&SidsRequest {
+            sids: batch.to_vec(),
+        })
+        .expect("plain struct serialises");
         let a = dev
-            .call(rec, Outgoing::post_json("chunks-get", "/v1/chunks/get", body), &[200])
+            .call(
+                rec,
+                Outgoing::post_json("chunks-get", "/v1/chunks/get", body),
+                &[200],
+            )
             .await?;
         let ct = a
             .headers
@@ -815,7 +859,11 @@ async fn fetch_chunks(
         };
         let parts = parse_multipart(ct, &a.body).map_err(bad)?;
         if parts.len() != batch.len() {
-            return Err(bad(format!("{} parts for {} sids", parts.len(), batch.len())));
+            return Err(bad(format!(
+                "{} parts for {} sids",
+                parts.len(),
+                batch.len()
+            )));
         }
         for (part, sid) in parts.into_iter().zip(batch) {
             if part.missing || &part.sid != sid {
@@ -864,7 +912,9 @@ async fn apply_change(
         .cloned()
         .and_then(|p| lock_files(dev).by_path.get(&p).map(|s| (p, s.clone())));
     if change.device_id == dev.device_id()
-        && known.as_ref().is_some_and(|(_, s)| s.head == change.version_id)
+        && known
+            .as_ref()
+            .is_some_and(|(_, s)| s.head == change.version_id)
     {
         out.own_echo = true;
         return Ok(out);
@@ -950,7 +1000,10 @@ async fn download_to(
     sids: &[String],
     m: &ClientManifest,
 ) -> Result<u64, LoadError> {
-    let name = abs.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let name = abs
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
     let tmp = parent.join(format!(".vbtmp-{}-{name}", dev.index()));
     let mut f = std::fs::File::create(&tmp).map_err(|e| LoadError::io(&tmp, e))?;
     let mut hasher = Sha256::new();
@@ -1019,7 +1072,9 @@ pub async fn pull_vault(dev: &Device, dir: &Path, since: u64) -> Result<Transfer
                 let (d, r, dir) = (dev.clone(), rec.clone(), dir.clone());
                 set.spawn(async move { apply_change(&d, &r, &dir, &c).await });
             }
-            let Some(res) = set.join_next().await else { break };
+            let Some(res) = set.join_next().await else {
+                break;
+            };
             let a = res.map_err(|e| LoadError::Invalid {
                 what: "pull task".into(),
                 reason: e.to_string(),
@@ -1076,7 +1131,9 @@ pub async fn resync(dev: &Device, dir: &Path, since: u64) -> Result<TransferRepo
     while let Some(e) = walk.next_entry()? {
         if let Entry::File(abs, rel) = e {
             files += 1;
-            let size = std::fs::metadata(&abs).map_err(|e| LoadError::io(&abs, e))?.len();
+            let size = std::fs::metadata(&abs)
+                .map_err(|e| LoadError::io(&abs, e))?
+                .len();
             let same = lock_files(dev)
                 .by_path
                 .get(&rel)
@@ -1129,12 +1186,17 @@ mod tests {
     fn hash_file_cuts_at_one_mib() {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("f");
-        let data: Vec<u8> = (0..CLIENT_CHUNK_BYTES + 10).map(|i| (i % 251) as u8).collect();
+        let data: Vec<u8> = (0..CLIENT_CHUNK_BYTES + 10)
+            .map(|i| (i % 251) as u8)
+            .collect();
         std::fs::write(&p, &data).unwrap();
         let (sids, sha, size) = hash_file(&p).unwrap();
         assert_eq!(size, data.len() as u64);
         assert_eq!(sids.len(), 2);
-        assert_eq!(sids[1], hex::encode(Sha256::digest(&data[CLIENT_CHUNK_BYTES..])));
+        assert_eq!(
+            sids[1],
+            hex::encode(Sha256::digest(&data[CLIENT_CHUNK_BYTES..]))
+        );
         assert_eq!(sha, hex::encode(Sha256::digest(&data)));
         std::fs::write(&p, b"").unwrap();
         assert_eq!(hash_file(&p).unwrap().0.len(), 0);

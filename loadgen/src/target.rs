@@ -38,7 +38,9 @@ impl Target {
         }
         // Split host and port; IPv6 literals come in brackets.
         let (host, port) = if let Some(v6) = authority.strip_prefix('[') {
-            let (h, after) = v6.split_once(']').ok_or_else(|| bad("unclosed [ in host"))?;
+            let (h, after) = v6
+                .split_once(']')
+                .ok_or_else(|| bad("unclosed [ in host"))?;
             let port = match after {
                 "" => 80,
                 p => p
@@ -97,7 +99,13 @@ impl Target {
         self.base
             .trim_start_matches("http://")
             .chars()
-            .map(|c| if c.is_ascii_alphanumeric() || c == '.' { c } else { '-' })
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '.' {
+                    c
+                } else {
+                    '-'
+                }
+            })
             .collect()
     }
 }

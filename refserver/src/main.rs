@@ -1,3 +1,24 @@
+//! `obsync-refserver`: the reference server as a standalone binary (same flags as
+//! `vaultbench serve-ref`). Errors print one line and exit 2.
+
+use clap::Parser;
+
+/// The reference obsync wire protocol v1 server.
+#[derive(Debug, Parser)]
+#[command(name = "obsync-refserver", version, about, long_about = None)]
+struct Cli {
+    #[command(flatten)]
+    args: refserver::cli::ServeArgs,
+}
+
 fn main() {
-    std::process::exit(0)
+    let cli = Cli::parse();
+    let code = match refserver::cli::run(cli.args) {
+        Ok(code) => code,
+        Err(err) => {
+            eprintln!("obsync-refserver: {err:#}");
+            2
+        }
+    };
+    std::process::exit(code)
 }

@@ -26,6 +26,8 @@
 mod client;
 mod enroll;
 mod error;
+#[cfg(test)]
+mod fake;
 mod metrics;
 mod route;
 mod stats;
@@ -49,3 +51,4 @@ pub use sync::{
     fetch_and_write, file_id_for, pull_vault, push_file, push_vault, rename_path, resync,
     wait_changes,
 };
+pub use target::Target;

@@ -490,3 +490,149 @@ pub async fn run_route_load(
         start_wall: m.start_wall,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::client::nonce_rng;
+    use crate::fake::{Script, start};
+
+    fn device(addr: std::net::SocketAddr) -> Device {
+        let target = crate::Target::parse(&format!("http://{addr}"), false).unwrap();
+        let creds = protocol::sign::DeviceCredentials {
+            device_id: "00112233445566778899aabbccddeeff".into(),
+            secret: [1; 32],
+        };
+        Device::new(target, creds, 0, String::new(), nonce_rng(1, 0, 0))
+    }
+
+    /// Little's law on a closed loop: throughput x mean latency = requests in flight.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn littles_law_holds_on_a_closed_loop() {
+        let (addr, _) = start(Script {
+            service: Duration::from_millis(10),
+            stall: None,
+        })
+        .await;
+        let cfg = RouteLoadConfig {
+            route: Route::Livez,
+            mode: Mode::Closed { in_flight: 8 },
+            duration: Duration::from_millis(1200),
+            max_requests: 1_000_000,
+            seed: 3,
+        };
+        let r = run_route_load(&[device(addr)], &cfg).await.unwrap();
+        assert_eq!(r.stats.errors(), 0, "{:?}", r.stats.status);
+        let mean_s = r.stats.latency.mean() / 1e6;
+        let l = r.throughput_per_s * mean_s;
+        assert!(
+            (l - 8.0).abs() / 8.0 < 0.15,
+            "throughput {} x mean {mean_s} = {l}",
+            r.throughput_per_s
+        );
+        // And the service time is what the fake scripted (10 ms plus loopback overhead).
+        assert!(
+            r.summary().p50_us >= 10_000.0 && r.summary().p50_us < 30_000.0,
+            "{:?}",
+            r.summary()
+        );
+        assert_eq!(r.signing.len(), r.requests);
+    }
+
+    /// A target that stops answering for 300 ms: the open loop's corrected p99 shows the
+    /// stall; the uncorrected p99 (what a naive generator reports) does not.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn stall_shows_in_corrected_p99_not_only_uncorrected() {
+        let (addr, _) = start(Script {
+            service: Duration::from_millis(1),
+            stall: Some((Duration::from_millis(500), Duration::from_millis(300))),
+        })
+        .await;
+        let cfg = RouteLoadConfig {
+            route: Route::Livez,
+            mode: Mode::Open {
+                rate_per_s: 500.0,
+                max_in_flight: 2,
+            },
+            duration: Duration::from_millis(1500),
+            max_requests: 1_000_000,
+            seed: 3,
+        };
+        let r = run_route_load(&[device(addr)], &cfg).await.unwrap();
+        let corrected = HistSummary::of(r.stats.corrected.as_ref().unwrap(), 1000);
+        let uncorrected = HistSummary::of(&r.stats.latency, 1000);
+        assert!(r.requests >= 700, "{}", r.requests);
+        assert!(corrected.p99_us >= 200_000.0, "corrected {corrected:?}");
+        assert!(uncorrected.p99_us < 50_000.0, "uncorrected {uncorrected:?}");
+        // The stall is in the uncorrected max (the few requests that were held) ...
+        assert!(
+            uncorrected.max_us >= 250_000.0,
+            "uncorrected {uncorrected:?}"
+        );
+        // ... and the requests that could not leave on time were counted.
+        assert!(r.late_starts >= 100, "late starts {}", r.late_starts);
+    }
+
+    #[tokio::test]
+    async fn bounds_stop_the_run_and_bad_configs_are_refused() {
+        let (addr, _) = start(Script {
+            service: Duration::ZERO,
+            stall: None,
+        })
+        .await;
+        let dev = device(addr);
+        let mut cfg = RouteLoadConfig {
+            route: Route::Livez,
+            mode: Mode::Closed { in_flight: 4 },
+            duration: Duration::from_secs(30),
+            max_requests: 50,
+            seed: 1,
+        };
+        let t = Instant::now();
+        let r = run_route_load(std::slice::from_ref(&dev), &cfg)
+            .await
+            .unwrap();
+        assert_eq!(r.requests, 50);
+        assert!(t.elapsed() < Duration::from_secs(5));
+        cfg.mode = Mode::Closed { in_flight: 0 };
+        assert!(
+            run_route_load(std::slice::from_ref(&dev), &cfg)
+                .await
+                .is_err()
+        );
+        cfg.mode = Mode::Open {
+            rate_per_s: 0.0,
+            max_in_flight: 1,
+        };
+        let e = run_route_load(std::slice::from_ref(&dev), &cfg)
+            .await
+            .unwrap_err();
+        assert!(e.to_string().starts_with("rate:"), "{e}");
+    }
+
+    /// A dead target: every request is counted as a transport error, the run still ends
+    /// on time, and nothing aborts.
+    #[tokio::test]
+    async fn unreachable_target_is_counted_not_fatal() {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        drop(l);
+        let cfg = RouteLoadConfig {
+            route: Route::Livez,
+            mode: Mode::Closed { in_flight: 2 },
+            duration: Duration::from_millis(300),
+            max_requests: 1000,
+            seed: 1,
+        };
+        let t = Instant::now();
+        let r = run_route_load(&[device(addr)], &cfg).await.unwrap();
+        assert!(t.elapsed() < Duration::from_secs(3));
+        assert!(r.requests > 0);
+        assert_eq!(r.stats.ok(), 0);
+        assert!(
+            r.stats.status.contains_key("connect"),
+            "{:?}",
+            r.stats.status
+        );
+    }
+}

@@ -14,13 +14,13 @@ use anyhow::{Context, bail};
 use clap::{Args, Subcommand, ValueEnum};
 use serde::{Deserialize, Serialize};
 
+use crate::Refused;
 use crate::channels::{Reading, cpu_kernel_ms, io_kernel_ms, read_channels};
 use crate::fingerprint::{Fingerprint, fingerprint, loadavg};
 use crate::gate::{GateConfig, GateVerdict, judge, median};
 use crate::lock::MachineLock;
 use crate::probe::{ProbeConfig, SyncMode, run_fsync_probe};
 use crate::reference::{Reference, load_reference, store_reference};
-use crate::Refused;
 
 /// Most readings one `calibrate` takes (a bound on its run time: ~0.1 s each here).
 const MAX_READINGS: usize = 1000;
@@ -192,11 +192,16 @@ pub fn run_json_child<T: for<'de> Deserialize<'de>>(
     cmd.stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    let child = cmd.spawn().with_context(|| format!("{what}: cannot start"))?;
+    let child = cmd
+        .spawn()
+        .with_context(|| format!("{what}: cannot start"))?;
     let mut reaper = Reaper(vec![child]);
     let deadline = Instant::now() + timeout;
     let status = loop {
-        if let Some(status) = reaper.0[0].try_wait().with_context(|| format!("{what}: wait"))? {
+        if let Some(status) = reaper.0[0]
+            .try_wait()
+            .with_context(|| format!("{what}: wait"))?
+        {
             break status;
         }
         if Instant::now() >= deadline {
@@ -208,13 +213,18 @@ pub fn run_json_child<T: for<'de> Deserialize<'de>>(
     let mut out = String::new();
     let mut err = String::new();
     if let Some(mut s) = child.stdout.take() {
-        s.read_to_string(&mut out).with_context(|| format!("{what}: stdout"))?;
+        s.read_to_string(&mut out)
+            .with_context(|| format!("{what}: stdout"))?;
     }
     if let Some(mut s) = child.stderr.take() {
         let _ = s.read_to_string(&mut err);
     }
     if !status.success() {
-        let last = err.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("");
+        let last = err
+            .lines()
+            .rev()
+            .find(|l| !l.trim().is_empty())
+            .unwrap_or("");
         bail!("{what}: exited with {status}: {last}");
     }
     let line = out
@@ -228,7 +238,8 @@ pub fn run_json_child<T: for<'de> Deserialize<'de>>(
 /// `vaultbench calibrate`.
 pub fn run_calibrate(args: CalibrateArgs) -> anyhow::Result<i32> {
     if let Some(dir) = &args.one_reading {
-        let reading = read_channels(dir).with_context(|| format!("io channel in {}", dir.display()))?;
+        let reading =
+            read_channels(dir).with_context(|| format!("io channel in {}", dir.display()))?;
         println!("{}", serde_json::to_string(&reading)?);
         return Ok(0);
     }
@@ -242,7 +253,7 @@ pub fn run_calibrate(args: CalibrateArgs) -> anyhow::Result<i32> {
     }
     let cfg = GateConfig::load(args.gate_config.as_deref())?;
     if args.print_config {
-        print!("{}", cfg.to_toml());
+        println!("{}", cfg.to_toml().trim_end());
         return Ok(0);
     }
     let dir = io_dir(args.dir.as_deref())?;
@@ -263,8 +274,11 @@ pub fn run_calibrate(args: CalibrateArgs) -> anyhow::Result<i32> {
     if args.json {
         println!("{}", serde_json::to_string_pretty(&outcome)?);
     } else {
+        // The reference is what drift is measured against, so "drift not checked" is not news here.
         for line in outcome.verdict.lines() {
-            println!("{line}");
+            if !line.starts_with("no calibration reference") {
+                println!("{line}");
+            }
         }
     }
     match (&outcome.stored_at, outcome.verdict.accepted) {
@@ -333,8 +347,11 @@ pub fn calibrate(
     let mut readings = Vec::with_capacity(n);
     for i in 0..n {
         let cmd = exec.command(&["--one-reading".into(), dir.as_os_str().to_owned()]);
-        let reading: Reading =
-            run_json_child(cmd, &format!("calibration reading {}", i + 1), READING_TIMEOUT)?;
+        let reading: Reading = run_json_child(
+            cmd,
+            &format!("calibration reading {}", i + 1),
+            READING_TIMEOUT,
+        )?;
         readings.push(reading);
     }
     let loadavg_after = loadavg();
@@ -439,7 +456,8 @@ fn burn(kind: Burn, dir: Option<&Path>, seconds: u64) -> anyhow::Result<i32> {
             let dir = io_dir(dir)?;
             while Instant::now() < deadline {
                 // The io kernel is exactly the flush pattern the io channel is sensitive to.
-                io_kernel_ms(&dir).with_context(|| format!("fsync contender in {}", dir.display()))?;
+                io_kernel_ms(&dir)
+                    .with_context(|| format!("fsync contender in {}", dir.display()))?;
             }
         }
     }
@@ -536,7 +554,11 @@ fn gate_trial(
         Contender::Fsync => 1,
     };
     for _ in 0..n_burners {
-        let kind = if contender == Contender::Cpu { "cpu" } else { "fsync" };
+        let kind = if contender == Contender::Cpu {
+            "cpu"
+        } else {
+            "fsync"
+        };
         let child = exec
             .command(&burn_args(kind))
             .stdin(Stdio::null())
@@ -637,6 +659,12 @@ fn probe_fsync(args: FsyncArgs) -> anyhow::Result<i32> {
         shared_file: args.shared_file,
     };
     crate::probe::validate(&cfg)?;
+    // Check the dir before waiting for the lock: a typo should fail at once.
+    match std::fs::metadata(&cfg.dir) {
+        Ok(m) if m.is_dir() => {}
+        Ok(_) => bail!("probe dir {}: not a directory", cfg.dir.display()),
+        Err(e) => bail!("probe dir {}: {e}", cfg.dir.display()),
+    }
     let _lock = MachineLock::acquire(None, !args.no_wait)?;
     let report = run_fsync_probe(&cfg, |row| {
         eprintln!(

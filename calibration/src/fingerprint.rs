@@ -52,7 +52,10 @@ pub fn fingerprint(data_dir: &Path) -> Fingerprint {
         .map(|n| n.get().to_string())
         .unwrap_or_else(|_| UNKNOWN.to_owned());
     identity.insert("logical_cpus".into(), cpus);
-    identity.insert("memory_gib".into(), memory_gib().unwrap_or_else(|| UNKNOWN.into()));
+    identity.insert(
+        "memory_gib".into(),
+        memory_gib().unwrap_or_else(|| UNKNOWN.into()),
+    );
     identity.insert(
         "kernel".into(),
         read("/proc/sys/kernel/osrelease").unwrap_or_else(|| UNKNOWN.into()),
@@ -180,7 +183,10 @@ mod tests {
     #[test]
     fn id_is_stable_and_depends_only_on_identity() {
         let mut a = Fingerprint {
-            identity: BTreeMap::from([("cpu_model".into(), "X".into()), ("kernel".into(), "6".into())]),
+            identity: BTreeMap::from([
+                ("cpu_model".into(), "X".into()),
+                ("kernel".into(), "6".into()),
+            ]),
             info: BTreeMap::new(),
         };
         let id = a.id();
@@ -200,14 +206,26 @@ mod tests {
 30 22 0:25 / /tmp rw,nosuid shared:5 - tmpfs tmpfs rw
 31 22 0:26 / /tmpx rw - xfs /dev/vdb rw
 ";
-        assert_eq!(fs_type_from_mountinfo(text, Path::new("/tmp/a")).as_deref(), Some("tmpfs"));
-        assert_eq!(fs_type_from_mountinfo(text, Path::new("/home/u")).as_deref(), Some("ext4"));
-        assert_eq!(fs_type_from_mountinfo(text, Path::new("/tmpx")).as_deref(), Some("xfs"));
+        assert_eq!(
+            fs_type_from_mountinfo(text, Path::new("/tmp/a")).as_deref(),
+            Some("tmpfs")
+        );
+        assert_eq!(
+            fs_type_from_mountinfo(text, Path::new("/home/u")).as_deref(),
+            Some("ext4")
+        );
+        assert_eq!(
+            fs_type_from_mountinfo(text, Path::new("/tmpx")).as_deref(),
+            Some("xfs")
+        );
     }
 
     #[test]
     fn loadavg_parses() {
-        assert_eq!(parse_loadavg("0.50 1.25 2.00 1/88 10558"), Some([0.5, 1.25, 2.0]));
+        assert_eq!(
+            parse_loadavg("0.50 1.25 2.00 1/88 10558"),
+            Some([0.5, 1.25, 2.0])
+        );
         assert_eq!(parse_loadavg("garbage"), None);
     }
 

@@ -105,11 +105,13 @@ impl GateConfig {
 
     /// Parses config text; `path` only names the file in errors.
     pub fn parse(path: &Path, text: &str) -> Result<GateConfig, ConfigError> {
-        let table: toml::Table = text.parse().map_err(|e: toml::de::Error| ConfigError::Syntax {
-            path: path.to_owned(),
-            // toml's Display is a multi-line snippet; the message alone is one line.
-            message: e.message().to_owned(),
-        })?;
+        let table: toml::Table =
+            text.parse()
+                .map_err(|e: toml::de::Error| ConfigError::Syntax {
+                    path: path.to_owned(),
+                    // toml's Display is a multi-line snippet; the message alone is one line.
+                    message: e.message().to_owned(),
+                })?;
         let mut cfg = GateConfig::default();
         for (section, value) in &table {
             let bounds = match section.as_str() {
@@ -263,6 +265,14 @@ pub(crate) fn median(values: &[f64]) -> f64 {
     }
 }
 
+/// True unless `figure <= bound`: a NaN figure (e.g. a zero reference) fails rather than passes.
+fn exceeds(figure: f64, bound: f64) -> bool {
+    !matches!(
+        figure.partial_cmp(&bound),
+        Some(std::cmp::Ordering::Less | std::cmp::Ordering::Equal)
+    )
+}
+
 fn channel_stats(
     name: &str,
     values: &[f64],
@@ -273,7 +283,9 @@ fn channel_stats(
     let mut failures = Vec::new();
     let usable = values.iter().all(|v| v.is_finite() && *v > 0.0);
     if !usable {
-        failures.push(format!("{name} has a reading that is not a positive number"));
+        failures.push(format!(
+            "{name} has a reading that is not a positive number"
+        ));
     }
     if n < 2 {
         failures.push(format!("{name} n {n} < 2 readings"));
@@ -291,17 +303,17 @@ fn channel_stats(
     let max_over_median = max / median;
     let drift = reference_median.map(|r| median / r - 1.0);
     let ok = usable && n >= 2;
-    if ok && !(cv <= bounds.max_cv) {
+    if ok && exceeds(cv, bounds.max_cv) {
         failures.push(format!("{name} cv {cv:.3} > {:.2}", bounds.max_cv));
     }
-    if ok && !(max_over_median <= bounds.max_over_median) {
+    if ok && exceeds(max_over_median, bounds.max_over_median) {
         failures.push(format!(
             "{name} max/median {max_over_median:.3} > {:.2}",
             bounds.max_over_median
         ));
     }
     if let (true, Some(d)) = (ok, drift)
-        && !(d.abs() <= bounds.reference_tolerance)
+        && exceeds(d.abs(), bounds.reference_tolerance)
     {
         failures.push(format!(
             "{name} drift {d:+.3} from reference {:.3} ms, |drift| > {:.2}",
@@ -343,7 +355,11 @@ impl GateVerdict {
             );
             match (s.drift, s.drift_share) {
                 (Some(d), Some(share)) => {
-                    let _ = write!(line, "  drift {d:+.3} = {:.1} % of allowance", share * 100.0);
+                    let _ = write!(
+                        line,
+                        "  drift {d:+.3} = {:.1} % of allowance",
+                        share * 100.0
+                    );
                 }
                 _ => line.push_str("  drift not checked"),
             }

@@ -32,7 +32,11 @@ impl MachineLock {
     /// The lock path: `path`, else `$VAULTBENCH_LOCK`, else [`DEFAULT_PATH`].
     pub fn path_for(path: Option<&Path>) -> PathBuf {
         path.map(Path::to_owned)
-            .or_else(|| std::env::var_os(ENV).filter(|p| !p.is_empty()).map(PathBuf::from))
+            .or_else(|| {
+                std::env::var_os(ENV)
+                    .filter(|p| !p.is_empty())
+                    .map(PathBuf::from)
+            })
             .unwrap_or_else(|| PathBuf::from(DEFAULT_PATH))
     }
 
@@ -130,15 +134,19 @@ mod tests {
         let first = MachineLock::acquire(Some(&path), false).unwrap();
         let err = MachineLock::acquire(Some(&path), false).unwrap_err();
         let busy = err.downcast_ref::<LockBusy>().expect("LockBusy");
-        assert!(busy.0.contains(&format!("held by pid {}", std::process::id())), "{busy}");
+        assert!(
+            busy.0
+                .contains(&format!("held by pid {}", std::process::id())),
+            "{busy}"
+        );
         drop(first);
         MachineLock::acquire(Some(&path), false).unwrap();
     }
 
     #[test]
     fn an_unopenable_path_is_an_error_naming_it() {
-        let err = MachineLock::acquire(Some(Path::new("/nonexistent-dir/x.lock")), false)
-            .unwrap_err();
+        let err =
+            MachineLock::acquire(Some(Path::new("/nonexistent-dir/x.lock")), false).unwrap_err();
         assert!(err.downcast_ref::<LockBusy>().is_none());
         assert!(format!("{err:#}").starts_with("machine lock /nonexistent-dir/x.lock: "));
     }

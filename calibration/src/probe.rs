@@ -174,7 +174,10 @@ fn run_step(cfg: &ProbeConfig, dir: &Path, threads: usize) -> Result<ProbeRow, P
         let start = Instant::now();
         let results: Vec<_> = handles
             .into_iter()
-            .map(|h| h.join().unwrap_or_else(|_| Err(std::io::Error::other("probe thread panicked"))))
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(std::io::Error::other("probe thread panicked")))
+            })
             .collect();
         (start, results)
     });
@@ -255,7 +258,11 @@ impl ProbeReport {
                 SyncMode::Fdatasync => "fdatasync",
             },
             self.write_bytes,
-            if self.shared_file { "one shared file" } else { "one file per thread" },
+            if self.shared_file {
+                "one shared file"
+            } else {
+                "one file per thread"
+            },
             self.seconds_per_step,
             self.dir.display(),
             self.fs_type.as_deref().unwrap_or("fs unknown"),
@@ -277,7 +284,10 @@ impl ProbeReport {
             ));
         }
         if self.fs_type.as_deref() == Some("tmpfs") {
-            out.push("note: tmpfs does not persist; its flushes are free and say nothing about a disk".into());
+            out.push(
+                "note: tmpfs does not persist; its flushes are free and say nothing about a disk"
+                    .into(),
+            );
         }
         out
     }
@@ -300,10 +310,22 @@ mod tests {
     #[test]
     fn bad_config_is_refused_before_anything_runs() {
         let d = Path::new("/nonexistent");
-        assert!(matches!(validate(&cfg(d, vec![], 1.0)), Err(ProbeError::NoThreads)));
-        assert!(matches!(validate(&cfg(d, vec![1, 0], 1.0)), Err(ProbeError::Threads(0))));
-        assert!(matches!(validate(&cfg(d, vec![1], 0.0)), Err(ProbeError::Seconds(_))));
-        assert!(matches!(validate(&cfg(d, vec![1], 61.0)), Err(ProbeError::Seconds(_))));
+        assert!(matches!(
+            validate(&cfg(d, vec![], 1.0)),
+            Err(ProbeError::NoThreads)
+        ));
+        assert!(matches!(
+            validate(&cfg(d, vec![1, 0], 1.0)),
+            Err(ProbeError::Threads(0))
+        ));
+        assert!(matches!(
+            validate(&cfg(d, vec![1], 0.0)),
+            Err(ProbeError::Seconds(_))
+        ));
+        assert!(matches!(
+            validate(&cfg(d, vec![1], 61.0)),
+            Err(ProbeError::Seconds(_))
+        ));
         assert!(validate(&cfg(d, vec![1, 256], 60.0)).is_ok());
     }
 
@@ -312,7 +334,10 @@ mod tests {
         let f = tempfile::NamedTempFile::new().unwrap();
         let err = run_fsync_probe(&cfg(f.path(), vec![1], 0.05), |_| {}).unwrap_err();
         assert!(matches!(err, ProbeError::Dir { .. }));
-        assert!(err.to_string().starts_with(&format!("probe dir {}: ", f.path().display())));
+        assert!(
+            err.to_string()
+                .starts_with(&format!("probe dir {}: ", f.path().display()))
+        );
     }
 
     #[test]

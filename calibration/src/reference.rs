@@ -57,7 +57,9 @@ pub enum ReferenceError {
     },
     #[error("calibration reference {}: corrupt ({message}); delete it and run `vaultbench calibrate`", path.display())]
     Corrupt { path: PathBuf, message: String },
-    #[error("calibration reference: no path (set ${ENV}, $XDG_DATA_HOME or $HOME, or pass --reference)")]
+    #[error(
+        "calibration reference: no path (set ${ENV}, $XDG_DATA_HOME or $HOME, or pass --reference)"
+    )]
     NoPath,
 }
 
@@ -99,11 +101,10 @@ fn read_file(path: &Path) -> Result<Option<ReferenceFile>, ReferenceError> {
             });
         }
     };
-    let file: ReferenceFile =
-        serde_json::from_str(&text).map_err(|e| ReferenceError::Corrupt {
-            path: path.to_owned(),
-            message: e.to_string(),
-        })?;
+    let file: ReferenceFile = serde_json::from_str(&text).map_err(|e| ReferenceError::Corrupt {
+        path: path.to_owned(),
+        message: e.to_string(),
+    })?;
     if file.format_version != FORMAT_VERSION {
         return Err(ReferenceError::Corrupt {
             path: path.to_owned(),
@@ -230,7 +231,13 @@ mod tests {
         std::fs::write(&path, "{ not json").unwrap();
         let (fp, r) = sample("a", 30.0);
         let err = load_reference(Some(&path), &fp).unwrap_err().to_string();
-        assert!(err.starts_with(&format!("calibration reference {}: corrupt", path.display())), "{err}");
+        assert!(
+            err.starts_with(&format!(
+                "calibration reference {}: corrupt",
+                path.display()
+            )),
+            "{err}"
+        );
         assert!(!err.contains('\n'));
         // Storing over a corrupt file is refused too (it may be someone's hand edit).
         assert!(store_reference(Some(&path), &r).is_err());

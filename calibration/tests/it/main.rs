@@ -1,0 +1,543 @@
+//! Integration tests of the calibration crate: gate arithmetic on fixed readings, config errors, the machine lock across two processes, calibrate in fresh subprocesses, and the fsync probe.
+//!
+//! Tests that need a second process re-run this test binary with `--exact <the same test>`
+//! and an env var telling it to play the child's part, so no other binary is needed.
+
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use calibration::cli::{CalibrateOutcome, SelfExec, calibrate};
+use calibration::gate::{ChannelBounds, ConfigError};
+use calibration::probe::{ProbeConfig, SyncMode, run_fsync_probe};
+use calibration::{
+    Fingerprint, GateConfig, LockBusy, MachineLock, Reference, judge, load_reference,
+};
+
+fn close(a: f64, b: f64) -> bool {
+    (a - b).abs() < 1e-12
+}
+
+fn reference(cpu_ms: f64, io_ms: f64) -> Reference {
+    let fp = Fingerprint {
+        identity: BTreeMap::from([("cpu_model".into(), "fixed".into())]),
+        info: BTreeMap::new(),
+    };
+    Reference {
+        fingerprint_id: fp.id(),
+        fingerprint: fp,
+        cpu_ms,
+        io_ms,
+        cpu_cv: 0.0,
+        io_cv: 0.0,
+        n: 20,
+        created_unix_s: 0,
+        loadavg_before: None,
+        loadavg_after: None,
+        vaultbench_version: "test".into(),
+    }
+}
+
+mod gate {
+    use super::*;
+
+    #[test]
+    fn accepts_quiet_readings_and_reports_exact_shares() {
+        let cfg = GateConfig::default();
+        let v = judge(&[9.0, 10.0, 10.0, 11.0], &[2.0, 2.0, 2.0, 4.0], None, &cfg);
+        assert!(v.accepted, "{:?}", v.failures);
+        assert!(!v.drift_checked);
+        assert!(v.failures.is_empty());
+        let cpu = &v.channels["cpu_ms"];
+        assert_eq!(cpu.n, 4);
+        assert!(close(cpu.median, 10.0) && close(cpu.mean, 10.0));
+        // sd = sqrt(2/3), cv = sd / 10
+        assert!(close(cpu.cv, (2.0f64 / 3.0).sqrt() / 10.0));
+        assert!(close(cpu.cv_share, cpu.cv / 0.20));
+        assert!(close(cpu.max_over_median, 1.1));
+        // allowance of max/median is the excess over 1: 0.1 / 0.6
+        assert!(close(cpu.max_over_median_share, 0.1 / 0.6));
+        assert_eq!(cpu.drift, None);
+        let io = &v.channels["io_ms"];
+        assert!(close(io.median, 2.0) && close(io.mean, 2.5));
+        assert!(close(io.cv, 0.4));
+        assert!(close(io.cv_share, 0.4 / 0.45));
+        assert!(close(io.max_over_median, 2.0));
+        assert!(close(io.max_over_median_share, 1.0 / 1.5));
+        let lines = v.lines();
+        assert_eq!(
+            lines[0],
+            "cpu_ms  n 4  median 10.00 ms  cv 0.082 = 40.8 % of allowance  max/median 1.100 = 16.7 % of allowance  drift not checked"
+        );
+        assert_eq!(
+            lines[1],
+            "io_ms   n 4  median 2.00 ms  cv 0.400 = 88.9 % of allowance  max/median 2.000 = 66.7 % of allowance  drift not checked"
+        );
+        assert!(lines[2].starts_with("no calibration reference for this machine"));
+        assert_eq!(lines[3], "gate: accepted");
+    }
+
+    #[test]
+    fn refuses_by_cv_alone() {
+        // mean 10, sd sqrt(50/3), cv 0.408 > 0.20; max/median 1.5 <= 1.6
+        let v = judge(
+            &[5.0, 10.0, 15.0, 10.0],
+            &[2.0, 2.0, 2.0, 2.0],
+            None,
+            &GateConfig::default(),
+        );
+        assert!(!v.accepted);
+        assert_eq!(v.failures, vec!["cpu_ms cv 0.408 > 0.20"]);
+        assert_eq!(v.channels["cpu_ms"].failures, v.failures);
+        assert!(v.channels["io_ms"].failures.is_empty());
+        assert_eq!(
+            v.lines().last().unwrap(),
+            "gate: refused: cpu_ms cv 0.408 > 0.20"
+        );
+    }
+
+    #[test]
+    fn refuses_by_max_over_median_alone() {
+        // 19 x 10 and one 17: cv 0.151 <= 0.20 but max/median 1.7 > 1.6
+        let mut cpu = vec![10.0; 19];
+        cpu.push(17.0);
+        let v = judge(&cpu, &[2.0; 20], None, &GateConfig::default());
+        let c = &v.channels["cpu_ms"];
+        assert!(c.cv < 0.20 && close(c.cv, 0.151_231_650_652_159_68));
+        assert_eq!(v.failures, vec!["cpu_ms max/median 1.700 > 1.60"]);
+        assert!(close(c.max_over_median_share, 0.7 / 0.6));
+    }
+
+    #[test]
+    fn refuses_by_drift_from_the_reference_in_either_direction() {
+        let cfg = GateConfig::default();
+        let r = reference(10.0, 2.0);
+        // cpu median 16 vs 10: +0.6 > 0.5; io median 4.2 vs 2: +1.1 > 1.0
+        let v = judge(&[16.0; 4], &[4.2; 4], Some(&r), &cfg);
+        assert!(v.drift_checked);
+        assert_eq!(v.reference_id.as_deref(), Some(r.fingerprint_id.as_str()));
+        assert_eq!(
+            v.failures,
+            vec![
+                "cpu_ms drift +0.600 from reference 10.000 ms, |drift| > 0.50",
+                "io_ms drift +1.100 from reference 2.000 ms, |drift| > 1.00",
+            ]
+        );
+        // Faster than the reference by more than the tolerance is drift too (a different
+        // machine state, e.g. turbo or a cache in front of the disk).
+        let v = judge(&[4.0; 4], &[2.0; 4], Some(&r), &cfg);
+        assert_eq!(
+            v.failures,
+            vec!["cpu_ms drift -0.600 from reference 10.000 ms, |drift| > 0.50"]
+        );
+        // Within tolerance: drift 0.25 is half the cpu allowance, io 0.5 half of its.
+        let v = judge(&[12.5; 4], &[3.0; 4], Some(&r), &cfg);
+        assert!(v.accepted, "{:?}", v.failures);
+        assert!(close(v.channels["cpu_ms"].drift.unwrap(), 0.25));
+        assert!(close(v.channels["cpu_ms"].drift_share.unwrap(), 0.5));
+        assert!(close(v.channels["io_ms"].drift_share.unwrap(), 0.5));
+        assert!(v.lines()[0].ends_with("drift +0.250 = 50.0 % of allowance"));
+    }
+
+    #[test]
+    fn too_few_or_unusable_readings_are_refused_not_divided_by_zero() {
+        let cfg = GateConfig::default();
+        let v = judge(&[10.0], &[], None, &cfg);
+        assert_eq!(
+            v.failures,
+            vec!["cpu_ms n 1 < 2 readings", "io_ms n 0 < 2 readings"]
+        );
+        let v = judge(&[10.0, f64::NAN], &[1.0, 0.0], None, &cfg);
+        assert_eq!(
+            v.failures,
+            vec![
+                "cpu_ms has a reading that is not a positive number",
+                "io_ms has a reading that is not a positive number"
+            ]
+        );
+    }
+
+    #[test]
+    fn a_verdict_round_trips_through_json() {
+        let v = judge(
+            &[9.0, 10.0, 11.0],
+            &[2.0, 3.0, 2.5],
+            Some(&reference(10.0, 2.5)),
+            &GateConfig::default(),
+        );
+        let json = serde_json::to_string(&v).unwrap();
+        let back: calibration::GateVerdict = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, v);
+    }
+}
+
+mod config {
+    use super::*;
+
+    fn parse(text: &str) -> Result<GateConfig, ConfigError> {
+        GateConfig::parse(Path::new("/etc/gate.toml"), text)
+    }
+
+    #[test]
+    fn the_committed_gate_toml_is_the_default() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("gate.toml");
+        assert_eq!(
+            GateConfig::load(Some(&path)).unwrap(),
+            GateConfig::default()
+        );
+        assert_eq!(
+            parse(&GateConfig::default().to_toml()).unwrap(),
+            GateConfig::default()
+        );
+    }
+
+    #[test]
+    fn missing_keys_keep_defaults() {
+        let cfg = parse("[io_ms]\nmax_cv = 0.6\n[cpu_ms]\nreference_tolerance = 1\n").unwrap();
+        assert_eq!(
+            cfg.io_ms,
+            ChannelBounds {
+                max_cv: 0.6,
+                ..GateConfig::default().io_ms
+            }
+        );
+        assert_eq!(cfg.cpu_ms.reference_tolerance, 1.0);
+        assert_eq!(cfg.cpu_ms.max_cv, 0.20);
+    }
+
+    #[test]
+    fn bad_files_name_the_file_and_key_on_one_line() {
+        let cases = [
+            (
+                "[cpu_ms]\nmax_cvv = 0.2\n",
+                "gate config /etc/gate.toml: unknown key `cpu_ms.max_cvv`",
+            ),
+            (
+                "[disk_ms]\nmax_cv = 0.2\n",
+                "gate config /etc/gate.toml: unknown key `disk_ms`",
+            ),
+            (
+                "[io_ms]\nmax_over_median = -2.5\n",
+                "gate config /etc/gate.toml: `io_ms.max_over_median` must be a number, found -2.5, bounds must be finite and >= 0",
+            ),
+            (
+                "[io_ms]\nmax_cv = \"high\"\n",
+                "gate config /etc/gate.toml: `io_ms.max_cv` must be a number, found a string",
+            ),
+            (
+                "cpu_ms = 3\n",
+                "gate config /etc/gate.toml: `cpu_ms` must be a number, found a value where a table was expected",
+            ),
+            ("[cpu_ms\n", "gate config /etc/gate.toml: not valid TOML: "),
+        ];
+        for (text, want) in cases {
+            let msg = parse(text).unwrap_err().to_string();
+            assert!(msg.starts_with(want), "{text:?}: {msg}");
+            assert!(!msg.contains('\n'), "{msg}");
+        }
+        let missing = GateConfig::load(Some(Path::new("/nonexistent/gate.toml"))).unwrap_err();
+        assert!(
+            missing
+                .to_string()
+                .starts_with("gate config /nonexistent/gate.toml: ")
+        );
+    }
+}
+
+/// Reads lines from a child's stdout until one equals `want` (or the child closes it).
+fn wait_for_line(out: &mut impl BufRead, want: &str) -> bool {
+    let mut line = String::new();
+    loop {
+        line.clear();
+        match out.read_line(&mut line) {
+            Ok(0) | Err(_) => return false,
+            Ok(_) if line.trim() == want => return true,
+            Ok(_) => {}
+        }
+    }
+}
+
+/// Re-runs this test binary as a child playing `test`'s child part.
+fn child(test: &str, env: &str, value: &Path) -> Command {
+    let mut cmd = Command::new(std::env::current_exe().unwrap());
+    cmd.args(["--exact", test, "--nocapture", "--test-threads=1"])
+        .env(env, value);
+    cmd
+}
+
+#[test]
+fn lock_is_exclusive_across_processes() {
+    const ENV: &str = "VB_IT_LOCK_CHILD";
+    if let Some(path) = std::env::var_os(ENV) {
+        // Child: take the lock, say so, hold it until the parent closes our stdin (or 30 s).
+        let _lock = MachineLock::acquire(Some(Path::new(&path)), false).unwrap();
+        // libtest has already printed "test <name> ... " without a newline.
+        println!("\nLOCKED");
+        std::io::stdout().flush().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut sink = Vec::new();
+            let _ = std::io::stdin().read_to_end(&mut sink);
+            let _ = tx.send(());
+        });
+        let _ = rx.recv_timeout(Duration::from_secs(30));
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("machine.lock");
+    let mut holder = child("lock_is_exclusive_across_processes", ENV, &path)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(holder.stdout.take().unwrap());
+    assert!(
+        wait_for_line(&mut out, "LOCKED"),
+        "child did not take the lock"
+    );
+
+    // Without waiting: LockBusy, naming the path and the holder's pid.
+    let err = MachineLock::acquire(Some(&path), false).unwrap_err();
+    let busy = err.downcast_ref::<LockBusy>().expect("a LockBusy error");
+    assert!(busy.0.starts_with(&path.display().to_string()), "{busy}");
+    assert!(
+        busy.0.contains(&format!("held by pid {}", holder.id())),
+        "{busy}"
+    );
+
+    // Waiting: blocks while the child holds it, then gets it once the child exits.
+    let (tx, rx) = std::sync::mpsc::channel();
+    let waiter_path = path.clone();
+    let waiter = std::thread::spawn(move || {
+        let lock = MachineLock::acquire(Some(&waiter_path), true);
+        tx.send(()).unwrap();
+        lock.map(|_| ())
+    });
+    assert!(
+        rx.recv_timeout(Duration::from_millis(300)).is_err(),
+        "the waiter got the lock while another process held it"
+    );
+    drop(holder.stdin.take()); // child sees EOF and exits, releasing the lock
+    assert!(holder.wait().unwrap().success());
+    rx.recv_timeout(Duration::from_secs(10))
+        .expect("the waiter never got the lock after the holder exited");
+    waiter.join().unwrap().unwrap();
+}
+
+#[test]
+fn calibrate_takes_readings_in_fresh_processes_and_stores_the_reference() {
+    const ENV: &str = "VB_IT_READING_CHILD";
+    if std::env::var_os(ENV).is_some() {
+        // Child: libtest passes everything after `--` through as filters, and
+        // `calibrate` appended `--one-reading DIR` there; act on it like vaultbench would.
+        let args: Vec<OsString> = std::env::args_os().collect();
+        let at = args.iter().position(|a| a == "--one-reading").unwrap();
+        let reading = calibration::read_channels(Path::new(&args[at + 1])).unwrap();
+        // A line of its own: libtest has already printed "test <name> ... ".
+        println!("\n{}", serde_json::to_string(&reading).unwrap());
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let ref_path = dir.path().join("data/reference.json");
+    let exec = SelfExec {
+        program: std::env::current_exe().unwrap(),
+        prefix: [
+            "--exact",
+            "calibrate_takes_readings_in_fresh_processes_and_stores_the_reference",
+            "--nocapture",
+            "--test-threads=1",
+            "--",
+        ]
+        .map(OsString::from)
+        .to_vec(),
+        env: vec![(ENV.into(), "1".into())],
+    };
+    // A gate that cannot pass (cv must be 0): refused, and nothing is stored.
+    let strict = GateConfig {
+        cpu_ms: ChannelBounds {
+            max_cv: 0.0,
+            ..GateConfig::default().cpu_ms
+        },
+        ..GateConfig::default()
+    };
+    let refused: CalibrateOutcome =
+        calibrate(&exec, dir.path(), 3, &strict, Some(&ref_path)).unwrap();
+    assert!(!refused.verdict.accepted);
+    assert!(refused.verdict.failures[0].starts_with("cpu_ms cv "));
+    assert_eq!(refused.stored_at, None);
+    assert!(!ref_path.exists());
+
+    // An accepting gate: the medians are stored under this machine's fingerprint.
+    let lax = GateConfig {
+        cpu_ms: ChannelBounds {
+            max_cv: 100.0,
+            max_over_median: 100.0,
+            reference_tolerance: 1.0,
+        },
+        io_ms: ChannelBounds {
+            max_cv: 100.0,
+            max_over_median: 100.0,
+            reference_tolerance: 1.0,
+        },
+    };
+    let ok = calibrate(&exec, dir.path(), 3, &lax, Some(&ref_path)).unwrap();
+    assert_eq!(ok.readings.len(), 3);
+    assert!(ok.readings.iter().all(|r| r.cpu_ms > 0.0 && r.io_ms > 0.0));
+    assert_eq!(ok.stored_at.as_deref(), Some(ref_path.as_path()));
+    let stored = load_reference(Some(&ref_path), &ok.fingerprint)
+        .unwrap()
+        .unwrap();
+    assert_eq!(Some(&stored), ok.reference.as_ref());
+    assert_eq!(
+        stored.fingerprint_id,
+        calibration::fingerprint(dir.path()).id()
+    );
+    assert!(close(stored.cpu_ms, ok.verdict.channels["cpu_ms"].median));
+
+    // A corrupt reference file stops calibrate before any reading, naming the file.
+    std::fs::write(&ref_path, "{\"format_version\":1,").unwrap();
+    let err = calibrate(&exec, dir.path(), 3, &lax, Some(&ref_path)).unwrap_err();
+    assert!(format!("{err:#}").starts_with(&format!(
+        "calibration reference {}: corrupt",
+        ref_path.display()
+    )));
+
+    // Bad counts are refused up front.
+    let err = calibrate(&exec, dir.path(), 1, &lax, Some(&ref_path)).unwrap_err();
+    assert_eq!(err.to_string(), "--readings 1: must be 2..=1000");
+}
+
+mod probe {
+    use super::*;
+
+    #[test]
+    fn probe_json_has_one_row_per_thread_count_and_stops_on_time() {
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = ProbeConfig {
+            threads: vec![1, 2, 4],
+            seconds: 0.2,
+            dir: dir.path().to_owned(),
+            mode: SyncMode::Fsync,
+            shared_file: false,
+        };
+        let start = Instant::now();
+        let mut seen = Vec::new();
+        let report = run_fsync_probe(&cfg, |row| seen.push(row.threads)).unwrap();
+        let wall = start.elapsed().as_secs_f64();
+        assert_eq!(seen, vec![1, 2, 4]);
+        // 3 steps of 0.2 s; a step ends within one flush of its deadline. The slack covers
+        // a slow flush on a loaded CI disk, not a loop that ignores the clock.
+        assert!((0.6..3.0).contains(&wall), "probe took {wall} s");
+        for row in &report.rows {
+            assert!((0.2..1.0).contains(&row.elapsed_s), "{row:?}");
+            assert!(row.flushes > 0);
+            assert!(close(row.flushes_per_s, row.flushes as f64 / row.elapsed_s));
+        }
+        let json = serde_json::to_value(&report).unwrap();
+        let keys: Vec<&str> = json
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
+        assert_eq!(
+            keys,
+            [
+                "dir",
+                "fs_type",
+                "mode",
+                "probe",
+                "rows",
+                "seconds_per_step",
+                "shared_file",
+                "write_bytes"
+            ]
+        );
+        assert_eq!(json["probe"], "fsync");
+        assert_eq!(json["mode"], "fsync");
+        let row_keys: Vec<&str> = json["rows"][0]
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
+        assert_eq!(
+            row_keys,
+            [
+                "elapsed_s",
+                "flushes",
+                "flushes_per_s",
+                "flushes_per_s_per_thread",
+                "latency_us_max",
+                "latency_us_p50",
+                "latency_us_p99",
+                "speedup_vs_first",
+                "threads"
+            ]
+        );
+        assert_eq!(
+            std::fs::read_dir(dir.path()).unwrap().count(),
+            0,
+            "probe left files behind"
+        );
+    }
+
+    #[test]
+    fn the_cli_parses_and_rejects_bad_input_by_name() {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct Cli {
+            #[command(subcommand)]
+            cmd: calibration::cli::ProbeCmd,
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("not-a-dir");
+        std::fs::write(&file, "x").unwrap();
+        let parse = |args: &[&str]| Cli::try_parse_from([&["probe"], args].concat()).map(|c| c.cmd);
+        let cmd = parse(&[
+            "fsync",
+            "--threads",
+            "1,2",
+            "--seconds",
+            "0.05",
+            "--mode",
+            "fdatasync",
+            "--shared-file",
+            "--json",
+            "--dir",
+            dir.path().to_str().unwrap(),
+        ])
+        .unwrap();
+        let calibration::cli::ProbeCmd::Fsync(args) = &cmd;
+        assert_eq!(args.threads, vec![1, 2]);
+        assert!(args.shared_file && args.json);
+        assert!(parse(&["fsync", "--mode", "osync"]).is_err());
+
+        let err = calibration::cli::run_probe(
+            parse(&[
+                "fsync",
+                "--threads",
+                "1",
+                "--seconds",
+                "0.05",
+                "--dir",
+                file.to_str().unwrap(),
+            ])
+            .unwrap(),
+        )
+        .unwrap_err();
+        assert!(
+            format!("{err:#}").starts_with(&format!("probe dir {}: ", file.display())),
+            "{err:#}"
+        );
+        let err =
+            calibration::cli::run_probe(parse(&["fsync", "--threads", "0"]).unwrap()).unwrap_err();
+        assert_eq!(err.to_string(), "--threads 0: each count must be 1..=256");
+        let err =
+            calibration::cli::run_probe(parse(&["fsync", "--seconds=-1"]).unwrap()).unwrap_err();
+        assert_eq!(err.to_string(), "--seconds -1: must be > 0 and <= 60");
+    }
+}

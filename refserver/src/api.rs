@@ -779,7 +779,7 @@ async fn chunks_get(app: &App, req: Request<Incoming>) -> ApiResult {
     check_sids(&r.sids, limits::MAX_GET_SIDS)?;
     let boundary = format!("obsync-{}", app.random_hex(16));
     // Two parts in flight at most: a 64-chunk answer is streamed, never held whole.
-    let (tx, body) = ChannelBody::new(2);
+    let (tx, body) = ChannelBody::channel(2);
     let chunks = app.chunks_handle();
     let b = boundary.clone();
     tokio::spawn(async move {

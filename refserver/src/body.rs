@@ -26,7 +26,7 @@ pub struct ChannelBody {
 }
 
 impl ChannelBody {
-    pub fn new(
+    pub fn channel(
         capacity: usize,
     ) -> (
         tokio::sync::mpsc::Sender<Result<Bytes, std::io::Error>>,

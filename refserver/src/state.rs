@@ -271,19 +271,13 @@ mod tests {
 
     #[test]
     fn heads_follow_the_protocol_rule() {
-        let a = "a".to_string();
-        let b = "b".to_string();
+        let a = vec!["a".to_string()];
+        let ab = vec!["a".to_string(), "b".to_string()];
         assert_eq!(State::next_heads(&[], &[], "n"), vec!["n"]);
-        assert_eq!(
-            State::next_heads(&[a.clone()], &[a.clone()], "n"),
-            vec!["n"]
-        );
+        assert_eq!(State::next_heads(&a, &a, "n"), vec!["n"]);
         // Parents not equal to the heads: the version is added and the file is conflicted.
-        assert_eq!(State::next_heads(&[a.clone()], &[], "n"), vec!["a", "n"]);
-        assert_eq!(
-            State::next_heads(&[a.clone(), b.clone()], &[a, b], "n"),
-            vec!["n"]
-        );
+        assert_eq!(State::next_heads(&a, &[], "n"), vec!["a", "n"]);
+        assert_eq!(State::next_heads(&ab, &ab, "n"), vec!["n"]);
     }
 
     #[test]

@@ -1,0 +1,138 @@
+//! The `obsync-refserver` binary: the listening line, the data-dir lock, refusals with exit
+//! code 2, SIGTERM (exit 0) and SIGKILL (nothing acknowledged lost).
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+
+use hyper::Method;
+use protocol::wire::ChangesResponse;
+
+use crate::client::Api;
+use crate::file_id;
+
+const BIN: &str = env!("CARGO_BIN_EXE_obsync-refserver");
+
+/// A running server process; killed and reaped on drop.
+struct Proc {
+    child: Child,
+    url: String,
+}
+
+impl Proc {
+    fn start(data: &Path) -> Proc {
+        let mut child = Command::new(BIN)
+            .args(["--listen", "127.0.0.1:0", "--data"])
+            .arg(data)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn obsync-refserver");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let url = line
+            .trim_end()
+            .strip_prefix("listening on ")
+            .unwrap_or_else(|| panic!("first stdout line was {line:?}"))
+            .to_owned();
+        assert!(url.starts_with("http://127.0.0.1:"), "{url}");
+        Proc { child, url }
+    }
+
+    fn signal(&mut self, sig: i32) -> std::process::ExitStatus {
+        // SAFETY: kill(2) on the pid of a child this test spawned and has not reaped.
+        unsafe { libc::kill(self.child.id() as i32, sig) };
+        self.child.wait().unwrap()
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Runs the binary to completion; returns (exit code, stderr).
+fn run(args: &[&str]) -> (i32, String) {
+    let out = Command::new(BIN).args(args).output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn version_flag() {
+    let out = Command::new(BIN).arg("--version").output().unwrap();
+    assert!(out.status.success());
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        format!("obsync-refserver {}", env!("CARGO_PKG_VERSION"))
+    );
+}
+
+#[test]
+fn refusals_are_one_line_and_exit_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let server = Proc::start(&data);
+    let token = std::fs::read_to_string(data.join("setup-token")).unwrap();
+    assert!(token.trim().len() >= 32 && token.trim().bytes().all(|b| b.is_ascii_hexdigit()));
+
+    let (code, err) = run(&["--data", data.to_str().unwrap()]);
+    assert_eq!(code, 2);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("in use by another obsync-refserver"), "{err}");
+    drop(server);
+
+    let file = dir.path().join("a-file");
+    std::fs::write(&file, "x").unwrap();
+    let (code, err) = run(&["--data", file.join("sub").to_str().unwrap()]);
+    assert_eq!(code, 2);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("is not writable"), "{err}");
+
+    let (code, err) = run(&["--listen", "0.0.0.0:0", "--data", data.to_str().unwrap()]);
+    assert_eq!(code, 2);
+    assert!(err.contains("without --allow-remote"), "{err}");
+
+    let (code, err) = run(&[
+        "--inject-delay-us",
+        "5000000",
+        "--data",
+        data.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 2);
+    assert!(err.contains("--inject-delay-us"), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_exits_0_and_sigkill_loses_nothing_acknowledged() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let mut server = Proc::start(&data);
+    let token = std::fs::read_to_string(data.join("setup-token")).unwrap();
+    let api = Api::new(&server.url, 60);
+    let a = api.setup(token.trim()).await;
+    for i in 0..10 {
+        api.new_note(&a, &file_id(i), format!("note {i}").as_bytes())
+            .await;
+    }
+    let status = server.signal(libc::SIGKILL);
+    assert!(!status.success());
+
+    let mut server = Proc::start(&data);
+    let api = Api::new(&server.url, 61);
+    let feed: ChangesResponse = api
+        .signed(&a, Method::GET, "/v1/changes?since=0", "")
+        .await
+        .json();
+    assert_eq!(feed.head_seq, 10);
+    assert_eq!(feed.changes.len(), 10);
+    drop(api);
+    let status = server.signal(libc::SIGTERM);
+    assert_eq!(status.code(), Some(0));
+}

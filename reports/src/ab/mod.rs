@@ -1,0 +1,47 @@
+//! A/B comparison of two server builds (issue 7), pure: the harness runs the samples, this
+//! module plans the round orders, balances after failures, analyses each metric, applies the
+//! decision rule and derives the noise floor from A/A runs.
+//!
+//! Pipeline: [`plan_orders`] → (harness runs rounds) → [`drop_to_balance`] →
+//! [`analyse_metric`] per timing/resource metric, [`exact_difference`] per exact metric →
+//! [`adjust_across_metrics`] → [`decide`] with rules from [`parse_rule`].
+
+mod aa;
+mod analysis;
+mod plan;
+mod rules;
+
+pub use aa::{FalsePositives, MetricFalsePositives, count_false_positives, tau_from_aa};
+pub use analysis::{
+    ALPHA, Better, CONF_LEVEL, ExactDiff, Interval, MIN_VERDICT_CONF, MetricAnalysis,
+    PERMUTATION_DRAWS, POWER, Scale, Verdict, adjust_across_metrics, analyse_metric,
+    exact_difference,
+};
+pub use plan::{
+    BalancePlan, DropReason, DroppedRound, MAX_ROUNDS, Order, drop_to_balance, plan_orders,
+};
+pub use rules::{
+    Cmp, Decision, DecisionRules, Outcome, Rule, RuleCheck, RuleError, RuleStatus, RuleTarget,
+    decide, parse_rule,
+};
+
+/// Why an A/B computation could not be done; each variant names the offending input.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum AbError {
+    #[error("rounds must be an even number >= 2 and <= {max}, got {rounds}")]
+    BadRounds { rounds: usize, max: usize },
+    #[error("{what}: lengths differ ({left} vs {right})")]
+    LengthMismatch {
+        what: &'static str,
+        left: usize,
+        right: usize,
+    },
+    #[error("{what} holds a non-finite value in round {round}")]
+    NonFinite { what: &'static str, round: usize },
+    #[error("no rounds to analyse")]
+    NoRounds,
+    #[error("tau must be a finite fraction >= 0, got {tau}")]
+    BadTau { tau: f64 },
+    #[error(transparent)]
+    Stats(#[from] crate::stats::StatsError),
+}

@@ -45,7 +45,8 @@ async fn measure(group_commit: bool, in_flight: usize, notes: usize) -> anyhow::
         workers.push(tokio::spawn(async move {
             for i in (w..notes).step_by(in_flight) {
                 let body = format!("# note {i}\n\n{}\n", "lorem ipsum ".repeat(100));
-                api.new_note(&a, &format!("{i:032x}"), body.as_bytes()).await;
+                api.new_note(&a, &format!("{i:032x}"), body.as_bytes())
+                    .await;
             }
         }));
     }
@@ -81,8 +82,15 @@ async fn main() -> anyhow::Result<()> {
     println!("fsyncs per new note (chunk PUT + version post), {notes} notes per cell");
     println!(
         "{:<13} {:>9} {:>10} {:>9} {:>8} {:>9} {:>7} {:>12} {:>8}",
-        "group_commit", "in_flight", "chunk_file", "chunk_dir", "journal", "nonce_log", "total",
-        "recs/jflush", "wall_ms"
+        "group_commit",
+        "in_flight",
+        "chunk_file",
+        "chunk_dir",
+        "journal",
+        "nonce_log",
+        "total",
+        "recs/jflush",
+        "wall_ms"
     );
     for group_commit in [false, true] {
         for in_flight in [1, 8] {

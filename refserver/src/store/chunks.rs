@@ -68,6 +68,10 @@ pub struct ChunkStore {
     tmp: PathBuf,
     next_tmp: AtomicU64,
     metrics: Arc<Metrics>,
+    /// One lock per first sid byte, held across the exists check, fsyncs and rename: two
+    /// concurrent PUTs of one sid (duplicate note bodies) then store it once and count it
+    /// once, so the fsync and chunk counters stay exact for a given workload.
+    stripes: Vec<tokio::sync::Mutex<()>>,
 }
 
 impl ChunkStore {
@@ -83,6 +87,7 @@ impl ChunkStore {
             tmp,
             next_tmp: AtomicU64::new(0),
             metrics,
+            stripes: (0..256).map(|_| tokio::sync::Mutex::new(())).collect(),
         })
     }
 
@@ -143,6 +148,8 @@ impl ChunkStore {
     /// Makes a verified temp chunk durable under its sid: fsync, rename, directory fsync.
     pub async fn commit(&self, mut temp: TempChunk, sid: &str) -> Result<Stored, ChunkError> {
         let dest = self.path_of(sid);
+        let stripe = usize::from(u8::from_str_radix(&sid[..2], 16).unwrap_or(0));
+        let _guard = self.stripes[stripe].lock().await;
         if dest.is_file() {
             return Ok(Stored::AlreadyPresent);
         }
@@ -255,6 +262,33 @@ mod tests {
                 .count(),
             0
         );
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn concurrent_puts_of_one_sid_store_and_count_it_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let metrics = Arc::new(Metrics::new());
+        let store =
+            Arc::new(ChunkStore::open(&dir.path().join("chunks"), metrics.clone()).unwrap());
+        let body = bytes::Bytes::from_static(b"duplicate body");
+        let sid = protocol::sha256_hex(&body);
+        let mut tasks = Vec::new();
+        for _ in 0..8 {
+            let (store, body, sid) = (store.clone(), body.clone(), sid.clone());
+            tasks.push(tokio::spawn(async move {
+                let temp = store.receive(Full::new(body), 1024).await.unwrap();
+                store.commit(temp, &sid).await.unwrap()
+            }));
+        }
+        let mut new = 0;
+        for t in tasks {
+            if t.await.unwrap() == Stored::New {
+                new += 1;
+            }
+        }
+        assert_eq!(new, 1);
+        assert_eq!(metrics.chunks_stored.load(Ordering::Relaxed), 1);
+        assert_eq!(metrics.fsync_chunk_file.load(Ordering::Relaxed), 1);
     }
 
     #[tokio::test(flavor = "current_thread")]

@@ -132,7 +132,21 @@ async fn sigterm_exits_0_and_sigkill_loses_nothing_acknowledged() {
         .json();
     assert_eq!(feed.head_seq, 10);
     assert_eq!(feed.changes.len(), 10);
-    drop(api);
-    let status = server.signal(libc::SIGTERM);
+    // SIGTERM with a long poll in flight: the poll is answered (empty) and the process exits
+    // 0 promptly instead of waiting out the 55 s.
+    let api = std::sync::Arc::new(api);
+    let api2 = api.clone();
+    let a2 = a.clone();
+    let poll = tokio::spawn(async move {
+        api2.signed(&a2, Method::GET, "/v1/changes?since=10&wait=55", "")
+            .await
+    });
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let started = std::time::Instant::now();
+    let status = tokio::task::block_in_place(|| server.signal(libc::SIGTERM));
     assert_eq!(status.code(), Some(0));
+    assert!(started.elapsed() < std::time::Duration::from_secs(5));
+    let r = poll.await.unwrap();
+    assert_eq!(r.status.as_u16(), 200);
+    assert!(r.json::<ChangesResponse>().changes.is_empty());
 }

@@ -47,6 +47,17 @@ pub enum Verdict {
     Inconclusive,
 }
 
+impl fmt::Display for Verdict {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Verdict::Better => "better",
+            Verdict::Worse => "worse",
+            Verdict::NoChange => "no change",
+            Verdict::Inconclusive => "inconclusive",
+        })
+    }
+}
+
 /// A closed interval; in percent when it comes from a `*_pct` field.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Interval {
@@ -131,8 +142,9 @@ fn check_values(what: &'static str, xs: &[f64]) -> Result<(), AbError> {
 /// every round identical → NoChange; achieved interval level below [`MIN_VERDICT_CONF`]
 /// → Inconclusive; interval inside [−tau, +tau] → NoChange; interval entirely above 0 →
 /// Worse for lower-is-better metrics (Better for higher-is-better), entirely below 0 → the
-/// opposite; otherwise Inconclusive. The interval and the exact Wilcoxon test come from the same
-/// distribution, so "excludes 0" matches "p below 1 − achieved level".
+/// opposite; otherwise Inconclusive. The interval inverts the exact signed-rank test, so for
+/// untied data without zeros "excludes 0" is the same event as "exact p <= 1 − achieved
+/// level" (property-tested in `tests/it/stats_vectors.rs`).
 ///
 /// Errors (not verdicts): lengths differ, no rounds, non-finite values, tau negative or not
 /// finite.

@@ -207,6 +207,16 @@ pub enum Outcome {
     Inconclusive,
 }
 
+impl std::fmt::Display for Outcome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Outcome::Keep => "KEEP",
+            Outcome::Reject => "REJECT",
+            Outcome::Inconclusive => "INCONCLUSIVE",
+        })
+    }
+}
+
 /// The decision and the evidence for it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Decision {

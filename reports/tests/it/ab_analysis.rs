@@ -275,6 +275,7 @@ fn analysis_round_trips_through_json() {
 
 #[test]
 fn exact_differences_are_values() {
+    assert_eq!(Verdict::NoChange.to_string(), "no change");
     let d = exact_difference(&[4.9; 6], &[5.9; 6]).unwrap();
     assert_eq!(d.to_string(), "4.9 -> 5.9");
     assert_eq!(exact_difference(&[120.0; 6], &[120.0; 6]), None);

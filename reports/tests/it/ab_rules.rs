@@ -219,6 +219,7 @@ fn decision_round_trips_through_json() {
     let d = decide(&rules(Some("server.cpu_s <= -10%"), &["all <= +3%"]), &a).unwrap();
     let json = serde_json::to_string(&d).unwrap();
     assert!(json.contains("\"outcome\":\"KEEP\""), "{json}");
+    assert_eq!(d.outcome.to_string(), "KEEP");
     assert_eq!(
         serde_json::from_str::<reports::ab::Decision>(&json).unwrap(),
         d

@@ -235,6 +235,26 @@ mod properties {
             prop_assert!(w > 0.0 && w <= 1.0);
         }
 
+        /// Test–interval duality: the exact interval excludes 0 exactly when the exact test
+        /// rejects at 1 − achieved level (untied, non-zero data; distinct magnitudes by
+        /// construction: i + fraction, with a random sign).
+        #[test]
+        fn exact_interval_inverts_the_exact_test(
+            parts in prop::collection::vec((0.01f64..0.99, any::<bool>()), 5..25),
+        ) {
+            let d: Vec<f64> = parts
+                .iter()
+                .enumerate()
+                .map(|(i, (f, neg))| if *neg { -(i as f64 + f) } else { i as f64 + f })
+                .collect();
+            let t = signed_rank_test(&d).unwrap();
+            let hl = hodges_lehmann(&d, 0.95).unwrap();
+            prop_assume!(hl.lo != 0.0 && hl.hi != 0.0);
+            let excludes = hl.lo > 0.0 || hl.hi < 0.0;
+            let rejects = t.p_two_sided <= 1.0 - hl.conf_level_achieved + 1e-12;
+            prop_assert_eq!(excludes, rejects, "{:?} {:?}", t, hl);
+        }
+
         #[test]
         fn negating_differences_mirrors_everything(d in prop::collection::vec(-1.0f64..1.0, 1..30)) {
             let neg: Vec<f64> = d.iter().map(|x| -x).collect();

@@ -3,5 +3,9 @@
 //! Pure: no I/O, no clock. The harness reads and writes files; this crate gives them meaning.
 
 pub mod ab;
+pub mod charts;
+pub mod compare;
+pub mod export;
+pub mod render;
 pub mod schema;
 pub mod stats;

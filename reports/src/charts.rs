@@ -1,0 +1,521 @@
+//! Charts with plotters: latency percentile plots (log axes, from the recordings' HdrHistograms),
+//! phase bars with their raw spread, A/B forest plots and per-round values, and baseline trends
+//! with a noise band. SVG for the self-contained HTML report, PNG on request.
+//!
+//! Text is drawn with an embedded DejaVu Sans (`assets/DejaVuSans.ttf`, Bitstream Vera licence
+//! beside it) through plotters' `ab_glyph` feature, so labels render on a machine with no font
+//! packages at all (see shared/crates-notes.md: without it, PNG panics and fontconfig is needed).
+
+use base64::Engine;
+use plotters::coord::Shift;
+use plotters::prelude::*;
+use plotters::style::FontStyle;
+use std::sync::Once;
+
+/// The embedded font (DejaVu Sans 2.37; licence in `assets/DejaVuSans-LICENSE.txt`).
+static FONT: &[u8] = include_bytes!("../assets/DejaVuSans.ttf");
+/// The family name charts ask for; registered to the embedded font.
+const FAMILY: &str = "sans-serif";
+
+/// Chart size in pixels (SVG user units and PNG pixels alike).
+pub const WIDTH: u32 = 960;
+pub const HEIGHT: u32 = 440;
+
+/// Colours with enough contrast on white (Okabe–Ito palette, safe for colour-blind readers).
+const PALETTE: [RGBColor; 8] = [
+    RGBColor(0, 114, 178),
+    RGBColor(213, 94, 0),
+    RGBColor(0, 158, 115),
+    RGBColor(204, 121, 167),
+    RGBColor(86, 180, 233),
+    RGBColor(230, 159, 0),
+    RGBColor(0, 0, 0),
+    RGBColor(150, 150, 150),
+];
+
+/// A chart could not be drawn or a histogram could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum ChartError {
+    #[error("chart {chart}: {detail}")]
+    Draw { chart: String, detail: String },
+    #[error("histogram {key}: {detail}")]
+    Histogram { key: String, detail: String },
+}
+
+/// One named series of (percentile as a fraction, latency in µs) points.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PercentileSeries {
+    pub name: String,
+    pub points: Vec<(f64, f64)>,
+}
+
+/// A bar with the spread of its raw series.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Bar {
+    pub label: String,
+    pub value: f64,
+    pub low: f64,
+    pub high: f64,
+}
+
+/// One row of a forest plot: an estimated change (percent) with its interval.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ForestRow {
+    pub label: String,
+    pub estimate_pct: f64,
+    pub low_pct: f64,
+    pub high_pct: f64,
+    /// `better`, `worse`, `no change`, `inconclusive` (colours the row).
+    pub verdict: String,
+}
+
+/// One trend point: the median and its noise band.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TrendPoint {
+    pub label: String,
+    pub value: f64,
+    pub low: f64,
+    pub high: f64,
+}
+
+/// One A/B round: the A and B values and which ran first.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RoundPoint {
+    pub round: usize,
+    pub a: f64,
+    pub b: f64,
+    pub a_first: bool,
+}
+
+/// What a chart shows.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ChartKind {
+    Percentiles(Vec<PercentileSeries>),
+    Bars { unit: String, bars: Vec<Bar> },
+    Forest(Vec<ForestRow>),
+    Trend { unit: String, points: Vec<TrendPoint> },
+    Rounds { unit: String, rounds: Vec<RoundPoint> },
+}
+
+/// A chart: a file-name slug, a title and its data.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Chart {
+    pub slug: String,
+    pub title: String,
+    pub kind: ChartKind,
+}
+
+/// Registers the embedded font once per process; plotters' `ab_glyph` text needs it.
+pub fn register_fonts() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        for style in [FontStyle::Normal, FontStyle::Bold] {
+            // The font is compiled in and parsed by a test: failure here is a build defect.
+            let _ = plotters::style::register_font(FAMILY, style, FONT);
+        }
+    });
+}
+
+impl Chart {
+    /// The chart as an SVG document.
+    pub fn svg(&self) -> Result<String, ChartError> {
+        register_fonts();
+        let mut out = String::new();
+        {
+            let root = SVGBackend::with_string(&mut out, (WIDTH, HEIGHT)).into_drawing_area();
+            self.draw(&root)?;
+            root.present().map_err(|e| self.err(e))?;
+        }
+        Ok(out)
+    }
+
+    /// The chart as PNG bytes.
+    pub fn png(&self) -> Result<Vec<u8>, ChartError> {
+        register_fonts();
+        let mut rgb = vec![0u8; (WIDTH * HEIGHT * 3) as usize];
+        {
+            let root = BitMapBackend::with_buffer(&mut rgb, (WIDTH, HEIGHT)).into_drawing_area();
+            self.draw(&root)?;
+            root.present().map_err(|e| self.err(e))?;
+        }
+        let mut out = Vec::new();
+        {
+            let mut enc = png::Encoder::new(&mut out, WIDTH, HEIGHT);
+            enc.set_color(png::ColorType::Rgb);
+            enc.set_depth(png::BitDepth::Eight);
+            let mut w = enc.write_header().map_err(|e| self.err(e))?;
+            w.write_image_data(&rgb).map_err(|e| self.err(e))?;
+        }
+        Ok(out)
+    }
+
+    fn err(&self, e: impl std::fmt::Display) -> ChartError {
+        ChartError::Draw { chart: self.slug.clone(), detail: e.to_string() }
+    }
+
+    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<(), ChartError> {
+        root.fill(&WHITE).map_err(|e| self.err(e))?;
+        let r = match &self.kind {
+            ChartKind::Percentiles(series) => draw_percentiles(root, &self.title, series),
+            ChartKind::Bars { unit, bars } => draw_bars(root, &self.title, unit, bars),
+            ChartKind::Forest(rows) => draw_forest(root, &self.title, rows),
+            ChartKind::Trend { unit, points } => draw_trend(root, &self.title, unit, points),
+            ChartKind::Rounds { unit, rounds } => draw_rounds(root, &self.title, unit, rounds),
+        };
+        r.map_err(|detail| ChartError::Draw { chart: self.slug.clone(), detail })
+    }
+}
+
+/// Decodes a persisted histogram (base64 of HdrHistogram V2 + DEFLATE, values in µs).
+pub fn decode_histogram(key: &str, b64: &str) -> Result<hdrhistogram::Histogram<u64>, ChartError> {
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(b64.trim())
+        .map_err(|e| ChartError::Histogram { key: key.to_owned(), detail: format!("not base64: {e}") })?;
+    hdrhistogram::serialization::Deserializer::new()
+        .deserialize(&mut std::io::Cursor::new(bytes))
+        .map_err(|e| ChartError::Histogram { key: key.to_owned(), detail: format!("not an HdrHistogram V2 serialisation: {e:?}") })
+}
+
+/// The percentile curve of a histogram: quantiles spaced evenly on the "nines" axis
+/// (1/(1−q)), from 0 to the last quantile the count can support (1 − 1/count), ending at max.
+pub fn percentile_curve(h: &hdrhistogram::Histogram<u64>) -> Vec<(f64, f64)> {
+    let n = h.len();
+    if n == 0 {
+        return Vec::new();
+    }
+    // 20 steps per decade of 1/(1-q), up to 99.99 % (four nines).
+    let q_max = (1.0 - 1.0 / n as f64).min(0.9999);
+    let mut out = Vec::new();
+    for step in 0..=80 {
+        let q = 1.0 - 10f64.powf(-(step as f64) / 20.0);
+        if q > q_max {
+            break;
+        }
+        out.push((q, h.value_at_quantile(q) as f64));
+    }
+    if q_max > 0.0 {
+        out.push((q_max, h.max() as f64));
+    }
+    out
+}
+
+type DrawResult = Result<(), String>;
+
+fn e2s(e: impl std::fmt::Display) -> String {
+    e.to_string()
+}
+
+fn percentile_label(x: f64) -> String {
+    let p = (1.0 - 1.0 / x) * 100.0;
+    if p < 99.0 {
+        format!("{p:.0}%")
+    } else if p < 99.9 {
+        format!("{p:.1}%")
+    } else {
+        format!("{p:.2}%")
+    }
+}
+
+fn short(v: f64) -> String {
+    crate::render::fmt::num(v)
+}
+
+fn draw_percentiles<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, title: &str, series: &[PercentileSeries]) -> DrawResult {
+    let all = series.iter().flat_map(|s| s.points.iter().map(|p| p.1)).filter(|v| *v > 0.0);
+    let (lo, hi) = all.fold((f64::INFINITY, 0.0f64), |(lo, hi), v| (lo.min(v), hi.max(v)));
+    let (lo, hi) = if hi > 0.0 { (lo * 0.8, hi * 1.25) } else { (1.0, 10.0) };
+    let x_max = series.iter().flat_map(|s| s.points.iter().map(|p| 1.0 / (1.0 - p.0))).fold(10.0f64, f64::max);
+    let mut chart = ChartBuilder::on(root)
+        .caption(title, (FAMILY, 20))
+        .margin(12)
+        .x_label_area_size(44)
+        .y_label_area_size(78)
+        .build_cartesian_2d((1.0f64..x_max * 1.1).log_scale(), (lo..hi).log_scale())
+        .map_err(e2s)?;
+    chart
+        .configure_mesh()
+        .x_desc("percentile (log of 1/(1-q): 90%, 99%, 99.9% evenly spaced)")
+        .y_desc("latency (µs, log)")
+        .x_label_formatter(&|x| percentile_label(*x))
+        .y_label_formatter(&|y| short(*y))
+        .label_style((FAMILY, 13))
+        .axis_desc_style((FAMILY, 14))
+        .draw()
+        .map_err(e2s)?;
+    for (i, s) in series.iter().enumerate() {
+        let color = PALETTE[i % PALETTE.len()];
+        let pts: Vec<(f64, f64)> = s.points.iter().filter(|p| p.1 > 0.0).map(|p| (1.0 / (1.0 - p.0), p.1)).collect();
+        chart
+            .draw_series(LineSeries::new(pts, color.stroke_width(2)))
+            .map_err(e2s)?
+            .label(s.name.clone())
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(3)));
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperLeft)
+        .label_font((FAMILY, 13))
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .draw()
+        .map_err(e2s)?;
+    Ok(())
+}
+
+fn value_range(values: impl Iterator<Item = f64>, from_zero: bool) -> (f64, f64) {
+    let (lo, hi) = values.filter(|v| v.is_finite()).fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), v| (lo.min(v), hi.max(v)));
+    if !lo.is_finite() {
+        return (0.0, 1.0);
+    }
+    let (lo, hi) = if from_zero { (lo.min(0.0), hi.max(0.0)) } else { (lo, hi) };
+    let pad = ((hi - lo) * 0.08).max(hi.abs() * 0.02).max(1e-9);
+    (if from_zero && lo >= 0.0 { 0.0 } else { lo - pad }, hi + pad)
+}
+
+fn segment_label(labels: &[String], v: &SegmentValue<usize>) -> String {
+    match v {
+        SegmentValue::CenterOf(i) => labels.get(*i).cloned().unwrap_or_default(),
+        _ => String::new(),
+    }
+}
+
+fn draw_bars<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, title: &str, unit: &str, bars: &[Bar]) -> DrawResult {
+    let labels: Vec<String> = bars.iter().map(|b| b.label.clone()).collect();
+    let (_, hi) = value_range(bars.iter().flat_map(|b| [b.value, b.high]), true);
+    let n = bars.len().max(1);
+    let mut chart = ChartBuilder::on(root)
+        .caption(title, (FAMILY, 20))
+        .margin(12)
+        .x_label_area_size(44)
+        .y_label_area_size(78)
+        .build_cartesian_2d((0..n).into_segmented(), 0.0..hi)
+        .map_err(e2s)?;
+    chart
+        .configure_mesh()
+        .disable_x_mesh()
+        .x_labels(n)
+        .x_label_formatter(&|v| segment_label(&labels, v))
+        .y_label_formatter(&|y| short(*y))
+        .y_desc(unit)
+        .label_style((FAMILY, 13))
+        .axis_desc_style((FAMILY, 14))
+        .draw()
+        .map_err(e2s)?;
+    chart
+        .draw_series(bars.iter().enumerate().map(|(i, b)| {
+            let mut r = Rectangle::new([(SegmentValue::Exact(i), 0.0), (SegmentValue::Exact(i + 1), b.value)], PALETTE[0].mix(0.8).filled());
+            r.set_margin(0, 0, 18, 18);
+            r
+        }))
+        .map_err(e2s)?;
+    // Whiskers: the raw series' min-max (the noise this recording's own samples show).
+    chart
+        .draw_series(bars.iter().enumerate().map(|(i, b)| {
+            PathElement::new(vec![(SegmentValue::CenterOf(i), b.low), (SegmentValue::CenterOf(i), b.high)], BLACK.stroke_width(2))
+        }))
+        .map_err(e2s)?;
+    chart
+        .draw_series(bars.iter().enumerate().map(|(i, b)| {
+            Text::new(short(b.value), (SegmentValue::CenterOf(i), b.high), (FAMILY, 12).into_font().color(&BLACK))
+        }))
+        .map_err(e2s)?;
+    Ok(())
+}
+
+fn verdict_color(v: &str) -> RGBColor {
+    match v {
+        "better" => PALETTE[2],
+        "worse" => PALETTE[1],
+        "no change" | "no_change" => PALETTE[0],
+        _ => PALETTE[7],
+    }
+}
+
+fn draw_forest<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, title: &str, rows: &[ForestRow]) -> DrawResult {
+    let labels: Vec<String> = rows.iter().map(|r| r.label.clone()).collect();
+    let (lo, hi) = value_range(rows.iter().flat_map(|r| [r.low_pct, r.high_pct, r.estimate_pct, 0.0]), false);
+    let n = rows.len().max(1);
+    let mut chart = ChartBuilder::on(root)
+        .caption(title, (FAMILY, 20))
+        .margin(12)
+        .x_label_area_size(44)
+        .y_label_area_size(280)
+        .build_cartesian_2d(lo..hi, (0..n).into_segmented())
+        .map_err(e2s)?;
+    chart
+        .configure_mesh()
+        .disable_y_mesh()
+        .y_labels(n)
+        .y_label_formatter(&|v| segment_label(&labels, v))
+        .x_label_formatter(&|x| format!("{x:+.1}%"))
+        .x_desc("change B vs A (%, Hodges–Lehmann estimate and 95% interval)")
+        .label_style((FAMILY, 12))
+        .axis_desc_style((FAMILY, 14))
+        .draw()
+        .map_err(e2s)?;
+    chart
+        .draw_series(std::iter::once(PathElement::new(vec![(0.0, SegmentValue::Exact(0)), (0.0, SegmentValue::Exact(n))], BLACK.stroke_width(1))))
+        .map_err(e2s)?;
+    for (i, r) in rows.iter().enumerate() {
+        let c = verdict_color(&r.verdict);
+        chart
+            .draw_series(std::iter::once(PathElement::new(vec![(r.low_pct, SegmentValue::CenterOf(i)), (r.high_pct, SegmentValue::CenterOf(i))], c.stroke_width(3))))
+            .map_err(e2s)?;
+        chart.draw_series(std::iter::once(Circle::new((r.estimate_pct, SegmentValue::CenterOf(i)), 5, c.filled()))).map_err(e2s)?;
+    }
+    Ok(())
+}
+
+fn draw_trend<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, title: &str, unit: &str, points: &[TrendPoint]) -> DrawResult {
+    let labels: Vec<String> = points.iter().map(|p| p.label.clone()).collect();
+    let (lo, hi) = value_range(points.iter().flat_map(|p| [p.low, p.high, p.value]), false);
+    let n = points.len().max(1);
+    let mut chart = ChartBuilder::on(root)
+        .caption(title, (FAMILY, 20))
+        .margin(12)
+        .x_label_area_size(44)
+        .y_label_area_size(78)
+        .build_cartesian_2d((0..n).into_segmented(), lo..hi)
+        .map_err(e2s)?;
+    chart
+        .configure_mesh()
+        .x_labels(n.min(12))
+        .x_label_formatter(&|v| segment_label(&labels, v))
+        .y_label_formatter(&|y| short(*y))
+        .y_desc(unit)
+        .label_style((FAMILY, 12))
+        .axis_desc_style((FAMILY, 14))
+        .draw()
+        .map_err(e2s)?;
+    let color = PALETTE[0];
+    // The noise band: each point's raw min..max.
+    let mut band: Vec<(SegmentValue<usize>, f64)> = points.iter().enumerate().map(|(i, p)| (SegmentValue::CenterOf(i), p.high)).collect();
+    band.extend(points.iter().enumerate().rev().map(|(i, p)| (SegmentValue::CenterOf(i), p.low)));
+    chart
+        .draw_series(std::iter::once(Polygon::new(band, color.mix(0.18).filled())))
+        .map_err(e2s)?
+        .label("raw min–max (noise band)")
+        .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 18, y + 5)], color.mix(0.18).filled()));
+    chart
+        .draw_series(LineSeries::new(points.iter().enumerate().map(|(i, p)| (SegmentValue::CenterOf(i), p.value)), color.stroke_width(2)))
+        .map_err(e2s)?
+        .label("median")
+        .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(3)));
+    chart
+        .draw_series(points.iter().enumerate().map(|(i, p)| Circle::new((SegmentValue::CenterOf(i), p.value), 4, color.filled())))
+        .map_err(e2s)?;
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperLeft)
+        .label_font((FAMILY, 13))
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .draw()
+        .map_err(e2s)?;
+    Ok(())
+}
+
+fn draw_rounds<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, title: &str, unit: &str, rounds: &[RoundPoint]) -> DrawResult {
+    let (lo, hi) = value_range(rounds.iter().flat_map(|r| [r.a, r.b]), false);
+    let n = rounds.iter().map(|r| r.round + 1).max().unwrap_or(1);
+    let mut chart = ChartBuilder::on(root)
+        .caption(title, (FAMILY, 20))
+        .margin(12)
+        .x_label_area_size(44)
+        .y_label_area_size(78)
+        .build_cartesian_2d(-0.5f64..n as f64 - 0.5, lo..hi)
+        .map_err(e2s)?;
+    chart
+        .configure_mesh()
+        .x_desc("round")
+        .y_desc(unit)
+        .x_label_formatter(&|x| if (x - x.round()).abs() < 1e-6 { format!("{}", x.round() as i64 + 1) } else { String::new() })
+        .y_label_formatter(&|y| short(*y))
+        .label_style((FAMILY, 12))
+        .axis_desc_style((FAMILY, 14))
+        .draw()
+        .map_err(e2s)?;
+    let (a_col, b_col) = (PALETTE[0], PALETTE[1]);
+    // Filled markers: the arm ran first in that round; hollow: it ran second.
+    for (arm, col, dx) in [("A", a_col, -0.12), ("B", b_col, 0.12)] {
+        let pick = |r: &RoundPoint| if arm == "A" { r.a } else { r.b };
+        let first = |r: &RoundPoint| (arm == "A") == r.a_first;
+        chart
+            .draw_series(rounds.iter().filter(|r| first(r)).map(|r| Circle::new((r.round as f64 + dx, pick(r)), 5, col.filled())))
+            .map_err(e2s)?
+            .label(format!("{arm}, ran first"))
+            .legend(move |(x, y)| Circle::new((x + 8, y), 5, col.filled()));
+        chart
+            .draw_series(rounds.iter().filter(|r| !first(r)).map(|r| Circle::new((r.round as f64 + dx, pick(r)), 5, col.stroke_width(2))))
+            .map_err(e2s)?
+            .label(format!("{arm}, ran second"))
+            .legend(move |(x, y)| Circle::new((x + 8, y), 5, col.stroke_width(2)));
+    }
+    chart
+        .draw_series(rounds.iter().map(|r| PathElement::new(vec![(r.round as f64 - 0.12, r.a), (r.round as f64 + 0.12, r.b)], PALETTE[7].stroke_width(1))))
+        .map_err(e2s)?;
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperRight)
+        .label_font((FAMILY, 13))
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .draw()
+        .map_err(e2s)?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_embedded_font_parses() {
+        assert!(ab_glyph_parses(FONT));
+    }
+
+    fn ab_glyph_parses(bytes: &'static [u8]) -> bool {
+        plotters::style::register_font("vaultbench-test", FontStyle::Normal, bytes).is_ok()
+    }
+
+    #[test]
+    fn percentile_labels_read_as_nines() {
+        assert_eq!(percentile_label(1.0), "0%");
+        assert_eq!(percentile_label(10.0), "90%");
+        assert_eq!(percentile_label(100.0), "99.0%");
+        assert_eq!(percentile_label(1000.0), "99.90%");
+    }
+
+    #[test]
+    fn a_histogram_round_trips_into_a_curve() {
+        let mut h = hdrhistogram::Histogram::<u64>::new(3).unwrap();
+        for v in 1..=1000u64 {
+            h.record(v * 10).unwrap();
+        }
+        let mut buf = Vec::new();
+        hdrhistogram::serialization::Serializer::serialize(&mut hdrhistogram::serialization::V2DeflateSerializer::new(), &h, &mut buf).unwrap();
+        let b64 = base64::engine::general_purpose::STANDARD.encode(buf);
+        let back = decode_histogram("k", &b64).unwrap();
+        let curve = percentile_curve(&back);
+        assert_eq!(curve.first().unwrap().0, 0.0);
+        // 1000 values support quantiles up to 99.9 %; the curve ends at the max.
+        assert!((curve.last().unwrap().0 - 0.999).abs() < 1e-12);
+        assert_eq!(curve.last().unwrap().1, back.max() as f64);
+        let p50 = curve.iter().find(|p| (p.0 - 0.5).abs() < 0.2).unwrap();
+        assert!(p50.1 > 3000.0 && p50.1 < 8000.0, "{p50:?}");
+        assert!(decode_histogram("bad", "not base64!").unwrap_err().to_string().contains("bad"));
+    }
+
+    #[test]
+    fn charts_render_svg_with_text_and_png_with_ink() {
+        let chart = Chart {
+            slug: "bars".into(),
+            title: "Phase wall time".into(),
+            kind: ChartKind::Bars { unit: "ms".into(), bars: vec![Bar { label: "cold_push".into(), value: 10.0, low: 9.0, high: 12.0 }] },
+        };
+        let svg = chart.svg().unwrap();
+        assert!(svg.contains("<svg") && svg.contains("Phase wall time") && svg.contains("cold_push"));
+        let png = chart.png().unwrap();
+        assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
+    }
+}

@@ -1,0 +1,251 @@
+//! `vaultbench compare BASELINE RECORDING`: per key, the change and whether it is beyond the
+//! noise the two recordings' own raw series allow; a regression is a change in the metric's bad
+//! direction that is both beyond the noise and beyond the threshold.
+//!
+//! Noise rule (timing and resource keys): the change counts as real only when the two raw
+//! series do not overlap (every candidate sample above every baseline sample, or below). For
+//! two series of n = 5 with no real change, that happens with probability 2 / C(10, 5) =
+//! 2/252 ≈ 0.8 % (the extreme of the Mann–Whitney U distribution: U = 0), so it is a strict
+//! test for the sample sizes recordings use. Series shorter than [`MIN_SERIES`] have no
+//! usable spread: their changes are judged on the threshold alone and flagged.
+//!
+//! Exact keys are deterministic for a build and seed, so they compare exactly: any difference
+//! is reported, and a difference in the bad direction (more requests, more bytes, more fsyncs
+//! per file, more errors) is a regression whatever the threshold — it is a behaviour change,
+//! not noise. A `bool` exact key (e.g. `cold_pull.byte_identical`) that changes at all is a
+//! regression.
+
+use serde::Serialize;
+
+use crate::schema::{Baseline, Better, MetricClass, Provenance};
+
+/// Below this many raw values a series' min–max says nothing about noise.
+pub const MIN_SERIES: usize = 3;
+
+/// The default threshold: 5 % (issue 8).
+pub const DEFAULT_THRESHOLD: f64 = 0.05;
+
+/// How one key moved.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    /// Worse, beyond the noise and the threshold (exact: any change in the bad direction).
+    Regression,
+    /// Better, beyond the noise and the threshold (exact: any change in the good direction).
+    Improvement,
+    /// Beyond the noise but smaller than the threshold.
+    BelowThreshold,
+    /// The raw series overlap: the change is inside the recordings' own spread.
+    WithinNoise,
+    Unchanged,
+    /// Only in the recording.
+    Added,
+    /// Only in the baseline.
+    Removed,
+}
+
+/// One key's comparison.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct KeyComparison {
+    pub key: String,
+    pub unit: String,
+    pub class: MetricClass,
+    pub better: Better,
+    pub baseline: Option<f64>,
+    pub recording: Option<f64>,
+    /// (recording − baseline) / |baseline|; infinite when the baseline is 0 and the recording not.
+    pub change: Option<f64>,
+    pub baseline_range: Option<(f64, f64)>,
+    pub recording_range: Option<(f64, f64)>,
+    /// Whether the raw series are disjoint (`None`: too few values to say, or exact).
+    pub beyond_noise: Option<bool>,
+    pub status: Status,
+}
+
+/// The whole comparison.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Comparison {
+    pub scenario: String,
+    pub threshold: f64,
+    pub keys: Vec<KeyComparison>,
+    pub regressions: usize,
+    /// Facts the reader must know (different machine, vault digest, samples too few).
+    pub notes: Vec<String>,
+}
+
+/// Comparing two documents that are not comparable, or a bad threshold.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum CompareError {
+    #[error("baseline is scenario {baseline:?} but the recording is {recording:?}: compare recordings of the same scenario")]
+    Scenario { baseline: String, recording: String },
+    #[error("baseline seed {baseline:#x} differs from the recording's {recording:#x}: different vaults are different workloads")]
+    Seed { baseline: u64, recording: u64 },
+    #[error("threshold {0:?} is not a percentage like 5% or a fraction like 0.05")]
+    Threshold(String),
+}
+
+/// Parses `5%`, `2.5%` or a fraction `0.05` (a bare number of 1 or more is refused as ambiguous).
+pub fn parse_threshold(s: &str) -> Result<f64, CompareError> {
+    let t = s.trim();
+    let bad = || CompareError::Threshold(s.to_owned());
+    let v = match t.strip_suffix('%') {
+        Some(p) => p.trim().parse::<f64>().map_err(|_| bad())? / 100.0,
+        None => {
+            let v = t.parse::<f64>().map_err(|_| bad())?;
+            if v >= 1.0 {
+                return Err(bad());
+            }
+            v
+        }
+    };
+    if !v.is_finite() || v < 0.0 {
+        return Err(bad());
+    }
+    Ok(v)
+}
+
+/// Compares a recording with a baseline (both with their sidecars).
+pub fn compare(base: (&Baseline, &Provenance), rec: (&Baseline, &Provenance), threshold: f64) -> Result<Comparison, CompareError> {
+    let ((bb, bp), (rb, rp)) = (base, rec);
+    if bb.scenario != rb.scenario {
+        return Err(CompareError::Scenario { baseline: bb.scenario.clone(), recording: rb.scenario.clone() });
+    }
+    if bb.seed != rb.seed {
+        return Err(CompareError::Seed { baseline: bb.seed, recording: rb.seed });
+    }
+    let mut notes = Vec::new();
+    if bp.vault_digest != rp.vault_digest {
+        notes.push(format!(
+            "the vault digests differ ({} vs {}): the generator changed, so exact counts may differ for that reason alone",
+            short(&bp.vault_digest),
+            short(&rp.vault_digest)
+        ));
+    }
+    let id = |p: &Provenance| p.machine.get("identity").unwrap_or(&p.machine).clone();
+    if id(bp) != id(rp) {
+        notes.push("the machine fingerprints differ: timing and resource changes may be the machine, not the build".into());
+    }
+    if bb.samples.min(rb.samples) < MIN_SERIES as u32 {
+        notes.push(format!("fewer than {MIN_SERIES} samples on one side: noise cannot be judged, timing changes rest on the threshold alone"));
+    }
+    let mut keys = Vec::new();
+    let all: std::collections::BTreeSet<&String> = bb.metrics.keys().chain(rb.metrics.keys()).collect();
+    for key in all {
+        let (bm, rm) = (bb.metrics.get(key), rb.metrics.get(key));
+        let m = rm.or(bm).expect("key came from one of the maps");
+        let br = bp.raw.get(key).and_then(|s| crate::render::range_of(s));
+        let rr = rp.raw.get(key).and_then(|s| crate::render::range_of(s));
+        let (b, r) = (bm.map(|m| m.value), rm.map(|m| m.value));
+        let change = match (b, r) {
+            (Some(b), Some(r)) if b == r => Some(0.0),
+            (Some(b), Some(r)) if b == 0.0 => Some(if r > 0.0 { f64::INFINITY } else { f64::NEG_INFINITY }),
+            (Some(b), Some(r)) => Some((r - b) / b.abs()),
+            _ => None,
+        };
+        let series_ok = |k: &str, p: &Provenance| p.raw.get(k).is_some_and(|s| s.len() >= MIN_SERIES);
+        let beyond_noise = match (br, rr) {
+            _ if m.class == MetricClass::Exact => None,
+            (Some(x), Some(y)) if series_ok(key, bp) && series_ok(key, rp) => Some(y.0 > x.1 || y.1 < x.0),
+            _ => None,
+        };
+        let status = match (b, r, change) {
+            (None, Some(_), _) => Status::Added,
+            (Some(_), None, _) => Status::Removed,
+            (_, _, Some(c)) if c == 0.0 => Status::Unchanged,
+            (_, _, Some(c)) => {
+                let worse = if m.better == Better::Lower { c > 0.0 } else { c < 0.0 };
+                if m.class == MetricClass::Exact {
+                    if worse || m.unit == "bool" { Status::Regression } else { Status::Improvement }
+                } else if beyond_noise == Some(false) {
+                    Status::WithinNoise
+                } else if c.abs() <= threshold {
+                    Status::BelowThreshold
+                } else if worse {
+                    Status::Regression
+                } else {
+                    Status::Improvement
+                }
+            }
+            _ => Status::Unchanged,
+        };
+        keys.push(KeyComparison {
+            key: key.clone(),
+            unit: m.unit.clone(),
+            class: m.class,
+            better: m.better,
+            baseline: b,
+            recording: r,
+            change,
+            baseline_range: br,
+            recording_range: rr,
+            beyond_noise,
+            status,
+        });
+    }
+    let regressions = keys.iter().filter(|k| k.status == Status::Regression).count();
+    Ok(Comparison { scenario: bb.scenario.clone(), threshold, keys, regressions, notes })
+}
+
+fn short(s: &str) -> &str {
+    &s[..s.len().min(12)]
+}
+
+/// The comparison as Markdown: regressions first, then improvements and other changes; keys
+/// that did not move are counted, not listed.
+pub fn markdown(c: &Comparison) -> String {
+    use crate::render::fmt::{md_table, num, pct, signed_pct};
+    let mut s = format!(
+        "# vaultbench compare: {}\n\nThreshold {}; timing/resource changes count only when the two recordings' raw series do not overlap; exact keys compare exactly.\n\n",
+        c.scenario,
+        pct(c.threshold)
+    );
+    s.push_str(&format!("**{} regression{}.**\n\n", c.regressions, if c.regressions == 1 { "" } else { "s" }));
+    for n in &c.notes {
+        s.push_str(&format!("- note: {n}\n"));
+    }
+    if !c.notes.is_empty() {
+        s.push('\n');
+    }
+    let range = |r: Option<(f64, f64)>| r.map_or("–".into(), |(lo, hi)| if lo == hi { num(lo) } else { format!("{}–{}", num(lo), num(hi)) });
+    let mut changed: Vec<&KeyComparison> = c.keys.iter().filter(|k| k.status != Status::Unchanged).collect();
+    changed.sort_by(|a, b| a.status.cmp(&b.status).then_with(|| a.key.cmp(&b.key)));
+    let rows: Vec<Vec<String>> = changed
+        .iter()
+        .map(|k| {
+            vec![
+                k.key.clone(),
+                format!("{:?}", k.class).to_lowercase(),
+                k.baseline.map_or("–".into(), num),
+                k.recording.map_or("–".into(), num),
+                k.unit.clone(),
+                k.change.map_or("–".into(), signed_pct),
+                range(k.baseline_range),
+                range(k.recording_range),
+                serde_json::to_value(k.status).ok().and_then(|v| v.as_str().map(|s| s.replace('_', " "))).unwrap_or_default(),
+            ]
+        })
+        .collect();
+    if rows.is_empty() {
+        s.push_str("Every key is unchanged.\n");
+    } else {
+        s.push_str(&md_table(&["key", "class", "baseline", "recording", "unit", "change", "baseline raw", "recording raw", "status"], &rows));
+    }
+    let same = c.keys.len() - changed.len();
+    s.push_str(&format!("\n{same} key{} unchanged.\n", if same == 1 { "" } else { "s" }));
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn thresholds_parse_as_percent_or_fraction() {
+        assert_eq!(parse_threshold("5%").unwrap(), 0.05);
+        assert_eq!(parse_threshold(" 2.5% ").unwrap(), 0.025);
+        assert_eq!(parse_threshold("0.1").unwrap(), 0.1);
+        assert!(parse_threshold("5").is_err());
+        assert!(parse_threshold("-1%").is_err());
+        assert!(parse_threshold("five").unwrap_err().to_string().contains("five"));
+    }
+}

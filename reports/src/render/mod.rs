@@ -1,0 +1,199 @@
+//! Reports of a recording, a baselines history or an A/B result, in Markdown, self-contained
+//! HTML (inline SVG charts, inline CSS, no scripts, no URLs) and JSON. One model per document
+//! ([`RecordingReport`], [`HistoryReport`], the A/B document itself) feeds every format.
+
+mod ab;
+pub mod fmt;
+mod history;
+mod html;
+mod md;
+mod recording;
+
+pub use history::{HistoryPoint, HistoryReport, KeyTrend, PointMeta, ScenarioHistory, TrendValue, history_report};
+pub use recording::{
+    Calibration, Cell, ChannelRow, KIND_REPORT, LoadRow, PhaseRow, ProvenanceSummary, RecordingReport, RouteRow, Row,
+    recording_report,
+};
+
+use crate::charts::{Chart, ChartError};
+use crate::schema::{Baseline, Provenance};
+
+/// An output format of `vaultbench report`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    Md,
+    Html,
+    Json,
+    /// Bencher Metric Format (recordings only).
+    Bmf,
+    /// github-action-benchmark `customSmallerIsBetter` (recordings only).
+    Gab,
+}
+
+impl std::str::FromStr for Format {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.to_ascii_lowercase().as_str() {
+            "md" | "markdown" => Ok(Format::Md),
+            "html" => Ok(Format::Html),
+            "json" => Ok(Format::Json),
+            "bmf" => Ok(Format::Bmf),
+            "gab" => Ok(Format::Gab),
+            other => Err(format!("format {other:?} is not one of md, html, json, bmf, gab")),
+        }
+    }
+}
+
+impl std::fmt::Display for Format {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Format::Md => "md",
+            Format::Html => "html",
+            Format::Json => "json",
+            Format::Bmf => "bmf",
+            Format::Gab => "gab",
+        })
+    }
+}
+
+/// A document to report on.
+#[derive(Debug, Clone, Copy)]
+pub enum Document<'a> {
+    /// A baseline and its provenance sidecar (what `record` writes).
+    Recording { baseline: &'a Baseline, provenance: &'a Provenance },
+    /// Versions of baselines, oldest first (from git history or a results directory);
+    /// `source` says where they came from, in words.
+    History { points: &'a [HistoryPoint], source: &'a str },
+    /// An A/B result document (`kind: "vaultbench.ab"`), read defensively as JSON.
+    Ab(&'a serde_json::Value),
+}
+
+impl Document<'_> {
+    fn what(&self) -> &'static str {
+        match self {
+            Document::Recording { .. } => "a recording",
+            Document::History { .. } => "a baselines history",
+            Document::Ab(_) => "an a/b result",
+        }
+    }
+}
+
+/// Why a report could not be made; each names the input.
+#[derive(Debug, thiserror::Error)]
+pub enum RenderError {
+    #[error(transparent)]
+    Chart(#[from] ChartError),
+    #[error("--format {format} exports a recording, not {what}")]
+    Unsupported { format: Format, what: &'static str },
+    #[error("a/b result: {0}")]
+    Ab(String),
+    #[error("baselines history: {0}")]
+    History(String),
+}
+
+/// Renders a document in a format; the result is the whole file's text.
+pub fn render(doc: &Document, format: Format) -> Result<String, RenderError> {
+    match (doc, format) {
+        (Document::Recording { baseline, provenance }, Format::Bmf) => Ok(pretty(&crate::export::bmf(baseline, Some(provenance)))),
+        (Document::Recording { baseline, provenance }, Format::Gab) => Ok(pretty(&crate::export::gab(baseline, Some(provenance)).entries)),
+        (d, Format::Bmf | Format::Gab) => Err(RenderError::Unsupported { format, what: d.what() }),
+        (Document::Recording { baseline, provenance }, f) => {
+            let r = recording_report(baseline, provenance);
+            match f {
+                Format::Md => Ok(md::recording(&r)),
+                Format::Json => Ok(pretty(&r)),
+                _ => html::recording(&r, &charts(doc)?),
+            }
+        }
+        (Document::History { points, source }, f) => {
+            let mut r = history_report(points)?;
+            r.source = (*source).to_owned();
+            match f {
+                Format::Md => Ok(md::history(&r)),
+                Format::Json => Ok(pretty(&r)),
+                _ => html::history(&r, &charts(doc)?),
+            }
+        }
+        (Document::Ab(v), f) => {
+            let r = ab::AbView::read(v)?;
+            match f {
+                Format::Md => Ok(ab::markdown(&r)),
+                Format::Json => Ok(pretty(&ab::json(&r, v))),
+                _ => ab::html(&r, &charts(doc)?),
+            }
+        }
+    }
+}
+
+/// The charts of a document (what the HTML report embeds and `--png` writes).
+pub fn charts(doc: &Document) -> Result<Vec<Chart>, RenderError> {
+    match doc {
+        Document::Recording { baseline, provenance } => Ok(recording_charts(baseline, provenance)?),
+        Document::History { points, .. } => Ok(history::charts(&history_report(points)?)),
+        Document::Ab(v) => Ok(ab::charts(&ab::AbView::read(v)?)),
+    }
+}
+
+fn pretty<T: serde::Serialize>(v: &T) -> String {
+    // Every report model is plain data (strings, numbers, maps): serialising cannot fail.
+    let mut s = serde_json::to_string_pretty(v).unwrap_or_default();
+    s.push('\n');
+    s
+}
+
+/// Latency percentile plots from the sidecar's histograms (transfer phases; route load per
+/// concurrency level) and the phase wall-time bars.
+fn recording_charts(b: &Baseline, p: &Provenance) -> Result<Vec<Chart>, ChartError> {
+    use crate::charts::{Bar, ChartKind, PercentileSeries, decode_histogram, percentile_curve};
+    use std::collections::BTreeMap;
+    let mut groups: BTreeMap<String, Vec<PercentileSeries>> = BTreeMap::new();
+    for (key, b64) in &p.histograms {
+        let h = decode_histogram(key, b64)?;
+        let parts: Vec<&str> = key.split('.').collect();
+        let (group, name) = match parts.as_slice() {
+            ["route", route, level] => (format!("route load at {} in flight", level.trim_start_matches('c')), (*route).to_owned()),
+            _ => ("transfer phases".to_owned(), key.clone()),
+        };
+        groups.entry(group).or_default().push(PercentileSeries { name, points: percentile_curve(&h) });
+    }
+    let mut out = Vec::new();
+    let ordered = groups.remove("transfer phases").map(|g| ("transfer phases".to_owned(), g)).into_iter().chain(groups);
+    for (group, series) in ordered {
+        out.push(Chart {
+            slug: format!("latency-{}", slug(&group)),
+            title: format!("{}: latency distribution, {}", b.scenario, group),
+            kind: ChartKind::Percentiles(series),
+        });
+    }
+    let bars: Vec<Bar> = recording::recording_report(b, p)
+        .phases
+        .iter()
+        .filter_map(|ph| ph.wall_ms.as_ref().map(|c| Bar { label: ph.phase.clone(), value: c.value, low: c.min, high: c.max }))
+        .collect();
+    if !bars.is_empty() {
+        out.push(Chart {
+            slug: "phase-wall-time".into(),
+            title: format!("{}: wall time per phase (median, whiskers = raw min–max)", b.scenario),
+            kind: ChartKind::Bars { unit: "ms".into(), bars },
+        });
+    }
+    Ok(out)
+}
+
+/// A file-name-safe slug.
+pub(crate) fn slug(s: &str) -> String {
+    let mut out = String::new();
+    for c in s.chars() {
+        if c.is_ascii_alphanumeric() {
+            out.push(c.to_ascii_lowercase());
+        } else if !out.ends_with('-') {
+            out.push('-');
+        }
+    }
+    out.trim_matches('-').to_owned()
+}
+
+/// Min and max of a raw series, ignoring NaN (the noise band every renderer and export uses).
+pub fn range_of(xs: &[f64]) -> Option<(f64, f64)> {
+    recording::range(xs)
+}

@@ -1,0 +1,427 @@
+//! The report model of one recording (a baseline and its provenance sidecar): phase, route and
+//! route-load tables, server resources, the calibration gate's figures as shares of their
+//! allowances, a provenance summary and the generated "what these numbers are not" section.
+//! The JSON report is this model; Markdown and HTML render it.
+
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+use crate::schema::{Attempts, Baseline, Better, MetricClass, Provenance};
+
+/// Identifies the JSON report document.
+pub const KIND_REPORT: &str = "vaultbench.report";
+
+/// Phases in the order a scenario runs them (scenarios' `Phase::name`); unknown ones follow.
+const PHASE_ORDER: [&str; 6] = ["cold_start", "cold_push", "cold_pull", "idle_resync", "edit", "folder_rename"];
+
+/// One value with the spread of its raw series (min and max over the counted samples).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Cell {
+    pub value: f64,
+    pub unit: String,
+    pub min: f64,
+    pub max: f64,
+}
+
+/// Every metric, as the closing table lists it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Row {
+    pub key: String,
+    pub value: f64,
+    pub unit: String,
+    pub class: MetricClass,
+    pub better: Better,
+    /// Raw series length (the counted samples).
+    pub n: usize,
+    pub min: f64,
+    pub max: f64,
+    /// (max − min) / |median|: the noise the samples themselves show.
+    pub spread: Option<f64>,
+}
+
+/// One phase's headline figures.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PhaseRow {
+    pub phase: String,
+    /// `<phase>.wall_ms`, or `cold_start.ready_ms`.
+    pub wall_ms: Option<Cell>,
+    /// `edit.p50_ms` / `edit.p95_ms` (edit propagation's round latencies).
+    pub p50_ms: Option<Cell>,
+    pub p95_ms: Option<Cell>,
+    pub files_per_s: Option<Cell>,
+    pub files: Option<Cell>,
+    pub bytes: Option<Cell>,
+    pub requests: Option<Cell>,
+    /// Sum of the server's `fsyncs.*` counters over the phase.
+    pub fsyncs: Option<f64>,
+    pub fsyncs_per_file: Option<Cell>,
+    pub errors: Option<Cell>,
+}
+
+/// One route's latency within a phase (`<phase>.<route>.p50_us` ...).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RouteRow {
+    pub phase: String,
+    pub route: String,
+    pub requests: Option<Cell>,
+    pub p50_us: Option<Cell>,
+    pub p95_us: Option<Cell>,
+    pub p99_us: Option<Cell>,
+}
+
+/// One route at one concurrency level (`route.<route>.c<N>.*`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LoadRow {
+    pub route: String,
+    pub in_flight: u32,
+    pub p50_us: Option<Cell>,
+    pub p99_us: Option<Cell>,
+    pub rps: Option<Cell>,
+    pub errors: Option<Cell>,
+}
+
+/// One calibration channel's statistics and each as a share of its allowance.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ChannelRow {
+    pub channel: String,
+    pub n: Option<u64>,
+    pub median_ms: Option<f64>,
+    pub cv: Option<f64>,
+    pub cv_bound: Option<f64>,
+    pub cv_share: Option<f64>,
+    pub max_over_median: Option<f64>,
+    pub max_over_median_bound: Option<f64>,
+    pub max_over_median_share: Option<f64>,
+    pub drift: Option<f64>,
+    pub drift_bound: Option<f64>,
+    pub drift_share: Option<f64>,
+    pub failures: Vec<String>,
+}
+
+/// The gate's verdict as the sidecar recorded it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Calibration {
+    pub accepted: Option<bool>,
+    pub drift_checked: Option<bool>,
+    pub channels: Vec<ChannelRow>,
+}
+
+/// Who, what and where.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ProvenanceSummary {
+    pub harness_version: String,
+    pub harness_commit: Option<String>,
+    pub harness_dirty: Option<bool>,
+    pub toolchain: Option<String>,
+    pub target_command: String,
+    pub target_version: String,
+    pub target_sha256: String,
+    pub vault_digest: String,
+    /// The machine fingerprint's identity fields (cpu_model, logical_cpus, ...).
+    pub machine: BTreeMap<String, String>,
+    pub loadavg_before: Option<[f64; 3]>,
+    pub loadavg_after: Option<[f64; 3]>,
+    pub attempts: Attempts,
+    pub counted_samples: usize,
+    pub warmup_samples: usize,
+    pub failed_samples: usize,
+    pub digest: String,
+}
+
+/// The whole report of one recording.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RecordingReport {
+    pub kind: String,
+    pub report: String,
+    pub format_version: u32,
+    pub scenario: String,
+    pub profile: String,
+    /// The seed as `0x…` hex, as scenarios write it.
+    pub seed: String,
+    pub samples: u32,
+    pub recorded_at: String,
+    pub provenance: ProvenanceSummary,
+    pub phases: Vec<PhaseRow>,
+    pub phase_routes: Vec<RouteRow>,
+    pub route_load: Vec<LoadRow>,
+    pub server: Vec<Row>,
+    pub calibration: Calibration,
+    pub not_claims: Vec<String>,
+    pub metrics: Vec<Row>,
+}
+
+/// Builds the report model of a baseline and its sidecar.
+pub fn recording_report(b: &Baseline, p: &Provenance) -> RecordingReport {
+    let metrics: Vec<Row> = b.metrics.keys().filter_map(|k| row(b, p, k)).collect();
+    let provenance = provenance_summary(p);
+    let calibration = calibration(&p.gate);
+    let mut report = RecordingReport {
+        kind: KIND_REPORT.into(),
+        report: "recording".into(),
+        format_version: crate::schema::FORMAT_VERSION,
+        scenario: b.scenario.clone(),
+        profile: p.profile.clone(),
+        seed: format!("{:#x}", b.seed),
+        samples: b.samples,
+        recorded_at: p.recorded_at.clone(),
+        provenance,
+        phases: phases(b, p),
+        phase_routes: phase_routes(b, p),
+        route_load: route_load(b, p),
+        server: metrics.iter().filter(|r| r.key.starts_with("server.")).cloned().collect(),
+        calibration,
+        not_claims: Vec::new(),
+        metrics,
+    };
+    report.not_claims = not_claims(&report, b);
+    report
+}
+
+/// A metric's cell with the spread of its raw series.
+pub(crate) fn cell(b: &Baseline, p: &Provenance, key: &str) -> Option<Cell> {
+    let m = b.metrics.get(key)?;
+    let (min, max) = range(p.raw.get(key).map(Vec::as_slice).unwrap_or(&[])).unwrap_or((m.value, m.value));
+    Some(Cell { value: m.value, unit: m.unit.clone(), min, max })
+}
+
+fn row(b: &Baseline, p: &Provenance, key: &str) -> Option<Row> {
+    let m = b.metrics.get(key)?;
+    let series = p.raw.get(key).map(Vec::as_slice).unwrap_or(&[]);
+    let (min, max) = range(series).unwrap_or((m.value, m.value));
+    let spread = (m.value != 0.0 && !series.is_empty()).then(|| (max - min) / m.value.abs());
+    Some(Row { key: key.to_owned(), value: m.value, unit: m.unit.clone(), class: m.class, better: m.better, n: series.len(), min, max, spread })
+}
+
+/// Min and max of a series, ignoring NaN.
+pub(crate) fn range(xs: &[f64]) -> Option<(f64, f64)> {
+    let mut it = xs.iter().copied().filter(|x| !x.is_nan());
+    let first = it.next()?;
+    Some(it.fold((first, first), |(lo, hi), x| (lo.min(x), hi.max(x))))
+}
+
+/// The phase names present, in run order.
+fn phase_names(b: &Baseline) -> Vec<String> {
+    let mut seen: Vec<String> = Vec::new();
+    for k in b.metrics.keys() {
+        let phase = k.split('.').next().unwrap_or("");
+        if phase == "route" || phase == "server" || phase.is_empty() {
+            continue;
+        }
+        if !seen.iter().any(|s| s == phase) {
+            seen.push(phase.to_owned());
+        }
+    }
+    seen.sort_by_key(|p| (PHASE_ORDER.iter().position(|o| o == p).unwrap_or(PHASE_ORDER.len()), p.clone()));
+    seen
+}
+
+fn phases(b: &Baseline, p: &Provenance) -> Vec<PhaseRow> {
+    phase_names(b)
+        .into_iter()
+        .map(|ph| {
+            let c = |what: &str| cell(b, p, &format!("{ph}.{what}"));
+            let fsync_prefix = format!("{ph}.server.fsyncs.");
+            let fsync_keys: Vec<f64> = b.metrics.iter().filter(|(k, _)| k.starts_with(&fsync_prefix)).map(|(_, m)| m.value).collect();
+            PhaseRow {
+                wall_ms: c("wall_ms").or_else(|| c("ready_ms")),
+                p50_ms: c("p50_ms"),
+                p95_ms: c("p95_ms"),
+                files_per_s: c("files_per_s"),
+                files: c("files").or_else(|| c("files_examined")),
+                bytes: c("bytes"),
+                requests: c("requests"),
+                fsyncs: (!fsync_keys.is_empty()).then(|| fsync_keys.iter().sum()),
+                fsyncs_per_file: c("server.fsyncs_per_file"),
+                errors: c("errors"),
+                phase: ph,
+            }
+        })
+        .collect()
+}
+
+fn phase_routes(b: &Baseline, p: &Provenance) -> Vec<RouteRow> {
+    let mut out = Vec::new();
+    for ph in phase_names(b) {
+        let mut routes: Vec<String> = Vec::new();
+        for k in b.metrics.keys() {
+            let parts: Vec<&str> = k.split('.').collect();
+            if parts.len() == 3 && parts[0] == ph && parts[2] == "p50_us" && !routes.iter().any(|r| r == parts[1]) {
+                routes.push(parts[1].to_owned());
+            }
+        }
+        for route in routes {
+            let c = |what: &str| cell(b, p, &format!("{ph}.{route}.{what}"));
+            out.push(RouteRow {
+                requests: cell(b, p, &format!("{ph}.requests.{route}")),
+                p50_us: c("p50_us"),
+                p95_us: c("p95_us"),
+                p99_us: c("p99_us"),
+                phase: ph.clone(),
+                route,
+            });
+        }
+    }
+    out
+}
+
+fn route_load(b: &Baseline, p: &Provenance) -> Vec<LoadRow> {
+    let mut levels: Vec<(String, u32)> = Vec::new();
+    for k in b.metrics.keys() {
+        let parts: Vec<&str> = k.split('.').collect();
+        if parts.len() == 4 && parts[0] == "route" {
+            if let Some(n) = parts[2].strip_prefix('c').and_then(|n| n.parse::<u32>().ok()) {
+                let id = (parts[1].to_owned(), n);
+                if !levels.contains(&id) {
+                    levels.push(id);
+                }
+            }
+        }
+    }
+    levels.sort();
+    levels
+        .into_iter()
+        .map(|(route, n)| {
+            let c = |what: &str| cell(b, p, &format!("route.{route}.c{n}.{what}"));
+            LoadRow { p50_us: c("p50_us"), p99_us: c("p99_us"), rps: c("rps"), errors: c("errors"), route, in_flight: n }
+        })
+        .collect()
+}
+
+fn provenance_summary(p: &Provenance) -> ProvenanceSummary {
+    // The calibration crate's fingerprint is `{identity: {...}, info: {...}}`; accept a flat map too.
+    let ident = p.machine.get("identity").unwrap_or(&p.machine);
+    let machine = ident
+        .as_object()
+        .map(|o| o.iter().map(|(k, v)| (k.clone(), v.as_str().map_or_else(|| v.to_string(), str::to_owned))).collect())
+        .unwrap_or_default();
+    let counted: Vec<_> = p.samples.iter().filter(|s| !s.warmup).collect();
+    ProvenanceSummary {
+        harness_version: p.harness.version.clone(),
+        harness_commit: p.harness.git_commit.clone(),
+        harness_dirty: p.harness.git_dirty,
+        toolchain: p.harness.toolchain.clone(),
+        target_command: p.target.command.clone(),
+        target_version: p.target.version.clone(),
+        target_sha256: p.target.sha256.clone(),
+        vault_digest: p.vault_digest.clone(),
+        machine,
+        loadavg_before: p.loadavg_before,
+        loadavg_after: p.loadavg_after,
+        attempts: p.attempts.clone(),
+        counted_samples: counted.len(),
+        warmup_samples: p.samples.iter().filter(|s| s.warmup).count(),
+        failed_samples: p.samples.iter().filter(|s| !s.ok).count(),
+        digest: p.digest.clone(),
+    }
+}
+
+/// Reads `gate.verdict.channels.*` and `gate.config.*` defensively: a sidecar from an older
+/// harness may lack fields, and the report must still render.
+fn calibration(gate: &serde_json::Value) -> Calibration {
+    let verdict = gate.get("verdict");
+    let f = |v: Option<&serde_json::Value>, k: &str| v.and_then(|v| v.get(k)).and_then(serde_json::Value::as_f64);
+    let mut channels = Vec::new();
+    if let Some(chs) = verdict.and_then(|v| v.get("channels")).and_then(|c| c.as_object()) {
+        for (name, ch) in chs {
+            let bounds = ch.get("bounds").or_else(|| gate.get("config").and_then(|c| c.get(name)));
+            channels.push(ChannelRow {
+                channel: name.clone(),
+                n: ch.get("n").and_then(serde_json::Value::as_u64),
+                median_ms: f(Some(ch), "median"),
+                cv: f(Some(ch), "cv"),
+                cv_bound: f(bounds, "max_cv"),
+                cv_share: f(Some(ch), "cv_share"),
+                max_over_median: f(Some(ch), "max_over_median"),
+                max_over_median_bound: f(bounds, "max_over_median"),
+                max_over_median_share: f(Some(ch), "max_over_median_share"),
+                drift: f(Some(ch), "drift"),
+                drift_bound: f(bounds, "reference_tolerance"),
+                drift_share: f(Some(ch), "drift_share"),
+                failures: ch
+                    .get("failures")
+                    .and_then(|x| x.as_array())
+                    .map(|a| a.iter().filter_map(|s| s.as_str().map(str::to_owned)).collect())
+                    .unwrap_or_default(),
+            });
+        }
+    }
+    Calibration {
+        accepted: verdict.and_then(|v| v.get("accepted")).and_then(serde_json::Value::as_bool),
+        drift_checked: verdict.and_then(|v| v.get("drift_checked")).and_then(serde_json::Value::as_bool),
+        channels,
+    }
+}
+
+/// The generated "what these numbers are not" section (the seed report's closing section,
+/// made from this recording's own facts).
+fn not_claims(r: &RecordingReport, b: &Baseline) -> Vec<String> {
+    let m = &r.provenance.machine;
+    let get = |k: &str| m.get(k).map(String::as_str).unwrap_or("unknown");
+    let mut out = Vec::new();
+    out.push(format!(
+        "Not a claim about other machines. Recorded on {} ({} logical CPUs, {} GiB, {}, {} filesystem, {} {}, kernel {}); absolute numbers move with the machine, so compare only recordings with the same machine fingerprint.",
+        get("cpu_model"),
+        get("logical_cpus"),
+        get("memory_gib"),
+        get("virtualisation"),
+        get("fs_type"),
+        get("os"),
+        get("arch"),
+        get("kernel"),
+    ));
+    let files = b.metrics.get("cold_push.files").map(|m| m.value);
+    let bytes = b.metrics.get("cold_push.bytes").map(|m| m.value);
+    out.push(match (files, bytes) {
+        (Some(f), Some(by)) => format!(
+            "Not a large-vault claim. Profile {} with seed {}: {} files, {} bytes pushed. Bigger vaults (vault1k, fixture, large, vault100k) are separate scenarios with their own baselines.",
+            r.profile,
+            r.seed,
+            super::fmt::num(f),
+            super::fmt::num(by)
+        ),
+        _ => format!("Not a large-vault claim. Profile {} with seed {}; bigger vaults are separate scenarios with their own baselines.", r.profile, r.seed),
+    });
+    let widest = r.metrics.iter().filter(|x| x.class != MetricClass::Exact).filter_map(|x| x.spread.map(|s| (s, &x.key))).max_by(|a, b| a.0.total_cmp(&b.0));
+    let mut s = format!(
+        "Not a tight estimate. Each value is the median of {} fresh-process samples (plus {} warm-up); the ranges in brackets are the raw minimum and maximum.",
+        r.samples, r.provenance.warmup_samples
+    );
+    if let Some((spread, key)) = widest {
+        s.push_str(&format!(" The widest timing/resource spread is {} on {key}; a change smaller than a key's spread is not evidence.", super::fmt::pct(spread)));
+    }
+    if r.samples < 5 {
+        s.push_str(" Fewer than 5 samples: the median can move with a single outlier.");
+    }
+    out.push(s);
+    let a = &r.provenance.attempts;
+    out.push(format!(
+        "Not an unselected sample of machine conditions. This recording is the one accepted of {} attempt{} since the previous accepted recording: {} refused by the calibration gate, {} failed. Recordings that clear a variance gate are a selected sample of quiet moments.",
+        a.attempted,
+        if a.attempted == 1 { "" } else { "s" },
+        a.refused,
+        a.failed
+    ));
+    if r.provenance.failed_samples > 0 {
+        out.push(format!("{} sample(s) inside this recording reported errors; see the provenance sidecar.", r.provenance.failed_samples));
+    }
+    if r.calibration.drift_checked == Some(false) {
+        out.push("Not checked against this machine's quiet reference. No `vaultbench calibrate` reference existed, so the gate judged only the recording's own variance, not drift from the machine's normal speed.".into());
+    }
+    if r.provenance.harness_dirty == Some(true) {
+        out.push("Not from a clean checkout. The harness tree had uncommitted changes when this was recorded.".into());
+    }
+    out.push("Not a comparison between builds. Two baseline recordings are not a paired A/B; use `vaultbench ab` for that, and `vaultbench compare` only as a tripwire.".into());
+    out.push("Not a merge gate. The post-merge trend job records on shared runners and is deliberately not a required check.".into());
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn range_ignores_nan() {
+        assert_eq!(range(&[3.0, f64::NAN, 1.0, 2.0]), Some((1.0, 3.0)));
+        assert_eq!(range(&[]), None);
+    }
+}

@@ -1,0 +1,1 @@
+//! Render tests: snapshots of the Markdown and JSON reports, HTML self-containment, exports.

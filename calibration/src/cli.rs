@@ -72,6 +72,10 @@ pub struct CalibrateArgs {
     /// Internal: one gate-trial sample in DIR (reading, ~0.3 s of work, reading), printed as JSON.
     #[arg(long, hide = true, value_name = "DIR")]
     pub trial_sample: Option<PathBuf>,
+    /// Internal: before each gate-trial recording, wait up to SECS for 2 s of machine
+    /// background load < 0.1 cores (a shared machine is quiet only in windows).
+    #[arg(long, hide = true, value_name = "SECS", default_value_t = 0)]
+    pub trial_wait_quiet: u64,
     /// Internal: a gate-trial contender process (busy CPU loop, or fsync loop in --dir).
     #[arg(long, hide = true, value_enum)]
     pub burn: Option<Burn>,
@@ -477,7 +481,62 @@ pub struct TrialRecording {
     pub cpu_drift: Option<f64>,
     pub io_drift: Option<f64>,
     pub work_ms_median: f64,
+    /// CPU used during the recording by everything except the trial and its samples, in
+    /// cores (machine busy time from /proc/stat minus this process's and its reaped
+    /// children's rusage, over wall time). Contenders count here: this is the load the gate
+    /// is supposed to notice. `None` where /proc/stat is unreadable.
+    pub background_cores: Option<f64>,
     pub failures: Vec<String>,
+}
+
+/// Busy seconds of the whole machine (all cores) from /proc/stat: user + nice + system +
+/// irq + softirq + steal. iowait is idle time, not load.
+fn machine_busy_s() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/stat").ok()?;
+    let fields: Vec<u64> = stat
+        .lines()
+        .next()?
+        .split_whitespace()
+        .skip(1)
+        .map(|f| f.parse().ok())
+        .collect::<Option<_>>()?;
+    let busy: u64 = [0, 1, 2, 5, 6, 7].iter().filter_map(|&i| fields.get(i)).sum();
+    // SAFETY: sysconf has no memory effects.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    (hz > 0).then(|| busy as f64 / hz as f64)
+}
+
+/// Waits until 2 s pass with other processes using < 0.1 cores, or `limit` passes.
+/// Contenders are children but unreaped, so they count as load here: only use this
+/// for the quiet condition.
+fn wait_quiet(limit: Duration) {
+    let end = Instant::now() + limit;
+    while Instant::now() < end {
+        let (Some(a), own) = (machine_busy_s(), own_cpu_s()) else {
+            return;
+        };
+        std::thread::sleep(Duration::from_secs(2));
+        let Some(b) = machine_busy_s() else { return };
+        if ((b - a) - (own_cpu_s() - own)) / 2.0 < 0.1 {
+            return;
+        }
+    }
+    eprintln!("gate trial: machine did not go quiet within {} s", limit.as_secs());
+}
+
+/// CPU seconds (user + system) of this process plus its reaped children.
+fn own_cpu_s() -> f64 {
+    let mut total = 0.0;
+    for who in [libc::RUSAGE_SELF, libc::RUSAGE_CHILDREN] {
+        // SAFETY: getrusage writes one rusage struct we own.
+        let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+        if unsafe { libc::getrusage(who, &mut ru) } == 0 {
+            for tv in [ru.ru_utime, ru.ru_stime] {
+                total += tv.tv_sec as f64 + tv.tv_usec as f64 / 1e6;
+            }
+        }
+    }
+    total
 }
 
 /// The gate trial's result (`--gate-trial K --json`).
@@ -574,6 +633,10 @@ fn gate_trial(
     let mut runs = Vec::with_capacity(k);
     let mut refused_by = std::collections::BTreeMap::new();
     for rec in 0..k {
+        if args.trial_wait_quiet > 0 {
+            wait_quiet(Duration::from_secs(args.trial_wait_quiet));
+        }
+        let (busy0, own0, t0) = (machine_busy_s(), own_cpu_s(), Instant::now());
         let mut cpu = Vec::new();
         let mut io = Vec::new();
         let mut work = Vec::new();
@@ -588,6 +651,13 @@ fn gate_trial(
             io.extend([sample.before.io_ms, sample.after.io_ms]);
             work.push(sample.work_ms);
         }
+        let wall = t0.elapsed().as_secs_f64();
+        let background_cores = match (busy0, machine_busy_s()) {
+            (Some(a), Some(b)) if wall > 0.0 => {
+                Some((((b - a) - (own_cpu_s() - own0)) / wall).max(0.0))
+            }
+            _ => None,
+        };
         let v = judge(&cpu, &io, reference.as_ref(), cfg);
         let c = &v.channels[crate::gate::CPU];
         let o = &v.channels[crate::gate::IO];
@@ -597,10 +667,11 @@ fn gate_trial(
             *refused_by.entry(key.join(" ")).or_insert(0) += 1;
         }
         eprintln!(
-            "trial {}/{k} {:?}: {}  cpu cv {:.3} m/m {:.2}  io cv {:.3} m/m {:.2}  cpu median {:.1} io median {:.1}",
+            "trial {}/{k} {:?}: {}  background {:.2} cores  cpu cv {:.3} m/m {:.2}  io cv {:.3} m/m {:.2}  cpu median {:.1} io median {:.1}",
             rec + 1,
             contender,
             if v.accepted { "accepted" } else { "refused " },
+            background_cores.unwrap_or(f64::NAN),
             c.cv,
             c.max_over_median,
             o.cv,
@@ -619,6 +690,7 @@ fn gate_trial(
             cpu_drift: c.drift,
             io_drift: o.drift,
             work_ms_median: median(&work),
+            background_cores,
             failures: v.failures.clone(),
         });
     }

@@ -999,16 +999,27 @@ fn file_response(st: &State, file_id: &str, f: &FileState) -> FileResponse {
     }
 }
 
+/// Waits until `seq` (the newest version an answer shows) is durable: a version is applied in
+/// memory before its journal record is on disk, and no answer may show it before then.
+async fn until_durable(app: &App, seq: Option<u64>) {
+    if let Some(seq) = seq {
+        let mut rx = app.durable.clone();
+        seq_after(&mut rx, seq.saturating_sub(1)).await;
+    }
+}
+
 async fn get_file(app: &App, req: Request<Incoming>, file_id: &str) -> ApiResult {
     auth_with_body(app, req, limits::MAX_JSON_BODY, false).await?;
     check_file_id(file_id)?;
-    let st = app.lock_state();
-    let f = st
-        .files
-        .get(file_id)
-        .ok_or_else(|| ApiError::new(ErrorCode::UnknownFile, format!("no file {file_id}")))?;
-    let resp = file_response(&st, file_id, f);
-    drop(st);
+    let resp = {
+        let st = app.lock_state();
+        let f = st
+            .files
+            .get(file_id)
+            .ok_or_else(|| ApiError::new(ErrorCode::UnknownFile, format!("no file {file_id}")))?;
+        file_response(&st, file_id, f)
+    };
+    until_durable(app, resp.versions.iter().map(|c| c.seq).max()).await;
     json(StatusCode::OK, &resp)
 }
 
@@ -1058,20 +1069,30 @@ async fn list_files(app: &App, req: Request<Incoming>) -> ApiResult {
     let limit = num_param(&q, "limit")?
         .map(|l| (l as usize).clamp(1, MAX_LIST_FILES))
         .unwrap_or(MAX_LIST_FILES);
-    let st = app.lock_state();
-    let mut files = Vec::new();
-    let range = st
-        .files
-        .range::<String, _>((std::ops::Bound::Excluded(after), std::ops::Bound::Unbounded));
-    let mut more = false;
-    for (id, f) in range {
-        if files.len() == limit {
-            more = true;
-            break;
+    let (files, more) = {
+        let st = app.lock_state();
+        let mut files = Vec::new();
+        let range = st
+            .files
+            .range::<String, _>((std::ops::Bound::Excluded(after), std::ops::Bound::Unbounded));
+        let mut more = false;
+        for (id, f) in range {
+            if files.len() == limit {
+                more = true;
+                break;
+            }
+            files.push(file_response(&st, id, f));
         }
-        files.push(file_response(&st, id, f));
-    }
-    drop(st);
+        (files, more)
+    };
+    until_durable(
+        app,
+        files
+            .iter()
+            .flat_map(|f| f.versions.iter().map(|c| c.seq))
+            .max(),
+    )
+    .await;
     let next_after = if more {
         files.last().map(|f| f.file_id.clone())
     } else {

@@ -4,7 +4,8 @@
 //!
 //! Pipeline: [`plan_orders`] → (harness runs rounds) → [`drop_to_balance`] →
 //! [`analyse_metric`] per timing/resource metric, [`exact_difference`] per exact metric →
-//! [`adjust_across_metrics`] → [`decide`] with rules from [`parse_rule`].
+//! [`adjust_across_metrics`] → [`decide`] (or [`decide_with_exact`]) with rules from
+//! [`DecisionRules::parse`].
 
 mod aa;
 mod analysis;
@@ -22,7 +23,7 @@ pub use plan::{
 };
 pub use rules::{
     Cmp, Decision, DecisionRules, Outcome, Rule, RuleCheck, RuleError, RuleStatus, RuleTarget,
-    decide, parse_rule,
+    decide, decide_with_exact, parse_rule,
 };
 
 /// Why an A/B computation could not be done; each variant names the offending input.

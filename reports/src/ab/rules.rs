@@ -13,6 +13,8 @@
 //!   hi <= T, is *violated* when lo > T, and is *unknown* otherwise; `>= T` holds when
 //!   lo >= T, is violated when hi < T. An interval below [`MIN_VERDICT_CONF`] (too few rounds)
 //!   or without a percent scale is unknown, unless every round was identical (then [0, 0]).
+//! - A named exact-class metric (via [`decide_with_exact`]) is judged on its exact change,
+//!   the zero-width interval [c, c].
 //! - REJECT if the keep-if is violated or any guard is violated; else KEEP if the keep-if
 //!   holds (or there is none); else INCONCLUSIVE. An unknown guard does not block KEEP: the
 //!   guard asks "no metric got confidently worse", which is what R = 6 rounds can answer.
@@ -243,15 +245,18 @@ fn judged_interval(m: &MetricAnalysis, worsening: bool) -> Option<Interval> {
     }
 }
 
-fn check(rule: &Rule, metric: &str, m: &MetricAnalysis, worsening: bool) -> RuleCheck {
-    let interval = judged_interval(m, worsening);
+/// Thresholds are met with a tolerance of 1e-9 percentage points, so that an exact change
+/// computed in binary floating point (5 -> 4 gives -19.999999999999996 %) meets `<= -20%`.
+const THRESHOLD_TOL_PCT: f64 = 1e-9;
+
+fn check(rule: &Rule, metric: &str, interval: Option<Interval>, worsening: bool) -> RuleCheck {
     let t = rule.threshold_pct;
     let status = match (interval, rule.cmp) {
         (None, _) => RuleStatus::Unknown,
-        (Some(i), Cmp::Le) if i.hi <= t => RuleStatus::Holds,
-        (Some(i), Cmp::Le) if i.lo > t => RuleStatus::Violated,
-        (Some(i), Cmp::Ge) if i.lo >= t => RuleStatus::Holds,
-        (Some(i), Cmp::Ge) if i.hi < t => RuleStatus::Violated,
+        (Some(i), Cmp::Le) if i.hi <= t + THRESHOLD_TOL_PCT => RuleStatus::Holds,
+        (Some(i), Cmp::Le) if i.lo > t + THRESHOLD_TOL_PCT => RuleStatus::Violated,
+        (Some(i), Cmp::Ge) if i.lo >= t - THRESHOLD_TOL_PCT => RuleStatus::Holds,
+        (Some(i), Cmp::Ge) if i.hi < t - THRESHOLD_TOL_PCT => RuleStatus::Violated,
         _ => RuleStatus::Unknown,
     };
     RuleCheck {
@@ -263,29 +268,62 @@ fn check(rule: &Rule, metric: &str, m: &MetricAnalysis, worsening: bool) -> Rule
     }
 }
 
+/// The exact change of an exact-class metric as a zero-width interval: 100 (B/A − 1) %.
+/// Equal values are 0 %; a change from A = 0 has no percent (unknown).
+fn exact_interval(a: f64, b: f64) -> Option<Interval> {
+    let pct = if a == b {
+        0.0
+    } else if a != 0.0 {
+        100.0 * (b / a - 1.0)
+    } else {
+        return None;
+    };
+    pct.is_finite().then_some(Interval { lo: pct, hi: pct })
+}
+
 /// Evaluate the rules against the analyses of one run (keys = the timing/resource metric
 /// names). A rule naming a metric that is not a key is an error naming it.
 pub fn decide(
     rules: &DecisionRules,
     analyses: &BTreeMap<String, MetricAnalysis>,
 ) -> Result<Decision, RuleError> {
-    rules.check_metrics(analyses.keys().map(String::as_str))?;
+    decide_with_exact(rules, analyses, &BTreeMap::new())
+}
+
+/// As [`decide`], but a rule may also name an exact-class metric, given in `exact` as
+/// (A value, B value) for every exact key compared, whether it changed or not. Its change is
+/// known exactly, so it is judged on the zero-width interval [c, c] with c = 100 (B/A − 1) %
+/// (e.g. `--keep-if 'server.fsyncs_per_post <= -20%'`). `all` still covers only the
+/// timing/resource metrics in `analyses`. A name in both maps is read from `analyses`.
+pub fn decide_with_exact(
+    rules: &DecisionRules,
+    analyses: &BTreeMap<String, MetricAnalysis>,
+    exact: &BTreeMap<String, (f64, f64)>,
+) -> Result<Decision, RuleError> {
+    rules.check_metrics(analyses.keys().chain(exact.keys()).map(String::as_str))?;
+    let named = |r: &Rule, name: &str| match analyses.get(name) {
+        Some(m) => check(r, name, judged_interval(m, false), false),
+        None => {
+            let interval = exact.get(name).and_then(|(a, b)| exact_interval(*a, *b));
+            check(r, name, interval, false)
+        }
+    };
     let keep_metric = rules.keep_if.as_ref().and_then(|r| match &r.target {
         RuleTarget::Metric(m) => Some(m.as_str()),
         RuleTarget::All => None,
     });
     let keep_if = match (&rules.keep_if, keep_metric) {
-        (Some(r), Some(name)) => Some(check(r, name, &analyses[name], false)),
+        (Some(r), Some(name)) => Some(named(r, name)),
         _ => None,
     };
     let mut guards = Vec::new();
     for g in &rules.guards {
         match &g.target {
-            RuleTarget::Metric(name) => guards.push(check(g, name, &analyses[name], false)),
+            RuleTarget::Metric(name) => guards.push(named(g, name)),
             RuleTarget::All => {
                 for (name, m) in analyses {
                     if Some(name.as_str()) != keep_metric {
-                        guards.push(check(g, name, m, true));
+                        guards.push(check(g, name, judged_interval(m, true), true));
                     }
                 }
             }

@@ -225,3 +225,33 @@ fn decision_round_trips_through_json() {
         d
     );
 }
+
+#[test]
+fn rules_may_name_exact_metrics() {
+    let a = analyses(vec![("p95_ms", metric(Better::Lower, 1.0, TIGHT))]);
+    let mut exact = BTreeMap::new();
+    exact.insert("server.fsyncs_per_post".to_string(), (5.0, 4.0)); // -20 % exactly
+    exact.insert("requests.put".to_string(), (120.0, 120.0));
+    exact.insert("errors".to_string(), (0.0, 3.0));
+    let r = rules(
+        Some("server.fsyncs_per_post <= -20%"),
+        &["all <= +3%", "requests.put <= 0%"],
+    );
+    let d = reports::ab::decide_with_exact(&r, &a, &exact).unwrap();
+    assert_eq!(d.outcome, Outcome::Keep, "{}", d.reason);
+    let k = d.keep_if.unwrap();
+    assert_eq!(k.status, RuleStatus::Holds);
+    let i = k.interval_pct.unwrap();
+    assert!((i.lo + 20.0).abs() < 1e-12 && i.lo == i.hi);
+    // `all` does not reach exact metrics; a named one does.
+    assert_eq!(d.guards.len(), 2);
+    let r = rules(Some("server.fsyncs_per_post <= -25%"), &[]);
+    let d = reports::ab::decide_with_exact(&r, &a, &exact).unwrap();
+    assert_eq!(d.outcome, Outcome::Reject);
+    // From 0 there is no percent: unknown, hence INCONCLUSIVE.
+    let r = rules(Some("errors <= 0%"), &[]);
+    let d = reports::ab::decide_with_exact(&r, &a, &exact).unwrap();
+    assert_eq!(d.outcome, Outcome::Inconclusive);
+    // Without the exact map the name is unknown.
+    assert!(decide(&r, &a).is_err());
+}

@@ -72,7 +72,11 @@ pub(crate) fn tiny_png(rgb: [u8; 3]) -> Vec<u8> {
     let mut out = Vec::with_capacity(TINY_PNG_LEN);
     out.extend_from_slice(&PNG_SIGNATURE);
     chunk(&mut out, b"IHDR", &ihdr(1, 1));
-    chunk(&mut out, b"IDAT", &zlib_stored(&[0, rgb[0], rgb[1], rgb[2]]));
+    chunk(
+        &mut out,
+        b"IDAT",
+        &zlib_stored(&[0, rgb[0], rgb[1], rgb[2]]),
+    );
     chunk(&mut out, b"IEND", &[]);
     debug_assert_eq!(out.len(), TINY_PNG_LEN);
     out
@@ -121,8 +125,16 @@ pub(crate) fn base64(data: &[u8], out: &mut String) {
             | u32::from(*c.get(2).unwrap_or(&0));
         out.push(A[(n >> 18) as usize & 63] as char);
         out.push(A[(n >> 12) as usize & 63] as char);
-        out.push(if c.len() > 1 { A[(n >> 6) as usize & 63] as char } else { '=' });
-        out.push(if c.len() > 2 { A[n as usize & 63] as char } else { '=' });
+        out.push(if c.len() > 1 {
+            A[(n >> 6) as usize & 63] as char
+        } else {
+            '='
+        });
+        out.push(if c.len() > 2 {
+            A[n as usize & 63] as char
+        } else {
+            '='
+        });
     }
 }
 
@@ -136,7 +148,12 @@ pub struct RandomReader {
 
 impl RandomReader {
     pub(crate) fn new(rng: ChaCha8Rng, len: u64) -> RandomReader {
-        RandomReader { rng, remaining: len, buf: Box::new([0; 65_536]), pos: 65_536 }
+        RandomReader {
+            rng,
+            remaining: len,
+            buf: Box::new([0; 65_536]),
+            pos: 65_536,
+        }
     }
 }
 
@@ -148,7 +165,9 @@ impl Read for RandomReader {
                 fill_blocks(&mut self.rng, &mut self.buf[..]);
                 self.pos = 0;
             }
-            let take = (dst.len() - n).min(self.buf.len() - self.pos).min(self.remaining as usize);
+            let take = (dst.len() - n)
+                .min(self.buf.len() - self.pos)
+                .min(self.remaining as usize);
             dst[n..n + take].copy_from_slice(&self.buf[self.pos..self.pos + take]);
             self.pos += take;
             n += take;
@@ -197,7 +216,10 @@ mod tests {
                 break;
             }
         }
-        assert_eq!(u32::from_be_bytes(idat[j..j + 4].try_into().unwrap()), adler32(&raw));
+        assert_eq!(
+            u32::from_be_bytes(idat[j..j + 4].try_into().unwrap()),
+            adler32(&raw)
+        );
         let w = u32::from_be_bytes(png[16..20].try_into().unwrap()) as usize;
         let h = u32::from_be_bytes(png[20..24].try_into().unwrap()) as usize;
         assert_eq!(raw.len(), h * (1 + 3 * w));
@@ -241,7 +263,9 @@ mod tests {
     fn random_reader_ignores_read_sizes() {
         let len = 200_001;
         let mut a = Vec::new();
-        RandomReader::new(stream(3, Purpose::AttachmentBody, 1), len).read_to_end(&mut a).unwrap();
+        RandomReader::new(stream(3, Purpose::AttachmentBody, 1), len)
+            .read_to_end(&mut a)
+            .unwrap();
         let mut r = RandomReader::new(stream(3, Purpose::AttachmentBody, 1), len);
         let mut b = Vec::new();
         let mut buf = [0u8; 777];

@@ -21,7 +21,10 @@ pub struct GenFile {
 enum Content {
     Bytes(Vec<u8>),
     /// Incompressible bytes from (seed, attachment index): pulled in pieces.
-    Random { seed: u64, index: u32 },
+    Random {
+        seed: u64,
+        index: u32,
+    },
 }
 
 impl GenFile {
@@ -79,17 +82,19 @@ pub struct Files {
 
 /// Every file of `profile` made from `seed`, in a deterministic order.
 pub fn generate(p: &Profile, seed: u64) -> Files {
-    Files { profile: p.clone(), seed, plan: Plan::new(p, seed), extras: extras(p), next: 0 }
+    Files {
+        profile: p.clone(),
+        seed,
+        plan: Plan::new(p, seed),
+        extras: extras(p),
+        next: 0,
+    }
 }
 
 impl Files {
     /// Total number of files this iterator yields.
     pub fn file_count(&self) -> usize {
         self.plan.notes.len() + self.plan.attachments.len() + self.extras.len()
-    }
-
-    pub(crate) fn plan(&self) -> &Plan {
-        &self.plan
     }
 }
 
@@ -114,18 +119,33 @@ impl Iterator for Files {
             let mut rng = stream(self.seed, Purpose::AttachmentBody, k as u32);
             let content = match a.kind {
                 AttachmentKind::TinyPng => {
-                    let rgb = [below(&mut rng, 256) as u8, below(&mut rng, 256) as u8, below(&mut rng, 256) as u8];
+                    let rgb = [
+                        below(&mut rng, 256) as u8,
+                        below(&mut rng, 256) as u8,
+                        below(&mut rng, 256) as u8,
+                    ];
                     Content::Bytes(tiny_png(rgb))
                 }
                 AttachmentKind::Image => Content::Bytes(png_of_size(&mut rng, a.size as usize)),
-                AttachmentKind::Large => Content::Random { seed: self.seed, index: k as u32 },
+                AttachmentKind::Large => Content::Random {
+                    seed: self.seed,
+                    index: k as u32,
+                },
             };
-            return Some(GenFile { path: a.path.clone(), size: a.size, content });
+            return Some(GenFile {
+                path: a.path.clone(),
+                size: a.size,
+                content,
+            });
         }
         let k = i - n_notes - n_att;
         let extra = self.extras.get(k)?;
         let bytes = extra.render(self.seed, k as u32);
-        Some(GenFile { path: extra.path(), size: bytes.len() as u64, content: Content::Bytes(bytes) })
+        Some(GenFile {
+            path: extra.path(),
+            size: bytes.len() as u64,
+            content: Content::Bytes(bytes),
+        })
     }
 
     fn size_hint(&self) -> (usize, Option<usize>) {

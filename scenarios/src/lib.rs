@@ -21,5 +21,7 @@ mod text;
 pub use binary::RandomReader;
 pub use generate::{FileReader, Files, GenFile, generate};
 pub use manifest::{Difference, Manifest, ManifestEntry, entry, hash_reader, manifest};
-pub use profile::{DEFAULT_SEED, Fanout, LinkStyle, ObsidianConfig, PROFILE_NAMES, Profile, profile};
+pub use profile::{
+    DEFAULT_SEED, Fanout, LinkStyle, ObsidianConfig, PROFILE_NAMES, Profile, profile,
+};
 pub use text::percent_decode;

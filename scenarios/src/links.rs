@@ -23,28 +23,39 @@ pub fn links(text: &str) -> Vec<Link> {
     let b = text.as_bytes();
     let mut i = 0;
     while i + 1 < b.len() {
-        if b[i] == b'[' && b[i + 1] == b'[' {
-            if let Some(end) = text[i + 2..].find("]]") {
-                let inner = &text[i + 2..i + 2 + end];
-                let target = inner.split('|').next().unwrap_or("").to_owned();
-                out.push(Link { target, embed: i > 0 && b[i - 1] == b'!', markdown: false });
-                i += end + 4;
-                continue;
-            }
+        if b[i] == b'['
+            && b[i + 1] == b'['
+            && let Some(end) = text[i + 2..].find("]]")
+        {
+            let inner = &text[i + 2..i + 2 + end];
+            let target = inner.split('|').next().unwrap_or("").to_owned();
+            out.push(Link {
+                target,
+                embed: i > 0 && b[i - 1] == b'!',
+                markdown: false,
+            });
+            i += end + 4;
+            continue;
         }
-        if b[i] == b']' && b[i + 1] == b'(' {
-            if let Some(end) = text[i + 2..].find(')') {
-                let url = &text[i + 2..i + 2 + end];
-                let open = text[..i].rfind('[');
-                let embed = open.is_some_and(|o| o > 0 && b[o - 1] == b'!');
-                if !url.contains(':') {
-                    if let Some(t) = percent_decode(url) {
-                        out.push(Link { target: t, embed, markdown: true });
-                    }
-                }
-                i += end + 3;
-                continue;
+        if b[i] == b']'
+            && b[i + 1] == b'('
+            && let Some(end) = text[i + 2..].find(')')
+        {
+            let url = &text[i + 2..i + 2 + end];
+            let open = text[..i].rfind('[');
+            let embed = open.is_some_and(|o| o > 0 && b[o - 1] == b'!');
+            // `scheme:` URLs (https:, data:) are external, not vault links.
+            if !url.contains(':')
+                && let Some(t) = percent_decode(url)
+            {
+                out.push(Link {
+                    target: t,
+                    embed,
+                    markdown: true,
+                });
             }
+            i += end + 3;
+            continue;
         }
         i += 1;
     }
@@ -70,7 +81,10 @@ pub struct LinkIndex {
 
 impl LinkIndex {
     pub fn new<'a>(paths: impl IntoIterator<Item = &'a str>) -> LinkIndex {
-        let mut idx = LinkIndex { paths: BTreeSet::new(), names: BTreeSet::new() };
+        let mut idx = LinkIndex {
+            paths: BTreeSet::new(),
+            names: BTreeSet::new(),
+        };
         for p in paths {
             idx.paths.insert(p.to_owned());
             let base = p.rsplit('/').next().unwrap_or(p);
@@ -110,11 +124,27 @@ mod tests {
         let t = "# Top\nSee [[A note|alias]] and [[#Top]]. ![[img.png]]\n[x](Folder/B%20c.md) ![](attachments/i%20j.png) [w](https://e.org/x)\n";
         let l = links(t);
         let targets: Vec<&str> = l.iter().map(|l| l.target.as_str()).collect();
-        assert_eq!(targets, ["A note", "#Top", "img.png", "Folder/B c.md", "attachments/i j.png"]);
+        assert_eq!(
+            targets,
+            [
+                "A note",
+                "#Top",
+                "img.png",
+                "Folder/B c.md",
+                "attachments/i j.png"
+            ]
+        );
         assert_eq!(l.iter().filter(|l| l.embed).count(), 2);
         let idx = LinkIndex::new(["Z/A note.md", "Folder/B c.md", "attachments/img.png"]);
         let ok: Vec<bool> = l.iter().map(|x| idx.resolves(t, x)).collect();
         assert_eq!(ok, [true, true, true, true, false]);
-        assert!(!idx.resolves(t, &Link { target: "#Nope".into(), embed: false, markdown: false }));
+        assert!(!idx.resolves(
+            t,
+            &Link {
+                target: "#Nope".into(),
+                embed: false,
+                markdown: false
+            }
+        ));
     }
 }

@@ -67,7 +67,10 @@ impl Manifest {
             h.update(e.sha256.as_bytes());
             h.update([b'\n']);
         }
-        Manifest { entries, digest: hex::encode(h.finalize()) }
+        Manifest {
+            entries,
+            digest: hex::encode(h.finalize()),
+        }
     }
 
     pub fn total_bytes(&self) -> u64 {
@@ -82,7 +85,9 @@ impl Manifest {
             match (a.get(i), b.get(j)) {
                 (Some(x), Some(y)) => match x.path.as_bytes().cmp(y.path.as_bytes()) {
                     std::cmp::Ordering::Less => return Some(Difference::Missing(x.path.clone())),
-                    std::cmp::Ordering::Greater => return Some(Difference::Unexpected(y.path.clone())),
+                    std::cmp::Ordering::Greater => {
+                        return Some(Difference::Unexpected(y.path.clone()));
+                    }
                     std::cmp::Ordering::Equal => {
                         if x.size != y.size || x.sha256 != y.sha256 {
                             return Some(Difference::Content(x.path.clone()));
@@ -123,7 +128,11 @@ pub fn entry(f: &GenFile) -> ManifestEntry {
         // Generated readers cannot fail.
         None => hash_reader(f.reader()).unwrap_or_default(),
     };
-    ManifestEntry { path: f.path.clone(), size, sha256 }
+    ManifestEntry {
+        path: f.path.clone(),
+        size,
+        sha256,
+    }
 }
 
 /// The manifest the generator would produce, computed streaming (nothing is written).
@@ -136,7 +145,11 @@ mod tests {
     use super::*;
 
     fn e(path: &str, sha: &str) -> ManifestEntry {
-        ManifestEntry { path: path.into(), size: 1, sha256: sha.into() }
+        ManifestEntry {
+            path: path.into(),
+            size: 1,
+            sha256: sha.into(),
+        }
     }
 
     #[test]
@@ -145,11 +158,21 @@ mod tests {
         assert_eq!(a.entries[0].path, "a");
         assert_eq!(a.first_difference(&a), None);
         let missing = Manifest::from_entries(vec![e("a", "1"), e("c", "1")]);
-        assert_eq!(a.first_difference(&missing), Some(Difference::Missing("b".into())));
-        let extra = Manifest::from_entries(vec![e("a", "1"), e("b", "1"), e("bb", "1"), e("c", "1")]);
-        assert_eq!(a.first_difference(&extra), Some(Difference::Unexpected("bb".into())));
+        assert_eq!(
+            a.first_difference(&missing),
+            Some(Difference::Missing("b".into()))
+        );
+        let extra =
+            Manifest::from_entries(vec![e("a", "1"), e("b", "1"), e("bb", "1"), e("c", "1")]);
+        assert_eq!(
+            a.first_difference(&extra),
+            Some(Difference::Unexpected("bb".into()))
+        );
         let changed = Manifest::from_entries(vec![e("a", "1"), e("b", "2"), e("c", "1")]);
-        assert_eq!(a.first_difference(&changed), Some(Difference::Content("b".into())));
+        assert_eq!(
+            a.first_difference(&changed),
+            Some(Difference::Content("b".into()))
+        );
         assert_ne!(a.digest, changed.digest);
     }
 }

@@ -25,8 +25,16 @@ pub(crate) fn render(p: &Profile, plan: &Plan, seed: u64, i: u32) -> Vec<u8> {
     let mut out = String::with_capacity(note.size as usize + 256);
     let full_size = note.size as usize;
     // A heavy note is ~1.5 KB of text followed by its pasted image.
-    let target = if note.kind == NoteKind::Heavy { full_size.min(1500) } else { full_size };
-    let non_ascii = if chance(&mut rng, p.non_ascii_share) { 0.12 } else { 0.0 };
+    let target = if note.kind == NoteKind::Heavy {
+        full_size.min(1500)
+    } else {
+        full_size
+    };
+    let non_ascii = if chance(&mut rng, p.non_ascii_share) {
+        0.12
+    } else {
+        0.0
+    };
 
     if chance(&mut rng, p.frontmatter_share) {
         frontmatter(&mut rng, &mut out, note.title());
@@ -50,13 +58,14 @@ pub(crate) fn render(p: &Profile, plan: &Plan, seed: u64, i: u32) -> Vec<u8> {
         Fanout::Fixed(n) => n,
         Fanout::Geometric(mean) => geometric(&mut rng, mean, 60),
     };
-    let mut links: Vec<String> = (0..n_links).map(|_| link(p, plan, &mut rng, leader, &headings)).collect();
+    let mut links: Vec<String> = (0..n_links)
+        .map(|_| link(p, plan, &mut rng, leader, &headings))
+        .collect();
     links.reverse(); // popped in order
 
     // Tasks are rare (real vaults: at most 3 % of notes hold any).
     let mut tasks = chance(&mut rng, 0.03);
     let mut next_heading = 0;
-    let mut blocks = 0;
     loop {
         let pending = next_heading < headings.len() || !links.is_empty() || tasks;
         let remaining = target.saturating_sub(out.len());
@@ -66,11 +75,11 @@ pub(crate) fn render(p: &Profile, plan: &Plan, seed: u64, i: u32) -> Vec<u8> {
             }
             break;
         }
-        if blocks % 3 == 0 && next_heading < headings.len() {
+        // Headings sit at even offsets through the note, the first at the top.
+        if next_heading < headings.len() && out.len() >= next_heading * target / headings.len() {
             let _ = write!(out, "## {}\n\n", headings[next_heading]);
             next_heading += 1;
         }
-        blocks += 1;
         let roll = below(&mut rng, 100);
         if tasks && (roll < 15 || remaining < 200) {
             text::list(&mut rng, &mut out, non_ascii, true);
@@ -83,7 +92,7 @@ pub(crate) fn render(p: &Profile, plan: &Plan, seed: u64, i: u32) -> Vec<u8> {
             out.push_str("> ");
             text::sentence(&mut rng, &mut out, non_ascii);
             out.push_str("\n\n");
-        } else if remaining < 200 && next_heading == headings.len() {
+        } else if remaining < 200 && next_heading == headings.len() && !links.is_empty() {
             // Out of room: the remaining links go on one line.
             out.push_str("Related: ");
             let mut first = true;
@@ -161,7 +170,12 @@ fn frontmatter(rng: &mut ChaCha8Rng, out: &mut String, title: &str) {
         let _ = writeln!(out, "type: {}", pick(rng, FM_TYPES));
     }
     if chance(rng, keys[6]) {
-        let _ = writeln!(out, "source: https://example.org/{}/{}", pick(rng, text::WORDS), below(rng, 100_000));
+        let _ = writeln!(
+            out,
+            "source: https://example.org/{}/{}",
+            pick(rng, text::WORDS),
+            below(rng, 100_000)
+        );
     }
     if chance(rng, keys[7]) {
         let _ = writeln!(out, "status: {}", pick(rng, FM_STATUS));
@@ -204,7 +218,11 @@ fn link(p: &Profile, plan: &Plan, rng: &mut ChaCha8Rng, from: u32, headings: &[S
             format!("[[{}|{}]]", target.title(), text::heading_text(rng, 0.0))
         }
         LinkStyle::Wiki => format!("[[{}]]", target.title()),
-        LinkStyle::Markdown => format!("[{}]({})", target.title(), text::percent_encode(&target.path)),
+        LinkStyle::Markdown => format!(
+            "[{}]({})",
+            target.title(),
+            text::percent_encode(&target.path)
+        ),
     }
 }
 

@@ -55,12 +55,6 @@ pub(crate) struct AttachmentPlan {
     pub kind: AttachmentKind,
 }
 
-impl AttachmentPlan {
-    pub fn basename(&self) -> &str {
-        self.path.rsplit('/').next().unwrap_or(&self.path)
-    }
-}
-
 #[derive(Clone, Debug)]
 pub(crate) struct Plan {
     pub notes: Vec<NotePlan>,
@@ -68,7 +62,8 @@ pub(crate) struct Plan {
     pub by_title: Vec<u32>,
     /// Index notes that collect a skewed share of incoming links.
     pub hubs: Vec<u32>,
-    /// Note folders (closed under parents), the dominant one first.
+    /// Note folders (closed under parents), the dominant one first. Read by the tests.
+    #[allow(dead_code)]
     pub folders: Vec<String>,
     pub attachments: Vec<AttachmentPlan>,
     /// Indices into `attachments` of image-sized PNGs (embeddable).
@@ -148,7 +143,9 @@ impl Plan {
             }
         }
         for _ in 0..p.dup_groups {
-            let Some(leader) = take(&mut rng, &notes) else { break };
+            let Some(leader) = take(&mut rng, &notes) else {
+                break;
+            };
             for _ in 1..p.dup_group_size {
                 if let Some(i) = take(&mut rng, &notes) {
                     notes[i as usize].dup_of = Some(leader);
@@ -167,7 +164,14 @@ impl Plan {
         by_title.sort_by(|&a, &b| notes[a as usize].title().cmp(notes[b as usize].title()));
 
         let (attachments, images) = attachments(p, seed);
-        Plan { notes, by_title, hubs, folders, attachments, images }
+        Plan {
+            notes,
+            by_title,
+            hubs,
+            folders,
+            attachments,
+            images,
+        }
     }
 
     /// True when some note is titled `t`.
@@ -188,7 +192,11 @@ fn folders(p: &Profile, rng: &mut rand_chacha::ChaCha8Rng) -> Vec<String> {
     // A handful of top-level folders (at most 12), the rest nest under a random folder.
     let top = (p.folders / 3).clamp(1, 12);
     while out.len() < p.folders as usize {
-        let parent = if (out.len() as u32) < top { None } else { Some(below(rng, out.len())) };
+        let parent = if (out.len() as u32) < top {
+            None
+        } else {
+            Some(below(rng, out.len()))
+        };
         let parent = parent.filter(|&i| out[i].matches('/').count() + 1 < p.max_depth as usize);
         let name = text::folder_name(rng);
         let path = match parent {
@@ -225,7 +233,8 @@ fn attachments(p: &Profile, seed: u64) -> (Vec<AttachmentPlan>, Vec<u32>) {
             name.push('_');
         }
         names.insert(name.clone());
-        let size = log_normal(&mut rng, IMAGE_MEDIAN, IMAGE_SIGMA).clamp(1024.0, 8.0 * 1024.0 * 1024.0);
+        let size =
+            log_normal(&mut rng, IMAGE_MEDIAN, IMAGE_SIGMA).clamp(1024.0, 8.0 * 1024.0 * 1024.0);
         images.push(out.len() as u32);
         out.push(AttachmentPlan {
             path: format!("{ATTACHMENT_DIR}/{name}.png"),

@@ -156,7 +156,10 @@ pub fn profile(name: &str) -> Option<Profile> {
             images_per_note: 1.3,
             embeds_per_note: 0.3,
             heavy_notes: 1,
-            obsidian: Some(ObsidianConfig { json_files: 24, plugin_js_bytes: 300 * 1024 }),
+            obsidian: Some(ObsidianConfig {
+                json_files: 24,
+                plugin_js_bytes: 300 * 1024,
+            }),
             ..base(
                 "personal",
                 "real-vaults.md central figures: 800 notes, 1.3 attachments/note, 12 % placeholder links",
@@ -187,18 +190,29 @@ pub fn profile(name: &str) -> Option<Profile> {
         "large" => Profile {
             frontmatter_share: 0.3,
             max_depth: 4,
-            ..base("large", "calternal notes-10k import: 10,000 Markdown notes", 10_000)
+            ..base(
+                "large",
+                "calternal notes-10k import: 10,000 Markdown notes",
+                10_000,
+            )
         },
         "vault100k" => Profile {
             max_depth: 5,
             heavy_notes: 5,
-            ..base("vault100k", "100,000 notes at the real-vault shape (scale and memory)", 100_000)
+            ..base(
+                "vault100k",
+                "100,000 notes at the real-vault shape (scale and memory)",
+                100_000,
+            )
         },
         "hazards" => Profile {
             folders: 8,
             images_per_note: 0.2,
             embeds_per_note: 0.1,
-            obsidian: Some(ObsidianConfig { json_files: 400, plugin_js_bytes: 3 * MIB + MIB / 2 }),
+            obsidian: Some(ObsidianConfig {
+                json_files: 400,
+                plugin_js_bytes: 3 * MIB + MIB / 2,
+            }),
             hazards: true,
             ..base(
                 "hazards",
@@ -228,7 +242,12 @@ mod tests {
     #[test]
     fn assets_differs_from_small_in_one_axis() {
         let (s, a) = (profile("small").unwrap(), profile("assets").unwrap());
-        let a_as_small = Profile { name: s.name, doc: s.doc, tiny_png_per_note: false, ..a };
+        let a_as_small = Profile {
+            name: s.name,
+            doc: s.doc,
+            tiny_png_per_note: false,
+            ..a
+        };
         assert_eq!(a_as_small, s);
     }
 }

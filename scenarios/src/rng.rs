@@ -221,9 +221,17 @@ mod tests {
 
     #[test]
     fn streams_are_independent_and_repeatable() {
-        let a: Vec<u64> = (0..4).map(|_| stream(7, Purpose::NoteBody, 3).next_u64()).collect();
+        let a: Vec<u64> = (0..4)
+            .map(|_| stream(7, Purpose::NoteBody, 3).next_u64())
+            .collect();
         assert!(a.windows(2).all(|w| w[0] == w[1]));
-        assert_ne!(stream(7, Purpose::NoteBody, 3).next_u64(), stream(7, Purpose::NoteBody, 4).next_u64());
-        assert_ne!(stream(7, Purpose::NoteBody, 3).next_u64(), stream(8, Purpose::NoteBody, 3).next_u64());
+        assert_ne!(
+            stream(7, Purpose::NoteBody, 3).next_u64(),
+            stream(7, Purpose::NoteBody, 4).next_u64()
+        );
+        assert_ne!(
+            stream(7, Purpose::NoteBody, 3).next_u64(),
+            stream(8, Purpose::NoteBody, 3).next_u64()
+        );
     }
 }

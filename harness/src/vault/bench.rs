@@ -1,0 +1,251 @@
+//! `vaultbench vault bench`: how close generation is to the disk. Writes each profile with
+//! the generator, then the same paths and sizes from a plain buffer (the floor), both with
+//! the same durability (temp dir, one flush, rename), and prints generator/floor and the
+//! peak RSS of the generator run (issue 2 targets: ratio <= 1.5, peak < 64 MiB).
+
+use std::collections::BTreeSet;
+use std::fs::{self, File};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use anyhow::{Context, bail};
+use serde::Serialize;
+
+use super::write::{install, sync_tree, temp_beside, write_vault};
+use super::{lookup_profile, parse_seed};
+use crate::exit;
+
+#[derive(Debug, clap::Args)]
+pub struct BenchArgs {
+    /// Profiles to measure, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "large,vault100k")]
+    pub profiles: Vec<String>,
+    /// Directory to write into (a scratch dir is made inside and removed) [default: the
+    /// system temp dir]. Put it on the filesystem you care about.
+    #[arg(long)]
+    pub dir: Option<PathBuf>,
+    /// Seed, decimal or 0x-prefixed hex [default: the profile's, 0x5eed].
+    #[arg(long)]
+    pub seed: Option<String>,
+    /// Rounds per profile (alternating which side goes first); medians are reported.
+    #[arg(long, default_value_t = 1)]
+    pub rounds: u32,
+    /// Print one JSON document on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Serialize)]
+struct ProfileResult {
+    profile: String,
+    seed: u64,
+    files: u64,
+    bytes: u64,
+    digest: String,
+    generator_ms: Vec<u64>,
+    floor_ms: Vec<u64>,
+    /// median(generator) / median(floor).
+    ratio: f64,
+    /// Peak RSS while the generator wrote the vault (VmHWM after resetting it), KiB.
+    peak_rss_kib: Option<u64>,
+    /// Whether the kernel let us reset VmHWM before the run (else it is the process peak).
+    peak_rss_reset: bool,
+}
+
+/// Largest number of rounds accepted (each writes the vault twice).
+const MAX_ROUNDS: u32 = 20;
+
+pub fn run(a: BenchArgs) -> anyhow::Result<i32> {
+    if a.rounds == 0 || a.rounds > MAX_ROUNDS {
+        bail!("bad --rounds {}: expected 1 to {MAX_ROUNDS}", a.rounds);
+    }
+    let profiles = a.profiles.iter().map(|n| lookup_profile(n)).collect::<anyhow::Result<Vec<_>>>()?;
+    let base = a.dir.clone().unwrap_or_else(std::env::temp_dir);
+    let scratch = tempfile::Builder::new()
+        .prefix("vaultbench-bench-")
+        .tempdir_in(&base)
+        .with_context(|| format!("cannot create a scratch directory in {}", base.display()))?;
+    let mut results = Vec::new();
+    for p in &profiles {
+        let seed = a.seed.as_deref().map_or(Ok(p.default_seed), parse_seed)?;
+        let gen_dir = scratch.path().join(format!("{}-generator", p.name));
+        let floor_dir = scratch.path().join(format!("{}-floor", p.name));
+        let (mut gen_ms, mut floor_ms) = (Vec::new(), Vec::new());
+        let mut files: Option<Vec<(String, u64)>> = None;
+        let mut summary = None;
+        let mut peak = (None, false);
+        for round in 0..a.rounds {
+            let floor_first = round % 2 == 1 && files.is_some();
+            if floor_first {
+                floor_ms.push(floor(files.as_deref().unwrap_or(&[]), &floor_dir)?);
+                remove(&floor_dir)?;
+            }
+            let reset = reset_peak_rss();
+            let t = Instant::now();
+            let s = write_vault(p, seed, &gen_dir, false)?;
+            gen_ms.push(t.elapsed().as_millis() as u64);
+            if round == 0 {
+                peak = (peak_rss_kib(), reset);
+            }
+            if files.is_none() {
+                files = Some(list_files(&gen_dir)?);
+            }
+            remove(&gen_dir)?;
+            summary = Some(s);
+            if !floor_first {
+                floor_ms.push(floor(files.as_deref().unwrap_or(&[]), &floor_dir)?);
+                remove(&floor_dir)?;
+            }
+            eprintln!(
+                "vault bench: {} round {}: generator {} ms, floor {} ms",
+                p.name,
+                round + 1,
+                gen_ms.last().unwrap_or(&0),
+                floor_ms.last().unwrap_or(&0)
+            );
+        }
+        let s = summary.context("no rounds ran")?;
+        let ratio = median(&gen_ms) / median(&floor_ms).max(1.0);
+        results.push(ProfileResult {
+            profile: s.profile,
+            seed,
+            files: s.files,
+            bytes: s.bytes,
+            digest: s.digest,
+            generator_ms: gen_ms,
+            floor_ms,
+            ratio,
+            peak_rss_kib: peak.0,
+            peak_rss_reset: peak.1,
+        });
+    }
+    if a.json {
+        let doc = serde_json::json!({
+            "dir": base.display().to_string(),
+            "target_ratio": 1.5,
+            "rss_limit_mib": 64,
+            "profiles": results,
+        });
+        println!("{}", serde_json::to_string_pretty(&doc)?);
+    } else {
+        println!("written under {} (generator = vault gen; floor = same paths and sizes from a plain buffer)", base.display());
+        println!("{:<10} {:>8} {:>10} {:>12} {:>10} {:>14} {:>14}", "profile", "files", "MiB", "generator ms", "floor ms", "gen/floor", "peak RSS MiB");
+        for r in &results {
+            println!(
+                "{:<10} {:>8} {:>10.1} {:>12.0} {:>10.0} {:>14.2} {:>14}",
+                r.profile,
+                r.files,
+                r.bytes as f64 / 1048576.0,
+                median(&r.generator_ms),
+                median(&r.floor_ms),
+                r.ratio,
+                r.peak_rss_kib.map_or("n/a".to_owned(), |k| format!("{:.1}{}", k as f64 / 1024.0, if r.peak_rss_reset { "" } else { " (process)" })),
+            );
+        }
+        println!("targets: gen/floor <= 1.5, peak RSS < 64 MiB");
+    }
+    Ok(exit::OK)
+}
+
+fn median(v: &[u64]) -> f64 {
+    let mut s = v.to_vec();
+    s.sort_unstable();
+    match s.len() {
+        0 => 0.0,
+        n if n % 2 == 1 => s[n / 2] as f64,
+        n => (s[n / 2 - 1] + s[n / 2]) as f64 / 2.0,
+    }
+}
+
+fn remove(dir: &Path) -> anyhow::Result<()> {
+    fs::remove_dir_all(dir).with_context(|| format!("cannot remove {}", dir.display()))
+}
+
+/// Every file's relative path and size, by walking the tree.
+fn list_files(dir: &Path) -> anyhow::Result<Vec<(String, u64)>> {
+    let mut out = Vec::new();
+    let mut stack = vec![(dir.to_owned(), String::new())];
+    while let Some((abs, rel)) = stack.pop() {
+        for e in fs::read_dir(&abs).with_context(|| format!("cannot list {}", abs.display()))? {
+            let e = e?;
+            let name = e.file_name().to_string_lossy().into_owned();
+            let child = if rel.is_empty() { name } else { format!("{rel}/{name}") };
+            let m = e.metadata()?;
+            if m.is_dir() {
+                stack.push((e.path(), child));
+            } else {
+                out.push((child, m.len()));
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Writes the same paths and sizes from one plain buffer with the same durability steps as
+/// `write_vault`; returns milliseconds.
+fn floor(files: &[(String, u64)], out: &Path) -> anyhow::Result<u64> {
+    let buf = vec![b'x'; 1 << 20];
+    let t = Instant::now();
+    let tmp = temp_beside(out)?;
+    let mut made: BTreeSet<PathBuf> = BTreeSet::new();
+    for (rel, size) in files {
+        let full = tmp.path().join(rel);
+        if let Some(dir) = full.parent() {
+            if !made.contains(dir) {
+                fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+                made.insert(dir.to_owned());
+            }
+        }
+        let mut f = File::create(&full).with_context(|| format!("cannot create {}", full.display()))?;
+        let mut left = *size;
+        while left > 0 {
+            let k = left.min(buf.len() as u64) as usize;
+            f.write_all(&buf[..k]).with_context(|| format!("cannot write {}", full.display()))?;
+            left -= k as u64;
+        }
+    }
+    sync_tree(tmp.path())?;
+    install(tmp, out, false)?;
+    Ok(t.elapsed().as_millis() as u64)
+}
+
+/// Resets the kernel's peak-RSS mark for this process (`echo 5 > /proc/self/clear_refs`,
+/// Linux >= 4.0); false when not possible.
+fn reset_peak_rss() -> bool {
+    fs::write("/proc/self/clear_refs", "5").is_ok()
+}
+
+/// VmHWM (peak resident set) of this process in KiB, from /proc/self/status.
+fn peak_rss_kib() -> Option<u64> {
+    let s = fs::read_to_string("/proc/self/status").ok()?;
+    let line = s.lines().find(|l| l.starts_with("VmHWM:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn medians() {
+        assert_eq!(median(&[3, 1, 2]), 2.0);
+        assert_eq!(median(&[4, 1, 2, 3]), 2.5);
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn reads_peak_rss() {
+        assert!(peak_rss_kib().unwrap() > 0);
+    }
+
+    #[test]
+    fn floor_writes_the_same_shape() {
+        let d = tempfile::tempdir().unwrap();
+        let files = vec![("a/b.md".to_owned(), 10), ("c.bin".to_owned(), 3_000_000), ("e.md".to_owned(), 0)];
+        floor(&files, &d.path().join("f")).unwrap();
+        let mut got = list_files(&d.path().join("f")).unwrap();
+        got.sort();
+        assert_eq!(got, files);
+    }
+}

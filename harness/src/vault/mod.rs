@@ -1,0 +1,226 @@
+//! `vaultbench vault gen|verify|bench|list`: seeded synthetic vaults on disk.
+//!
+//! The generator itself (`scenarios`) is pure; this module writes its files (temp dir beside
+//! the target, one flush, rename), reads trees back into manifests, caches vaults for
+//! scenarios, applies edits, and measures generation against the disk.
+
+mod bench;
+mod write;
+
+use std::path::PathBuf;
+
+use anyhow::{Context, bail};
+
+pub use write::{
+    NamePairs, VaultSummary, apply_edit, check_name_pairs, ensure_cached_vault, manifest_of_dir, probe_name_pairs,
+    write_vault,
+};
+
+use crate::exit;
+
+#[derive(Debug, clap::Subcommand)]
+pub enum VaultCmd {
+    /// Write a seeded synthetic vault to DIR (refuses a non-empty DIR unless --force).
+    Gen(GenArgs),
+    /// Check a vault on disk against what the generator would produce; names the first
+    /// differing path (exit 1 on a mismatch).
+    Verify(VerifyArgs),
+    /// Time generating `large` and `vault100k` against writing the same files from a plain
+    /// buffer (the disk's floor), and report peak memory.
+    Bench(bench::BenchArgs),
+    /// List the profiles with their default seeds and where their shapes come from.
+    List(ListArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct GenArgs {
+    /// Profile name (see `vaultbench vault list`).
+    pub profile: String,
+    /// Seed, decimal or 0x-prefixed hex [default: the profile's, 0x5eed].
+    #[arg(long)]
+    pub seed: Option<String>,
+    /// Directory to write the vault to.
+    #[arg(long)]
+    pub out: PathBuf,
+    /// Replace DIR even if it is not empty.
+    #[arg(long)]
+    pub force: bool,
+    /// Print one JSON document (profile, seed, files, bytes, digest) on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct VerifyArgs {
+    /// The vault directory to check.
+    pub dir: PathBuf,
+    /// Profile it should have been generated from.
+    #[arg(long)]
+    pub profile: String,
+    /// Seed, decimal or 0x-prefixed hex [default: the profile's, 0x5eed].
+    #[arg(long)]
+    pub seed: Option<String>,
+    /// Print one JSON document on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ListArgs {
+    /// Print one JSON document on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Runs a `vault` subcommand; returns the exit code (see `exit.rs`).
+pub fn run(cmd: VaultCmd) -> anyhow::Result<i32> {
+    match cmd {
+        VaultCmd::Gen(a) => gen_cmd(a),
+        VaultCmd::Verify(a) => verify_cmd(a),
+        VaultCmd::Bench(a) => bench::run(a),
+        VaultCmd::List(a) => list_cmd(a),
+    }
+}
+
+/// Parses a seed: decimal, or hex with a `0x` prefix.
+pub fn parse_seed(s: &str) -> anyhow::Result<u64> {
+    let t = s.trim();
+    let parsed = match t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
+        Some(hex) => u64::from_str_radix(&hex.replace('_', ""), 16),
+        None => t.replace('_', "").parse::<u64>(),
+    };
+    parsed.map_err(|_| anyhow::anyhow!("bad seed {s:?}: expected a decimal or 0x-prefixed hex number below 2^64"))
+}
+
+/// Looks up a profile by name, naming the known ones on failure.
+pub fn lookup_profile(name: &str) -> anyhow::Result<scenarios::Profile> {
+    scenarios::profile(name)
+        .with_context(|| format!("unknown profile {name:?} (known: {})", scenarios::PROFILE_NAMES.join(", ")))
+}
+
+/// The digest of the tree under `dir` (every file, hidden ones too), comparable with
+/// `VaultSummary::digest` and `scenarios::Manifest::digest`.
+pub fn tree_digest(dir: &std::path::Path) -> anyhow::Result<String> {
+    Ok(manifest_of_dir(dir)?.digest)
+}
+
+fn seed_for(p: &scenarios::Profile, seed: Option<&str>) -> anyhow::Result<u64> {
+    seed.map_or(Ok(p.default_seed), parse_seed)
+}
+
+fn gen_cmd(a: GenArgs) -> anyhow::Result<i32> {
+    let p = lookup_profile(&a.profile)?;
+    let seed = seed_for(&p, a.seed.as_deref())?;
+    let s = write_vault(&p, seed, &a.out, a.force)?;
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&s)?);
+    } else {
+        println!(
+            "wrote vault {} (seed {}) to {}: {} files, {} bytes, digest {}",
+            s.profile,
+            s.seed_hex,
+            a.out.display(),
+            s.files,
+            s.bytes,
+            s.digest
+        );
+    }
+    Ok(exit::OK)
+}
+
+fn verify_cmd(a: VerifyArgs) -> anyhow::Result<i32> {
+    let p = lookup_profile(&a.profile)?;
+    let seed = seed_for(&p, a.seed.as_deref())?;
+    if !a.dir.is_dir() {
+        bail!("vault directory {} does not exist or is not a directory", a.dir.display());
+    }
+    let actual = manifest_of_dir(&a.dir)?;
+    let expected = scenarios::manifest(&p, seed);
+    let diff = expected.first_difference(&actual);
+    if a.json {
+        let doc = serde_json::json!({
+            "ok": diff.is_none(),
+            "dir": a.dir.display().to_string(),
+            "profile": p.name,
+            "seed": seed,
+            "seed_hex": format!("{seed:#x}"),
+            "files": actual.entries.len(),
+            "bytes": actual.total_bytes(),
+            "expected_digest": expected.digest,
+            "digest": actual.digest,
+            "first_difference": diff.as_ref().map(|d| d.path()),
+            "difference": diff.as_ref().map(|d| d.to_string()),
+        });
+        println!("{}", serde_json::to_string_pretty(&doc)?);
+    }
+    match diff {
+        None => {
+            if !a.json {
+                println!(
+                    "vault {} matches {} (seed {seed:#x}): {} files, digest {}",
+                    a.dir.display(),
+                    p.name,
+                    actual.entries.len(),
+                    actual.digest
+                );
+            }
+            Ok(exit::OK)
+        }
+        Some(d) => {
+            if !a.json {
+                println!(
+                    "vault {} differs from {} (seed {seed:#x}): first differing path: {d}",
+                    a.dir.display(),
+                    p.name
+                );
+            }
+            Ok(exit::REGRESSION)
+        }
+    }
+}
+
+fn list_cmd(a: ListArgs) -> anyhow::Result<i32> {
+    let profiles: Vec<serde_json::Value> = scenarios::PROFILE_NAMES
+        .iter()
+        .filter_map(|n| scenarios::profile(n))
+        .map(|p| {
+            serde_json::json!({
+                "name": p.name,
+                "default_seed": format!("{:#x}", p.default_seed),
+                "notes": p.notes,
+                "doc": p.doc,
+            })
+        })
+        .collect();
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&serde_json::json!({ "profiles": profiles }))?);
+    } else {
+        for p in scenarios::PROFILE_NAMES.iter().filter_map(|n| scenarios::profile(n)) {
+            println!("{:<10} seed {:#x}  {:>6} notes  {}", p.name, p.default_seed, p.notes, p.doc);
+        }
+    }
+    Ok(exit::OK)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn seeds_parse() {
+        assert_eq!(parse_seed("0x5eed").unwrap(), 0x5eed);
+        assert_eq!(parse_seed("24301").unwrap(), 24301);
+        assert_eq!(parse_seed("0X_FF").unwrap(), 255);
+        let e = parse_seed("0xzz").unwrap_err().to_string();
+        assert!(e.contains("bad seed \"0xzz\""), "{e}");
+        assert!(parse_seed("-1").is_err());
+        assert!(parse_seed("18446744073709551616").is_err());
+    }
+
+    #[test]
+    fn unknown_profile_names_the_input() {
+        let e = lookup_profile("tiny").unwrap_err().to_string();
+        assert!(e.starts_with("unknown profile \"tiny\""), "{e}");
+        assert!(e.contains("vault100k"));
+    }
+}

@@ -10,6 +10,7 @@ use base64::Engine;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::FontStyle;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
 use std::sync::Once;
 
 /// The embedded font (DejaVu Sans 2.37; licence in `assets/DejaVuSans-LICENSE.txt`).
@@ -207,13 +208,15 @@ fn e2s(e: impl std::fmt::Display) -> String {
 
 fn percentile_label(x: f64) -> String {
     let p = (1.0 - 1.0 / x) * 100.0;
-    if p < 99.0 {
-        format!("{p:.0}%")
-    } else if p < 99.9 {
-        format!("{p:.1}%")
-    } else {
-        format!("{p:.2}%")
-    }
+    // Up to three decimals (99.99 %), trailing zeros dropped: 0%, 90%, 99%, 99.9%.
+    let s = format!("{p:.3}");
+    let s = s.trim_end_matches('0').trim_end_matches('.');
+    format!("{s}%")
+}
+
+/// The segmented axis of `n` categories (plotters' integer ranges include their end).
+fn categories(n: usize) -> std::ops::Range<usize> {
+    0..n.saturating_sub(1).max(1)
 }
 
 fn short(v: f64) -> String {
@@ -288,7 +291,7 @@ fn draw_bars<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, title: &str, uni
         .margin(12)
         .x_label_area_size(44)
         .y_label_area_size(78)
-        .build_cartesian_2d((0..n).into_segmented(), 0.0..hi)
+        .build_cartesian_2d(categories(n).into_segmented(), 0.0..hi * 1.06)
         .map_err(e2s)?;
     chart
         .configure_mesh()
@@ -316,7 +319,8 @@ fn draw_bars<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, title: &str, uni
         .map_err(e2s)?;
     chart
         .draw_series(bars.iter().enumerate().map(|(i, b)| {
-            Text::new(short(b.value), (SegmentValue::CenterOf(i), b.high), (FAMILY, 12).into_font().color(&BLACK))
+            // Above the whisker, so the number never sits on the bar's edge.
+            Text::new(short(b.value), (SegmentValue::CenterOf(i), b.high + hi * 0.03), (FAMILY, 13).into_font().color(&BLACK).pos(Pos::new(HPos::Center, VPos::Bottom)))
         }))
         .map_err(e2s)?;
     Ok(())
@@ -340,7 +344,7 @@ fn draw_forest<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, title: &str, r
         .margin(12)
         .x_label_area_size(44)
         .y_label_area_size(280)
-        .build_cartesian_2d(lo..hi, (0..n).into_segmented())
+        .build_cartesian_2d(lo..hi, categories(n).into_segmented())
         .map_err(e2s)?;
     chart
         .configure_mesh()
@@ -375,7 +379,7 @@ fn draw_trend<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, title: &str, un
         .margin(12)
         .x_label_area_size(44)
         .y_label_area_size(78)
-        .build_cartesian_2d((0..n).into_segmented(), lo..hi)
+        .build_cartesian_2d(categories(n).into_segmented(), lo..hi)
         .map_err(e2s)?;
     chart
         .configure_mesh()
@@ -482,8 +486,9 @@ mod tests {
     fn percentile_labels_read_as_nines() {
         assert_eq!(percentile_label(1.0), "0%");
         assert_eq!(percentile_label(10.0), "90%");
-        assert_eq!(percentile_label(100.0), "99.0%");
-        assert_eq!(percentile_label(1000.0), "99.90%");
+        assert_eq!(percentile_label(100.0), "99%");
+        assert_eq!(percentile_label(1000.0), "99.9%");
+        assert_eq!(percentile_label(10000.0), "99.99%");
     }
 
     #[test]

@@ -138,7 +138,7 @@ pub fn compare(base: (&Baseline, &Provenance), rec: (&Baseline, &Provenance), th
         let (b, r) = (bm.map(|m| m.value), rm.map(|m| m.value));
         let change = match (b, r) {
             (Some(b), Some(r)) if b == r => Some(0.0),
-            (Some(b), Some(r)) if b == 0.0 => Some(if r > 0.0 { f64::INFINITY } else { f64::NEG_INFINITY }),
+            (Some(0.0), Some(r)) => Some(if r > 0.0 { f64::INFINITY } else { f64::NEG_INFINITY }),
             (Some(b), Some(r)) => Some((r - b) / b.abs()),
             _ => None,
         };
@@ -151,7 +151,7 @@ pub fn compare(base: (&Baseline, &Provenance), rec: (&Baseline, &Provenance), th
         let status = match (b, r, change) {
             (None, Some(_), _) => Status::Added,
             (Some(_), None, _) => Status::Removed,
-            (_, _, Some(c)) if c == 0.0 => Status::Unchanged,
+            (_, _, Some(0.0)) => Status::Unchanged,
             (_, _, Some(c)) => {
                 let worse = if m.better == Better::Lower { c > 0.0 } else { c < 0.0 };
                 if m.class == MetricClass::Exact {

@@ -11,7 +11,8 @@ use crate::charts::Chart;
 const CSS: &str = "body{font-family:'DejaVu Sans',Verdana,sans-serif;margin:2em auto;max-width:1100px;color:#222;line-height:1.4}\
 h1{font-size:1.6em}h2{font-size:1.25em;margin-top:1.8em;border-bottom:1px solid #ccc}\
 table{border-collapse:collapse;margin:.6em 0;font-size:.85em}\
-th,td{border:1px solid #ddd;padding:3px 7px;text-align:right;white-space:nowrap}\
+th,td{border:1px solid #ddd;padding:3px 7px;text-align:right}\
+td:first-child{white-space:nowrap}\
 th:first-child,td:first-child{text-align:left}th{background:#f3f3f3}\
 tbody tr:nth-child(even){background:#fafafa}.chart{margin:1em 0}.chart svg{max-width:100%;height:auto}\
 .notes li{margin:.3em 0}.muted{color:#666}.keep{color:#007a4d;font-weight:bold}.reject{color:#b34700;font-weight:bold}";

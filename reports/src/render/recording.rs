@@ -268,12 +268,13 @@ fn route_load(b: &Baseline, p: &Provenance) -> Vec<LoadRow> {
     let mut levels: Vec<(String, u32)> = Vec::new();
     for k in b.metrics.keys() {
         let parts: Vec<&str> = k.split('.').collect();
-        if parts.len() == 4 && parts[0] == "route" {
-            if let Some(n) = parts[2].strip_prefix('c').and_then(|n| n.parse::<u32>().ok()) {
-                let id = (parts[1].to_owned(), n);
-                if !levels.contains(&id) {
-                    levels.push(id);
-                }
+        if parts.len() == 4
+            && parts[0] == "route"
+            && let Some(n) = parts[2].strip_prefix('c').and_then(|n| n.parse::<u32>().ok())
+        {
+            let id = (parts[1].to_owned(), n);
+            if !levels.contains(&id) {
+                levels.push(id);
             }
         }
     }

@@ -1,1 +1,12 @@
-//! Render tests: snapshots of the Markdown and JSON reports, HTML self-containment, exports.
+//! Render tests: fixtures, snapshots of the Markdown and JSON reports (timestamps redacted),
+//! HTML self-containment and charts, exports against their documented shapes, compare rules,
+//! history, A/B rendering, and the CI workflow files.
+
+mod ab;
+mod compare;
+mod exports;
+mod fixtures;
+mod history;
+mod html;
+mod snapshots;
+mod workflows;

@@ -1,0 +1,119 @@
+//! Compare rules on crafted recordings: noise from the raw series, the threshold, exact keys.
+
+use reports::compare::{Status, compare, parse_threshold};
+use reports::schema::{Baseline, Provenance};
+
+use crate::fixtures::small;
+
+fn set(b: &mut Baseline, p: &mut Provenance, key: &str, series: &[f64]) {
+    p.raw.insert(key.into(), series.to_vec());
+    b.metrics.get_mut(key).unwrap().value = reports::schema::median(series).unwrap();
+    if p.exact_snapshot.contains_key(key) {
+        p.exact_snapshot.insert(key.into(), b.metrics[key].value);
+    }
+}
+
+fn status(c: &reports::compare::Comparison, key: &str) -> Status {
+    c.keys.iter().find(|k| k.key == key).unwrap().status
+}
+
+#[test]
+fn identical_recordings_have_no_regression() {
+    let (b, p) = small();
+    let c = compare((&b, &p), (&b, &p), 0.05).unwrap();
+    assert_eq!(c.regressions, 0);
+    assert!(c.keys.iter().all(|k| k.status == Status::Unchanged));
+}
+
+#[test]
+fn a_slower_phase_beyond_noise_and_threshold_is_a_regression() {
+    let (b, p) = small();
+    let (mut rb, mut rp) = small();
+    set(&mut rb, &mut rp, "cold_push.wall_ms", &[1500.0, 1510.0, 1490.0, 1505.0, 1520.0]);
+    let c = compare((&b, &p), (&rb, &rp), 0.05).unwrap();
+    assert_eq!(status(&c, "cold_push.wall_ms"), Status::Regression);
+    assert_eq!(c.regressions, 1);
+    // At a 30 % threshold the same change is real but small.
+    let c = compare((&b, &p), (&rb, &rp), 0.30).unwrap();
+    assert_eq!(status(&c, "cold_push.wall_ms"), Status::BelowThreshold);
+    assert_eq!(c.regressions, 0);
+}
+
+#[test]
+fn a_big_change_inside_the_noise_is_not_a_regression() {
+    let (mut b, mut p) = small();
+    let (mut rb, mut rp) = small();
+    set(&mut b, &mut p, "edit.p95_ms", &[10.0, 30.0, 20.0, 21.0, 19.0]);
+    set(&mut rb, &mut rp, "edit.p95_ms", &[25.0, 12.0, 26.0, 28.0, 29.0]);
+    let c = compare((&b, &p), (&rb, &rp), 0.05).unwrap();
+    assert_eq!(status(&c, "edit.p95_ms"), Status::WithinNoise, "+30% but the raw series overlap");
+}
+
+#[test]
+fn higher_is_better_keys_regress_downwards() {
+    let (b, p) = small();
+    let (mut rb, mut rp) = small();
+    set(&mut rb, &mut rp, "cold_push.files_per_s", &[50.0, 51.0, 52.0, 49.0, 50.5]);
+    let c = compare((&b, &p), (&rb, &rp), 0.05).unwrap();
+    assert_eq!(status(&c, "cold_push.files_per_s"), Status::Regression);
+    let (mut rb, mut rp) = small();
+    set(&mut rb, &mut rp, "cold_push.files_per_s", &[150.0, 151.0, 152.0, 149.0, 150.5]);
+    let c = compare((&b, &p), (&rb, &rp), 0.05).unwrap();
+    assert_eq!(status(&c, "cold_push.files_per_s"), Status::Improvement);
+}
+
+#[test]
+fn exact_keys_compare_exactly() {
+    let (b, p) = small();
+    // One more fsync per file is a regression even though it is far below any threshold.
+    let (mut rb, mut rp) = small();
+    set(&mut rb, &mut rp, "cold_push.server.fsyncs_per_file", &[8.42; 5]);
+    let c = compare((&b, &p), (&rb, &rp), 0.50).unwrap();
+    assert_eq!(status(&c, "cold_push.server.fsyncs_per_file"), Status::Regression);
+    // Fewer requests is reported, as an improvement.
+    let (mut rb, mut rp) = small();
+    set(&mut rb, &mut rp, "cold_push.requests", &[300.0; 5]);
+    let c = compare((&b, &p), (&rb, &rp), 0.05).unwrap();
+    assert_eq!(status(&c, "cold_push.requests"), Status::Improvement);
+    assert_eq!(c.regressions, 0);
+}
+
+#[test]
+fn added_and_removed_keys_are_reported_not_failed() {
+    let (b, p) = small();
+    let (mut rb, mut rp) = small();
+    rb.metrics.remove("edit.max_ms");
+    rp.raw.remove("edit.max_ms");
+    let c = compare((&b, &p), (&rb, &rp), 0.05).unwrap();
+    assert_eq!(status(&c, "edit.max_ms"), Status::Removed);
+    let c = compare((&rb, &rp), (&b, &p), 0.05).unwrap();
+    assert_eq!(status(&c, "edit.max_ms"), Status::Added);
+    assert_eq!(c.regressions, 0);
+}
+
+#[test]
+fn different_workloads_are_refused() {
+    let (b, p) = small();
+    let (mut rb, rp) = small();
+    rb.seed = 7;
+    let e = compare((&b, &p), (&rb, &rp), 0.05).unwrap_err().to_string();
+    assert!(e.contains("seed 0x5eed differs"), "{e}");
+    rb.seed = b.seed;
+    rb.scenario = "large".into();
+    assert!(compare((&b, &p), (&rb, &rp), 0.05).unwrap_err().to_string().contains("\"large\""));
+    assert_eq!(parse_threshold("5%").unwrap(), 0.05);
+}
+
+#[test]
+fn the_markdown_lists_regressions_first() {
+    let (b, p) = small();
+    let (mut rb, mut rp) = small();
+    set(&mut rb, &mut rp, "cold_push.requests", &[300.0; 5]);
+    set(&mut rb, &mut rp, "cold_pull.wall_ms", &[900.0, 910.0, 905.0, 899.0, 901.0]);
+    let c = compare((&b, &p), (&rb, &rp), 0.05).unwrap();
+    let md = reports::compare::markdown(&c);
+    assert!(md.contains("**1 regression.**"));
+    let reg = md.find("cold_pull.wall_ms").unwrap();
+    let imp = md.find("cold_push.requests").unwrap();
+    assert!(reg < imp, "regressions come first");
+}

@@ -7,7 +7,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use reports::render::{Document, Format, HistoryPoint};
-use reports::schema::{Baseline, FORMAT_VERSION, KIND_AB, KIND_BASELINE, KIND_PROVENANCE, KIND_SAMPLE, Provenance};
+use reports::schema::{
+    Baseline, FORMAT_VERSION, KIND_AB, KIND_BASELINE, KIND_PROVENANCE, KIND_SAMPLE, Provenance,
+};
 
 use crate::atomic::write_atomic;
 
@@ -70,22 +72,35 @@ pub fn run_report(args: ReportArgs) -> anyhow::Result<i32> {
         let (points, src) = history_points(&args.input, args.scenario.as_deref())?;
         history = points;
         source = src;
-        Document::History { points: &history, source: &source }
+        Document::History {
+            points: &history,
+            source: &source,
+        }
     } else {
         input = read_input(&args.input)?;
         match &input {
-            Input::Recording(pair) => Document::Recording { baseline: &pair.0, provenance: &pair.1 },
+            Input::Recording(pair) => Document::Recording {
+                baseline: &pair.0,
+                provenance: &pair.1,
+            },
             Input::Ab(v) => Document::Ab(v),
         }
     };
     let what = args.input.display().to_string();
     let text = reports::render::render(&doc, args.format).with_context(|| what.clone())?;
     if args.format == Format::Gab
-        && let Document::Recording { baseline, provenance } = &doc
+        && let Document::Recording {
+            baseline,
+            provenance,
+        } = &doc
     {
         let left = reports::export::gab(baseline, Some(provenance)).omitted;
         if !left.is_empty() {
-            eprintln!("gab: {} higher-is-better key(s) left out of the smaller-is-better export (e.g. {})", left.len(), left[0]);
+            eprintln!(
+                "gab: {} higher-is-better key(s) left out of the smaller-is-better export (e.g. {})",
+                left.len(),
+                left[0]
+            );
         }
     }
     if let Some(dir) = &args.png {
@@ -119,25 +134,46 @@ fn emit(out: Option<&Path>, text: &str) -> anyhow::Result<()> {
 /// Reads a file and decides by its `kind` what it is; anything else is named.
 fn read_input(path: &Path) -> anyhow::Result<Input> {
     let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
-    let v: serde_json::Value = serde_json::from_slice(&bytes).map_err(|_| anyhow::anyhow!("{} is not JSON: {}", path.display(), sniff(&bytes)))?;
+    let v: serde_json::Value = serde_json::from_slice(&bytes)
+        .map_err(|_| anyhow::anyhow!("{} is not JSON: {}", path.display(), sniff(&bytes)))?;
     let kind = v.get("kind").and_then(|k| k.as_str()).unwrap_or("");
-    let version = v.get("format_version").and_then(|k| k.as_u64()).unwrap_or(0);
+    let version = v
+        .get("format_version")
+        .and_then(|k| k.as_u64())
+        .unwrap_or(0);
     if kind.starts_with("vaultbench.") && version > u64::from(FORMAT_VERSION) {
-        bail!("{} has format_version {version}, newer than this build's {FORMAT_VERSION}: upgrade vaultbench", path.display());
+        bail!(
+            "{} has format_version {version}, newer than this build's {FORMAT_VERSION}: upgrade vaultbench",
+            path.display()
+        );
     }
     match kind {
-        KIND_BASELINE => {
-            Ok(Input::Recording(Box::new(crate::verify::read_pair(path)?)))
-        }
+        KIND_BASELINE => Ok(Input::Recording(Box::new(crate::verify::read_pair(path)?))),
         KIND_PROVENANCE => {
-            let base = crate::verify::baseline_files(path)?.into_iter().next().context("no baseline beside the sidecar")?;
+            let base = crate::verify::baseline_files(path)?
+                .into_iter()
+                .next()
+                .context("no baseline beside the sidecar")?;
             Ok(Input::Recording(Box::new(crate::verify::read_pair(&base)?)))
         }
         KIND_AB => Ok(Input::Ab(v)),
-        KIND_SAMPLE => bail!("{} is one sample's output (vaultbench.sample), not a recording: `vaultbench record` makes recordings", path.display()),
-        reports::render::KIND_REPORT => bail!("{} is a rendered report (vaultbench.report), not a recording or a/b result", path.display()),
-        "" => bail!("{} is not a vaultbench recording or a/b result: it has no `kind` and looks like {}", path.display(), looks_like(&v)),
-        other => bail!("{} is not a vaultbench recording or a/b result: its kind is {other:?}", path.display()),
+        KIND_SAMPLE => bail!(
+            "{} is one sample's output (vaultbench.sample), not a recording: `vaultbench record` makes recordings",
+            path.display()
+        ),
+        reports::render::KIND_REPORT => bail!(
+            "{} is a rendered report (vaultbench.report), not a recording or a/b result",
+            path.display()
+        ),
+        "" => bail!(
+            "{} is not a vaultbench recording or a/b result: it has no `kind` and looks like {}",
+            path.display(),
+            looks_like(&v)
+        ),
+        other => bail!(
+            "{} is not a vaultbench recording or a/b result: its kind is {other:?}",
+            path.display()
+        ),
     }
 }
 
@@ -145,14 +181,28 @@ fn read_input(path: &Path) -> anyhow::Result<Input> {
 fn looks_like(v: &serde_json::Value) -> &'static str {
     use serde_json::Value;
     match v {
-        Value::Array(a) if !a.is_empty() && a.iter().all(|e| e.get("name").is_some() && e.get("value").is_some()) => {
+        Value::Array(a)
+            if !a.is_empty()
+                && a.iter()
+                    .all(|e| e.get("name").is_some() && e.get("value").is_some()) =>
+        {
             "a github-action-benchmark export (an array of name/unit/value)"
         }
-        Value::Object(o) if !o.is_empty() && o.values().all(|m| m.as_object().is_some_and(|m| m.values().all(|x| x.get("value").is_some()))) => {
+        Value::Object(o)
+            if !o.is_empty()
+                && o.values().all(|m| {
+                    m.as_object()
+                        .is_some_and(|m| m.values().all(|x| x.get("value").is_some()))
+                }) =>
+        {
             "a Bencher Metric Format export (benchmark -> measure -> value)"
         }
-        Value::Object(o) if o.contains_key("metrics") && o.contains_key("scenario") => "a baseline with its `kind` removed",
-        Value::Object(o) if o.contains_key("raw") || o.contains_key("exact_snapshot") => "a provenance sidecar with its `kind` removed",
+        Value::Object(o) if o.contains_key("metrics") && o.contains_key("scenario") => {
+            "a baseline with its `kind` removed"
+        }
+        Value::Object(o) if o.contains_key("raw") || o.contains_key("exact_snapshot") => {
+            "a provenance sidecar with its `kind` removed"
+        }
         Value::Object(_) => "some other JSON object",
         Value::Array(_) => "some other JSON array",
         _ => "a bare JSON value",
@@ -161,7 +211,9 @@ fn looks_like(v: &serde_json::Value) -> &'static str {
 
 /// What a non-JSON file looks like.
 fn sniff(bytes: &[u8]) -> &'static str {
-    let head = String::from_utf8_lossy(&bytes[..bytes.len().min(512)]).trim_start().to_ascii_lowercase();
+    let head = String::from_utf8_lossy(&bytes[..bytes.len().min(512)])
+        .trim_start()
+        .to_ascii_lowercase();
     if head.starts_with("<!doctype html") || head.starts_with("<html") {
         "it looks like an HTML report"
     } else if head.starts_with('#') || head.starts_with("| ") {
@@ -179,54 +231,112 @@ fn sniff(bytes: &[u8]) -> &'static str {
 
 /// Versions of the baselines under `dir`: from git history when `dir` is in a git work tree
 /// with commits touching it, otherwise the recordings found under it (ordered by recording time).
-pub fn history_points(dir: &Path, only: Option<&str>) -> anyhow::Result<(Vec<HistoryPoint>, String)> {
+pub fn history_points(
+    dir: &Path,
+    only: Option<&str>,
+) -> anyhow::Result<(Vec<HistoryPoint>, String)> {
     let (mut points, source) = match git_history(dir)? {
-        Some(pts) if !pts.is_empty() => (pts, format!("Versions from the git history of {}.", dir.display())),
-        _ => (dir_history(dir)?, format!("Recordings found under {} (not in git history), ordered by recording time.", dir.display())),
+        Some(pts) if !pts.is_empty() => (
+            pts,
+            format!("Versions from the git history of {}.", dir.display()),
+        ),
+        _ => (
+            dir_history(dir)?,
+            format!(
+                "Recordings found under {} (not in git history), ordered by recording time.",
+                dir.display()
+            ),
+        ),
     };
     if let Some(s) = only {
         points.retain(|p| p.baseline.scenario == s);
         if points.is_empty() {
-            bail!("{}: no baselines of scenario {s:?} in its history", dir.display());
+            bail!(
+                "{}: no baselines of scenario {s:?} in its history",
+                dir.display()
+            );
         }
     }
     if points.is_empty() {
-        bail!("{}: no baselines in its git history or under it: nothing to trend", dir.display());
+        bail!(
+            "{}: no baselines in its git history or under it: nothing to trend",
+            dir.display()
+        );
     }
     Ok((points, source))
 }
 
 fn git(dir: &Path, args: &[&str]) -> Option<Vec<u8>> {
-    let out = Command::new("git").arg("-C").arg(dir).args(args).stderr(std::process::Stdio::null()).output().ok()?;
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .stderr(std::process::Stdio::null())
+        .output()
+        .ok()?;
     out.status.success().then_some(out.stdout)
 }
 
 fn is_baseline_name(p: &str) -> bool {
-    p.ends_with(".json") && !p.ends_with(".provenance.json") && !p.rsplit('/').next().unwrap_or("").starts_with('.')
+    p.ends_with(".json")
+        && !p.ends_with(".provenance.json")
+        && !p.rsplit('/').next().unwrap_or("").starts_with('.')
 }
 
 /// Every committed version of every baseline under `dir`, oldest first per file.
 fn git_history(dir: &Path) -> anyhow::Result<Option<Vec<HistoryPoint>>> {
-    let Some(top) = git(dir, &["rev-parse", "--show-toplevel"]) else { return Ok(None) };
+    let Some(top) = git(dir, &["rev-parse", "--show-toplevel"]) else {
+        return Ok(None);
+    };
     let top = PathBuf::from(String::from_utf8_lossy(&top).trim());
-    let Some(names) = git(dir, &["log", "--format=", "--name-only", "--", "."]) else { return Ok(None) };
-    let mut files: Vec<String> = String::from_utf8_lossy(&names).lines().map(str::trim).filter(|l| is_baseline_name(l)).map(str::to_owned).collect();
+    let Some(names) = git(dir, &["log", "--format=", "--name-only", "--", "."]) else {
+        return Ok(None);
+    };
+    let mut files: Vec<String> = String::from_utf8_lossy(&names)
+        .lines()
+        .map(str::trim)
+        .filter(|l| is_baseline_name(l))
+        .map(str::to_owned)
+        .collect();
     files.sort();
     files.dedup();
     let mut points = Vec::new();
     for file in files {
-        let Some(log) = git(&top, &["log", "--format=%H%x09%cI", "--", &file]) else { continue };
+        let Some(log) = git(&top, &["log", "--format=%H%x09%cI", "--", &file]) else {
+            continue;
+        };
         let log = String::from_utf8_lossy(&log).into_owned();
         for line in log.lines().rev() {
-            let Some((rev, date)) = line.split_once('\t') else { continue };
-            let Some(text) = git(&top, &["show", &format!("{rev}:{file}")]) else { continue }; // deleted in this commit
-            let Some(baseline) = parse_versioned::<Baseline>(&text, KIND_BASELINE, &format!("{file} at {}", &rev[..12]))? else { continue };
+            let Some((rev, date)) = line.split_once('\t') else {
+                continue;
+            };
+            let Some(text) = git(&top, &["show", &format!("{rev}:{file}")]) else {
+                continue;
+            }; // deleted in this commit
+            let Some(baseline) = parse_versioned::<Baseline>(
+                &text,
+                KIND_BASELINE,
+                &format!("{file} at {}", &rev[..12]),
+            )?
+            else {
+                continue;
+            };
             let side = format!("{}.provenance.json", file.trim_end_matches(".json"));
             let provenance = match git(&top, &["show", &format!("{rev}:{side}")]) {
-                Some(t) => parse_versioned::<Provenance>(&t, KIND_PROVENANCE, &format!("{side} at {}", &rev[..12]))?,
+                Some(t) => parse_versioned::<Provenance>(
+                    &t,
+                    KIND_PROVENANCE,
+                    &format!("{side} at {}", &rev[..12]),
+                )?,
                 None => None,
             };
-            points.push(HistoryPoint { label: rev[..7].to_owned(), commit: Some(rev.to_owned()), date: Some(date.to_owned()), baseline, provenance });
+            points.push(HistoryPoint {
+                label: rev[..7].to_owned(),
+                commit: Some(rev.to_owned()),
+                date: Some(date.to_owned()),
+                baseline,
+                provenance,
+            });
         }
     }
     Ok(Some(points))
@@ -234,16 +344,29 @@ fn git_history(dir: &Path) -> anyhow::Result<Option<Vec<HistoryPoint>>> {
 
 /// Parses a document of `kind`; `None` when it is some other JSON (a report, a ledger), an error
 /// when it is ours but newer than this build.
-fn parse_versioned<T: serde::de::DeserializeOwned>(bytes: &[u8], kind: &str, what: &str) -> anyhow::Result<Option<T>> {
-    let Ok(v) = serde_json::from_slice::<serde_json::Value>(bytes) else { return Ok(None) };
+fn parse_versioned<T: serde::de::DeserializeOwned>(
+    bytes: &[u8],
+    kind: &str,
+    what: &str,
+) -> anyhow::Result<Option<T>> {
+    let Ok(v) = serde_json::from_slice::<serde_json::Value>(bytes) else {
+        return Ok(None);
+    };
     if v.get("kind").and_then(|k| k.as_str()) != Some(kind) {
         return Ok(None);
     }
-    let version = v.get("format_version").and_then(|k| k.as_u64()).unwrap_or(0);
+    let version = v
+        .get("format_version")
+        .and_then(|k| k.as_u64())
+        .unwrap_or(0);
     if version > u64::from(FORMAT_VERSION) {
-        bail!("{what} has format_version {version}, newer than this build's {FORMAT_VERSION}: upgrade vaultbench");
+        bail!(
+            "{what} has format_version {version}, newer than this build's {FORMAT_VERSION}: upgrade vaultbench"
+        );
     }
-    Ok(Some(serde_json::from_value(v).with_context(|| format!("{what} does not match the {kind} schema"))?))
+    Ok(Some(serde_json::from_value(v).with_context(|| {
+        format!("{what} does not match the {kind} schema")
+    })?))
 }
 
 /// Recordings under `dir` (two levels deep: `results/<run>/<scenario>.json`), by recording time.
@@ -256,7 +379,11 @@ fn dir_history(dir: &Path) -> anyhow::Result<Vec<HistoryPoint>> {
             let p = e.path();
             if p.is_dir() && depth < 2 {
                 stack.push((p, depth + 1));
-            } else if p.file_name().and_then(|n| n.to_str()).is_some_and(is_baseline_name) {
+            } else if p
+                .file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(is_baseline_name)
+            {
                 files.push(p);
             }
         }
@@ -264,10 +391,16 @@ fn dir_history(dir: &Path) -> anyhow::Result<Vec<HistoryPoint>> {
     let mut points = Vec::new();
     for f in files {
         let bytes = std::fs::read(&f).with_context(|| format!("reading {}", f.display()))?;
-        let Some(baseline) = parse_versioned::<Baseline>(&bytes, KIND_BASELINE, &f.display().to_string())? else { continue };
+        let Some(baseline) =
+            parse_versioned::<Baseline>(&bytes, KIND_BASELINE, &f.display().to_string())?
+        else {
+            continue;
+        };
         let side = crate::verify::sidecar_of(&f);
         let provenance = match std::fs::read(&side) {
-            Ok(b) => parse_versioned::<Provenance>(&b, KIND_PROVENANCE, &side.display().to_string())?,
+            Ok(b) => {
+                parse_versioned::<Provenance>(&b, KIND_PROVENANCE, &side.display().to_string())?
+            }
             Err(_) => None,
         };
         let label = f
@@ -275,9 +408,19 @@ fn dir_history(dir: &Path) -> anyhow::Result<Vec<HistoryPoint>> {
             .filter(|p| p != &dir)
             .and_then(|p| p.file_name())
             .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_else(|| f.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default());
+            .unwrap_or_else(|| {
+                f.file_stem()
+                    .map(|s| s.to_string_lossy().into_owned())
+                    .unwrap_or_default()
+            });
         let date = provenance.as_ref().map(|p| p.recorded_at.clone());
-        points.push(HistoryPoint { label, commit: None, date, baseline, provenance });
+        points.push(HistoryPoint {
+            label,
+            commit: None,
+            date,
+            baseline,
+            provenance,
+        });
     }
     points.sort_by(|a, b| a.date.cmp(&b.date).then_with(|| a.label.cmp(&b.label)));
     Ok(points)
@@ -298,7 +441,11 @@ fn resolve(path: &Path, scenario: Option<&str>) -> anyhow::Result<PathBuf> {
     }
     let mut files = crate::verify::baseline_files(path)?;
     if files.len() > 1 {
-        bail!("{} holds {} baselines: name the file", path.display(), files.len());
+        bail!(
+            "{} holds {} baselines: name the file",
+            path.display(),
+            files.len()
+        );
     }
     Ok(files.remove(0))
 }
@@ -312,7 +459,12 @@ pub fn run_compare(args: CompareArgs) -> anyhow::Result<i32> {
     // A hand-edited input would compare numbers that were never measured together.
     for (path, b, p) in [(&base_path, &bb, &bp), (&rec_path, &rb, &rp)] {
         if let Some(m) = reports::schema::verify_pair(b, p).first() {
-            bail!("{} does not verify ({}: {}): run `vaultbench verify` on it", path.display(), m.key, m.detail);
+            bail!(
+                "{} does not verify ({}: {}): run `vaultbench verify` on it",
+                path.display(),
+                m.key,
+                m.detail
+            );
         }
     }
     let cmp = reports::compare::compare((&bb, &bp), (&rb, &rp), threshold)?;
@@ -332,5 +484,9 @@ pub fn run_compare(args: CompareArgs) -> anyhow::Result<i32> {
         cmp.regressions,
         reports::render::fmt::pct(threshold)
     );
-    Ok(if cmp.regressions > 0 { crate::exit::REGRESSION } else { crate::exit::OK })
+    Ok(if cmp.regressions > 0 {
+        crate::exit::REGRESSION
+    } else {
+        crate::exit::OK
+    })
 }

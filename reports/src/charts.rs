@@ -92,10 +92,19 @@ pub struct RoundPoint {
 #[derive(Debug, Clone, PartialEq)]
 pub enum ChartKind {
     Percentiles(Vec<PercentileSeries>),
-    Bars { unit: String, bars: Vec<Bar> },
+    Bars {
+        unit: String,
+        bars: Vec<Bar>,
+    },
     Forest(Vec<ForestRow>),
-    Trend { unit: String, points: Vec<TrendPoint> },
-    Rounds { unit: String, rounds: Vec<RoundPoint> },
+    Trend {
+        unit: String,
+        points: Vec<TrendPoint>,
+    },
+    Rounds {
+        unit: String,
+        rounds: Vec<RoundPoint>,
+    },
 }
 
 /// A chart: a file-name slug, a title and its data.
@@ -151,7 +160,10 @@ impl Chart {
     }
 
     fn err(&self, e: impl std::fmt::Display) -> ChartError {
-        ChartError::Draw { chart: self.slug.clone(), detail: e.to_string() }
+        ChartError::Draw {
+            chart: self.slug.clone(),
+            detail: e.to_string(),
+        }
     }
 
     fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<(), ChartError> {
@@ -163,7 +175,10 @@ impl Chart {
             ChartKind::Trend { unit, points } => draw_trend(root, &self.title, unit, points),
             ChartKind::Rounds { unit, rounds } => draw_rounds(root, &self.title, unit, rounds),
         };
-        r.map_err(|detail| ChartError::Draw { chart: self.slug.clone(), detail })
+        r.map_err(|detail| ChartError::Draw {
+            chart: self.slug.clone(),
+            detail,
+        })
     }
 }
 
@@ -171,10 +186,16 @@ impl Chart {
 pub fn decode_histogram(key: &str, b64: &str) -> Result<hdrhistogram::Histogram<u64>, ChartError> {
     let bytes = base64::engine::general_purpose::STANDARD
         .decode(b64.trim())
-        .map_err(|e| ChartError::Histogram { key: key.to_owned(), detail: format!("not base64: {e}") })?;
+        .map_err(|e| ChartError::Histogram {
+            key: key.to_owned(),
+            detail: format!("not base64: {e}"),
+        })?;
     hdrhistogram::serialization::Deserializer::new()
         .deserialize(&mut std::io::Cursor::new(bytes))
-        .map_err(|e| ChartError::Histogram { key: key.to_owned(), detail: format!("not an HdrHistogram V2 serialisation: {e:?}") })
+        .map_err(|e| ChartError::Histogram {
+            key: key.to_owned(),
+            detail: format!("not an HdrHistogram V2 serialisation: {e:?}"),
+        })
 }
 
 /// The percentile curve of a histogram: quantiles spaced evenly on the "nines" axis
@@ -223,11 +244,27 @@ fn short(v: f64) -> String {
     crate::render::fmt::num(v)
 }
 
-fn draw_percentiles<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, title: &str, series: &[PercentileSeries]) -> DrawResult {
-    let all = series.iter().flat_map(|s| s.points.iter().map(|p| p.1)).filter(|v| *v > 0.0);
-    let (lo, hi) = all.fold((f64::INFINITY, 0.0f64), |(lo, hi), v| (lo.min(v), hi.max(v)));
-    let (lo, hi) = if hi > 0.0 { (lo * 0.8, hi * 1.25) } else { (1.0, 10.0) };
-    let x_max = series.iter().flat_map(|s| s.points.iter().map(|p| 1.0 / (1.0 - p.0))).fold(10.0f64, f64::max);
+fn draw_percentiles<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    title: &str,
+    series: &[PercentileSeries],
+) -> DrawResult {
+    let all = series
+        .iter()
+        .flat_map(|s| s.points.iter().map(|p| p.1))
+        .filter(|v| *v > 0.0);
+    let (lo, hi) = all.fold((f64::INFINITY, 0.0f64), |(lo, hi), v| {
+        (lo.min(v), hi.max(v))
+    });
+    let (lo, hi) = if hi > 0.0 {
+        (lo * 0.8, hi * 1.25)
+    } else {
+        (1.0, 10.0)
+    };
+    let x_max = series
+        .iter()
+        .flat_map(|s| s.points.iter().map(|p| 1.0 / (1.0 - p.0)))
+        .fold(10.0f64, f64::max);
     let mut chart = ChartBuilder::on(root)
         .caption(title, (FAMILY, 20))
         .margin(12)
@@ -247,12 +284,19 @@ fn draw_percentiles<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, title: &s
         .map_err(e2s)?;
     for (i, s) in series.iter().enumerate() {
         let color = PALETTE[i % PALETTE.len()];
-        let pts: Vec<(f64, f64)> = s.points.iter().filter(|p| p.1 > 0.0).map(|p| (1.0 / (1.0 - p.0), p.1)).collect();
+        let pts: Vec<(f64, f64)> = s
+            .points
+            .iter()
+            .filter(|p| p.1 > 0.0)
+            .map(|p| (1.0 / (1.0 - p.0), p.1))
+            .collect();
         chart
             .draw_series(LineSeries::new(pts, color.stroke_width(2)))
             .map_err(e2s)?
             .label(s.name.clone())
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(3)));
+            .legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(3))
+            });
     }
     chart
         .configure_series_labels()
@@ -266,13 +310,28 @@ fn draw_percentiles<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, title: &s
 }
 
 fn value_range(values: impl Iterator<Item = f64>, from_zero: bool) -> (f64, f64) {
-    let (lo, hi) = values.filter(|v| v.is_finite()).fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), v| (lo.min(v), hi.max(v)));
+    let (lo, hi) = values
+        .filter(|v| v.is_finite())
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), v| {
+            (lo.min(v), hi.max(v))
+        });
     if !lo.is_finite() {
         return (0.0, 1.0);
     }
-    let (lo, hi) = if from_zero { (lo.min(0.0), hi.max(0.0)) } else { (lo, hi) };
+    let (lo, hi) = if from_zero {
+        (lo.min(0.0), hi.max(0.0))
+    } else {
+        (lo, hi)
+    };
     let pad = ((hi - lo) * 0.08).max(hi.abs() * 0.02).max(1e-9);
-    (if from_zero && lo >= 0.0 { 0.0 } else { lo - pad }, hi + pad)
+    (
+        if from_zero && lo >= 0.0 {
+            0.0
+        } else {
+            lo - pad
+        },
+        hi + pad,
+    )
 }
 
 fn segment_label(labels: &[String], v: &SegmentValue<usize>) -> String {
@@ -282,7 +341,12 @@ fn segment_label(labels: &[String], v: &SegmentValue<usize>) -> String {
     }
 }
 
-fn draw_bars<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, title: &str, unit: &str, bars: &[Bar]) -> DrawResult {
+fn draw_bars<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    title: &str,
+    unit: &str,
+    bars: &[Bar],
+) -> DrawResult {
     let labels: Vec<String> = bars.iter().map(|b| b.label.clone()).collect();
     let (_, hi) = value_range(bars.iter().flat_map(|b| [b.value, b.high]), true);
     let n = bars.len().max(1);
@@ -306,7 +370,13 @@ fn draw_bars<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, title: &str, uni
         .map_err(e2s)?;
     chart
         .draw_series(bars.iter().enumerate().map(|(i, b)| {
-            let mut r = Rectangle::new([(SegmentValue::Exact(i), 0.0), (SegmentValue::Exact(i + 1), b.value)], PALETTE[0].mix(0.8).filled());
+            let mut r = Rectangle::new(
+                [
+                    (SegmentValue::Exact(i), 0.0),
+                    (SegmentValue::Exact(i + 1), b.value),
+                ],
+                PALETTE[0].mix(0.8).filled(),
+            );
             r.set_margin(0, 0, 18, 18);
             r
         }))
@@ -314,13 +384,26 @@ fn draw_bars<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, title: &str, uni
     // Whiskers: the raw series' min-max (the noise this recording's own samples show).
     chart
         .draw_series(bars.iter().enumerate().map(|(i, b)| {
-            PathElement::new(vec![(SegmentValue::CenterOf(i), b.low), (SegmentValue::CenterOf(i), b.high)], BLACK.stroke_width(2))
+            PathElement::new(
+                vec![
+                    (SegmentValue::CenterOf(i), b.low),
+                    (SegmentValue::CenterOf(i), b.high),
+                ],
+                BLACK.stroke_width(2),
+            )
         }))
         .map_err(e2s)?;
     chart
         .draw_series(bars.iter().enumerate().map(|(i, b)| {
             // Above the whisker, so the number never sits on the bar's edge.
-            Text::new(short(b.value), (SegmentValue::CenterOf(i), b.high + hi * 0.03), (FAMILY, 13).into_font().color(&BLACK).pos(Pos::new(HPos::Center, VPos::Bottom)))
+            Text::new(
+                short(b.value),
+                (SegmentValue::CenterOf(i), b.high + hi * 0.03),
+                (FAMILY, 13)
+                    .into_font()
+                    .color(&BLACK)
+                    .pos(Pos::new(HPos::Center, VPos::Bottom)),
+            )
         }))
         .map_err(e2s)?;
     Ok(())
@@ -335,9 +418,17 @@ fn verdict_color(v: &str) -> RGBColor {
     }
 }
 
-fn draw_forest<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, title: &str, rows: &[ForestRow]) -> DrawResult {
+fn draw_forest<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    title: &str,
+    rows: &[ForestRow],
+) -> DrawResult {
     let labels: Vec<String> = rows.iter().map(|r| r.label.clone()).collect();
-    let (lo, hi) = value_range(rows.iter().flat_map(|r| [r.low_pct, r.high_pct, r.estimate_pct, 0.0]), false);
+    let (lo, hi) = value_range(
+        rows.iter()
+            .flat_map(|r| [r.low_pct, r.high_pct, r.estimate_pct, 0.0]),
+        false,
+    );
     let n = rows.len().max(1);
     let mut chart = ChartBuilder::on(root)
         .caption(title, (FAMILY, 20))
@@ -358,19 +449,39 @@ fn draw_forest<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, title: &str, r
         .draw()
         .map_err(e2s)?;
     chart
-        .draw_series(std::iter::once(PathElement::new(vec![(0.0, SegmentValue::Exact(0)), (0.0, SegmentValue::Exact(n))], BLACK.stroke_width(1))))
+        .draw_series(std::iter::once(PathElement::new(
+            vec![(0.0, SegmentValue::Exact(0)), (0.0, SegmentValue::Exact(n))],
+            BLACK.stroke_width(1),
+        )))
         .map_err(e2s)?;
     for (i, r) in rows.iter().enumerate() {
         let c = verdict_color(&r.verdict);
         chart
-            .draw_series(std::iter::once(PathElement::new(vec![(r.low_pct, SegmentValue::CenterOf(i)), (r.high_pct, SegmentValue::CenterOf(i))], c.stroke_width(3))))
+            .draw_series(std::iter::once(PathElement::new(
+                vec![
+                    (r.low_pct, SegmentValue::CenterOf(i)),
+                    (r.high_pct, SegmentValue::CenterOf(i)),
+                ],
+                c.stroke_width(3),
+            )))
             .map_err(e2s)?;
-        chart.draw_series(std::iter::once(Circle::new((r.estimate_pct, SegmentValue::CenterOf(i)), 5, c.filled()))).map_err(e2s)?;
+        chart
+            .draw_series(std::iter::once(Circle::new(
+                (r.estimate_pct, SegmentValue::CenterOf(i)),
+                5,
+                c.filled(),
+            )))
+            .map_err(e2s)?;
     }
     Ok(())
 }
 
-fn draw_trend<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, title: &str, unit: &str, points: &[TrendPoint]) -> DrawResult {
+fn draw_trend<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    title: &str,
+    unit: &str,
+    points: &[TrendPoint],
+) -> DrawResult {
     let labels: Vec<String> = points.iter().map(|p| p.label.clone()).collect();
     let (lo, hi) = value_range(points.iter().flat_map(|p| [p.low, p.high, p.value]), false);
     let n = points.len().max(1);
@@ -393,20 +504,46 @@ fn draw_trend<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, title: &str, un
         .map_err(e2s)?;
     let color = PALETTE[0];
     // The noise band: each point's raw min..max.
-    let mut band: Vec<(SegmentValue<usize>, f64)> = points.iter().enumerate().map(|(i, p)| (SegmentValue::CenterOf(i), p.high)).collect();
-    band.extend(points.iter().enumerate().rev().map(|(i, p)| (SegmentValue::CenterOf(i), p.low)));
+    let mut band: Vec<(SegmentValue<usize>, f64)> = points
+        .iter()
+        .enumerate()
+        .map(|(i, p)| (SegmentValue::CenterOf(i), p.high))
+        .collect();
+    band.extend(
+        points
+            .iter()
+            .enumerate()
+            .rev()
+            .map(|(i, p)| (SegmentValue::CenterOf(i), p.low)),
+    );
     chart
-        .draw_series(std::iter::once(Polygon::new(band, color.mix(0.18).filled())))
+        .draw_series(std::iter::once(Polygon::new(
+            band,
+            color.mix(0.18).filled(),
+        )))
         .map_err(e2s)?
         .label("raw min–max (noise band)")
-        .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 18, y + 5)], color.mix(0.18).filled()));
+        .legend(move |(x, y)| {
+            Rectangle::new([(x, y - 5), (x + 18, y + 5)], color.mix(0.18).filled())
+        });
     chart
-        .draw_series(LineSeries::new(points.iter().enumerate().map(|(i, p)| (SegmentValue::CenterOf(i), p.value)), color.stroke_width(2)))
+        .draw_series(LineSeries::new(
+            points
+                .iter()
+                .enumerate()
+                .map(|(i, p)| (SegmentValue::CenterOf(i), p.value)),
+            color.stroke_width(2),
+        ))
         .map_err(e2s)?
         .label("median")
         .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(3)));
     chart
-        .draw_series(points.iter().enumerate().map(|(i, p)| Circle::new((SegmentValue::CenterOf(i), p.value), 4, color.filled())))
+        .draw_series(
+            points
+                .iter()
+                .enumerate()
+                .map(|(i, p)| Circle::new((SegmentValue::CenterOf(i), p.value), 4, color.filled())),
+        )
         .map_err(e2s)?;
     chart
         .configure_series_labels()
@@ -419,7 +556,12 @@ fn draw_trend<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, title: &str, un
     Ok(())
 }
 
-fn draw_rounds<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, title: &str, unit: &str, rounds: &[RoundPoint]) -> DrawResult {
+fn draw_rounds<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    title: &str,
+    unit: &str,
+    rounds: &[RoundPoint],
+) -> DrawResult {
     let (lo, hi) = value_range(rounds.iter().flat_map(|r| [r.a, r.b]), false);
     let n = rounds.iter().map(|r| r.round + 1).max().unwrap_or(1);
     let mut chart = ChartBuilder::on(root)
@@ -433,7 +575,13 @@ fn draw_rounds<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, title: &str, u
         .configure_mesh()
         .x_desc("round")
         .y_desc(unit)
-        .x_label_formatter(&|x| if (x - x.round()).abs() < 1e-6 { format!("{}", x.round() as i64 + 1) } else { String::new() })
+        .x_label_formatter(&|x| {
+            if (x - x.round()).abs() < 1e-6 {
+                format!("{}", x.round() as i64 + 1)
+            } else {
+                String::new()
+            }
+        })
         .y_label_formatter(&|y| short(*y))
         .label_style((FAMILY, 12))
         .axis_desc_style((FAMILY, 14))
@@ -445,18 +593,33 @@ fn draw_rounds<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, title: &str, u
         let pick = |r: &RoundPoint| if arm == "A" { r.a } else { r.b };
         let first = |r: &RoundPoint| (arm == "A") == r.a_first;
         chart
-            .draw_series(rounds.iter().filter(|r| first(r)).map(|r| Circle::new((r.round as f64 + dx, pick(r)), 5, col.filled())))
+            .draw_series(
+                rounds
+                    .iter()
+                    .filter(|r| first(r))
+                    .map(|r| Circle::new((r.round as f64 + dx, pick(r)), 5, col.filled())),
+            )
             .map_err(e2s)?
             .label(format!("{arm}, ran first"))
             .legend(move |(x, y)| Circle::new((x + 8, y), 5, col.filled()));
         chart
-            .draw_series(rounds.iter().filter(|r| !first(r)).map(|r| Circle::new((r.round as f64 + dx, pick(r)), 5, col.stroke_width(2))))
+            .draw_series(
+                rounds
+                    .iter()
+                    .filter(|r| !first(r))
+                    .map(|r| Circle::new((r.round as f64 + dx, pick(r)), 5, col.stroke_width(2))),
+            )
             .map_err(e2s)?
             .label(format!("{arm}, ran second"))
             .legend(move |(x, y)| Circle::new((x + 8, y), 5, col.stroke_width(2)));
     }
     chart
-        .draw_series(rounds.iter().map(|r| PathElement::new(vec![(r.round as f64 - 0.12, r.a), (r.round as f64 + 0.12, r.b)], PALETTE[7].stroke_width(1))))
+        .draw_series(rounds.iter().map(|r| {
+            PathElement::new(
+                vec![(r.round as f64 - 0.12, r.a), (r.round as f64 + 0.12, r.b)],
+                PALETTE[7].stroke_width(1),
+            )
+        }))
         .map_err(e2s)?;
     chart
         .configure_series_labels()
@@ -498,7 +661,12 @@ mod tests {
             h.record(v * 10).unwrap();
         }
         let mut buf = Vec::new();
-        hdrhistogram::serialization::Serializer::serialize(&mut hdrhistogram::serialization::V2DeflateSerializer::new(), &h, &mut buf).unwrap();
+        hdrhistogram::serialization::Serializer::serialize(
+            &mut hdrhistogram::serialization::V2DeflateSerializer::new(),
+            &h,
+            &mut buf,
+        )
+        .unwrap();
         let b64 = base64::engine::general_purpose::STANDARD.encode(buf);
         let back = decode_histogram("k", &b64).unwrap();
         let curve = percentile_curve(&back);
@@ -508,7 +676,12 @@ mod tests {
         assert_eq!(curve.last().unwrap().1, back.max() as f64);
         let p50 = curve.iter().find(|p| (p.0 - 0.5).abs() < 0.2).unwrap();
         assert!(p50.1 > 3000.0 && p50.1 < 8000.0, "{p50:?}");
-        assert!(decode_histogram("bad", "not base64!").unwrap_err().to_string().contains("bad"));
+        assert!(
+            decode_histogram("bad", "not base64!")
+                .unwrap_err()
+                .to_string()
+                .contains("bad")
+        );
     }
 
     #[test]
@@ -516,10 +689,20 @@ mod tests {
         let chart = Chart {
             slug: "bars".into(),
             title: "Phase wall time".into(),
-            kind: ChartKind::Bars { unit: "ms".into(), bars: vec![Bar { label: "cold_push".into(), value: 10.0, low: 9.0, high: 12.0 }] },
+            kind: ChartKind::Bars {
+                unit: "ms".into(),
+                bars: vec![Bar {
+                    label: "cold_push".into(),
+                    value: 10.0,
+                    low: 9.0,
+                    high: 12.0,
+                }],
+            },
         };
         let svg = chart.svg().unwrap();
-        assert!(svg.contains("<svg") && svg.contains("Phase wall time") && svg.contains("cold_push"));
+        assert!(
+            svg.contains("<svg") && svg.contains("Phase wall time") && svg.contains("cold_push")
+        );
         let png = chart.png().unwrap();
         assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
     }

@@ -76,9 +76,13 @@ pub struct Comparison {
 /// Comparing two documents that are not comparable, or a bad threshold.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum CompareError {
-    #[error("baseline is scenario {baseline:?} but the recording is {recording:?}: compare recordings of the same scenario")]
+    #[error(
+        "baseline is scenario {baseline:?} but the recording is {recording:?}: compare recordings of the same scenario"
+    )]
     Scenario { baseline: String, recording: String },
-    #[error("baseline seed {baseline:#x} differs from the recording's {recording:#x}: different vaults are different workloads")]
+    #[error(
+        "baseline seed {baseline:#x} differs from the recording's {recording:#x}: different vaults are different workloads"
+    )]
     Seed { baseline: u64, recording: u64 },
     #[error("threshold {0:?} is not a percentage like 5% or a fraction like 0.05")]
     Threshold(String),
@@ -105,13 +109,23 @@ pub fn parse_threshold(s: &str) -> Result<f64, CompareError> {
 }
 
 /// Compares a recording with a baseline (both with their sidecars).
-pub fn compare(base: (&Baseline, &Provenance), rec: (&Baseline, &Provenance), threshold: f64) -> Result<Comparison, CompareError> {
+pub fn compare(
+    base: (&Baseline, &Provenance),
+    rec: (&Baseline, &Provenance),
+    threshold: f64,
+) -> Result<Comparison, CompareError> {
     let ((bb, bp), (rb, rp)) = (base, rec);
     if bb.scenario != rb.scenario {
-        return Err(CompareError::Scenario { baseline: bb.scenario.clone(), recording: rb.scenario.clone() });
+        return Err(CompareError::Scenario {
+            baseline: bb.scenario.clone(),
+            recording: rb.scenario.clone(),
+        });
     }
     if bb.seed != rb.seed {
-        return Err(CompareError::Seed { baseline: bb.seed, recording: rb.seed });
+        return Err(CompareError::Seed {
+            baseline: bb.seed,
+            recording: rb.seed,
+        });
     }
     let mut notes = Vec::new();
     if bp.vault_digest != rp.vault_digest {
@@ -129,7 +143,8 @@ pub fn compare(base: (&Baseline, &Provenance), rec: (&Baseline, &Provenance), th
         notes.push(format!("fewer than {MIN_SERIES} samples on one side: noise cannot be judged, timing changes rest on the threshold alone"));
     }
     let mut keys = Vec::new();
-    let all: std::collections::BTreeSet<&String> = bb.metrics.keys().chain(rb.metrics.keys()).collect();
+    let all: std::collections::BTreeSet<&String> =
+        bb.metrics.keys().chain(rb.metrics.keys()).collect();
     for key in all {
         let (bm, rm) = (bb.metrics.get(key), rb.metrics.get(key));
         let m = rm.or(bm).expect("key came from one of the maps");
@@ -138,14 +153,21 @@ pub fn compare(base: (&Baseline, &Provenance), rec: (&Baseline, &Provenance), th
         let (b, r) = (bm.map(|m| m.value), rm.map(|m| m.value));
         let change = match (b, r) {
             (Some(b), Some(r)) if b == r => Some(0.0),
-            (Some(0.0), Some(r)) => Some(if r > 0.0 { f64::INFINITY } else { f64::NEG_INFINITY }),
+            (Some(0.0), Some(r)) => Some(if r > 0.0 {
+                f64::INFINITY
+            } else {
+                f64::NEG_INFINITY
+            }),
             (Some(b), Some(r)) => Some((r - b) / b.abs()),
             _ => None,
         };
-        let series_ok = |k: &str, p: &Provenance| p.raw.get(k).is_some_and(|s| s.len() >= MIN_SERIES);
+        let series_ok =
+            |k: &str, p: &Provenance| p.raw.get(k).is_some_and(|s| s.len() >= MIN_SERIES);
         let beyond_noise = match (br, rr) {
             _ if m.class == MetricClass::Exact => None,
-            (Some(x), Some(y)) if series_ok(key, bp) && series_ok(key, rp) => Some(y.0 > x.1 || y.1 < x.0),
+            (Some(x), Some(y)) if series_ok(key, bp) && series_ok(key, rp) => {
+                Some(y.0 > x.1 || y.1 < x.0)
+            }
             _ => None,
         };
         let status = match (b, r, change) {
@@ -153,9 +175,17 @@ pub fn compare(base: (&Baseline, &Provenance), rec: (&Baseline, &Provenance), th
             (Some(_), None, _) => Status::Removed,
             (_, _, Some(0.0)) => Status::Unchanged,
             (_, _, Some(c)) => {
-                let worse = if m.better == Better::Lower { c > 0.0 } else { c < 0.0 };
+                let worse = if m.better == Better::Lower {
+                    c > 0.0
+                } else {
+                    c < 0.0
+                };
                 if m.class == MetricClass::Exact {
-                    if worse || m.unit == "bool" { Status::Regression } else { Status::Improvement }
+                    if worse || m.unit == "bool" {
+                        Status::Regression
+                    } else {
+                        Status::Improvement
+                    }
                 } else if beyond_noise == Some(false) {
                     Status::WithinNoise
                 } else if c.abs() <= threshold {
@@ -182,8 +212,17 @@ pub fn compare(base: (&Baseline, &Provenance), rec: (&Baseline, &Provenance), th
             status,
         });
     }
-    let regressions = keys.iter().filter(|k| k.status == Status::Regression).count();
-    Ok(Comparison { scenario: bb.scenario.clone(), threshold, keys, regressions, notes })
+    let regressions = keys
+        .iter()
+        .filter(|k| k.status == Status::Regression)
+        .count();
+    Ok(Comparison {
+        scenario: bb.scenario.clone(),
+        threshold,
+        keys,
+        regressions,
+        notes,
+    })
 }
 
 fn short(s: &str) -> &str {
@@ -199,15 +238,31 @@ pub fn markdown(c: &Comparison) -> String {
         c.scenario,
         pct(c.threshold)
     );
-    s.push_str(&format!("**{} regression{}.**\n\n", c.regressions, if c.regressions == 1 { "" } else { "s" }));
+    s.push_str(&format!(
+        "**{} regression{}.**\n\n",
+        c.regressions,
+        if c.regressions == 1 { "" } else { "s" }
+    ));
     for n in &c.notes {
         s.push_str(&format!("- note: {n}\n"));
     }
     if !c.notes.is_empty() {
         s.push('\n');
     }
-    let range = |r: Option<(f64, f64)>| r.map_or("–".into(), |(lo, hi)| if lo == hi { num(lo) } else { format!("{}–{}", num(lo), num(hi)) });
-    let mut changed: Vec<&KeyComparison> = c.keys.iter().filter(|k| k.status != Status::Unchanged).collect();
+    let range = |r: Option<(f64, f64)>| {
+        r.map_or("–".into(), |(lo, hi)| {
+            if lo == hi {
+                num(lo)
+            } else {
+                format!("{}–{}", num(lo), num(hi))
+            }
+        })
+    };
+    let mut changed: Vec<&KeyComparison> = c
+        .keys
+        .iter()
+        .filter(|k| k.status != Status::Unchanged)
+        .collect();
     changed.sort_by(|a, b| a.status.cmp(&b.status).then_with(|| a.key.cmp(&b.key)));
     let rows: Vec<Vec<String>> = changed
         .iter()
@@ -221,17 +276,36 @@ pub fn markdown(c: &Comparison) -> String {
                 k.change.map_or("–".into(), signed_pct),
                 range(k.baseline_range),
                 range(k.recording_range),
-                serde_json::to_value(k.status).ok().and_then(|v| v.as_str().map(|s| s.replace('_', " "))).unwrap_or_default(),
+                serde_json::to_value(k.status)
+                    .ok()
+                    .and_then(|v| v.as_str().map(|s| s.replace('_', " ")))
+                    .unwrap_or_default(),
             ]
         })
         .collect();
     if rows.is_empty() {
         s.push_str("Every key is unchanged.\n");
     } else {
-        s.push_str(&md_table(&["key", "class", "baseline", "recording", "unit", "change", "baseline raw", "recording raw", "status"], &rows));
+        s.push_str(&md_table(
+            &[
+                "key",
+                "class",
+                "baseline",
+                "recording",
+                "unit",
+                "change",
+                "baseline raw",
+                "recording raw",
+                "status",
+            ],
+            &rows,
+        ));
     }
     let same = c.keys.len() - changed.len();
-    s.push_str(&format!("\n{same} key{} unchanged.\n", if same == 1 { "" } else { "s" }));
+    s.push_str(&format!(
+        "\n{same} key{} unchanged.\n",
+        if same == 1 { "" } else { "s" }
+    ));
     s
 }
 
@@ -246,6 +320,11 @@ mod tests {
         assert_eq!(parse_threshold("0.1").unwrap(), 0.1);
         assert!(parse_threshold("5").is_err());
         assert!(parse_threshold("-1%").is_err());
-        assert!(parse_threshold("five").unwrap_err().to_string().contains("five"));
+        assert!(
+            parse_threshold("five")
+                .unwrap_err()
+                .to_string()
+                .contains("five")
+        );
     }
 }

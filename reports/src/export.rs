@@ -42,7 +42,10 @@ pub fn measure_slug(unit: &str) -> String {
         "bytes" => "bytes".into(),
         "count" => "count".into(),
         other => {
-            let s = other.replace('/', "-per-").replace(' ', "-").to_ascii_lowercase();
+            let s = other
+                .replace('/', "-per-")
+                .replace(' ', "-")
+                .to_ascii_lowercase();
             let s = s.replace("-per-s", "-per-second");
             if s.is_empty() { "value".into() } else { s }
         }
@@ -58,8 +61,14 @@ pub fn bmf(b: &Baseline, p: Option<&Provenance>) -> Bmf {
     let mut out = Bmf::new();
     for (key, m) in &b.metrics {
         let r = raw_range(p, key);
-        let metric = BmfMetric { value: m.value, lower_value: r.map(|r| r.0), upper_value: r.map(|r| r.1) };
-        out.entry(format!("{}/{key}", b.scenario)).or_default().insert(measure_slug(&m.unit), metric);
+        let metric = BmfMetric {
+            value: m.value,
+            lower_value: r.map(|r| r.0),
+            upper_value: r.map(|r| r.1),
+        };
+        out.entry(format!("{}/{key}", b.scenario))
+            .or_default()
+            .insert(measure_slug(&m.unit), metric);
     }
     out
 }
@@ -100,10 +109,20 @@ pub fn gab(b: &Baseline, p: Option<&Provenance>) -> GabExport {
             name: format!("{}/{key}", b.scenario),
             unit: m.unit.clone(),
             value: m.value,
-            range: r.filter(|r| r.1 > r.0).map(|r| format!("± {}", trim((r.1 - r.0) / 2.0))),
+            range: r
+                .filter(|r| r.1 > r.0)
+                .map(|r| format!("± {}", trim((r.1 - r.0) / 2.0))),
             extra: Some(match r {
-                Some((lo, hi)) => format!("{:?} class, median of {n} samples, raw min {} max {}", m.class, trim(lo), trim(hi)).to_lowercase(),
-                None => format!("{:?} class, median of {} samples", m.class, b.samples).to_lowercase(),
+                Some((lo, hi)) => format!(
+                    "{:?} class, median of {n} samples, raw min {} max {}",
+                    m.class,
+                    trim(lo),
+                    trim(hi)
+                )
+                .to_lowercase(),
+                None => {
+                    format!("{:?} class, median of {} samples", m.class, b.samples).to_lowercase()
+                }
             }),
         });
     }
@@ -114,7 +133,11 @@ pub fn gab(b: &Baseline, p: Option<&Provenance>) -> GabExport {
 fn trim(v: f64) -> String {
     let s = format!("{v:.6}");
     let s = s.trim_end_matches('0').trim_end_matches('.');
-    if s.is_empty() || s == "-" { "0".into() } else { s.to_owned() }
+    if s.is_empty() || s == "-" {
+        "0".into()
+    } else {
+        s.to_owned()
+    }
 }
 
 #[cfg(test)]

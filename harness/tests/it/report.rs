@@ -15,7 +15,10 @@ fn fixture_dir() -> PathBuf {
 fn fixture() -> (Baseline, Provenance) {
     let b = std::fs::read_to_string(fixture_dir().join("small.json")).unwrap();
     let p = std::fs::read_to_string(fixture_dir().join("small.provenance.json")).unwrap();
-    (serde_json::from_str(&b).unwrap(), serde_json::from_str(&p).unwrap())
+    (
+        serde_json::from_str(&b).unwrap(),
+        serde_json::from_str(&p).unwrap(),
+    )
 }
 
 /// Writes a coherent pair (digest recomputed) as `<dir>/<scenario>.json` + sidecar.
@@ -25,7 +28,11 @@ fn write_pair(dir: &Path, b: &Baseline, p: &Provenance) -> PathBuf {
     std::fs::create_dir_all(dir).unwrap();
     let path = dir.join(format!("{}.json", b.scenario));
     std::fs::write(&path, serde_json::to_string_pretty(b).unwrap()).unwrap();
-    std::fs::write(dir.join(format!("{}.provenance.json", b.scenario)), serde_json::to_string_pretty(&p).unwrap()).unwrap();
+    std::fs::write(
+        dir.join(format!("{}.provenance.json", b.scenario)),
+        serde_json::to_string_pretty(&p).unwrap(),
+    )
+    .unwrap();
     path
 }
 
@@ -39,7 +46,13 @@ fn set(b: &mut Baseline, p: &mut Provenance, key: &str, series: &[f64]) {
 }
 
 fn report(input: &Path, format: Format, out: &Path) -> anyhow::Result<i32> {
-    run_report(ReportArgs { input: input.to_owned(), format, out: Some(out.to_owned()), png: None, scenario: None })
+    run_report(ReportArgs {
+        input: input.to_owned(),
+        format,
+        out: Some(out.to_owned()),
+        png: None,
+        scenario: None,
+    })
 }
 
 fn err_of(r: anyhow::Result<i32>) -> (String, i32) {
@@ -66,8 +79,17 @@ fn a_recording_renders_in_every_format() {
     }
     // The sidecar names the same recording.
     let out = t.path().join("side.md");
-    report(&t.path().join("recording/small.provenance.json"), Format::Md, &out).unwrap();
-    assert!(std::fs::read_to_string(out).unwrap().starts_with("# vaultbench recording: small"));
+    report(
+        &t.path().join("recording/small.provenance.json"),
+        Format::Md,
+        &out,
+    )
+    .unwrap();
+    assert!(
+        std::fs::read_to_string(out)
+            .unwrap()
+            .starts_with("# vaultbench recording: small")
+    );
 }
 
 #[test]
@@ -76,11 +98,28 @@ fn png_charts_are_written_beside_the_html() {
     let (b, p) = fixture();
     let rec = write_pair(t.path(), &b, &p);
     let charts = t.path().join("charts");
-    let args = ReportArgs { input: rec, format: Format::Html, out: Some(t.path().join("r.html")), png: Some(charts.clone()), scenario: None };
+    let args = ReportArgs {
+        input: rec,
+        format: Format::Html,
+        out: Some(t.path().join("r.html")),
+        png: Some(charts.clone()),
+        scenario: None,
+    };
     assert_eq!(run_report(args).unwrap(), 0);
-    let mut names: Vec<String> = std::fs::read_dir(&charts).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    let mut names: Vec<String> = std::fs::read_dir(&charts)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
     names.sort();
-    assert_eq!(names, ["latency-route-load-at-1-in-flight.png", "latency-route-load-at-4-in-flight.png", "latency-transfer-phases.png", "phase-wall-time.png"]);
+    assert_eq!(
+        names,
+        [
+            "latency-route-load-at-1-in-flight.png",
+            "latency-route-load-at-4-in-flight.png",
+            "latency-transfer-phases.png",
+            "phase-wall-time.png"
+        ]
+    );
     let png = std::fs::read(charts.join("phase-wall-time.png")).unwrap();
     assert_eq!(&png[..4], b"\x89PNG");
 }
@@ -90,12 +129,36 @@ fn files_that_are_not_recordings_say_what_they_look_like() {
     let t = tempfile::tempdir().unwrap();
     let out = t.path().join("out.md");
     let cases: [(&str, &str, &str); 6] = [
-        ("sample.json", r#"{"kind":"vaultbench.sample","format_version":1}"#, "is one sample's output (vaultbench.sample), not a recording"),
-        ("bmf.json", r#"{"small/x":{"milliseconds":{"value":1.0}}}"#, "looks like a Bencher Metric Format export"),
-        ("gab.json", r#"[{"name":"x","unit":"ms","value":1.0}]"#, "looks like a github-action-benchmark export"),
-        ("page.json", "<!DOCTYPE html><html></html>", "is not JSON: it looks like an HTML report"),
-        ("new.json", r#"{"kind":"vaultbench.baseline","format_version":99}"#, "format_version 99, newer than this build's 1: upgrade vaultbench"),
-        ("ab.json", r#"{"kind":"vaultbench.ab","format_version":1}"#, "a/b result: no `metrics` object"),
+        (
+            "sample.json",
+            r#"{"kind":"vaultbench.sample","format_version":1}"#,
+            "is one sample's output (vaultbench.sample), not a recording",
+        ),
+        (
+            "bmf.json",
+            r#"{"small/x":{"milliseconds":{"value":1.0}}}"#,
+            "looks like a Bencher Metric Format export",
+        ),
+        (
+            "gab.json",
+            r#"[{"name":"x","unit":"ms","value":1.0}]"#,
+            "looks like a github-action-benchmark export",
+        ),
+        (
+            "page.json",
+            "<!DOCTYPE html><html></html>",
+            "is not JSON: it looks like an HTML report",
+        ),
+        (
+            "new.json",
+            r#"{"kind":"vaultbench.baseline","format_version":99}"#,
+            "format_version 99, newer than this build's 1: upgrade vaultbench",
+        ),
+        (
+            "ab.json",
+            r#"{"kind":"vaultbench.ab","format_version":1}"#,
+            "a/b result: no `metrics` object",
+        ),
     ];
     for (name, text, needle) in cases {
         let f = t.path().join(name);
@@ -116,7 +179,10 @@ fn a_baselines_dir_without_history_is_a_one_line_error() {
     let empty = t.path().join("baselines");
     std::fs::create_dir_all(&empty).unwrap();
     let (msg, code) = err_of(report(&empty, Format::Md, &out));
-    assert!(msg.contains("no baselines in its git history or under it"), "{msg}");
+    assert!(
+        msg.contains("no baselines in its git history or under it"),
+        "{msg}"
+    );
     assert_eq!(code, 2);
     let (b, p) = fixture();
     write_pair(&empty, &b, &p);
@@ -127,7 +193,10 @@ fn a_baselines_dir_without_history_is_a_one_line_error() {
 #[test]
 fn a_results_directory_of_recordings_becomes_a_trend() {
     let t = tempfile::tempdir().unwrap();
-    for (i, run) in ["2026-11-01", "2026-11-02", "2026-11-03"].iter().enumerate() {
+    for (i, run) in ["2026-11-01", "2026-11-02", "2026-11-03"]
+        .iter()
+        .enumerate()
+    {
         let (mut b, mut p) = fixture();
         p.recorded_at = format!("{run}T00:00:00Z");
         let f = 1.0 + 0.05 * i as f64;
@@ -136,21 +205,38 @@ fn a_results_directory_of_recordings_becomes_a_trend() {
         write_pair(&t.path().join("results").join(run), &b, &p);
     }
     let out = t.path().join("h.md");
-    assert_eq!(report(&t.path().join("results"), Format::Md, &out).unwrap(), 0);
+    assert_eq!(
+        report(&t.path().join("results"), Format::Md, &out).unwrap(),
+        0
+    );
     let md = std::fs::read_to_string(&out).unwrap();
     assert!(md.contains("| version | committed |"), "{md}");
-    assert!(md.contains("| key | unit | 2026-11-01 | 2026-11-02 | 2026-11-03 |"), "{md}");
+    assert!(
+        md.contains("| key | unit | 2026-11-01 | 2026-11-02 | 2026-11-03 |"),
+        "{md}"
+    );
 }
 
 fn git(dir: &Path, args: &[&str]) {
     let st = std::process::Command::new("git")
         .arg("-C")
         .arg(dir)
-        .args(["-c", "user.name=vaultbench test", "-c", "user.email=test@example.invalid", "-c", "commit.gpgsign=false"])
+        .args([
+            "-c",
+            "user.name=vaultbench test",
+            "-c",
+            "user.email=test@example.invalid",
+            "-c",
+            "commit.gpgsign=false",
+        ])
         .args(args)
         .output()
         .unwrap();
-    assert!(st.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&st.stderr));
+    assert!(
+        st.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&st.stderr)
+    );
 }
 
 #[test]
@@ -161,7 +247,10 @@ fn the_git_history_of_baselines_becomes_a_trend_with_charts() {
     let dir = repo.join("baselines");
     for i in 0..3 {
         let (mut b, mut p) = fixture();
-        let series: Vec<f64> = p.raw["cold_push.wall_ms"].iter().map(|x| x * (1.0 + 0.1 * f64::from(i))).collect();
+        let series: Vec<f64> = p.raw["cold_push.wall_ms"]
+            .iter()
+            .map(|x| x * (1.0 + 0.1 * f64::from(i)))
+            .collect();
         set(&mut b, &mut p, "cold_push.wall_ms", &series);
         write_pair(&dir, &b, &p);
         git(repo, &["add", "baselines"]);
@@ -178,11 +267,20 @@ fn the_git_history_of_baselines_becomes_a_trend_with_charts() {
     let md_out = repo.join("history.md");
     report(&dir, Format::Md, &md_out).unwrap();
     let md = std::fs::read_to_string(md_out).unwrap();
-    assert!(md.contains("+20.0%"), "cold push 20% slower over three versions: {md}");
+    assert!(
+        md.contains("+20.0%"),
+        "cold push 20% slower over three versions: {md}"
+    );
 }
 
 fn compare(base: &Path, rec: &Path, threshold: &str) -> anyhow::Result<i32> {
-    run_compare(CompareArgs { baseline: base.to_owned(), recording: rec.to_owned(), threshold: threshold.into(), out: Some(base.with_extension("cmp.md")), json: false })
+    run_compare(CompareArgs {
+        baseline: base.to_owned(),
+        recording: rec.to_owned(),
+        threshold: threshold.into(),
+        out: Some(base.with_extension("cmp.md")),
+        json: false,
+    })
 }
 
 #[test]
@@ -193,20 +291,36 @@ fn compare_exits_0_without_and_1_with_a_regression() {
     let same = write_pair(&t.path().join("same"), &b, &p);
     assert_eq!(compare(&base, &same, "5%").unwrap(), 0);
     // Directories resolve to the recording's scenario.
-    assert_eq!(compare(&t.path().join("baselines"), &t.path().join("same"), "5%").unwrap(), 0);
+    assert_eq!(
+        compare(&t.path().join("baselines"), &t.path().join("same"), "5%").unwrap(),
+        0
+    );
 
     let (mut rb, mut rp) = fixture();
-    set(&mut rb, &mut rp, "cold_pull.wall_ms", &[900.0, 905.0, 910.0, 899.0, 903.0]);
+    set(
+        &mut rb,
+        &mut rp,
+        "cold_pull.wall_ms",
+        &[900.0, 905.0, 910.0, 899.0, 903.0],
+    );
     let slow = write_pair(&t.path().join("slow"), &rb, &rp);
     assert_eq!(compare(&base, &slow, "5%").unwrap(), 1);
     let md = std::fs::read_to_string(base.with_extension("cmp.md")).unwrap();
-    assert!(md.contains("**1 regression.**") && md.contains("cold_pull.wall_ms"), "{md}");
+    assert!(
+        md.contains("**1 regression.**") && md.contains("cold_pull.wall_ms"),
+        "{md}"
+    );
     // The same change under a 60 % threshold is not a regression.
     assert_eq!(compare(&base, &slow, "60%").unwrap(), 0);
 
     // One more fsync per file: exact keys compare exactly, whatever the threshold.
     let (mut rb, mut rp) = fixture();
-    set(&mut rb, &mut rp, "cold_push.server.fsyncs_per_file", &[9.41; 5]);
+    set(
+        &mut rb,
+        &mut rp,
+        "cold_push.server.fsyncs_per_file",
+        &[9.41; 5],
+    );
     let more = write_pair(&t.path().join("more-fsyncs"), &rb, &rp);
     assert_eq!(compare(&base, &more, "60%").unwrap(), 1);
 }
@@ -217,13 +331,25 @@ fn compare_refuses_bad_input_with_exit_2() {
     let (b, p) = fixture();
     let base = write_pair(&t.path().join("baselines"), &b, &p);
     let (msg, code) = err_of(compare(&base, &base, "five percent"));
-    assert_eq!((msg.as_str(), code), ("threshold \"five percent\" is not a percentage like 5% or a fraction like 0.05", 2));
+    assert_eq!(
+        (msg.as_str(), code),
+        (
+            "threshold \"five percent\" is not a percentage like 5% or a fraction like 0.05",
+            2
+        )
+    );
     // A hand-edited recording does not verify and is not compared.
     let rec = write_pair(&t.path().join("edited"), &b, &p);
-    let text = std::fs::read_to_string(&rec).unwrap().replacen("\"value\": 100.0", "\"value\": 99.0", 1);
+    let text =
+        std::fs::read_to_string(&rec)
+            .unwrap()
+            .replacen("\"value\": 100.0", "\"value\": 99.0", 1);
     std::fs::write(&rec, text).unwrap();
     let (msg, code) = err_of(compare(&base, &rec, "5%"));
-    assert!(msg.contains("does not verify") && msg.contains("edited/small.json"), "{msg}");
+    assert!(
+        msg.contains("does not verify") && msg.contains("edited/small.json"),
+        "{msg}"
+    );
     assert_eq!(code, 2);
     let (msg, _) = err_of(compare(&base, &t.path().join("missing.json"), "5%"));
     assert!(msg.contains("missing.json does not exist"), "{msg}");

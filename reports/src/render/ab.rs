@@ -54,16 +54,24 @@ fn s(v: &Value, k: &str) -> String {
     v.get(k).and_then(Value::as_str).unwrap_or("").to_owned()
 }
 fn floats(v: &Value, k: &str) -> Vec<f64> {
-    v.get(k).and_then(Value::as_array).map(|a| a.iter().filter_map(Value::as_f64).collect()).unwrap_or_default()
+    v.get(k)
+        .and_then(Value::as_array)
+        .map(|a| a.iter().filter_map(Value::as_f64).collect())
+        .unwrap_or_default()
 }
 
 impl AbView {
     pub fn read(v: &Value) -> Result<AbView, RenderError> {
-        let metrics_obj = v.get("metrics").and_then(Value::as_object).ok_or_else(|| RenderError::Ab("no `metrics` object".into()))?;
+        let metrics_obj = v
+            .get("metrics")
+            .and_then(Value::as_object)
+            .ok_or_else(|| RenderError::Ab("no `metrics` object".into()))?;
         let units = v.get("units");
         let mut metrics = Vec::new();
         for (key, m) in metrics_obj {
-            let ci = m.get("ci_pct").and_then(|c| Some((f(c, "lo")?, f(c, "hi")?)));
+            let ci = m
+                .get("ci_pct")
+                .and_then(|c| Some((f(c, "lo")?, f(c, "hi")?)));
             let orders: Vec<bool> = m
                 .get("orders")
                 .and_then(Value::as_array)
@@ -106,7 +114,9 @@ impl AbView {
             a_target: v.get("a").map(|a| s(a, "command")).unwrap_or_default(),
             b_target: v.get("b").map(|b| s(b, "command")).unwrap_or_default(),
             rounds_planned: v.get("rounds_planned").and_then(Value::as_u64),
-            rounds_kept: metrics.first().map_or_else(|| rounds.map_or(0, Vec::len), |m| m.a.len()),
+            rounds_kept: metrics
+                .first()
+                .map_or_else(|| rounds.map_or(0, Vec::len), |m| m.a.len()),
             tau: f(v, "tau"),
             tau_source: s(v, "tau_source"),
             metrics,
@@ -114,9 +124,16 @@ impl AbView {
             rules: v
                 .get("rules")
                 .and_then(Value::as_array)
-                .map(|a| a.iter().filter_map(|r| r.as_str().map(str::to_owned)).collect())
+                .map(|a| {
+                    a.iter()
+                        .filter_map(|r| r.as_str().map(str::to_owned))
+                        .collect()
+                })
                 .unwrap_or_default(),
-            decision: v.get("decision").filter(|d| !d.is_null()).map(|d| (s(d, "outcome"), s(d, "reason"))),
+            decision: v
+                .get("decision")
+                .filter(|d| !d.is_null())
+                .map(|d| (s(d, "outcome"), s(d, "reason"))),
         })
     }
 }
@@ -127,9 +144,17 @@ fn intro(r: &AbView) -> String {
         r.scenario,
         r.rounds_kept,
         r.rounds_planned.map_or("?".into(), |n| n.to_string()),
-        if r.aa { " (A/A run: both arms are the same build)" } else { "" },
+        if r.aa {
+            " (A/A run: both arms are the same build)"
+        } else {
+            ""
+        },
         r.tau.map_or("?".into(), pct),
-        if r.tau_source.is_empty() { "source not recorded" } else { &r.tau_source },
+        if r.tau_source.is_empty() {
+            "source not recorded"
+        } else {
+            &r.tau_source
+        },
         r.a_target,
         r.b_target,
         r.recorded_at
@@ -145,7 +170,9 @@ fn change_rows(r: &AbView) -> Vec<Vec<String>> {
                 m.a_median.map_or("–".into(), num),
                 m.b_median.map_or("–".into(), num),
                 m.estimate_pct.map_or("–".into(), |e| signed_pct(e / 100.0)),
-                m.ci_pct.map_or("–".into(), |(lo, hi)| format!("{} … {}", signed_pct(lo / 100.0), signed_pct(hi / 100.0))),
+                m.ci_pct.map_or("–".into(), |(lo, hi)| {
+                    format!("{} … {}", signed_pct(lo / 100.0), signed_pct(hi / 100.0))
+                }),
                 m.mde_pct.map_or("–".into(), |x| format!("{x:.1}%")),
                 m.p.map_or("–".into(), num),
                 m.verdict.clone(),
@@ -154,7 +181,16 @@ fn change_rows(r: &AbView) -> Vec<Vec<String>> {
         .collect()
 }
 
-const CHANGE_HEADERS: [&str; 8] = ["metric", "A median", "B median", "change", "95% interval", "MDE", "p (BH)", "verdict"];
+const CHANGE_HEADERS: [&str; 8] = [
+    "metric",
+    "A median",
+    "B median",
+    "change",
+    "95% interval",
+    "MDE",
+    "p (BH)",
+    "verdict",
+];
 
 fn decision_text(r: &AbView) -> String {
     match &r.decision {
@@ -177,12 +213,24 @@ pub(crate) fn markdown(r: &AbView) -> String {
     out.push_str(&md_table(&CHANGE_HEADERS, &change_rows(r)));
     if !r.exact.is_empty() {
         out.push_str("\n## Exact keys that differ\n\n");
-        let rows: Vec<Vec<String>> = r.exact.iter().map(|(k, u, a, b)| vec![k.clone(), u.clone(), num(*a), num(*b)]).collect();
+        let rows: Vec<Vec<String>> = r
+            .exact
+            .iter()
+            .map(|(k, u, a, b)| vec![k.clone(), u.clone(), num(*a), num(*b)])
+            .collect();
         out.push_str(&md_table(&["key", "unit", "A", "B"], &rows));
     }
     out.push_str("\n## Why each verdict\n\n");
     for m in &r.metrics {
-        out.push_str(&format!("- {}: {}\n", m.key, if m.reason.is_empty() { "(no reason recorded)" } else { &m.reason }));
+        out.push_str(&format!(
+            "- {}: {}\n",
+            m.key,
+            if m.reason.is_empty() {
+                "(no reason recorded)"
+            } else {
+                &m.reason
+            }
+        ));
     }
     out
 }
@@ -214,24 +262,51 @@ pub(crate) fn charts(r: &AbView) -> Vec<Chart> {
         .iter()
         .filter_map(|m| {
             let (lo, hi) = m.ci_pct?;
-            Some(ForestRow { label: m.key.clone(), estimate_pct: m.estimate_pct?, low_pct: lo, high_pct: hi, verdict: m.verdict.clone() })
+            Some(ForestRow {
+                label: m.key.clone(),
+                estimate_pct: m.estimate_pct?,
+                low_pct: lo,
+                high_pct: hi,
+                verdict: m.verdict.clone(),
+            })
         })
         .take(MAX_FOREST_ROWS)
         .collect();
     if !rows.is_empty() {
-        out.push(Chart { slug: "ab-forest".into(), title: format!("{}: change of B vs A per metric", r.scenario), kind: ChartKind::Forest(rows) });
+        out.push(Chart {
+            slug: "ab-forest".into(),
+            title: format!("{}: change of B vs A per metric", r.scenario),
+            kind: ChartKind::Forest(rows),
+        });
     }
-    let mut ranked: Vec<&AbMetric> = r.metrics.iter().filter(|m| !m.a.is_empty() && m.a.len() == m.b.len()).collect();
+    let mut ranked: Vec<&AbMetric> = r
+        .metrics
+        .iter()
+        .filter(|m| !m.a.is_empty() && m.a.len() == m.b.len())
+        .collect();
     // The decided metrics first (better/worse), then the rest, by name.
-    ranked.sort_by_key(|m| (!(m.verdict == "better" || m.verdict == "worse"), m.key.clone()));
+    ranked.sort_by_key(|m| {
+        (
+            !(m.verdict == "better" || m.verdict == "worse"),
+            m.key.clone(),
+        )
+    });
     for m in ranked.into_iter().take(MAX_ROUND_CHARTS) {
         let rounds = (0..m.a.len())
-            .map(|i| RoundPoint { round: i, a: m.a[i], b: m.b[i], a_first: m.a_first.get(i).copied().unwrap_or(true) })
+            .map(|i| RoundPoint {
+                round: i,
+                a: m.a[i],
+                b: m.b[i],
+                a_first: m.a_first.get(i).copied().unwrap_or(true),
+            })
             .collect();
         out.push(Chart {
             slug: format!("ab-rounds-{}", super::slug(&m.key)),
             title: format!("{}: per-round values ({})", m.key, m.verdict),
-            kind: ChartKind::Rounds { unit: m.unit.clone(), rounds },
+            kind: ChartKind::Rounds {
+                unit: m.unit.clone(),
+                rounds,
+            },
         });
     }
     out
@@ -239,13 +314,20 @@ pub(crate) fn charts(r: &AbView) -> Vec<Chart> {
 
 pub(crate) fn html(r: &AbView, charts: &[Chart]) -> Result<String, RenderError> {
     let mut s = super::html::head(&format!("vaultbench A/B: {}", r.scenario));
-    s.push_str(&format!("<h1>vaultbench A/B: {}</h1>\n<p>{}</p>\n", html_escape(&r.scenario), html_escape(&intro(r))));
+    s.push_str(&format!(
+        "<h1>vaultbench A/B: {}</h1>\n<p>{}</p>\n",
+        html_escape(&r.scenario),
+        super::fmt::html_inline(&intro(r))
+    ));
     let class = match r.decision.as_ref().map(|d| d.0.as_str()) {
         Some("KEEP") => "keep",
         Some("REJECT") => "reject",
         _ => "muted",
     };
-    s.push_str(&format!("<h2>Decision</h2>\n<p class=\"{class}\">{}</p>\n", html_escape(&decision_text(r))));
+    s.push_str(&format!(
+        "<h2>Decision</h2>\n<p class=\"{class}\">{}</p>\n",
+        html_escape(&decision_text(r))
+    ));
     if !r.rules.is_empty() {
         s.push_str("<ul>\n");
         for rule in &r.rules {
@@ -260,7 +342,11 @@ pub(crate) fn html(r: &AbView, charts: &[Chart]) -> Result<String, RenderError> 
     s.push_str(&html_table(&CHANGE_HEADERS, &change_rows(r)));
     if !r.exact.is_empty() {
         s.push_str("<h2>Exact keys that differ</h2>\n");
-        let rows: Vec<Vec<String>> = r.exact.iter().map(|(k, u, a, b)| vec![k.clone(), u.clone(), num(*a), num(*b)]).collect();
+        let rows: Vec<Vec<String>> = r
+            .exact
+            .iter()
+            .map(|(k, u, a, b)| vec![k.clone(), u.clone(), num(*a), num(*b)])
+            .collect();
         s.push_str(&html_table(&["key", "unit", "A", "B"], &rows));
     }
     s.push_str("<h2>Per-round values</h2>\n<p class=\"muted\">Filled markers: that build ran first in the round; hollow: it ran second. A pattern by fill is an order effect.</p>\n");

@@ -4,7 +4,13 @@
 /// significant digits below 1 (so a CV of 0.0175 is not printed as 0.02).
 pub fn num(v: f64) -> String {
     if !v.is_finite() {
-        return if v.is_nan() { "n/a".into() } else if v > 0.0 { "∞".into() } else { "−∞".into() };
+        return if v.is_nan() {
+            "n/a".into()
+        } else if v > 0.0 {
+            "∞".into()
+        } else {
+            "−∞".into()
+        };
     }
     if v == v.trunc() && v.abs() < 1e15 {
         return group(&format!("{}", v as i64));
@@ -37,7 +43,11 @@ pub fn pct(share: f64) -> String {
 /// A signed relative change (−0.57 → `−57.0%`, 0.032 → `+3.2%`).
 pub fn signed_pct(change: f64) -> String {
     if change.is_infinite() {
-        return if change > 0.0 { "+∞".into() } else { "−∞".into() };
+        return if change > 0.0 {
+            "+∞".into()
+        } else {
+            "−∞".into()
+        };
     }
     if change.is_nan() {
         return "n/a".into();
@@ -55,7 +65,9 @@ pub fn signed_pct(change: f64) -> String {
 /// Inserts thousands separators into the integer part of a formatted number.
 fn group(s: &str) -> String {
     let (sign, rest) = s.strip_prefix('-').map_or(("", s), |r| ("−", r));
-    let (int, frac) = rest.split_once('.').map_or((rest, None), |(i, f)| (i, Some(f)));
+    let (int, frac) = rest
+        .split_once('.')
+        .map_or((rest, None), |(i, f)| (i, Some(f)));
     let mut out = String::new();
     for (i, c) in int.chars().enumerate() {
         if i > 0 && (int.len() - i) % 3 == 0 {
@@ -73,10 +85,27 @@ fn group(s: &str) -> String {
 pub fn md_table(headers: &[&str], rows: &[Vec<String>]) -> String {
     let esc = |s: &str| s.replace('|', "\\|");
     let mut out = String::new();
-    out.push_str(&format!("| {} |\n", headers.iter().map(|h| esc(h)).collect::<Vec<_>>().join(" | ")));
-    out.push_str(&format!("|{}\n", headers.iter().enumerate().map(|(i, _)| if i == 0 { "---|" } else { "---:|" }).collect::<String>()));
+    out.push_str(&format!(
+        "| {} |\n",
+        headers
+            .iter()
+            .map(|h| esc(h))
+            .collect::<Vec<_>>()
+            .join(" | ")
+    ));
+    out.push_str(&format!(
+        "|{}\n",
+        headers
+            .iter()
+            .enumerate()
+            .map(|(i, _)| if i == 0 { "---|" } else { "---:|" })
+            .collect::<String>()
+    ));
     for r in rows {
-        out.push_str(&format!("| {} |\n", r.iter().map(|c| esc(c)).collect::<Vec<_>>().join(" | ")));
+        out.push_str(&format!(
+            "| {} |\n",
+            r.iter().map(|c| esc(c)).collect::<Vec<_>>().join(" | ")
+        ));
     }
     out
 }
@@ -92,6 +121,23 @@ pub fn html_escape(s: &str) -> String {
             '"' => out.push_str("&quot;"),
             '\'' => out.push_str("&#39;"),
             c => out.push(c),
+        }
+    }
+    out
+}
+
+/// Escapes text for HTML and turns Markdown `code` spans into `<code>` elements.
+pub fn html_inline(s: &str) -> String {
+    let mut out = String::new();
+    for (i, part) in s.split('`').enumerate() {
+        // Odd parts sit between a pair of backticks; an unpaired trailing one stays literal.
+        if i % 2 == 1 && s.matches('`').count() > i {
+            out.push_str(&format!("<code>{}</code>", html_escape(part)));
+        } else {
+            if i % 2 == 1 {
+                out.push('`');
+            }
+            out.push_str(&html_escape(part));
         }
     }
     out
@@ -137,6 +183,14 @@ mod tests {
     fn tables_escape_their_cells() {
         let t = md_table(&["a", "b"], &[vec!["x|y".into(), "1".into()]]);
         assert!(t.contains("x\\|y"));
-        assert_eq!(html_escape("<a href=\"x\">"), "&lt;a href=&quot;x&quot;&gt;");
+        assert_eq!(
+            html_escape("<a href=\"x\">"),
+            "&lt;a href=&quot;x&quot;&gt;"
+        );
+        assert_eq!(
+            html_inline("use `vaultbench ab` <now>"),
+            "use <code>vaultbench ab</code> &lt;now&gt;"
+        );
+        assert_eq!(html_inline("a ` b"), "a ` b");
     }
 }

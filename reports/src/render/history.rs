@@ -86,7 +86,10 @@ pub fn history_report(points: &[HistoryPoint]) -> Result<HistoryReport, RenderEr
             names.join(", ")
         )));
     }
-    let scenarios = by.into_iter().map(|(name, pts)| scenario_history(name, &pts)).collect();
+    let scenarios = by
+        .into_iter()
+        .map(|(name, pts)| scenario_history(name, &pts))
+        .collect();
     Ok(HistoryReport {
         kind: super::KIND_REPORT.into(),
         report: "history".into(),
@@ -110,9 +113,18 @@ fn scenario_history(name: &str, pts: &[&HistoryPoint]) -> ScenarioHistory {
                 .iter()
                 .map(|p| {
                     let m = p.baseline.metrics.get(key)?;
-                    let raw = p.provenance.as_ref().and_then(|pr| pr.raw.get(key)).map(Vec::as_slice).unwrap_or(&[]);
+                    let raw = p
+                        .provenance
+                        .as_ref()
+                        .and_then(|pr| pr.raw.get(key))
+                        .map(Vec::as_slice)
+                        .unwrap_or(&[]);
                     let (low, high) = range(raw).unwrap_or((m.value, m.value));
-                    Some(TrendValue { value: m.value, low, high })
+                    Some(TrendValue {
+                        value: m.value,
+                        low,
+                        high,
+                    })
                 })
                 .collect();
             let present: Vec<f64> = values.iter().flatten().map(|v| v.value).collect();
@@ -121,7 +133,14 @@ fn scenario_history(name: &str, pts: &[&HistoryPoint]) -> ScenarioHistory {
                 (Some(a), Some(b)) if present.len() >= 2 && a == b => Some(0.0),
                 _ => None,
             };
-            KeyTrend { key: key.to_owned(), unit: unit.to_owned(), class, better, values, change }
+            KeyTrend {
+                key: key.to_owned(),
+                unit: unit.to_owned(),
+                class,
+                better,
+                values,
+                change,
+            }
         })
         .collect();
     ScenarioHistory {
@@ -174,22 +193,45 @@ pub(crate) fn charts(r: &HistoryReport) -> Vec<Chart> {
         if h.points.len() < 2 {
             continue;
         }
-        let mut keys: Vec<(usize, &KeyTrend)> = h.keys.iter().filter_map(|k| headline(k).map(|i| (i, k))).collect();
+        let mut keys: Vec<(usize, &KeyTrend)> = h
+            .keys
+            .iter()
+            .filter_map(|k| headline(k).map(|i| (i, k)))
+            .collect();
         keys.sort_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1.key.cmp(&b.1.key)));
         for (_, k) in keys.into_iter().take(MAX_TREND_CHARTS) {
             let points: Vec<TrendPoint> = h
                 .points
                 .iter()
                 .zip(&k.values)
-                .filter_map(|(p, v)| v.as_ref().map(|v| TrendPoint { label: p.label.clone(), value: v.value, low: v.low, high: v.high }))
+                .filter_map(|(p, v)| {
+                    v.as_ref().map(|v| TrendPoint {
+                        label: p.label.clone(),
+                        value: v.value,
+                        low: v.low,
+                        high: v.high,
+                    })
+                })
                 .collect();
             if points.len() < 2 {
                 continue;
             }
             out.push(Chart {
                 slug: format!("trend-{}-{}", super::slug(&h.scenario), super::slug(&k.key)),
-                title: format!("{}: {} ({} is better)", h.scenario, k.key, if k.better == Better::Lower { "lower" } else { "higher" }),
-                kind: ChartKind::Trend { unit: k.unit.clone(), points },
+                title: format!(
+                    "{}: {} ({} is better)",
+                    h.scenario,
+                    k.key,
+                    if k.better == Better::Lower {
+                        "lower"
+                    } else {
+                        "higher"
+                    }
+                ),
+                kind: ChartKind::Trend {
+                    unit: k.unit.clone(),
+                    points,
+                },
             });
         }
     }

@@ -1,11 +1,11 @@
 //! Self-contained HTML: inline CSS, charts as inline SVG, no scripts, no external references
 //! and no URLs at all (the SVG namespace attribute is dropped: inline SVG in HTML needs none).
 
-use super::fmt::{html_escape, html_table};
+use super::RenderError;
+use super::fmt::{html_escape, html_inline, html_table};
 use super::history::HistoryReport;
 use super::md::{history_rows, recording_sections};
 use super::recording::RecordingReport;
-use super::RenderError;
 use crate::charts::Chart;
 
 const CSS: &str = "body{font-family:'DejaVu Sans',Verdana,sans-serif;margin:2em auto;max-width:1100px;color:#222;line-height:1.4}\
@@ -31,7 +31,11 @@ pub(crate) const TAIL: &str = "</body>\n</html>\n";
 pub(crate) fn figure(c: &Chart) -> Result<String, RenderError> {
     let svg = c.svg()?;
     let svg = svg.replacen(" xmlns=\"http://www.w3.org/2000/svg\"", "", 1);
-    Ok(format!("<figure class=\"chart\" id=\"{}\">\n{}\n</figure>\n", html_escape(&c.slug), svg.trim()))
+    Ok(format!(
+        "<figure class=\"chart\" id=\"{}\">\n{}\n</figure>\n",
+        html_escape(&c.slug),
+        svg.trim()
+    ))
 }
 
 pub fn recording(r: &RecordingReport, charts: &[Chart]) -> Result<String, RenderError> {
@@ -52,7 +56,7 @@ pub fn recording(r: &RecordingReport, charts: &[Chart]) -> Result<String, Render
         if sec.heading == "All metrics" {
             s.push_str("<h2>What these numbers are not</h2>\n<ul class=\"notes\">\n");
             for c in &r.not_claims {
-                s.push_str(&format!("<li>{}</li>\n", html_escape(c)));
+                s.push_str(&format!("<li>{}</li>\n", html_inline(c)));
             }
             s.push_str("</ul>\n");
         }
@@ -71,7 +75,10 @@ pub fn recording(r: &RecordingReport, charts: &[Chart]) -> Result<String, Render
 
 pub fn history(r: &HistoryReport, charts: &[Chart]) -> Result<String, RenderError> {
     let mut s = head("vaultbench baselines history");
-    s.push_str(&format!("<h1>vaultbench baselines history</h1>\n<p>{}</p>\n", html_escape(&r.source)));
+    s.push_str(&format!(
+        "<h1>vaultbench baselines history</h1>\n<p>{}</p>\n",
+        html_escape(&r.source)
+    ));
     for h in &r.scenarios {
         s.push_str(&format!("<h2>{}</h2>\n", html_escape(&h.scenario)));
         let prefix = format!("trend-{}-", super::slug(&h.scenario));

@@ -58,27 +58,58 @@ pub(crate) fn recording_sections(r: &RecordingReport) -> Vec<Section> {
         rows: r
             .phase_routes
             .iter()
-            .map(|x| vec![x.phase.clone(), x.route.clone(), cell(&x.requests), cell(&x.p50_us), cell(&x.p95_us), cell(&x.p99_us)])
+            .map(|x| {
+                vec![
+                    x.phase.clone(),
+                    x.route.clone(),
+                    cell(&x.requests),
+                    cell(&x.p50_us),
+                    cell(&x.p95_us),
+                    cell(&x.p99_us),
+                ]
+            })
             .collect(),
     });
     out.push(Section {
         heading: "Route load",
-        intro: "Each route driven with N requests in flight for a bounded time (closed loop).".into(),
+        intro: "Each route driven with N requests in flight for a bounded time (closed loop)."
+            .into(),
         headers: vec!["route", "in flight", "p50 µs", "p99 µs", "req/s", "errors"],
         rows: r
             .route_load
             .iter()
-            .map(|x| vec![x.route.clone(), x.in_flight.to_string(), cell(&x.p50_us), cell(&x.p99_us), cell(&x.rps), cell(&x.errors)])
+            .map(|x| {
+                vec![
+                    x.route.clone(),
+                    x.in_flight.to_string(),
+                    cell(&x.p50_us),
+                    cell(&x.p99_us),
+                    cell(&x.rps),
+                    cell(&x.errors),
+                ]
+            })
             .collect(),
     });
     out.push(Section {
         heading: "Server resources",
-        intro: "From the reaped server process: CPU (rusage), RSS, /proc/<pid>/io and CPU per thread.".into(),
+        intro:
+            "From the reaped server process: CPU (rusage), RSS, /proc/<pid>/io and CPU per thread."
+                .into(),
         headers: vec!["key", "value", "raw min–max"],
         rows: r
             .server
             .iter()
-            .map(|x| vec![x.key.clone(), with_unit(x.value, &x.unit), if x.min == x.max { "–".into() } else { format!("{}–{}", num(x.min), num(x.max)) }])
+            .map(|x| {
+                vec![
+                    x.key.clone(),
+                    with_unit(x.value, &x.unit),
+                    if x.min == x.max {
+                        "–".into()
+                    } else {
+                        format!("{}–{}", num(x.min), num(x.max))
+                    },
+                ]
+            })
             .collect(),
     });
     let cal = &r.calibration;
@@ -116,32 +147,74 @@ pub(crate) fn recording_sections(r: &RecordingReport) -> Vec<Section> {
             .collect(),
     });
     let p = &r.provenance;
-    let la = |l: Option<[f64; 3]>| l.map_or("–".into(), |l| format!("{} {} {}", num(l[0]), num(l[1]), num(l[2])));
+    let la = |l: Option<[f64; 3]>| {
+        l.map_or("–".into(), |l| {
+            format!("{} {} {}", num(l[0]), num(l[1]), num(l[2]))
+        })
+    };
     let mut prov = vec![
-        vec!["scenario".into(), format!("{} (profile {}, seed {})", r.scenario, r.profile, r.seed)],
+        vec![
+            "scenario".into(),
+            format!("{} (profile {}, seed {})", r.scenario, r.profile, r.seed),
+        ],
         vec!["recorded at".into(), r.recorded_at.clone()],
-        vec!["samples".into(), format!("{} counted + {} warm-up, {} with errors", p.counted_samples, p.warmup_samples, p.failed_samples)],
-        vec!["attempts".into(), format!("{} attempted, {} refused, {} failed", p.attempts.attempted, p.attempts.refused, p.attempts.failed)],
+        vec![
+            "samples".into(),
+            format!(
+                "{} counted + {} warm-up, {} with errors",
+                p.counted_samples, p.warmup_samples, p.failed_samples
+            ),
+        ],
+        vec![
+            "attempts".into(),
+            format!(
+                "{} attempted, {} refused, {} failed",
+                p.attempts.attempted, p.attempts.refused, p.attempts.failed
+            ),
+        ],
         vec![
             "harness".into(),
             format!(
                 "{} {}{}",
                 p.harness_version,
-                p.harness_commit.as_deref().map_or("(no git commit)".into(), |c| c.chars().take(12).collect::<String>()),
-                if p.harness_dirty == Some(true) { " (dirty)" } else { "" }
+                p.harness_commit
+                    .as_deref()
+                    .map_or("(no git commit)".into(), |c| c
+                        .chars()
+                        .take(12)
+                        .collect::<String>()),
+                if p.harness_dirty == Some(true) {
+                    " (dirty)"
+                } else {
+                    ""
+                }
             ),
         ],
-        vec!["toolchain".into(), p.toolchain.clone().unwrap_or_else(|| "–".into())],
-        vec!["target".into(), format!("{} (version {})", p.target_command, p.target_version)],
+        vec![
+            "toolchain".into(),
+            p.toolchain.clone().unwrap_or_else(|| "–".into()),
+        ],
+        vec![
+            "target".into(),
+            format!("{} (version {})", p.target_command, p.target_version),
+        ],
         vec!["target sha256".into(), p.target_sha256.clone()],
         vec!["vault digest".into(), p.vault_digest.clone()],
-        vec!["load average before / after".into(), format!("{} / {}", la(p.loadavg_before), la(p.loadavg_after))],
+        vec![
+            "load average before / after".into(),
+            format!("{} / {}", la(p.loadavg_before), la(p.loadavg_after)),
+        ],
     ];
     for (k, v) in &p.machine {
         prov.push(vec![format!("machine {k}"), v.clone()]);
     }
     prov.push(vec!["binding digest".into(), p.digest.clone()]);
-    out.push(Section { heading: "Provenance", intro: String::new(), headers: vec!["field", "value"], rows: prov });
+    out.push(Section {
+        heading: "Provenance",
+        intro: String::new(),
+        headers: vec!["field", "value"],
+        rows: prov,
+    });
     out.push(Section {
         heading: "All metrics",
         intro: "Every key of the baseline: median, unit, class (exact / timing / resource), which direction is better, and the raw spread.".into(),
@@ -209,11 +282,24 @@ pub(crate) fn history_rows(h: &super::history::ScenarioHistory) -> (Vec<String>,
         .iter()
         .map(|k| {
             let mut row = vec![k.key.clone(), k.unit.clone()];
-            row.extend(k.values[start..].iter().map(|v| v.as_ref().map_or("–".into(), |v| num(v.value))));
+            row.extend(
+                k.values[start..]
+                    .iter()
+                    .map(|v| v.as_ref().map_or("–".into(), |v| num(v.value))),
+            );
             row.push(k.change.map_or("–".into(), signed_pct));
-            row.push(k.values.last().and_then(|v| v.as_ref()).map_or("–".into(), |v| {
-                if v.low == v.high { "–".into() } else { format!("{}–{}", num(v.low), num(v.high)) }
-            }));
+            row.push(
+                k.values
+                    .last()
+                    .and_then(|v| v.as_ref())
+                    .map_or("–".into(), |v| {
+                        if v.low == v.high {
+                            "–".into()
+                        } else {
+                            format!("{}–{}", num(v.low), num(v.high))
+                        }
+                    }),
+            );
             row
         })
         .collect();
@@ -228,9 +314,20 @@ pub fn history(r: &HistoryReport) -> String {
         let vs: Vec<Vec<String>> = h
             .points
             .iter()
-            .map(|p| vec![p.label.clone(), p.date.clone().unwrap_or_else(|| "–".into()), p.recorded_at.clone().unwrap_or_else(|| "–".into()), p.samples.to_string(), p.commit.clone().unwrap_or_else(|| "–".into())])
+            .map(|p| {
+                vec![
+                    p.label.clone(),
+                    p.date.clone().unwrap_or_else(|| "–".into()),
+                    p.recorded_at.clone().unwrap_or_else(|| "–".into()),
+                    p.samples.to_string(),
+                    p.commit.clone().unwrap_or_else(|| "–".into()),
+                ]
+            })
             .collect();
-        s.push_str(&md_table(&["version", "committed", "recorded at", "samples", "commit"], &vs));
+        s.push_str(&md_table(
+            &["version", "committed", "recorded at", "samples", "commit"],
+            &vs,
+        ));
         s.push('\n');
         if h.points.len() < 2 {
             s.push_str("One version only: no trend yet.\n\n");

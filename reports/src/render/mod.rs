@@ -9,10 +9,12 @@ mod html;
 mod md;
 mod recording;
 
-pub use history::{HistoryPoint, HistoryReport, KeyTrend, PointMeta, ScenarioHistory, TrendValue, history_report};
+pub use history::{
+    HistoryPoint, HistoryReport, KeyTrend, PointMeta, ScenarioHistory, TrendValue, history_report,
+};
 pub use recording::{
-    Calibration, Cell, ChannelRow, KIND_REPORT, LoadRow, PhaseRow, ProvenanceSummary, RecordingReport, RouteRow, Row,
-    recording_report,
+    Calibration, Cell, ChannelRow, KIND_REPORT, LoadRow, PhaseRow, ProvenanceSummary,
+    RecordingReport, RouteRow, Row, recording_report,
 };
 
 use crate::charts::{Chart, ChartError};
@@ -39,7 +41,9 @@ impl std::str::FromStr for Format {
             "json" => Ok(Format::Json),
             "bmf" => Ok(Format::Bmf),
             "gab" => Ok(Format::Gab),
-            other => Err(format!("format {other:?} is not one of md, html, json, bmf, gab")),
+            other => Err(format!(
+                "format {other:?} is not one of md, html, json, bmf, gab"
+            )),
         }
     }
 }
@@ -60,10 +64,16 @@ impl std::fmt::Display for Format {
 #[derive(Debug, Clone, Copy)]
 pub enum Document<'a> {
     /// A baseline and its provenance sidecar (what `record` writes).
-    Recording { baseline: &'a Baseline, provenance: &'a Provenance },
+    Recording {
+        baseline: &'a Baseline,
+        provenance: &'a Provenance,
+    },
     /// Versions of baselines, oldest first (from git history or a results directory);
     /// `source` says where they came from, in words.
-    History { points: &'a [HistoryPoint], source: &'a str },
+    History {
+        points: &'a [HistoryPoint],
+        source: &'a str,
+    },
     /// An A/B result document (`kind: "vaultbench.ab"`), read defensively as JSON.
     Ab(&'a serde_json::Value),
 }
@@ -94,10 +104,33 @@ pub enum RenderError {
 /// Renders a document in a format; the result is the whole file's text.
 pub fn render(doc: &Document, format: Format) -> Result<String, RenderError> {
     match (doc, format) {
-        (Document::Recording { baseline, provenance }, Format::Bmf) => Ok(pretty(&crate::export::bmf(baseline, Some(provenance)))),
-        (Document::Recording { baseline, provenance }, Format::Gab) => Ok(pretty(&crate::export::gab(baseline, Some(provenance)).entries)),
-        (d, Format::Bmf | Format::Gab) => Err(RenderError::Unsupported { format, what: d.what() }),
-        (Document::Recording { baseline, provenance }, f) => {
+        (
+            Document::Recording {
+                baseline,
+                provenance,
+            },
+            Format::Bmf,
+        ) => Ok(pretty(&crate::export::bmf(baseline, Some(provenance)))),
+        (
+            Document::Recording {
+                baseline,
+                provenance,
+            },
+            Format::Gab,
+        ) => Ok(pretty(
+            &crate::export::gab(baseline, Some(provenance)).entries,
+        )),
+        (d, Format::Bmf | Format::Gab) => Err(RenderError::Unsupported {
+            format,
+            what: d.what(),
+        }),
+        (
+            Document::Recording {
+                baseline,
+                provenance,
+            },
+            f,
+        ) => {
             let r = recording_report(baseline, provenance);
             match f {
                 Format::Md => Ok(md::recording(&r)),
@@ -128,7 +161,10 @@ pub fn render(doc: &Document, format: Format) -> Result<String, RenderError> {
 /// The charts of a document (what the HTML report embeds and `--png` writes).
 pub fn charts(doc: &Document) -> Result<Vec<Chart>, RenderError> {
     match doc {
-        Document::Recording { baseline, provenance } => Ok(recording_charts(baseline, provenance)?),
+        Document::Recording {
+            baseline,
+            provenance,
+        } => Ok(recording_charts(baseline, provenance)?),
         Document::History { points, .. } => Ok(history::charts(&history_report(points)?)),
         Document::Ab(v) => Ok(ab::charts(&ab::AbView::read(v)?)),
     }
@@ -151,13 +187,23 @@ fn recording_charts(b: &Baseline, p: &Provenance) -> Result<Vec<Chart>, ChartErr
         let h = decode_histogram(key, b64)?;
         let parts: Vec<&str> = key.split('.').collect();
         let (group, name) = match parts.as_slice() {
-            ["route", route, level] => (format!("route load at {} in flight", level.trim_start_matches('c')), (*route).to_owned()),
+            ["route", route, level] => (
+                format!("route load at {} in flight", level.trim_start_matches('c')),
+                (*route).to_owned(),
+            ),
             _ => ("transfer phases".to_owned(), key.clone()),
         };
-        groups.entry(group).or_default().push(PercentileSeries { name, points: percentile_curve(&h) });
+        groups.entry(group).or_default().push(PercentileSeries {
+            name,
+            points: percentile_curve(&h),
+        });
     }
     let mut out = Vec::new();
-    let ordered = groups.remove("transfer phases").map(|g| ("transfer phases".to_owned(), g)).into_iter().chain(groups);
+    let ordered = groups
+        .remove("transfer phases")
+        .map(|g| ("transfer phases".to_owned(), g))
+        .into_iter()
+        .chain(groups);
     for (group, series) in ordered {
         out.push(Chart {
             slug: format!("latency-{}", slug(&group)),
@@ -168,13 +214,26 @@ fn recording_charts(b: &Baseline, p: &Provenance) -> Result<Vec<Chart>, ChartErr
     let bars: Vec<Bar> = recording::recording_report(b, p)
         .phases
         .iter()
-        .filter_map(|ph| ph.wall_ms.as_ref().map(|c| Bar { label: ph.phase.clone(), value: c.value, low: c.min, high: c.max }))
+        .filter_map(|ph| {
+            ph.wall_ms.as_ref().map(|c| Bar {
+                label: ph.phase.clone(),
+                value: c.value,
+                low: c.min,
+                high: c.max,
+            })
+        })
         .collect();
     if !bars.is_empty() {
         out.push(Chart {
             slug: "phase-wall-time".into(),
-            title: format!("{}: wall time per phase (median, whiskers = raw min–max)", b.scenario),
-            kind: ChartKind::Bars { unit: "ms".into(), bars },
+            title: format!(
+                "{}: wall time per phase (median, whiskers = raw min–max)",
+                b.scenario
+            ),
+            kind: ChartKind::Bars {
+                unit: "ms".into(),
+                bars,
+            },
         });
     }
     Ok(out)

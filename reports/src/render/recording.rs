@@ -12,7 +12,14 @@ use crate::schema::{Attempts, Baseline, Better, MetricClass, Provenance};
 pub const KIND_REPORT: &str = "vaultbench.report";
 
 /// Phases in the order a scenario runs them (scenarios' `Phase::name`); unknown ones follow.
-const PHASE_ORDER: [&str; 6] = ["cold_start", "cold_push", "cold_pull", "idle_resync", "edit", "folder_rename"];
+const PHASE_ORDER: [&str; 6] = [
+    "cold_start",
+    "cold_push",
+    "cold_pull",
+    "idle_resync",
+    "edit",
+    "folder_rename",
+];
 
 /// One value with the spread of its raw series (min and max over the counted samples).
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -168,7 +175,11 @@ pub fn recording_report(b: &Baseline, p: &Provenance) -> RecordingReport {
         phases: phases(b, p),
         phase_routes: phase_routes(b, p),
         route_load: route_load(b, p),
-        server: metrics.iter().filter(|r| r.key.starts_with("server.")).cloned().collect(),
+        server: metrics
+            .iter()
+            .filter(|r| r.key.starts_with("server."))
+            .cloned()
+            .collect(),
         calibration,
         not_claims: Vec::new(),
         metrics,
@@ -180,8 +191,14 @@ pub fn recording_report(b: &Baseline, p: &Provenance) -> RecordingReport {
 /// A metric's cell with the spread of its raw series.
 pub(crate) fn cell(b: &Baseline, p: &Provenance, key: &str) -> Option<Cell> {
     let m = b.metrics.get(key)?;
-    let (min, max) = range(p.raw.get(key).map(Vec::as_slice).unwrap_or(&[])).unwrap_or((m.value, m.value));
-    Some(Cell { value: m.value, unit: m.unit.clone(), min, max })
+    let (min, max) =
+        range(p.raw.get(key).map(Vec::as_slice).unwrap_or(&[])).unwrap_or((m.value, m.value));
+    Some(Cell {
+        value: m.value,
+        unit: m.unit.clone(),
+        min,
+        max,
+    })
 }
 
 fn row(b: &Baseline, p: &Provenance, key: &str) -> Option<Row> {
@@ -189,7 +206,17 @@ fn row(b: &Baseline, p: &Provenance, key: &str) -> Option<Row> {
     let series = p.raw.get(key).map(Vec::as_slice).unwrap_or(&[]);
     let (min, max) = range(series).unwrap_or((m.value, m.value));
     let spread = (m.value != 0.0 && !series.is_empty()).then(|| (max - min) / m.value.abs());
-    Some(Row { key: key.to_owned(), value: m.value, unit: m.unit.clone(), class: m.class, better: m.better, n: series.len(), min, max, spread })
+    Some(Row {
+        key: key.to_owned(),
+        value: m.value,
+        unit: m.unit.clone(),
+        class: m.class,
+        better: m.better,
+        n: series.len(),
+        min,
+        max,
+        spread,
+    })
 }
 
 /// Min and max of a series, ignoring NaN.
@@ -211,7 +238,15 @@ fn phase_names(b: &Baseline) -> Vec<String> {
             seen.push(phase.to_owned());
         }
     }
-    seen.sort_by_key(|p| (PHASE_ORDER.iter().position(|o| o == p).unwrap_or(PHASE_ORDER.len()), p.clone()));
+    seen.sort_by_key(|p| {
+        (
+            PHASE_ORDER
+                .iter()
+                .position(|o| o == p)
+                .unwrap_or(PHASE_ORDER.len()),
+            p.clone(),
+        )
+    });
     seen
 }
 
@@ -221,7 +256,12 @@ fn phases(b: &Baseline, p: &Provenance) -> Vec<PhaseRow> {
         .map(|ph| {
             let c = |what: &str| cell(b, p, &format!("{ph}.{what}"));
             let fsync_prefix = format!("{ph}.server.fsyncs.");
-            let fsync_keys: Vec<f64> = b.metrics.iter().filter(|(k, _)| k.starts_with(&fsync_prefix)).map(|(_, m)| m.value).collect();
+            let fsync_keys: Vec<f64> = b
+                .metrics
+                .iter()
+                .filter(|(k, _)| k.starts_with(&fsync_prefix))
+                .map(|(_, m)| m.value)
+                .collect();
             PhaseRow {
                 wall_ms: c("wall_ms").or_else(|| c("ready_ms")),
                 p50_ms: c("p50_ms"),
@@ -245,7 +285,11 @@ fn phase_routes(b: &Baseline, p: &Provenance) -> Vec<RouteRow> {
         let mut routes: Vec<String> = Vec::new();
         for k in b.metrics.keys() {
             let parts: Vec<&str> = k.split('.').collect();
-            if parts.len() == 3 && parts[0] == ph && parts[2] == "p50_us" && !routes.iter().any(|r| r == parts[1]) {
+            if parts.len() == 3
+                && parts[0] == ph
+                && parts[2] == "p50_us"
+                && !routes.iter().any(|r| r == parts[1])
+            {
                 routes.push(parts[1].to_owned());
             }
         }
@@ -270,7 +314,9 @@ fn route_load(b: &Baseline, p: &Provenance) -> Vec<LoadRow> {
         let parts: Vec<&str> = k.split('.').collect();
         if parts.len() == 4
             && parts[0] == "route"
-            && let Some(n) = parts[2].strip_prefix('c').and_then(|n| n.parse::<u32>().ok())
+            && let Some(n) = parts[2]
+                .strip_prefix('c')
+                .and_then(|n| n.parse::<u32>().ok())
         {
             let id = (parts[1].to_owned(), n);
             if !levels.contains(&id) {
@@ -283,7 +329,14 @@ fn route_load(b: &Baseline, p: &Provenance) -> Vec<LoadRow> {
         .into_iter()
         .map(|(route, n)| {
             let c = |what: &str| cell(b, p, &format!("route.{route}.c{n}.{what}"));
-            LoadRow { p50_us: c("p50_us"), p99_us: c("p99_us"), rps: c("rps"), errors: c("errors"), route, in_flight: n }
+            LoadRow {
+                p50_us: c("p50_us"),
+                p99_us: c("p99_us"),
+                rps: c("rps"),
+                errors: c("errors"),
+                route,
+                in_flight: n,
+            }
         })
         .collect()
 }
@@ -293,7 +346,16 @@ fn provenance_summary(p: &Provenance) -> ProvenanceSummary {
     let ident = p.machine.get("identity").unwrap_or(&p.machine);
     let machine = ident
         .as_object()
-        .map(|o| o.iter().map(|(k, v)| (k.clone(), v.as_str().map_or_else(|| v.to_string(), str::to_owned))).collect())
+        .map(|o| {
+            o.iter()
+                .map(|(k, v)| {
+                    (
+                        k.clone(),
+                        v.as_str().map_or_else(|| v.to_string(), str::to_owned),
+                    )
+                })
+                .collect()
+        })
         .unwrap_or_default();
     let counted: Vec<_> = p.samples.iter().filter(|s| !s.warmup).collect();
     ProvenanceSummary {
@@ -320,11 +382,18 @@ fn provenance_summary(p: &Provenance) -> ProvenanceSummary {
 /// harness may lack fields, and the report must still render.
 fn calibration(gate: &serde_json::Value) -> Calibration {
     let verdict = gate.get("verdict");
-    let f = |v: Option<&serde_json::Value>, k: &str| v.and_then(|v| v.get(k)).and_then(serde_json::Value::as_f64);
+    let f = |v: Option<&serde_json::Value>, k: &str| {
+        v.and_then(|v| v.get(k)).and_then(serde_json::Value::as_f64)
+    };
     let mut channels = Vec::new();
-    if let Some(chs) = verdict.and_then(|v| v.get("channels")).and_then(|c| c.as_object()) {
+    if let Some(chs) = verdict
+        .and_then(|v| v.get("channels"))
+        .and_then(|c| c.as_object())
+    {
         for (name, ch) in chs {
-            let bounds = ch.get("bounds").or_else(|| gate.get("config").and_then(|c| c.get(name)));
+            let bounds = ch
+                .get("bounds")
+                .or_else(|| gate.get("config").and_then(|c| c.get(name)));
             channels.push(ChannelRow {
                 channel: name.clone(),
                 n: ch.get("n").and_then(serde_json::Value::as_u64),
@@ -341,14 +410,22 @@ fn calibration(gate: &serde_json::Value) -> Calibration {
                 failures: ch
                     .get("failures")
                     .and_then(|x| x.as_array())
-                    .map(|a| a.iter().filter_map(|s| s.as_str().map(str::to_owned)).collect())
+                    .map(|a| {
+                        a.iter()
+                            .filter_map(|s| s.as_str().map(str::to_owned))
+                            .collect()
+                    })
                     .unwrap_or_default(),
             });
         }
     }
     Calibration {
-        accepted: verdict.and_then(|v| v.get("accepted")).and_then(serde_json::Value::as_bool),
-        drift_checked: verdict.and_then(|v| v.get("drift_checked")).and_then(serde_json::Value::as_bool),
+        accepted: verdict
+            .and_then(|v| v.get("accepted"))
+            .and_then(serde_json::Value::as_bool),
+        drift_checked: verdict
+            .and_then(|v| v.get("drift_checked"))
+            .and_then(serde_json::Value::as_bool),
         channels,
     }
 }
@@ -382,7 +459,12 @@ fn not_claims(r: &RecordingReport, b: &Baseline) -> Vec<String> {
         ),
         _ => format!("Not a large-vault claim. Profile {} with seed {}; bigger vaults are separate scenarios with their own baselines.", r.profile, r.seed),
     });
-    let widest = r.metrics.iter().filter(|x| x.class != MetricClass::Exact).filter_map(|x| x.spread.map(|s| (s, &x.key))).max_by(|a, b| a.0.total_cmp(&b.0));
+    let widest = r
+        .metrics
+        .iter()
+        .filter(|x| x.class != MetricClass::Exact)
+        .filter_map(|x| x.spread.map(|s| (s, &x.key)))
+        .max_by(|a, b| a.0.total_cmp(&b.0));
     let mut s = format!(
         "Not a tight estimate. Each value is the median of {} fresh-process samples (plus {} warm-up); the ranges in brackets are the raw minimum and maximum.",
         r.samples, r.provenance.warmup_samples
@@ -403,7 +485,10 @@ fn not_claims(r: &RecordingReport, b: &Baseline) -> Vec<String> {
         a.failed
     ));
     if r.provenance.failed_samples > 0 {
-        out.push(format!("{} sample(s) inside this recording reported errors; see the provenance sidecar.", r.provenance.failed_samples));
+        out.push(format!(
+            "{} sample(s) inside this recording reported errors; see the provenance sidecar.",
+            r.provenance.failed_samples
+        ));
     }
     if r.calibration.drift_checked == Some(false) {
         out.push("Not checked against this machine's quiet reference. No `vaultbench calibrate` reference existed, so the gate judged only the recording's own variance, not drift from the machine's normal speed.".into());

@@ -9,9 +9,17 @@ use serde_json::json;
 pub fn ab_result() -> serde_json::Value {
     let orders: Vec<Order> = plan_orders(8, 0xab).unwrap();
     let a_cpu = [2.50, 2.61, 2.55, 2.48, 2.58, 2.53, 2.60, 2.49];
-    let b_cpu: Vec<f64> = a_cpu.iter().enumerate().map(|(i, x)| x * (0.88 + 0.005 * (i % 3) as f64)).collect();
-    let a_wall = [1210.0, 1190.0, 1225.0, 1201.0, 1215.0, 1198.0, 1207.0, 1220.0];
-    let b_wall = [1212.0, 1188.0, 1226.0, 1199.0, 1217.0, 1197.0, 1209.0, 1219.0];
+    let b_cpu: Vec<f64> = a_cpu
+        .iter()
+        .enumerate()
+        .map(|(i, x)| x * (0.88 + 0.005 * (i % 3) as f64))
+        .collect();
+    let a_wall = [
+        1210.0, 1190.0, 1225.0, 1201.0, 1215.0, 1198.0, 1207.0, 1220.0,
+    ];
+    let b_wall = [
+        1212.0, 1188.0, 1226.0, 1199.0, 1217.0, 1197.0, 1209.0, 1219.0,
+    ];
     let cpu = analyse_metric(&a_cpu, &b_cpu, &orders, Better::Lower, 0.03, 1).unwrap();
     let wall = analyse_metric(&a_wall, &b_wall, &orders, Better::Lower, 0.03, 2).unwrap();
     json!({
@@ -40,11 +48,23 @@ fn ab_markdown_has_changes_intervals_verdicts_and_the_decision() {
     let v = ab_result();
     let md = render(&Document::Ab(&v), Format::Md).unwrap();
     assert!(md.contains("Decision: KEEP."), "{md}");
-    let cpu_line = md.lines().find(|l| l.starts_with("| server.cpu_s")).unwrap();
+    let cpu_line = md
+        .lines()
+        .find(|l| l.starts_with("| server.cpu_s"))
+        .unwrap();
     assert!(cpu_line.contains("| better |"), "{cpu_line}");
-    assert!(cpu_line.contains("−1"), "a negative change with its interval: {cpu_line}");
-    let wall_line = md.lines().find(|l| l.starts_with("| cold_push.wall_ms")).unwrap();
-    assert!(wall_line.contains("no change") || wall_line.contains("inconclusive"), "{wall_line}");
+    assert!(
+        cpu_line.contains("−1"),
+        "a negative change with its interval: {cpu_line}"
+    );
+    let wall_line = md
+        .lines()
+        .find(|l| l.starts_with("| cold_push.wall_ms"))
+        .unwrap();
+    assert!(
+        wall_line.contains("no change") || wall_line.contains("inconclusive"),
+        "{wall_line}"
+    );
     assert!(md.contains("cold_push.server.fsyncs.journal | count | 100 | 25"));
 }
 
@@ -53,7 +73,14 @@ fn ab_html_has_a_forest_plot_and_rounds_coloured_by_order() {
     let v = ab_result();
     let cs = charts(&Document::Ab(&v)).unwrap();
     let slugs: Vec<&str> = cs.iter().map(|c| c.slug.as_str()).collect();
-    assert_eq!(slugs, ["ab-forest", "ab-rounds-server-cpu-s", "ab-rounds-cold-push-wall-ms"]);
+    assert_eq!(
+        slugs,
+        [
+            "ab-forest",
+            "ab-rounds-server-cpu-s",
+            "ab-rounds-cold-push-wall-ms"
+        ]
+    );
     let html = render(&Document::Ab(&v), Format::Html).unwrap();
     assert_eq!(html.matches("<svg").count(), 3);
     assert!(html.contains("ran first") && html.contains("ran second"));
@@ -63,6 +90,8 @@ fn ab_html_has_a_forest_plot_and_rounds_coloured_by_order() {
 #[test]
 fn an_ab_document_without_metrics_is_named() {
     let v = json!({ "kind": "vaultbench.ab" });
-    let e = render(&Document::Ab(&v), Format::Md).unwrap_err().to_string();
+    let e = render(&Document::Ab(&v), Format::Md)
+        .unwrap_err()
+        .to_string();
     assert_eq!(e, "a/b result: no `metrics` object");
 }

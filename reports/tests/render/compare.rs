@@ -29,7 +29,12 @@ fn identical_recordings_have_no_regression() {
 fn a_slower_phase_beyond_noise_and_threshold_is_a_regression() {
     let (b, p) = small();
     let (mut rb, mut rp) = small();
-    set(&mut rb, &mut rp, "cold_push.wall_ms", &[1500.0, 1510.0, 1490.0, 1505.0, 1520.0]);
+    set(
+        &mut rb,
+        &mut rp,
+        "cold_push.wall_ms",
+        &[1500.0, 1510.0, 1490.0, 1505.0, 1520.0],
+    );
     let c = compare((&b, &p), (&rb, &rp), 0.05).unwrap();
     assert_eq!(status(&c, "cold_push.wall_ms"), Status::Regression);
     assert_eq!(c.regressions, 1);
@@ -43,21 +48,45 @@ fn a_slower_phase_beyond_noise_and_threshold_is_a_regression() {
 fn a_big_change_inside_the_noise_is_not_a_regression() {
     let (mut b, mut p) = small();
     let (mut rb, mut rp) = small();
-    set(&mut b, &mut p, "edit.p95_ms", &[10.0, 30.0, 20.0, 21.0, 19.0]);
-    set(&mut rb, &mut rp, "edit.p95_ms", &[25.0, 12.0, 26.0, 28.0, 29.0]);
+    set(
+        &mut b,
+        &mut p,
+        "edit.p95_ms",
+        &[10.0, 30.0, 20.0, 21.0, 19.0],
+    );
+    set(
+        &mut rb,
+        &mut rp,
+        "edit.p95_ms",
+        &[25.0, 12.0, 26.0, 28.0, 29.0],
+    );
     let c = compare((&b, &p), (&rb, &rp), 0.05).unwrap();
-    assert_eq!(status(&c, "edit.p95_ms"), Status::WithinNoise, "+30% but the raw series overlap");
+    assert_eq!(
+        status(&c, "edit.p95_ms"),
+        Status::WithinNoise,
+        "+30% but the raw series overlap"
+    );
 }
 
 #[test]
 fn higher_is_better_keys_regress_downwards() {
     let (b, p) = small();
     let (mut rb, mut rp) = small();
-    set(&mut rb, &mut rp, "cold_push.files_per_s", &[50.0, 51.0, 52.0, 49.0, 50.5]);
+    set(
+        &mut rb,
+        &mut rp,
+        "cold_push.files_per_s",
+        &[50.0, 51.0, 52.0, 49.0, 50.5],
+    );
     let c = compare((&b, &p), (&rb, &rp), 0.05).unwrap();
     assert_eq!(status(&c, "cold_push.files_per_s"), Status::Regression);
     let (mut rb, mut rp) = small();
-    set(&mut rb, &mut rp, "cold_push.files_per_s", &[150.0, 151.0, 152.0, 149.0, 150.5]);
+    set(
+        &mut rb,
+        &mut rp,
+        "cold_push.files_per_s",
+        &[150.0, 151.0, 152.0, 149.0, 150.5],
+    );
     let c = compare((&b, &p), (&rb, &rp), 0.05).unwrap();
     assert_eq!(status(&c, "cold_push.files_per_s"), Status::Improvement);
 }
@@ -67,9 +96,17 @@ fn exact_keys_compare_exactly() {
     let (b, p) = small();
     // One more fsync per file is a regression even though it is far below any threshold.
     let (mut rb, mut rp) = small();
-    set(&mut rb, &mut rp, "cold_push.server.fsyncs_per_file", &[8.42; 5]);
+    set(
+        &mut rb,
+        &mut rp,
+        "cold_push.server.fsyncs_per_file",
+        &[8.42; 5],
+    );
     let c = compare((&b, &p), (&rb, &rp), 0.50).unwrap();
-    assert_eq!(status(&c, "cold_push.server.fsyncs_per_file"), Status::Regression);
+    assert_eq!(
+        status(&c, "cold_push.server.fsyncs_per_file"),
+        Status::Regression
+    );
     // Fewer requests is reported, as an improvement.
     let (mut rb, mut rp) = small();
     set(&mut rb, &mut rp, "cold_push.requests", &[300.0; 5]);
@@ -100,7 +137,12 @@ fn different_workloads_are_refused() {
     assert!(e.contains("seed 0x5eed differs"), "{e}");
     rb.seed = b.seed;
     rb.scenario = "large".into();
-    assert!(compare((&b, &p), (&rb, &rp), 0.05).unwrap_err().to_string().contains("\"large\""));
+    assert!(
+        compare((&b, &p), (&rb, &rp), 0.05)
+            .unwrap_err()
+            .to_string()
+            .contains("\"large\"")
+    );
     assert_eq!(parse_threshold("5%").unwrap(), 0.05);
 }
 
@@ -109,7 +151,12 @@ fn the_markdown_lists_regressions_first() {
     let (b, p) = small();
     let (mut rb, mut rp) = small();
     set(&mut rb, &mut rp, "cold_push.requests", &[300.0; 5]);
-    set(&mut rb, &mut rp, "cold_pull.wall_ms", &[900.0, 910.0, 905.0, 899.0, 901.0]);
+    set(
+        &mut rb,
+        &mut rp,
+        "cold_pull.wall_ms",
+        &[900.0, 910.0, 905.0, 899.0, 901.0],
+    );
     let c = compare((&b, &p), (&rb, &rp), 0.05).unwrap();
     let md = reports::compare::markdown(&c);
     assert!(md.contains("**1 regression.**"));

@@ -11,57 +11,105 @@ use crate::fixtures::small;
 #[test]
 fn bmf_matches_the_bencher_schema() {
     let (b, p) = small();
-    let text = render(&Document::Recording { baseline: &b, provenance: &p }, Format::Bmf).unwrap();
+    let text = render(
+        &Document::Recording {
+            baseline: &b,
+            provenance: &p,
+        },
+        Format::Bmf,
+    )
+    .unwrap();
     let v: Value = serde_json::from_str(&text).unwrap();
     let benchmarks = v.as_object().expect("BMF is an object of benchmarks");
     assert_eq!(benchmarks.len(), b.metrics.len(), "one benchmark per key");
     for (name, measures) in benchmarks {
-        assert!(!name.is_empty() && name.len() <= 1024, "benchmark name length");
-        let measures = measures.as_object().expect("a benchmark is an object of measures");
+        assert!(
+            !name.is_empty() && name.len() <= 1024,
+            "benchmark name length"
+        );
+        let measures = measures
+            .as_object()
+            .expect("a benchmark is an object of measures");
         assert!(!measures.is_empty());
         for (slug, metric) in measures {
-            assert!(slug.len() <= 64 && slug.chars().all(|c| c.is_ascii_lowercase() || c == '-'), "measure slug {slug:?}");
+            assert!(
+                slug.len() <= 64 && slug.chars().all(|c| c.is_ascii_lowercase() || c == '-'),
+                "measure slug {slug:?}"
+            );
             let m = metric.as_object().unwrap();
             assert!(m["value"].is_number(), "value is required and a number");
             for k in m.keys() {
-                assert!(["value", "lower_value", "upper_value"].contains(&k.as_str()), "unexpected field {k}");
+                assert!(
+                    ["value", "lower_value", "upper_value"].contains(&k.as_str()),
+                    "unexpected field {k}"
+                );
                 assert!(m[k].is_number());
             }
             if let (Some(lo), Some(hi)) = (m.get("lower_value"), m.get("upper_value")) {
-                let (lo, hi, val) = (lo.as_f64().unwrap(), hi.as_f64().unwrap(), m["value"].as_f64().unwrap());
+                let (lo, hi, val) = (
+                    lo.as_f64().unwrap(),
+                    hi.as_f64().unwrap(),
+                    m["value"].as_f64().unwrap(),
+                );
                 assert!(lo <= val && val <= hi, "{name}: {lo} <= {val} <= {hi}");
             }
         }
     }
     let wall = &v["small/cold_push.wall_ms"]["milliseconds"];
-    assert_eq!(wall["value"].as_f64().unwrap(), b.metrics["cold_push.wall_ms"].value);
+    assert_eq!(
+        wall["value"].as_f64().unwrap(),
+        b.metrics["cold_push.wall_ms"].value
+    );
 }
 
 #[test]
 fn gab_is_a_smaller_is_better_array() {
     let (b, p) = small();
-    let text = render(&Document::Recording { baseline: &b, provenance: &p }, Format::Gab).unwrap();
+    let text = render(
+        &Document::Recording {
+            baseline: &b,
+            provenance: &p,
+        },
+        Format::Gab,
+    )
+    .unwrap();
     let v: Value = serde_json::from_str(&text).unwrap();
     let entries = v.as_array().expect("customSmallerIsBetter is an array");
-    let higher = b.metrics.values().filter(|m| m.better == reports::schema::Better::Higher).count();
+    let higher = b
+        .metrics
+        .values()
+        .filter(|m| m.better == reports::schema::Better::Higher)
+        .count();
     assert!(higher > 0, "the fixture has throughput keys");
-    assert_eq!(entries.len(), b.metrics.len() - higher, "higher-is-better keys are left out");
+    assert_eq!(
+        entries.len(),
+        b.metrics.len() - higher,
+        "higher-is-better keys are left out"
+    );
     for e in entries {
         let o = e.as_object().unwrap();
         assert!(o["name"].is_string() && o["unit"].is_string() && o["value"].is_number());
         for k in o.keys() {
-            assert!(["name", "unit", "value", "range", "extra"].contains(&k.as_str()), "unexpected field {k}");
+            assert!(
+                ["name", "unit", "value", "range", "extra"].contains(&k.as_str()),
+                "unexpected field {k}"
+            );
         }
         if let Some(r) = o.get("range") {
             assert!(r.as_str().unwrap().starts_with("± "));
         }
-        assert!(!o["name"].as_str().unwrap().contains("files_per_s"), "throughput is higher-is-better");
+        assert!(
+            !o["name"].as_str().unwrap().contains("files_per_s"),
+            "throughput is higher-is-better"
+        );
     }
 }
 
 #[test]
 fn exports_refuse_documents_that_are_not_recordings() {
     let v = serde_json::json!({ "kind": "vaultbench.ab", "metrics": {} });
-    let err = render(&Document::Ab(&v), Format::Bmf).unwrap_err().to_string();
+    let err = render(&Document::Ab(&v), Format::Bmf)
+        .unwrap_err()
+        .to_string();
     assert_eq!(err, "--format bmf exports a recording, not an a/b result");
 }

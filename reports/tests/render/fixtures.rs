@@ -7,8 +7,9 @@ use base64::Engine;
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use reports::schema::{
-    Attempts, Baseline, Better, ChannelReading, FORMAT_VERSION, HarnessIdentity, KIND_BASELINE, KIND_PROVENANCE, Metric, MetricClass,
-    Provenance, SampleMeta, TargetIdentity, binding_digest, median, verify_pair,
+    Attempts, Baseline, Better, ChannelReading, FORMAT_VERSION, HarnessIdentity, KIND_BASELINE,
+    KIND_PROVENANCE, Metric, MetricClass, Provenance, SampleMeta, TargetIdentity, binding_digest,
+    median, verify_pair,
 };
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -30,7 +31,15 @@ struct Gen {
 
 impl Gen {
     /// A timing/resource key: five samples jittered around `centre` by up to ±`jitter` (relative).
-    fn noisy(&mut self, key: &str, centre: f64, jitter: f64, unit: &str, class: MetricClass, better: Better) {
+    fn noisy(
+        &mut self,
+        key: &str,
+        centre: f64,
+        jitter: f64,
+        unit: &str,
+        class: MetricClass,
+        better: Better,
+    ) {
         let series: Vec<f64> = (0..SAMPLES)
             .map(|_| {
                 let u: f64 = self.rng.random::<f64>() * 2.0 - 1.0;
@@ -38,7 +47,8 @@ impl Gen {
             })
             .collect();
         let value = median(&series).unwrap();
-        self.metrics.insert(key.into(), Metric::new(value, unit, class, better));
+        self.metrics
+            .insert(key.into(), Metric::new(value, unit, class, better));
         self.raw.insert(key.into(), series);
     }
     fn timing(&mut self, key: &str, centre: f64, unit: &str) {
@@ -48,7 +58,14 @@ impl Gen {
         self.noisy(key, centre, 0.05, unit, MetricClass::Timing, Better::Higher);
     }
     fn resource(&mut self, key: &str, centre: f64, unit: &str) {
-        self.noisy(key, centre, 0.04, unit, MetricClass::Resource, Better::Lower);
+        self.noisy(
+            key,
+            centre,
+            0.04,
+            unit,
+            MetricClass::Resource,
+            Better::Lower,
+        );
     }
     fn exact(&mut self, key: &str, v: f64, unit: &str) {
         self.metrics.insert(key.into(), Metric::exact(v, unit));
@@ -63,14 +80,27 @@ fn histogram(rng: &mut ChaCha8Rng, n: usize, p50_us: f64) -> String {
         // Sum of uniforms ~ normal; exp makes it log-normal (sigma ~0.35), plus a rare slow tail.
         let z: f64 = (0..6).map(|_| rng.random::<f64>()).sum::<f64>() - 3.0;
         let tail = if rng.random::<f64>() < 0.01 { 4.0 } else { 1.0 };
-        h.record((p50_us * (0.35 * z).exp() * tail).max(1.0) as u64).unwrap();
+        h.record((p50_us * (0.35 * z).exp() * tail).max(1.0) as u64)
+            .unwrap();
     }
     let mut buf = Vec::new();
-    hdrhistogram::serialization::Serializer::serialize(&mut hdrhistogram::serialization::V2DeflateSerializer::new(), &h, &mut buf).unwrap();
+    hdrhistogram::serialization::Serializer::serialize(
+        &mut hdrhistogram::serialization::V2DeflateSerializer::new(),
+        &h,
+        &mut buf,
+    )
+    .unwrap();
     base64::engine::general_purpose::STANDARD.encode(buf)
 }
 
-fn channel(name: &str, xs: &[f64], max_cv: f64, max_over: f64, tol: f64, reference: f64) -> serde_json::Value {
+fn channel(
+    name: &str,
+    xs: &[f64],
+    max_cv: f64,
+    max_over: f64,
+    tol: f64,
+    reference: f64,
+) -> serde_json::Value {
     let n = xs.len() as f64;
     let mean = xs.iter().sum::<f64>() / n;
     let sd = (xs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0)).sqrt();
@@ -91,7 +121,11 @@ fn channel(name: &str, xs: &[f64], max_cv: f64, max_over: f64, tol: f64, referen
 
 /// The `small` scenario as the harness records it (keys as harness/src/phases.rs names them).
 pub fn small() -> (Baseline, Provenance) {
-    let mut g = Gen { rng: ChaCha8Rng::seed_from_u64(0x5eed), metrics: BTreeMap::new(), raw: BTreeMap::new() };
+    let mut g = Gen {
+        rng: ChaCha8Rng::seed_from_u64(0x5eed),
+        metrics: BTreeMap::new(),
+        raw: BTreeMap::new(),
+    };
     g.timing("cold_start.ready_ms", 41.7, "ms");
     // Cold push: 100 notes -> 180 distinct chunks (20 duplicate-body groups share chunks).
     g.timing("cold_push.wall_ms", 1_210.0, "ms");
@@ -106,13 +140,24 @@ pub fn small() -> (Baseline, Provenance) {
     g.exact("cold_push.requests.put-chunk", 180.0, "count");
     g.exact("cold_push.requests.post-version", 100.0, "count");
     g.exact("cold_push.requests.changes", 1.0, "count");
-    for (route, p50) in [("chunks-exists", 310.0), ("put-chunk", 2_350.0), ("post-version", 2_900.0)] {
+    for (route, p50) in [
+        ("chunks-exists", 310.0),
+        ("put-chunk", 2_350.0),
+        ("post-version", 2_900.0),
+    ] {
         g.timing(&format!("cold_push.{route}.p50_us"), p50, "us");
         g.timing(&format!("cold_push.{route}.p95_us"), p50 * 1.9, "us");
         g.timing(&format!("cold_push.{route}.p99_us"), p50 * 3.1, "us");
     }
     g.exact("cold_push.errors", 0.0, "count");
-    g.noisy("cold_push.own_echo.answers", 3.0, 0.0, "count", MetricClass::Timing, Better::Lower);
+    g.noisy(
+        "cold_push.own_echo.answers",
+        3.0,
+        0.0,
+        "count",
+        MetricClass::Timing,
+        Better::Lower,
+    );
     g.exact("cold_push.own_echo.changes", 100.0, "count");
     g.exact("cold_push.server.fsyncs.chunk", 180.0, "count");
     g.exact("cold_push.server.fsyncs.dir", 180.0, "count");
@@ -131,7 +176,11 @@ pub fn small() -> (Baseline, Provenance) {
     g.exact("cold_pull.requests.changes", 2.0, "count");
     g.exact("cold_pull.requests.get-chunk", 180.0, "count");
     g.exact("cold_pull.requests.get-version", 100.0, "count");
-    for (route, p50) in [("changes", 900.0), ("get-chunk", 420.0), ("get-version", 380.0)] {
+    for (route, p50) in [
+        ("changes", 900.0),
+        ("get-chunk", 420.0),
+        ("get-version", 380.0),
+    ] {
         g.timing(&format!("cold_pull.{route}.p50_us"), p50, "us");
         g.timing(&format!("cold_pull.{route}.p95_us"), p50 * 1.7, "us");
         g.timing(&format!("cold_pull.{route}.p99_us"), p50 * 2.6, "us");
@@ -158,15 +207,32 @@ pub fn small() -> (Baseline, Provenance) {
     g.exact("folder_rename.pull_requests", 13.0, "count");
     g.exact("folder_rename.server.fsyncs.journal", 11.0, "count");
     // Route load at 1 and 4 in flight.
-    let routes = [("changes", 650.0), ("chunks-exists", 300.0), ("get-chunk", 380.0), ("post-version", 2_700.0), ("put-chunk", 2_200.0)];
+    let routes = [
+        ("changes", 650.0),
+        ("chunks-exists", 300.0),
+        ("get-chunk", 380.0),
+        ("post-version", 2_700.0),
+        ("put-chunk", 2_200.0),
+    ];
     for (route, p50) in routes {
         for level in [1u32, 4] {
             let k = format!("route.{route}.c{level}");
             let p50 = p50 * if level == 4 { 1.8 } else { 1.0 };
             g.timing(&format!("{k}.p50_us"), p50, "us");
             g.timing(&format!("{k}.p99_us"), p50 * 2.9, "us");
-            g.rate(&format!("{k}.rps"), f64::from(level) * 1e6 / p50 * 0.92, "req/s");
-            g.noisy(&format!("{k}.errors"), 0.0, 0.0, "count", MetricClass::Timing, Better::Lower);
+            g.rate(
+                &format!("{k}.rps"),
+                f64::from(level) * 1e6 / p50 * 0.92,
+                "req/s",
+            );
+            g.noisy(
+                &format!("{k}.errors"),
+                0.0,
+                0.0,
+                "count",
+                MetricClass::Timing,
+                Better::Lower,
+            );
         }
     }
     // Server resources.
@@ -181,7 +247,11 @@ pub fn small() -> (Baseline, Provenance) {
     g.resource("server.thread_cpu_s.journal", 0.29, "s");
 
     let mut histograms = BTreeMap::new();
-    for (route, p50, n) in [("chunks-exists", 310.0, 100), ("put-chunk", 2_350.0, 180), ("post-version", 2_900.0, 100)] {
+    for (route, p50, n) in [
+        ("chunks-exists", 310.0, 100),
+        ("put-chunk", 2_350.0, 180),
+        ("post-version", 2_900.0, 100),
+    ] {
         histograms.insert(format!("cold_push.{route}"), histogram(&mut g.rng, n, p50));
     }
     for (route, p50, n) in [("get-chunk", 420.0, 180), ("get-version", 380.0, 100)] {
@@ -190,7 +260,10 @@ pub fn small() -> (Baseline, Provenance) {
     for (route, p50) in routes {
         for level in [1u32, 4] {
             let p = p50 * if level == 4 { 1.8 } else { 1.0 };
-            histograms.insert(format!("route.{route}.c{level}"), histogram(&mut g.rng, 2_000, p));
+            histograms.insert(
+                format!("route.{route}.c{level}"),
+                histogram(&mut g.rng, 2_000, p),
+            );
         }
     }
     // Calibration: two readings per sample, warm-up included in the metas but not the gate.
@@ -199,15 +272,25 @@ pub fn small() -> (Baseline, Provenance) {
     for i in 0..=SAMPLES as u32 {
         let calibration: Vec<ChannelReading> = (0..2)
             .map(|_| ChannelReading {
-                cpu_ms: ((48.0 * (1.0 + 0.02 * (g.rng.random::<f64>() - 0.5))) * 1000.0).round() / 1000.0,
-                io_ms: ((6.1 * (1.0 + 0.10 * (g.rng.random::<f64>() - 0.5))) * 1000.0).round() / 1000.0,
+                cpu_ms: ((48.0 * (1.0 + 0.02 * (g.rng.random::<f64>() - 0.5))) * 1000.0).round()
+                    / 1000.0,
+                io_ms: ((6.1 * (1.0 + 0.10 * (g.rng.random::<f64>() - 0.5))) * 1000.0).round()
+                    / 1000.0,
             })
             .collect();
         if i > 0 {
             cpu.extend(calibration.iter().map(|r| r.cpu_ms));
             io.extend(calibration.iter().map(|r| r.io_ms));
         }
-        samples.push(SampleMeta { index: i, warmup: i == 0, pid: 41_000 + i * 7, server_pid: 41_001 + i * 7, ok: true, errors: vec![], calibration });
+        samples.push(SampleMeta {
+            index: i,
+            warmup: i == 0,
+            pid: 41_000 + i * 7,
+            server_pid: 41_001 + i * 7,
+            ok: true,
+            errors: vec![],
+            calibration,
+        });
     }
     let gate = serde_json::json!({
         "config": {
@@ -225,8 +308,20 @@ pub fn small() -> (Baseline, Provenance) {
             "failures": [],
         },
     });
-    let exact_snapshot = g.metrics.iter().filter(|(_, m)| m.class == MetricClass::Exact).map(|(k, m)| (k.clone(), m.value)).collect();
-    let baseline = Baseline { kind: KIND_BASELINE.into(), format_version: FORMAT_VERSION, scenario: "small".into(), seed: 0x5eed, samples: SAMPLES as u32, metrics: g.metrics };
+    let exact_snapshot = g
+        .metrics
+        .iter()
+        .filter(|(_, m)| m.class == MetricClass::Exact)
+        .map(|(k, m)| (k.clone(), m.value))
+        .collect();
+    let baseline = Baseline {
+        kind: KIND_BASELINE.into(),
+        format_version: FORMAT_VERSION,
+        scenario: "small".into(),
+        seed: 0x5eed,
+        samples: SAMPLES as u32,
+        metrics: g.metrics,
+    };
     let mut provenance = Provenance {
         kind: KIND_PROVENANCE.into(),
         format_version: FORMAT_VERSION,
@@ -258,7 +353,11 @@ pub fn small() -> (Baseline, Provenance) {
         loadavg_before: Some([0.12, 0.2, 0.18]),
         loadavg_after: Some([1.05, 0.41, 0.25]),
         gate,
-        attempts: Attempts { attempted: 2, refused: 1, failed: 0 },
+        attempts: Attempts {
+            attempted: 2,
+            refused: 1,
+            failed: 0,
+        },
         samples,
         raw: g.raw,
         exact_snapshot,
@@ -279,14 +378,24 @@ pub fn pretty<T: serde::Serialize>(v: &T) -> String {
 pub fn read(name: &str) -> (Baseline, Provenance) {
     let b = std::fs::read_to_string(dir().join(format!("{name}.json"))).unwrap();
     let p = std::fs::read_to_string(dir().join(format!("{name}.provenance.json"))).unwrap();
-    (serde_json::from_str(&b).unwrap(), serde_json::from_str(&p).unwrap())
+    (
+        serde_json::from_str(&b).unwrap(),
+        serde_json::from_str(&p).unwrap(),
+    )
 }
 
 #[test]
 fn fixtures_are_current_and_verify() {
     let (b, p) = small();
-    assert_eq!(verify_pair(&b, &p), vec![], "the generator makes a coherent pair");
-    let files = [("small.json", pretty(&b)), ("small.provenance.json", pretty(&p))];
+    assert_eq!(
+        verify_pair(&b, &p),
+        vec![],
+        "the generator makes a coherent pair"
+    );
+    let files = [
+        ("small.json", pretty(&b)),
+        ("small.provenance.json", pretty(&p)),
+    ];
     if std::env::var_os("VAULTBENCH_UPDATE_FIXTURES").is_some() {
         std::fs::create_dir_all(dir()).unwrap();
         for (name, text) in &files {
@@ -295,8 +404,15 @@ fn fixtures_are_current_and_verify() {
     }
     for (name, text) in &files {
         let on_disk = std::fs::read_to_string(dir().join(name)).unwrap_or_default();
-        assert!(on_disk == *text, "{name} differs from the generator: run with VAULTBENCH_UPDATE_FIXTURES=1");
+        assert!(
+            on_disk == *text,
+            "{name} differs from the generator: run with VAULTBENCH_UPDATE_FIXTURES=1"
+        );
     }
     let (rb, rp) = read("small");
-    assert_eq!(verify_pair(&rb, &rp), vec![], "the committed files verify as read back");
+    assert_eq!(
+        verify_pair(&rb, &rp),
+        vec![],
+        "the committed files verify as read back"
+    );
 }

@@ -14,8 +14,17 @@ fn versions() -> Vec<HistoryPoint> {
                 *x *= f;
             }
             b.metrics.get_mut("cold_push.wall_ms").unwrap().value *= f;
-            b.metrics.get_mut("cold_push.server.fsyncs.journal").unwrap().value += f64::from(i);
-            HistoryPoint { label: format!("v{i}"), commit: Some(format!("{i:040}")), date: Some(format!("2026-11-2{i}")), baseline: b, provenance: Some(p) }
+            b.metrics
+                .get_mut("cold_push.server.fsyncs.journal")
+                .unwrap()
+                .value += f64::from(i);
+            HistoryPoint {
+                label: format!("v{i}"),
+                commit: Some(format!("{i:040}")),
+                date: Some(format!("2026-11-2{i}")),
+                baseline: b,
+                provenance: Some(p),
+            }
         })
         .collect()
 }
@@ -26,22 +35,46 @@ fn trends_carry_values_bands_and_change() {
     assert_eq!(r.scenarios.len(), 1);
     let h = &r.scenarios[0];
     assert_eq!(h.points.len(), 3);
-    let wall = h.keys.iter().find(|k| k.key == "cold_push.wall_ms").unwrap();
-    let v = wall.values.iter().map(|v| v.as_ref().unwrap()).collect::<Vec<_>>();
-    assert!(v[0].low < v[0].value && v[0].value < v[0].high, "a noise band from the raw series");
+    let wall = h
+        .keys
+        .iter()
+        .find(|k| k.key == "cold_push.wall_ms")
+        .unwrap();
+    let v = wall
+        .values
+        .iter()
+        .map(|v| v.as_ref().unwrap())
+        .collect::<Vec<_>>();
+    assert!(
+        v[0].low < v[0].value && v[0].value < v[0].high,
+        "a noise band from the raw series"
+    );
     assert!((wall.change.unwrap() - 0.2).abs() < 1e-9);
 }
 
 #[test]
 fn history_renders_with_trend_charts_for_headline_keys() {
     let pts = versions();
-    let doc = Document::History { points: &pts, source: "git history of baselines/" };
+    let doc = Document::History {
+        points: &pts,
+        source: "git history of baselines/",
+    };
     let cs = charts(&doc).unwrap();
     let slugs: Vec<&str> = cs.iter().map(|c| c.slug.as_str()).collect();
-    assert!(slugs.contains(&"trend-small-cold-push-wall-ms"), "{slugs:?}");
-    assert!(slugs.contains(&"trend-small-cold-push-server-fsyncs-journal"), "a changed exact key gets a chart: {slugs:?}");
+    assert!(
+        slugs.contains(&"trend-small-cold-push-wall-ms"),
+        "{slugs:?}"
+    );
+    assert!(
+        slugs.contains(&"trend-small-cold-push-server-fsyncs-journal"),
+        "a changed exact key gets a chart: {slugs:?}"
+    );
     let html = render(&doc, Format::Html).unwrap();
-    assert!(html.contains("<svg") && html.contains("git history of baselines/") && !html.contains("http"));
+    assert!(
+        html.contains("<svg")
+            && html.contains("git history of baselines/")
+            && !html.contains("http")
+    );
     let md = render(&doc, Format::Md).unwrap();
     assert!(md.contains("| cold_push.wall_ms | ms |"), "{md}");
     assert!(md.contains("+20.0%"));
@@ -50,8 +83,27 @@ fn history_renders_with_trend_charts_for_headline_keys() {
 #[test]
 fn one_version_is_not_a_history() {
     let pts = &versions()[..1];
-    let e = render(&Document::History { points: pts, source: "x" }, Format::Md).unwrap_err().to_string();
-    assert_eq!(e, "baselines history: only one version of small so far: a trend needs two (report the baseline itself instead)");
-    let e = render(&Document::History { points: &[], source: "x" }, Format::Md).unwrap_err().to_string();
+    let e = render(
+        &Document::History {
+            points: pts,
+            source: "x",
+        },
+        Format::Md,
+    )
+    .unwrap_err()
+    .to_string();
+    assert_eq!(
+        e,
+        "baselines history: only one version of small so far: a trend needs two (report the baseline itself instead)"
+    );
+    let e = render(
+        &Document::History {
+            points: &[],
+            source: "x",
+        },
+        Format::Md,
+    )
+    .unwrap_err()
+    .to_string();
     assert_eq!(e, "baselines history: no versions of any baseline");
 }

@@ -9,7 +9,9 @@ use crate::fixtures::small;
 /// Everything that would make a page fetch something, or point somewhere.
 fn assert_self_contained(html: &str) {
     let lower = html.to_ascii_lowercase();
-    for bad in ["http://", "https://", "<script", "<link", "src=", "@import", "url("] {
+    for bad in [
+        "http://", "https://", "<script", "<link", "src=", "@import", "url(",
+    ] {
         assert!(!lower.contains(bad), "the HTML contains {bad:?}");
     }
 }
@@ -17,7 +19,14 @@ fn assert_self_contained(html: &str) {
 #[test]
 fn recording_html_is_self_contained_and_has_charts() {
     let (b, p) = small();
-    let html = render(&Document::Recording { baseline: &b, provenance: &p }, Format::Html).unwrap();
+    let html = render(
+        &Document::Recording {
+            baseline: &b,
+            provenance: &p,
+        },
+        Format::Html,
+    )
+    .unwrap();
     assert_self_contained(&html);
     assert!(html.starts_with("<!DOCTYPE html>"));
     // Transfer phases, route load at 1 and at 4 in flight, and the phase bars.
@@ -33,18 +42,31 @@ fn recording_html_is_self_contained_and_has_charts() {
 #[test]
 fn charts_render_as_png_with_ink_in_the_title() {
     let (b, p) = small();
-    let all: Vec<Chart> = charts(&Document::Recording { baseline: &b, provenance: &p }).unwrap();
+    let all: Vec<Chart> = charts(&Document::Recording {
+        baseline: &b,
+        provenance: &p,
+    })
+    .unwrap();
     assert_eq!(all.len(), 4);
     let bytes = all[0].png().unwrap();
     let decoder = png::Decoder::new(std::io::Cursor::new(bytes));
     let mut reader = decoder.read_info().unwrap();
     let mut buf = vec![0; reader.output_buffer_size()];
     let info = reader.next_frame(&mut buf).unwrap();
-    assert_eq!((info.width, info.height), (reports::charts::WIDTH, reports::charts::HEIGHT));
+    assert_eq!(
+        (info.width, info.height),
+        (reports::charts::WIDTH, reports::charts::HEIGHT)
+    );
     // The caption band (top 30 rows): text drawn with the embedded font leaves dark pixels.
     let row = info.width as usize * 3;
-    let dark = buf[..row * 30].chunks(3).filter(|px| px.iter().all(|c| *c < 100)).count();
-    assert!(dark > 200, "only {dark} dark pixels in the title band: text did not render");
+    let dark = buf[..row * 30]
+        .chunks(3)
+        .filter(|px| px.iter().all(|c| *c < 100))
+        .count();
+    assert!(
+        dark > 200,
+        "only {dark} dark pixels in the title band: text did not render"
+    );
 }
 
 #[test]
@@ -52,6 +74,17 @@ fn write_a_sample_page_when_asked() {
     // For looking at by eye (headless Chromium): VAULTBENCH_WRITE_HTML=/tmp/r.html.
     if let Some(path) = std::env::var_os("VAULTBENCH_WRITE_HTML") {
         let (b, p) = small();
-        std::fs::write(path, render(&Document::Recording { baseline: &b, provenance: &p }, Format::Html).unwrap()).unwrap();
+        std::fs::write(
+            path,
+            render(
+                &Document::Recording {
+                    baseline: &b,
+                    provenance: &p,
+                },
+                Format::Html,
+            )
+            .unwrap(),
+        )
+        .unwrap();
     }
 }

@@ -9,7 +9,14 @@ use crate::fixtures::{RECORDED_AT, small};
 #[test]
 fn markdown_recording_report() {
     let (b, p) = small();
-    let md = render(&Document::Recording { baseline: &b, provenance: &p }, Format::Md).unwrap();
+    let md = render(
+        &Document::Recording {
+            baseline: &b,
+            provenance: &p,
+        },
+        Format::Md,
+    )
+    .unwrap();
     insta::assert_snapshot!("recording_md", md.replace(RECORDED_AT, "[timestamp]"));
 }
 
@@ -19,7 +26,14 @@ fn json_recording_report() {
     let r = recording_report(&b, &p);
     insta::assert_json_snapshot!("recording_json", r, { ".recorded_at" => "[timestamp]" });
     // The rendered JSON is the same model.
-    let text = render(&Document::Recording { baseline: &b, provenance: &p }, Format::Json).unwrap();
+    let text = render(
+        &Document::Recording {
+            baseline: &b,
+            provenance: &p,
+        },
+        Format::Json,
+    )
+    .unwrap();
     let v: serde_json::Value = serde_json::from_str(&text).unwrap();
     assert_eq!(v["kind"], "vaultbench.report");
     assert_eq!(v["report"], "recording");
@@ -34,17 +48,43 @@ fn the_report_carries_every_required_part() {
     assert_eq!(push.fsyncs_per_file.as_ref().unwrap().value, 8.41);
     assert_eq!(push.fsyncs, Some(180.0 + 180.0 + 100.0 + 381.0));
     let order: Vec<&str> = r.phases.iter().map(|x| x.phase.as_str()).collect();
-    assert_eq!(order, ["cold_start", "cold_push", "cold_pull", "idle_resync", "edit", "folder_rename"]);
-    let put = r.phase_routes.iter().find(|x| x.phase == "cold_push" && x.route == "put-chunk").unwrap();
+    assert_eq!(
+        order,
+        [
+            "cold_start",
+            "cold_push",
+            "cold_pull",
+            "idle_resync",
+            "edit",
+            "folder_rename"
+        ]
+    );
+    let put = r
+        .phase_routes
+        .iter()
+        .find(|x| x.phase == "cold_push" && x.route == "put-chunk")
+        .unwrap();
     assert!(put.p50_us.is_some() && put.p95_us.is_some() && put.p99_us.is_some());
     assert_eq!(put.requests.as_ref().unwrap().value, 180.0);
     assert_eq!(r.route_load.len(), 10);
     // Calibration shares come from the gate's verdict; the io share equals cv / bound.
-    let io = r.calibration.channels.iter().find(|c| c.channel == "io_ms").unwrap();
+    let io = r
+        .calibration
+        .channels
+        .iter()
+        .find(|c| c.channel == "io_ms")
+        .unwrap();
     assert!((io.cv_share.unwrap() - io.cv.unwrap() / 0.45).abs() < 1e-12);
     // The generated section names the machine, the scale, the sample count and the refusal.
     let claims = r.not_claims.join("\n");
-    for needle in ["AMD EPYC 7B13", "2 logical CPUs", "100 files", "median of 5", "1 refused", "2 attempts"] {
+    for needle in [
+        "AMD EPYC 7B13",
+        "2 logical CPUs",
+        "100 files",
+        "median of 5",
+        "1 refused",
+        "2 attempts",
+    ] {
         assert!(claims.contains(needle), "missing {needle:?} in {claims}");
     }
 }

@@ -274,6 +274,7 @@ fn draw_percentiles<DB: DrawingBackend>(
         .map_err(e2s)?;
     chart
         .configure_mesh()
+        .light_line_style(RGBColor(240, 240, 240))
         .x_desc("percentile (log of 1/(1-q): 90%, 99%, 99.9% evenly spaced)")
         .y_desc("latency (µs, log)")
         .x_label_formatter(&|x| percentile_label(*x))
@@ -359,6 +360,7 @@ fn draw_bars<DB: DrawingBackend>(
         .map_err(e2s)?;
     chart
         .configure_mesh()
+        .light_line_style(RGBColor(240, 240, 240))
         .disable_x_mesh()
         .x_labels(n)
         .x_label_formatter(&|v| segment_label(&labels, v))
@@ -439,6 +441,7 @@ fn draw_forest<DB: DrawingBackend>(
         .map_err(e2s)?;
     chart
         .configure_mesh()
+        .light_line_style(RGBColor(240, 240, 240))
         .disable_y_mesh()
         .y_labels(n)
         .y_label_formatter(&|v| segment_label(&labels, v))
@@ -494,6 +497,7 @@ fn draw_trend<DB: DrawingBackend>(
         .map_err(e2s)?;
     chart
         .configure_mesh()
+        .light_line_style(RGBColor(240, 240, 240))
         .x_labels(n.min(12))
         .x_label_formatter(&|v| segment_label(&labels, v))
         .y_label_formatter(&|y| short(*y))
@@ -573,6 +577,7 @@ fn draw_rounds<DB: DrawingBackend>(
         .map_err(e2s)?;
     chart
         .configure_mesh()
+        .light_line_style(RGBColor(240, 240, 240))
         .x_desc("round")
         .y_desc(unit)
         .x_label_formatter(&|x| {

@@ -95,3 +95,12 @@ fn an_ab_document_without_metrics_is_named() {
         .to_string();
     assert_eq!(e, "a/b result: no `metrics` object");
 }
+
+#[test]
+fn write_a_sample_ab_page_when_asked() {
+    // For looking at by eye (headless Chromium): VAULTBENCH_WRITE_AB_HTML=/tmp/ab.html.
+    if let Some(path) = std::env::var_os("VAULTBENCH_WRITE_AB_HTML") {
+        let v = ab_result();
+        std::fs::write(path, render(&Document::Ab(&v), Format::Html).unwrap()).unwrap();
+    }
+}

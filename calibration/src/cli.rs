@@ -481,11 +481,13 @@ pub struct TrialRecording {
     pub cpu_drift: Option<f64>,
     pub io_drift: Option<f64>,
     pub work_ms_median: f64,
-    /// CPU used during the recording by everything except the trial and its samples, in
-    /// cores (machine busy time from /proc/stat minus this process's and its reaped
-    /// children's rusage, over wall time). Contenders count here: this is the load the gate
-    /// is supposed to notice. `None` where /proc/stat is unreadable.
+    /// CPU used during the recording by processes foreign to the trial, in cores: machine
+    /// busy time from /proc/stat minus this process, its samples and its contenders, over
+    /// wall time. On a shared machine this is what makes "quiet" true or not. `None` where
+    /// /proc/stat is unreadable.
     pub background_cores: Option<f64>,
+    /// CPU the contenders used during the recording, in cores.
+    pub contender_cores: f64,
     pub failures: Vec<String>,
 }
 
@@ -500,33 +502,61 @@ fn machine_busy_s() -> Option<f64> {
         .skip(1)
         .map(|f| f.parse().ok())
         .collect::<Option<_>>()?;
-    let busy: u64 = [0, 1, 2, 5, 6, 7].iter().filter_map(|&i| fields.get(i)).sum();
+    let busy: u64 = [0, 1, 2, 5, 6, 7]
+        .iter()
+        .filter_map(|&i| fields.get(i))
+        .sum();
     // SAFETY: sysconf has no memory effects.
     let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
     (hz > 0).then(|| busy as f64 / hz as f64)
 }
 
-/// Waits until 2 s pass with other processes using < 0.1 cores, or `limit` passes.
-/// Contenders are children but unreaped, so they count as load here: only use this
-/// for the quiet condition.
-fn wait_quiet(limit: Duration) {
+/// Waits until 2 s pass with foreign processes using < 0.1 cores, or `limit` passes.
+fn wait_quiet(limit: Duration, contenders: &[u32]) {
     let end = Instant::now() + limit;
     while Instant::now() < end {
-        let (Some(a), own) = (machine_busy_s(), own_cpu_s()) else {
+        let (Some(a), own) = (machine_busy_s(), own_cpu_s(contenders)) else {
             return;
         };
         std::thread::sleep(Duration::from_secs(2));
         let Some(b) = machine_busy_s() else { return };
-        if ((b - a) - (own_cpu_s() - own)) / 2.0 < 0.1 {
+        if ((b - a) - (own_cpu_s(contenders) - own)) / 2.0 < 0.1 {
             return;
         }
     }
-    eprintln!("gate trial: machine did not go quiet within {} s", limit.as_secs());
+    eprintln!(
+        "gate trial: machine did not go quiet within {} s",
+        limit.as_secs()
+    );
 }
 
-/// CPU seconds (user + system) of this process plus its reaped children.
-fn own_cpu_s() -> f64 {
-    let mut total = 0.0;
+/// CPU seconds of live children (the contenders) from /proc/<pid>/stat utime + stime.
+fn children_cpu_s(pids: &[u32]) -> f64 {
+    // SAFETY: sysconf has no memory effects.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    if hz <= 0 {
+        return 0.0;
+    }
+    let mut ticks = 0u64;
+    for pid in pids {
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        // Fields after the parenthesised command name; utime and stime are fields 14, 15.
+        let Some(rest) = stat.rsplit_once(')').map(|(_, r)| r) else {
+            continue;
+        };
+        let f: Vec<&str> = rest.split_whitespace().collect();
+        for i in [11, 12] {
+            ticks += f.get(i).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+        }
+    }
+    ticks as f64 / hz as f64
+}
+
+/// CPU seconds (user + system) of this process, its reaped children and the live `contenders`.
+fn own_cpu_s(contenders: &[u32]) -> f64 {
+    let mut total = children_cpu_s(contenders);
     for who in [libc::RUSAGE_SELF, libc::RUSAGE_CHILDREN] {
         // SAFETY: getrusage writes one rusage struct we own.
         let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
@@ -630,13 +660,15 @@ fn gate_trial(
         // Let the contenders reach steady state before the first recording.
         std::thread::sleep(Duration::from_millis(500));
     }
+    let contender_pids: Vec<u32> = contenders.0.iter().map(Child::id).collect();
     let mut runs = Vec::with_capacity(k);
     let mut refused_by = std::collections::BTreeMap::new();
     for rec in 0..k {
         if args.trial_wait_quiet > 0 {
-            wait_quiet(Duration::from_secs(args.trial_wait_quiet));
+            wait_quiet(Duration::from_secs(args.trial_wait_quiet), &contender_pids);
         }
-        let (busy0, own0, t0) = (machine_busy_s(), own_cpu_s(), Instant::now());
+        let (busy0, own0, t0) = (machine_busy_s(), own_cpu_s(&contender_pids), Instant::now());
+        let contender0 = children_cpu_s(&contender_pids);
         let mut cpu = Vec::new();
         let mut io = Vec::new();
         let mut work = Vec::new();
@@ -654,10 +686,11 @@ fn gate_trial(
         let wall = t0.elapsed().as_secs_f64();
         let background_cores = match (busy0, machine_busy_s()) {
             (Some(a), Some(b)) if wall > 0.0 => {
-                Some((((b - a) - (own_cpu_s() - own0)) / wall).max(0.0))
+                Some((((b - a) - (own_cpu_s(&contender_pids) - own0)) / wall).max(0.0))
             }
             _ => None,
         };
+        let contender_cores = (children_cpu_s(&contender_pids) - contender0) / wall;
         let v = judge(&cpu, &io, reference.as_ref(), cfg);
         let c = &v.channels[crate::gate::CPU];
         let o = &v.channels[crate::gate::IO];
@@ -667,11 +700,12 @@ fn gate_trial(
             *refused_by.entry(key.join(" ")).or_insert(0) += 1;
         }
         eprintln!(
-            "trial {}/{k} {:?}: {}  background {:.2} cores  cpu cv {:.3} m/m {:.2}  io cv {:.3} m/m {:.2}  cpu median {:.1} io median {:.1}",
+            "trial {}/{k} {:?}: {}  background {:.2} cores  contender {:.2} cores  cpu cv {:.3} m/m {:.2}  io cv {:.3} m/m {:.2}  cpu median {:.1} io median {:.1}",
             rec + 1,
             contender,
             if v.accepted { "accepted" } else { "refused " },
             background_cores.unwrap_or(f64::NAN),
+            contender_cores,
             c.cv,
             c.max_over_median,
             o.cv,
@@ -691,6 +725,7 @@ fn gate_trial(
             io_drift: o.drift,
             work_ms_median: median(&work),
             background_cores,
+            contender_cores,
             failures: v.failures.clone(),
         });
     }

@@ -306,13 +306,16 @@ fn git_history(dir: &Path) -> anyhow::Result<Option<Vec<HistoryPoint>>> {
             continue;
         };
         let log = String::from_utf8_lossy(&log).into_owned();
+        let mut last_committed: Option<Vec<u8>> = None;
         for line in log.lines().rev() {
             let Some((rev, date)) = line.split_once('\t') else {
                 continue;
             };
             let Some(text) = git(&top, &["show", &format!("{rev}:{file}")]) else {
+                last_committed = None;
                 continue;
             }; // deleted in this commit
+            last_committed = Some(text.clone());
             let Some(baseline) = parse_versioned::<Baseline>(
                 &text,
                 KIND_BASELINE,
@@ -334,6 +337,28 @@ fn git_history(dir: &Path) -> anyhow::Result<Option<Vec<HistoryPoint>>> {
                 label: rev[..7].to_owned(),
                 commit: Some(rev.to_owned()),
                 date: Some(date.to_owned()),
+                baseline,
+                provenance,
+            });
+        }
+        // A re-recorded baseline not yet committed is the newest version: show it last.
+        let wt = top.join(&file);
+        if let Ok(text) = std::fs::read(&wt)
+            && last_committed.as_deref() != Some(text.as_slice())
+            && let Some(baseline) =
+                parse_versioned::<Baseline>(&text, KIND_BASELINE, &wt.display().to_string())?
+        {
+            let side = crate::verify::sidecar_of(&wt);
+            let provenance = match std::fs::read(&side) {
+                Ok(b) => {
+                    parse_versioned::<Provenance>(&b, KIND_PROVENANCE, &side.display().to_string())?
+                }
+                Err(_) => None,
+            };
+            points.push(HistoryPoint {
+                label: "working tree".into(),
+                commit: None,
+                date: None,
                 baseline,
                 provenance,
             });

@@ -271,6 +271,18 @@ fn the_git_history_of_baselines_becomes_a_trend_with_charts() {
         md.contains("+20.0%"),
         "cold push 20% slower over three versions: {md}"
     );
+    // An uncommitted re-recording is the newest version.
+    let (mut b, mut p) = fixture();
+    let series: Vec<f64> = p.raw["cold_push.wall_ms"].iter().map(|x| x * 1.3).collect();
+    set(&mut b, &mut p, "cold_push.wall_ms", &series);
+    write_pair(&dir, &b, &p);
+    let md_out = repo.join("history2.md");
+    report(&dir, Format::Md, &md_out).unwrap();
+    let md = std::fs::read_to_string(md_out).unwrap();
+    assert!(
+        md.contains("| working tree |") && md.contains("+30.0%"),
+        "{md}"
+    );
 }
 
 fn compare(base: &Path, rec: &Path, threshold: &str) -> anyhow::Result<i32> {

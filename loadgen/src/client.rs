@@ -100,6 +100,11 @@ impl FileIndex {
         self.by_path.insert(path.to_owned(), st);
     }
 
+    pub fn get_by_id(&self, file_id: &str) -> Option<(String, FileState)> {
+        let path = self.by_id.get(file_id)?;
+        Some((path.clone(), self.by_path.get(path)?.clone()))
+    }
+
     pub fn remove_id(&mut self, file_id: &str) -> Option<(String, FileState)> {
         let path = self.by_id.remove(file_id)?;
         let st = self.by_path.remove(&path)?;

@@ -906,11 +906,7 @@ async fn apply_change(
     change: &Change,
 ) -> Result<Applied, LoadError> {
     let mut out = Applied::default();
-    let known = lock_files(dev)
-        .by_id
-        .get(&change.file_id)
-        .cloned()
-        .and_then(|p| lock_files(dev).by_path.get(&p).map(|s| (p, s.clone())));
+    let known = lock_files(dev).get_by_id(&change.file_id);
     if change.device_id == dev.device_id()
         && known
             .as_ref()
@@ -1114,10 +1110,11 @@ pub async fn resync(dev: &Device, dir: &Path, since: u64) -> Result<TransferRepo
     loop {
         let page = changes_page(dev, &rec, seq).await?;
         for c in &page.changes {
-            let known = lock_files(dev).by_id.get(&c.file_id).cloned();
-            let st = known.and_then(|p| lock_files(dev).by_path.get(&p).cloned());
+            let st = lock_files(dev).get_by_id(&c.file_id);
             match st {
-                Some(s) if s.head == c.version_id => own += (c.device_id == dev.device_id()) as u64,
+                Some((_, s)) if s.head == c.version_id => {
+                    own += (c.device_id == dev.device_id()) as u64
+                }
                 _ => mismatched += 1,
             }
         }

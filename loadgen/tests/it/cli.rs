@@ -1,0 +1,179 @@
+//! The `vaultbench load` CLI driven in-process: refusals, state file reuse, interval log.
+
+use clap::Parser;
+use loadgen::cli::{LoadArgs, run};
+
+use crate::{server, tree, write_small_vault};
+
+#[derive(Parser)]
+struct Top {
+    #[command(flatten)]
+    load: LoadArgs,
+}
+
+fn parse(args: &[&str]) -> Result<LoadArgs, clap::Error> {
+    Top::try_parse_from(std::iter::once("load").chain(args.iter().copied())).map(|t| t.load)
+}
+
+fn err_of(args: &[&str]) -> String {
+    format!("{:#}", run(parse(args).unwrap()).unwrap_err())
+}
+
+#[test]
+fn remote_target_refused_without_flag() {
+    let e = err_of(&[
+        "--target",
+        "http://10.20.30.40:8080",
+        "--route",
+        "livez",
+        "--in-flight",
+        "1",
+    ]);
+    assert!(
+        e.contains("http://10.20.30.40:8080") && e.contains("--allow-remote"),
+        "{e}"
+    );
+    assert!(!e.contains('\n'));
+}
+
+#[test]
+fn bad_input_gets_one_line_errors() {
+    let e = parse(&[
+        "--target",
+        "http://127.0.0.1:1",
+        "--route",
+        "livez",
+        "--in-flight",
+        "1",
+        "--duration",
+        "10",
+    ])
+    .err()
+    .unwrap()
+    .to_string();
+    assert!(e.contains("no unit"), "{e}");
+    let e = err_of(&[
+        "--target",
+        "http://127.0.0.1:1",
+        "--route",
+        "livez",
+        "--in-flight",
+        "0",
+    ]);
+    assert_eq!(e, "--in-flight 0: must be at least 1");
+    let e = err_of(&[
+        "--target",
+        "http://127.0.0.1:1",
+        "--route",
+        "livez",
+        "--rate",
+        "0",
+    ]);
+    assert!(e.starts_with("--rate 0"), "{e}");
+    let e = err_of(&["--target", "http://127.0.0.1:1", "--route", "livez"]);
+    assert!(e.contains("--in-flight") && e.contains("--rate"), "{e}");
+    assert!(
+        parse(&[
+            "--target",
+            "x",
+            "--route",
+            "livez",
+            "--in-flight",
+            "1",
+            "--rate",
+            "5"
+        ])
+        .is_err()
+    );
+    let e = err_of(&[
+        "push",
+        "--target",
+        "http://127.0.0.1:1",
+        "--vault",
+        "/nonexistent/vault",
+    ]);
+    assert!(e.contains("/nonexistent/vault"), "{e}");
+    let state = tempfile::tempdir().unwrap();
+    let sp = state.path().join("s.json");
+    let e = err_of(&[
+        "--target",
+        "http://127.0.0.1:1",
+        "--route",
+        "livez",
+        "--in-flight",
+        "1",
+        "--state",
+        sp.to_str().unwrap(),
+    ]);
+    assert!(e.contains("--setup-token-file"), "{e}");
+}
+
+#[test]
+fn push_and_pull_in_separate_invocations_share_a_state_file() {
+    let (srv, data) = server();
+    let url = srv.url();
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state.json");
+    let token = data.path().join("setup-token");
+    let src = dir.path().join("src");
+    let dst = dir.path().join("dst");
+    std::fs::create_dir(&src).unwrap();
+    write_small_vault(&src);
+    let s = |p: &std::path::Path| p.to_str().unwrap().to_owned();
+    let common = [
+        "--target".to_owned(),
+        url.clone(),
+        "--state".into(),
+        s(&state),
+    ];
+    let mut push: Vec<String> = vec![
+        "push".into(),
+        "--vault".into(),
+        s(&src),
+        "--setup-token-file".into(),
+        s(&token),
+    ];
+    push.extend(common.iter().cloned());
+    let push: Vec<&str> = push.iter().map(String::as_str).collect();
+    assert_eq!(run(parse(&push).unwrap()).unwrap(), 0);
+    let st: loadgen::StateFile = serde_json::from_slice(&std::fs::read(&state).unwrap()).unwrap();
+    assert_eq!(st.devices.len(), 1);
+    // The second invocation pairs device 1 and pulls with it (a new nonce session).
+    let mut pull: Vec<String> = vec!["pull".into(), "--vault".into(), s(&dst)];
+    pull.extend(common.iter().cloned());
+    let pull: Vec<&str> = pull.iter().map(String::as_str).collect();
+    assert_eq!(run(parse(&pull).unwrap()).unwrap(), 0);
+    assert_eq!(tree(&src), tree(&dst));
+    let st: loadgen::StateFile = serde_json::from_slice(&std::fs::read(&state).unwrap()).unwrap();
+    assert_eq!(st.devices.len(), 2);
+    assert_eq!(st.session, 1);
+
+    // A route load through the CLI with an interval log, reusing the same devices.
+    let log = dir.path().join("run.hlog");
+    let mut rl: Vec<String> = [
+        "--route",
+        "chunks-exists",
+        "--rate",
+        "100",
+        "--duration",
+        "300ms",
+        "--devices",
+        "2",
+        "--hdr-log",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    rl.push(s(&log));
+    rl.extend(common.iter().cloned());
+    let rl: Vec<&str> = rl.iter().map(String::as_str).collect();
+    assert_eq!(run(parse(&rl).unwrap()).unwrap(), 0);
+    let text = std::fs::read(&log).unwrap();
+    let h = loadgen::read_interval_log(&text, "run.hlog").unwrap();
+    assert!(
+        h["chunks-exists"].len() >= 20,
+        "{}",
+        h["chunks-exists"].len()
+    );
+    assert!(h.contains_key("chunks-exists-uncorrected"));
+}

@@ -18,7 +18,7 @@ use sha2::{Digest, Sha256};
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
-use crate::client::{Device, Outgoing, REQUEST_TIMEOUT};
+use crate::client::{Device, Outgoing, REQUEST_TIMEOUT, WorkerConn};
 use crate::error::LoadError;
 use crate::stats::{HistSummary, Recorder, RouteStats, write_interval_log};
 use crate::sync::file_id_for;
@@ -272,7 +272,13 @@ struct Run {
 
 impl Run {
     /// Issues one request of the route. Errors are already counted by the recorder.
-    async fn one(&self, dev: &Device, rng: &mut ChaCha8Rng, intended: Option<Instant>) {
+    async fn one(
+        &self,
+        dev: &Device,
+        rng: &mut ChaCha8Rng,
+        intended: Option<Instant>,
+        mut conn: Option<&mut WorkerConn>,
+    ) {
         let hard_stop = self.deadline + DRAIN_GRACE;
         let timeout = REQUEST_TIMEOUT
             .min(hard_stop.saturating_duration_since(Instant::now()))
@@ -288,6 +294,7 @@ impl Run {
                 let _ = self
                     .send(
                         dev,
+                        conn,
                         Outgoing {
                             method: Method::PUT,
                             body,
@@ -334,6 +341,7 @@ impl Run {
         let _ = self
             .send(
                 dev,
+                conn.take(),
                 Outgoing {
                     timeout,
                     intended,
@@ -343,8 +351,13 @@ impl Run {
             .await;
     }
 
-    async fn send(&self, dev: &Device, req: Outgoing<'_>) -> Result<(), LoadError> {
-        dev.send(&self.rec, req).await.map(|_| ())
+    async fn send(
+        &self,
+        dev: &Device,
+        conn: Option<&mut WorkerConn>,
+        req: Outgoing<'_>,
+    ) -> Result<(), LoadError> {
+        dev.send_via(&self.rec, req, conn).await.map(|_| ())
     }
 }
 
@@ -409,10 +422,12 @@ pub async fn run_route_load(
                     let dev = run.devices[w % run.devices.len()].clone();
                     let mut rng = ChaCha8Rng::seed_from_u64(run.seed);
                     rng.set_stream(w as u64);
+                    // Each worker keeps one connection of its own, as wrk and oha do.
+                    let mut conn = WorkerConn::new(dev.target().addr());
                     while Instant::now() < run.deadline
                         && issued.fetch_add(1, Ordering::Relaxed) < max
                     {
-                        run.one(&dev, &mut rng, None).await;
+                        run.one(&dev, &mut rng, None, Some(&mut conn)).await;
                     }
                 });
             }
@@ -443,7 +458,7 @@ pub async fn run_route_load(
                 let mut req_rng = rng.clone();
                 let run = run.clone();
                 set.spawn(async move {
-                    run.one(&dev, &mut req_rng, Some(intended)).await;
+                    run.one(&dev, &mut req_rng, Some(intended), None).await;
                     drop(permit);
                 });
                 i += 1;

@@ -84,6 +84,11 @@ impl Target {
         &self.base
     }
 
+    /// `host:port` as given (the `Host` header).
+    pub fn authority(&self) -> &str {
+        self.base.trim_start_matches("http://")
+    }
+
     /// The resolved socket address.
     pub fn addr(&self) -> SocketAddr {
         self.addr

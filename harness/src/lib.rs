@@ -6,8 +6,17 @@
 
 use clap::{Parser, Subcommand};
 
+pub mod ab;
+pub mod atomic;
 pub mod exit;
+pub mod interrupt;
+pub mod phases;
+pub mod record;
+pub mod sample;
+pub mod subprocess;
+pub mod target;
 pub mod vault;
+pub mod verify;
 
 /// Reproducible, gated performance numbers for self-hosted note-vault sync servers.
 #[derive(Debug, Parser)]
@@ -31,6 +40,15 @@ pub enum Command {
     /// Probe what this machine can do (fsync throughput).
     #[command(subcommand)]
     Probe(calibration::cli::ProbeCmd),
+    /// Record a scenario into a gated baseline with a provenance sidecar.
+    Record(record::RecordArgs),
+    /// Compare two server builds by interleaved, order-balanced A/B rounds.
+    Ab(ab::AbArgs),
+    /// Check committed baselines: a hand-edited value fails and names the key.
+    Verify(verify::VerifyArgs),
+    /// Internal: run one sample plan in this fresh process (used by record and ab).
+    #[command(hide = true)]
+    Sample(sample::SampleArgs),
 }
 
 /// Runs one command and returns the process exit code (see [`exit`]).
@@ -41,6 +59,10 @@ pub fn run(cli: Cli) -> i32 {
         Command::Load(args) => loadgen::cli::run(args),
         Command::Calibrate(args) => calibration::cli::run_calibrate(args),
         Command::Probe(cmd) => calibration::cli::run_probe(cmd),
+        Command::Record(args) => record::run(args),
+        Command::Verify(args) => verify::run(args),
+        Command::Ab(args) => ab::run(args),
+        Command::Sample(args) => sample::run(args),
     };
     match result {
         Ok(code) => code,
@@ -50,6 +72,10 @@ pub fn run(cli: Cli) -> i32 {
 
 /// Prints `vaultbench: <error chain>` on one line and maps typed failures to their codes.
 pub fn report_error(err: &anyhow::Error) -> i32 {
+    if err.downcast_ref::<interrupt::Interrupted>().is_some() {
+        eprintln!("vaultbench: {err:#}");
+        return exit::INTERRUPTED;
+    }
     eprintln!("vaultbench: {err:#}");
     if err.downcast_ref::<calibration::Refused>().is_some() {
         return exit::REFUSED;

@@ -368,3 +368,75 @@ mod tests {
         assert_eq!(median(&[]), None);
     }
 }
+
+/// One build's sample in one A/B round.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AbSample {
+    pub pid: u32,
+    pub server_pid: u32,
+    /// Attempts it took (1 = first try); refused or failed attempts are retried a bounded number of times.
+    pub attempts: u32,
+    pub calibration: Vec<ChannelReading>,
+    /// Why earlier attempts of this sample were not used.
+    pub retried_because: Vec<String>,
+}
+
+/// One A/B round: one sample of each build, in the planned order.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AbRound {
+    pub index: usize,
+    pub order: crate::ab::Order,
+    pub a: Option<AbSample>,
+    pub b: Option<AbSample>,
+    /// Why the round failed, when it did.
+    pub failure: Option<String>,
+}
+
+/// One exact-class key whose A and B values differ (reported as a fact, not a statistic).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AbExact {
+    pub unit: String,
+    pub diff: crate::ab::ExactDiff,
+}
+
+/// The result of `vaultbench ab`: everything the reports need (per-round raw values, order,
+/// seeds, gate statistics, analyses, decision).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AbResult {
+    pub kind: String,
+    pub format_version: u32,
+    pub scenario: String,
+    pub profile: String,
+    /// Vault seed.
+    pub seed: u64,
+    pub vault_digest: String,
+    /// Seed of the order shuffle and of the permutation draws.
+    pub order_seed: u64,
+    pub aa: bool,
+    pub recorded_at: String,
+    pub harness: HarnessIdentity,
+    pub machine: serde_json::Value,
+    pub loadavg_before: Option<[f64; 3]>,
+    pub loadavg_after: Option<[f64; 3]>,
+    pub a: TargetIdentity,
+    pub b: TargetIdentity,
+    pub rounds_planned: usize,
+    pub rounds: Vec<AbRound>,
+    pub balance: crate::ab::BalancePlan,
+    /// Practical threshold as a fraction, and where it came from (`flag`, `aa-reference`, `default`).
+    pub tau: f64,
+    pub tau_source: String,
+    /// Units of every compared key.
+    pub units: BTreeMap<String, String>,
+    /// Timing and resource keys.
+    pub metrics: BTreeMap<String, crate::ab::MetricAnalysis>,
+    /// Exact keys that differ between A and B.
+    pub exact_differences: BTreeMap<String, AbExact>,
+    /// Exact keys that agree.
+    pub exact_same: Vec<String>,
+    /// Gate over every kept sample's readings (both builds).
+    pub gate: serde_json::Value,
+    /// The rule texts and the decision, when rules were given.
+    pub rules: Vec<String>,
+    pub decision: Option<crate::ab::Decision>,
+}

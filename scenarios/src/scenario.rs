@@ -1,1 +1,222 @@
-//! Scenario definitions: a vault profile plus phases (see issue 6).
+//! Scenario definitions: a vault profile plus phases, as data (TOML).
+//!
+//! Built-ins live in `scenarios/scenarios/*.toml` and are embedded at compile time; users pass
+//! their own with `--scenario-file`. Parsing is strict (unknown keys are errors) and pure.
+
+use serde::{Deserialize, Serialize};
+
+/// One scenario: what vault, which phases, how many samples by default.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Scenario {
+    pub name: String,
+    /// One line: what this scenario is for and where its shape comes from.
+    pub doc: String,
+    /// A vault profile name (`scenarios::PROFILE_NAMES`).
+    pub profile: String,
+    /// Vault seed; the profile's default when absent.
+    #[serde(default)]
+    pub seed: Option<u64>,
+    /// Counted samples per recording (after one discarded warm-up).
+    #[serde(default = "default_samples")]
+    pub samples: u32,
+    /// Enrolled devices (A pushes, B pulls, all of them share route load).
+    #[serde(default = "default_devices")]
+    pub devices: usize,
+    #[serde(rename = "phase")]
+    pub phases: Vec<Phase>,
+}
+
+fn default_samples() -> u32 {
+    5
+}
+fn default_devices() -> usize {
+    4
+}
+
+/// The phases a sample runs, in order.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Phase {
+    /// Spawn to ready: the server's cold start (always measured; this phase only names it).
+    ColdStart,
+    /// Device A uploads the whole vault, `in_flight` files at a time (the real plugin uses 4).
+    ColdPush {
+        #[serde(default = "default_in_flight")]
+        in_flight: usize,
+        /// Throughput is reported per this many files, so a push that slows as the store grows shows.
+        #[serde(default = "default_checkpoint")]
+        checkpoint_every: usize,
+    },
+    /// Device B downloads everything and verifies it byte-identical.
+    ColdPull,
+    /// "Sync now" with nothing changed: count the requests it still makes.
+    IdleResync,
+    /// A edits a note while B holds a long poll; time until B has the new bytes on disk.
+    EditPropagation {
+        #[serde(default = "default_rounds")]
+        rounds: usize,
+    },
+    /// Rename the vault's largest folder: a new version of every file under it.
+    FolderRename,
+    /// Each route at each in-flight level for a bounded time and count.
+    RouteLoad {
+        routes: Vec<String>,
+        in_flight: Vec<usize>,
+        /// Seconds per route and level.
+        seconds: f64,
+        max_requests: u64,
+    },
+}
+
+fn default_in_flight() -> usize {
+    4
+}
+fn default_checkpoint() -> usize {
+    1000
+}
+fn default_rounds() -> usize {
+    20
+}
+
+impl Phase {
+    pub fn name(&self) -> &'static str {
+        match self {
+            Phase::ColdStart => "cold_start",
+            Phase::ColdPush { .. } => "cold_push",
+            Phase::ColdPull => "cold_pull",
+            Phase::IdleResync => "idle_resync",
+            Phase::EditPropagation { .. } => "edit",
+            Phase::FolderRename => "folder_rename",
+            Phase::RouteLoad { .. } => "route",
+        }
+    }
+}
+
+/// Why a scenario file did not parse or validate.
+#[derive(Debug, thiserror::Error)]
+pub enum ScenarioError {
+    #[error("scenario {origin}: {message}")]
+    Parse { origin: String, message: String },
+    #[error("scenario {origin}: {message}")]
+    Invalid { origin: String, message: String },
+    #[error("unknown scenario {name:?} (known: {known})")]
+    Unknown { name: String, known: String },
+}
+
+/// The built-in scenarios, embedded at compile time: `(name, toml)`.
+pub const BUILTIN: &[(&str, &str)] = &[
+    ("small", include_str!("../scenarios/small.toml")),
+    ("assets", include_str!("../scenarios/assets.toml")),
+    ("personal", include_str!("../scenarios/personal.toml")),
+    ("vault1k", include_str!("../scenarios/vault1k.toml")),
+    ("fixture", include_str!("../scenarios/fixture.toml")),
+    ("large", include_str!("../scenarios/large.toml")),
+    ("vault100k", include_str!("../scenarios/vault100k.toml")),
+    ("hazards", include_str!("../scenarios/hazards.toml")),
+];
+
+/// Names of the built-in scenarios.
+pub fn builtin_names() -> Vec<&'static str> {
+    BUILTIN.iter().map(|(n, _)| *n).collect()
+}
+
+/// A built-in scenario by name; the error lists the known ones.
+pub fn builtin(name: &str) -> Result<Scenario, ScenarioError> {
+    match BUILTIN.iter().find(|(n, _)| *n == name) {
+        Some((n, text)) => parse(text, &format!("built-in {n}")),
+        None => Err(ScenarioError::Unknown { name: name.to_owned(), known: builtin_names().join(", ") }),
+    }
+}
+
+/// Parses and validates a scenario; `origin` names it in errors (a path or "built-in X").
+pub fn parse(text: &str, origin: &str) -> Result<Scenario, ScenarioError> {
+    let s: Scenario = toml::from_str(text).map_err(|e| ScenarioError::Parse {
+        origin: origin.to_owned(),
+        message: e.message().to_owned() + &e.span().map(|r| format!(" (at byte {})", r.start)).unwrap_or_default(),
+    })?;
+    let invalid = |message: String| Err(ScenarioError::Invalid { origin: origin.to_owned(), message });
+    if crate::profile(&s.profile).is_none() {
+        return invalid(format!("unknown profile {:?} (known: {})", s.profile, crate::PROFILE_NAMES.join(", ")));
+    }
+    if s.samples == 0 {
+        return invalid("samples must be at least 1".into());
+    }
+    if s.devices < 2 {
+        return invalid("devices must be at least 2 (A pushes, B pulls)".into());
+    }
+    if s.phases.is_empty() {
+        return invalid("no phases".into());
+    }
+    for p in &s.phases {
+        match p {
+            Phase::ColdPush { in_flight, checkpoint_every } if *in_flight == 0 || *checkpoint_every == 0 => {
+                return invalid("cold_push in_flight and checkpoint_every must be at least 1".into());
+            }
+            Phase::EditPropagation { rounds } if *rounds == 0 => return invalid("edit_propagation rounds must be at least 1".into()),
+            Phase::RouteLoad { routes, in_flight, seconds, max_requests } => {
+                if routes.is_empty() || in_flight.is_empty() || in_flight.contains(&0) {
+                    return invalid("route_load needs routes and in_flight levels of at least 1".into());
+                }
+                if !(seconds.is_finite() && *seconds > 0.0 && *seconds <= 600.0) {
+                    return invalid(format!("route_load seconds {seconds} must be in (0, 600]"));
+                }
+                if *max_requests == 0 {
+                    return invalid("route_load max_requests must be at least 1".into());
+                }
+            }
+            _ => {}
+        }
+    }
+    let pushes = s.phases.iter().position(|p| matches!(p, Phase::ColdPush { .. }));
+    for (i, p) in s.phases.iter().enumerate() {
+        let needs_push = !matches!(p, Phase::ColdStart | Phase::ColdPush { .. } | Phase::RouteLoad { .. });
+        if needs_push && pushes.is_none_or(|j| j > i) {
+            return invalid(format!("phase {} needs a cold_push before it", p.name()));
+        }
+    }
+    Ok(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_builtin_parses_and_names_itself() {
+        for (name, _) in BUILTIN {
+            let s = builtin(name).unwrap();
+            assert_eq!(&s.name, name);
+            assert!(!s.doc.is_empty());
+        }
+    }
+
+    #[test]
+    fn small_has_the_issue_phases() {
+        let s = builtin("small").unwrap();
+        let names: Vec<_> = s.phases.iter().map(|p| p.name()).collect();
+        assert_eq!(names, ["cold_start", "cold_push", "cold_pull", "idle_resync", "edit", "folder_rename", "route"]);
+        assert_eq!(s.seed, Some(0x5eed));
+        assert_eq!(s.devices, 4);
+    }
+
+    #[test]
+    fn assets_differs_from_small_only_in_profile() {
+        let (mut a, s) = (builtin("assets").unwrap(), builtin("small").unwrap());
+        assert_eq!(a.profile, "assets");
+        a.profile = s.profile.clone();
+        a.name = s.name.clone();
+        a.doc = s.doc.clone();
+        assert_eq!(a, s);
+    }
+
+    #[test]
+    fn unknown_keys_and_names_are_errors() {
+        let e = parse("name='x'\ndoc='d'\nprofile='small'\nbogus=1\n[[phase]]\nkind='cold_start'\n", "f.toml").unwrap_err();
+        assert!(e.to_string().contains("f.toml") && e.to_string().contains("bogus"), "{e}");
+        let e = builtin("nope").unwrap_err();
+        assert!(e.to_string().contains("small"), "{e}");
+        let e = parse("name='x'\ndoc='d'\nprofile='small'\n[[phase]]\nkind='cold_pull'\n", "f.toml").unwrap_err();
+        assert!(e.to_string().contains("cold_push"), "{e}");
+    }
+}

@@ -1,0 +1,454 @@
+//! `vaultbench ab`: interleaved A/B rounds of two server builds, order balanced and shuffled
+//! with a recorded seed, each sample a fresh subprocess with a fresh server, gated per sample;
+//! then paired statistics per metric, exact differences as facts, and a decision rule.
+
+use anyhow::{Context, bail};
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+
+use reports::ab::{self as abstat, BalancePlan, DecisionRules, Order, Outcome};
+use reports::schema::{
+    AbExact, AbResult, AbRound, AbSample, Better, FORMAT_VERSION, KIND_AB, MetricClass,
+    SampleResult,
+};
+
+use crate::record::{Prepared, RunOpts, load_scenario, now_rfc3339, prepare, progress};
+use crate::target::TargetSpec;
+
+/// The practical threshold when neither `--tau` nor a stored A/A noise floor gives one: 5 %.
+/// (The seed decision rule guards "no other tracked metric > 3 % worse"; a 2-core shared
+/// machine's A/A noise on timing keys is usually wider, so 5 % is the honest default until an
+/// A/A run has measured this machine.)
+pub const DEFAULT_TAU: f64 = 0.05;
+
+/// Compare two server builds with interleaved, order-balanced rounds and paired statistics.
+#[derive(Debug, clap::Args)]
+pub struct AbArgs {
+    /// Build A: `ref`, `ref FLAGS`, a binary path, or a command line with {addr} and {data}.
+    #[arg(long)]
+    pub a: String,
+    /// Build B (same forms as --a).
+    #[arg(long)]
+    pub b: String,
+    /// A built-in scenario (or use --scenario-file).
+    #[arg(long, required_unless_present = "scenario_file")]
+    pub scenario: Option<String>,
+    #[command(flatten)]
+    pub common: RunOpts,
+    /// Rounds (even): each is one sample of A and one of B.
+    #[arg(long, default_value_t = 6)]
+    pub rounds: usize,
+    /// Seed of the order shuffle and the permutation draws.
+    #[arg(long, default_value = "0xab", value_parser = crate::record::parse_seed)]
+    pub order_seed: u64,
+    /// A/A mode: the same build in both arms, to measure false positives and the noise floor.
+    #[arg(long)]
+    pub aa: bool,
+    /// Practical threshold, e.g. `3%` (default: this machine's stored A/A noise floor, else 5%).
+    #[arg(long, value_parser = parse_pct)]
+    pub tau: Option<f64>,
+    /// Keep rule, e.g. 'server.cpu_s <= -10%'.
+    #[arg(long)]
+    pub keep_if: Option<String>,
+    /// Guard rule(s), e.g. 'all <= +3%' (repeatable).
+    #[arg(long)]
+    pub guard: Vec<String>,
+    /// Attempts per sample before its round is dropped (refused or failed samples are retried).
+    #[arg(long, default_value_t = 2)]
+    pub retries: u32,
+    /// Write the A/B result document here (JSON).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Print the A/B result as one JSON document on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `3%`, `+3%`, `0.5%` -> a fraction.
+pub fn parse_pct(s: &str) -> Result<f64, String> {
+    let t = s.trim().trim_start_matches('+');
+    let v: f64 = t
+        .strip_suffix('%')
+        .unwrap_or(t)
+        .trim()
+        .parse()
+        .map_err(|_| format!("{s:?} is not a percentage like 3%"))?;
+    if !v.is_finite() || v < 0.0 {
+        return Err(format!("{s:?} must be a finite non-negative percentage"));
+    }
+    Ok(v / 100.0)
+}
+
+fn better(b: Better) -> abstat::Better {
+    match b {
+        Better::Lower => abstat::Better::Lower,
+        Better::Higher => abstat::Better::Higher,
+    }
+}
+
+/// Where an A/A run stores this machine's per-metric noise floor for a scenario.
+fn aa_tau_path(prep: &Prepared) -> Option<PathBuf> {
+    let dir = calibration::reference::data_dir()?;
+    Some(dir.join(format!(
+        "aa-tau-{}-{}.json",
+        prep.scenario.name,
+        prep.fingerprint.id()
+    )))
+}
+
+pub fn run(args: AbArgs) -> anyhow::Result<i32> {
+    crate::interrupt::install();
+    let scenario = load_scenario(
+        args.scenario.as_deref(),
+        args.common.scenario_file.as_deref(),
+    )?;
+    let spec_a = TargetSpec::parse(&args.a)?;
+    let spec_b = TargetSpec::parse(&args.b)?;
+    if spec_a.argv == spec_b.argv && !args.aa {
+        bail!(
+            "--a and --b are the same command line {:?}: pass --aa for an A/A run",
+            args.a
+        );
+    }
+    let orders = abstat::plan_orders(args.rounds, args.order_seed)
+        .map_err(|e| anyhow::anyhow!("--rounds {}: {e}", args.rounds))?;
+    let guards: Vec<&str> = args.guard.iter().map(String::as_str).collect();
+    let rules = DecisionRules::parse(args.keep_if.as_deref(), &guards)?;
+    let (id_a, id_b) = (spec_a.identity()?, spec_b.identity()?);
+    let _lock = calibration::MachineLock::acquire(None, !args.common.no_wait)?;
+    let prep = prepare(scenario, &args.common)?;
+    let loadavg_before = calibration::loadavg();
+
+    // One discarded warm-up per build; it also gives the metric keys, so a rule naming an
+    // unknown metric fails before the rounds are spent.
+    progress("warm-up: A");
+    let warm_a = prep
+        .sample(&spec_a, 0, true)
+        .context("warm-up sample of A")?;
+    progress("warm-up: B");
+    let _warm_b = prep
+        .sample(&spec_b, 1, true)
+        .context("warm-up sample of B")?;
+    let timing_keys: Vec<&str> = warm_a
+        .metrics
+        .iter()
+        .filter(|(_, m)| m.class != MetricClass::Exact)
+        .map(|(k, _)| k.as_str())
+        .collect();
+    rules.check_metrics(timing_keys.iter().copied())?;
+
+    let mut rounds = Vec::with_capacity(orders.len());
+    let mut results: Vec<Option<(SampleResult, SampleResult)>> = Vec::new();
+    for (i, order) in orders.iter().enumerate() {
+        let first_is_a = *order == Order::AFirst;
+        progress(&format!(
+            "round {}/{} ({})",
+            i + 1,
+            orders.len(),
+            if first_is_a { "A first" } else { "B first" }
+        ));
+        let arm = |is_a: bool| {
+            let spec = if is_a { &spec_a } else { &spec_b };
+            let index = 2 + 2 * i as u32 + u32::from(!is_a);
+            gated_sample(&prep, spec, index, args.retries.max(1))
+        };
+        let (first, second) = (arm(first_is_a), arm(!first_is_a));
+        let (ra, rb) = if first_is_a {
+            (first, second)
+        } else {
+            (second, first)
+        };
+        let interrupted = |r: &Result<_, anyhow::Error>| {
+            r.as_ref()
+                .err()
+                .is_some_and(|e| e.downcast_ref::<crate::interrupt::Interrupted>().is_some())
+        };
+        if interrupted(&ra) || interrupted(&rb) {
+            return Err(crate::interrupt::Interrupted.into());
+        }
+        let mut round = AbRound {
+            index: i,
+            order: *order,
+            a: None,
+            b: None,
+            failure: None,
+        };
+        match (ra, rb) {
+            (Ok((sa, ma)), Ok((sb, mb))) => {
+                round.a = Some(ma);
+                round.b = Some(mb);
+                results.push(Some((sa, sb)));
+            }
+            (ra, rb) => {
+                let why: Vec<String> = [("A", ra.err()), ("B", rb.err())]
+                    .into_iter()
+                    .filter_map(|(w, e)| e.map(|e| format!("{w}: {e:#}")))
+                    .collect();
+                round.failure = Some(why.join("; "));
+                eprintln!("round {} dropped: {}", i + 1, why.join("; "));
+                results.push(None);
+            }
+        }
+        rounds.push(round);
+    }
+    let loadavg_after = calibration::loadavg();
+    let ok: Vec<bool> = results.iter().map(Option::is_some).collect();
+    let balance = abstat::drop_to_balance(&orders, &ok)?;
+    for d in &balance.dropped {
+        eprintln!(
+            "round {} left out ({:?}, {:?})",
+            d.round + 1,
+            d.order,
+            d.reason
+        );
+    }
+    if balance.kept.len() < 2 {
+        eprintln!("refused: fewer than 2 balanced rounds survived; nothing to compare");
+        return Ok(crate::exit::REFUSED);
+    }
+    let kept: Vec<&(SampleResult, SampleResult)> = balance
+        .kept
+        .iter()
+        .filter_map(|&i| results[i].as_ref())
+        .collect();
+    let kept_orders: Vec<Order> = balance.kept.iter().map(|&i| orders[i]).collect();
+
+    let stored_tau = aa_tau_path(&prep)
+        .and_then(|p| std::fs::read(p).ok())
+        .and_then(|b| serde_json::from_slice::<BTreeMap<String, f64>>(&b).ok());
+    let (tau_default, tau_source) = match (args.tau, &stored_tau) {
+        (Some(t), _) => (t, "flag"),
+        (None, Some(_)) => (DEFAULT_TAU, "aa-reference"),
+        (None, None) => (DEFAULT_TAU, "default"),
+    };
+    let tau_for = |key: &str| -> f64 {
+        match (args.tau, &stored_tau) {
+            (Some(t), _) => t,
+            (None, Some(m)) => m.get(key).copied().unwrap_or(DEFAULT_TAU),
+            _ => DEFAULT_TAU,
+        }
+    };
+
+    let keys: BTreeSet<&String> = kept
+        .iter()
+        .flat_map(|(a, b)| a.metrics.keys().chain(b.metrics.keys()))
+        .collect();
+    let mut metrics = BTreeMap::new();
+    let mut exact_differences = BTreeMap::new();
+    let mut exact_same = Vec::new();
+    let mut units = BTreeMap::new();
+    for key in keys {
+        let av: Option<Vec<f64>> = kept
+            .iter()
+            .map(|(a, _)| a.metrics.get(key).map(|m| m.value))
+            .collect();
+        let bv: Option<Vec<f64>> = kept
+            .iter()
+            .map(|(_, b)| b.metrics.get(key).map(|m| m.value))
+            .collect();
+        let (Some(av), Some(bv)) = (av, bv) else {
+            eprintln!("note: {key} is not in every kept sample of both builds and is not compared");
+            continue;
+        };
+        let m0 = kept[0]
+            .0
+            .metrics
+            .get(key)
+            .or_else(|| kept[0].1.metrics.get(key))
+            .expect("key came from a sample");
+        units.insert(key.clone(), m0.unit.clone());
+        if m0.class == MetricClass::Exact {
+            match abstat::exact_difference(&av, &bv) {
+                Some(diff) => {
+                    exact_differences.insert(
+                        key.clone(),
+                        AbExact {
+                            unit: m0.unit.clone(),
+                            diff,
+                        },
+                    );
+                }
+                None => exact_same.push(key.clone()),
+            }
+            continue;
+        }
+        let a = abstat::analyse_metric(
+            &av,
+            &bv,
+            &kept_orders,
+            better(m0.better),
+            tau_for(key),
+            args.order_seed,
+        )
+        .with_context(|| format!("analysing {key}"))?;
+        metrics.insert(key.clone(), a);
+    }
+    abstat::adjust_across_metrics(&mut metrics);
+    let decision = if rules.is_empty() {
+        None
+    } else {
+        Some(abstat::decide(&rules, &metrics)?)
+    };
+    let all_samples: Vec<&SampleResult> = kept.iter().flat_map(|(a, b)| [a, b]).collect();
+    let gate = prep.judge(&all_samples);
+
+    if args.aa {
+        // An A/A run measures this machine's noise floor: store it as the default tau.
+        let floor = abstat::tau_from_aa(std::slice::from_ref(&metrics));
+        if let Some(p) = aa_tau_path(&prep) {
+            crate::atomic::write_atomic(&p, &serde_json::to_vec_pretty(&floor)?)?;
+            eprintln!(
+                "stored this machine's A/A noise floor for {} in {}",
+                prep.scenario.name,
+                p.display()
+            );
+        }
+    }
+
+    let result = AbResult {
+        kind: KIND_AB.into(),
+        format_version: FORMAT_VERSION,
+        scenario: prep.scenario.name.clone(),
+        profile: prep.scenario.profile.clone(),
+        seed: prep.seed,
+        vault_digest: prep.vault_digest.clone(),
+        order_seed: args.order_seed,
+        aa: args.aa,
+        recorded_at: now_rfc3339(),
+        harness: crate::record::harness_identity(),
+        machine: serde_json::to_value(&prep.fingerprint)?,
+        loadavg_before,
+        loadavg_after,
+        a: id_a,
+        b: id_b,
+        rounds_planned: orders.len(),
+        rounds,
+        balance: balance.clone(),
+        tau: tau_default,
+        tau_source: tau_source.into(),
+        units,
+        metrics,
+        exact_differences,
+        exact_same,
+        gate: serde_json::json!({ "config": prep.gate_cfg, "verdict": gate }),
+        rules: args.keep_if.iter().chain(&args.guard).cloned().collect(),
+        decision,
+    };
+    eprint!("{}", table(&result, &balance));
+    if let Some(out) = &args.out {
+        crate::atomic::write_atomic(out, &serde_json::to_vec_pretty(&result)?)?;
+        eprintln!("wrote {}", out.display());
+    }
+    if args.json {
+        println!("{}", serde_json::to_string(&result)?);
+    }
+    Ok(match result.decision.as_ref().map(|d| d.outcome) {
+        None | Some(Outcome::Keep) => crate::exit::OK,
+        Some(Outcome::Reject) => crate::exit::REGRESSION,
+        Some(Outcome::Inconclusive) => crate::exit::INCONCLUSIVE,
+    })
+}
+
+/// One sample, retried while it fails or its own two calibration readings are refused.
+fn gated_sample(
+    prep: &Prepared,
+    spec: &TargetSpec,
+    index: u32,
+    attempts: u32,
+) -> anyhow::Result<(SampleResult, AbSample)> {
+    let mut why = Vec::new();
+    for attempt in 1..=attempts {
+        match prep.sample(spec, index, false) {
+            Ok(s) => {
+                let v = prep.judge(&[&s]);
+                if v.accepted {
+                    let meta = AbSample {
+                        pid: s.pid,
+                        server_pid: s.server_pid,
+                        attempts: attempt,
+                        calibration: s.calibration.clone(),
+                        retried_because: why,
+                    };
+                    return Ok((s, meta));
+                }
+                why.push(format!("refused by the gate: {}", v.failures.join("; ")));
+            }
+            Err(e) if e.downcast_ref::<crate::interrupt::Interrupted>().is_some() => return Err(e),
+            Err(e) => why.push(format!("{e:#}")),
+        }
+    }
+    bail!("{} attempts: {}", attempts, why.join(" | "))
+}
+
+fn fmt_pct(x: Option<f64>) -> String {
+    x.map(|v| format!("{v:+.1}%"))
+        .unwrap_or_else(|| "n/a".into())
+}
+
+/// The terminal table: metric, A median, B median, change with interval, verdict.
+pub fn table(r: &AbResult, balance: &BalancePlan) -> String {
+    let mut s = format!(
+        "\n{} {}: {} vs {} — {} of {} rounds kept, tau {:.1}% ({})\n",
+        r.scenario,
+        if r.aa { "A/A" } else { "A/B" },
+        r.a.command,
+        r.b.command,
+        balance.kept.len(),
+        r.rounds_planned,
+        r.tau * 100.0,
+        r.tau_source
+    );
+    let w = r
+        .metrics
+        .keys()
+        .chain(r.exact_differences.keys())
+        .map(|k| k.len())
+        .max()
+        .unwrap_or(10)
+        .min(56);
+    s.push_str(&format!(
+        "  {:<w$}  {:>12}  {:>12}  {:>28}  verdict\n",
+        "metric", "A median", "B median", "change [95% CI]"
+    ));
+    for (k, m) in &r.metrics {
+        let ci = m
+            .ci_pct
+            .map(|c| format!("[{:+.1}%, {:+.1}%]", c.lo, c.hi))
+            .unwrap_or_else(|| "[n/a]".into());
+        s.push_str(&format!(
+            "  {k:<w$}  {:>12}  {:>12}  {:>28}  {:?}\n",
+            crate::record::fmt_value(m.a_median),
+            crate::record::fmt_value(m.b_median),
+            format!("{} {ci}", fmt_pct(m.estimate_pct)),
+            m.verdict
+        ));
+    }
+    if !r.exact_differences.is_empty() {
+        s.push_str("exact differences (facts, not statistics):\n");
+        for (k, e) in &r.exact_differences {
+            s.push_str(&format!(
+                "  {k:<w$}  {} -> {} {}\n",
+                crate::record::fmt_value(e.diff.a),
+                crate::record::fmt_value(e.diff.b),
+                e.unit
+            ));
+        }
+    }
+    if let Some(d) = &r.decision {
+        s.push_str(&format!("decision: {:?} — {}\n", d.outcome, d.reason));
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentages() {
+        assert_eq!(parse_pct("3%"), Ok(0.03));
+        assert_eq!(parse_pct("+10%"), Ok(0.10));
+        assert!(parse_pct("-1%").is_err());
+        assert!(parse_pct("x").is_err());
+    }
+}

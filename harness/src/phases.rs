@@ -1,0 +1,614 @@
+//! The scenario's phases, driven inside a sample with signed devices: cold push with the
+//! uploader's own long poll counting its echo, cold pull verified against the vault digest,
+//! idle resync, edit propagation, folder rename, route load. Each phase's server counters
+//! (fsyncs by kind, journal flushes, ...) are read from `/metrics` before and after.
+
+use anyhow::{Context, bail};
+use base64::Engine;
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use loadgen::{Device, PushOpts, Target, TransferReport};
+use reports::schema::Better;
+use scenarios::scenario::Phase;
+
+use crate::sample::{Metrics, SamplePlan, ms};
+use crate::target::Server;
+
+/// Runs every phase of the plan's scenario against `server`.
+pub async fn drive(
+    plan: &SamplePlan,
+    server: &Server,
+    sample_dir: &Path,
+    m: &mut Metrics,
+) -> anyhow::Result<()> {
+    let target = Target::parse(&server.url(), false)?;
+    let token = read_setup_token(&server.data_dir)?;
+    let devices = loadgen::enroll(&target, &token, plan.scenario.devices, plan.seed)
+        .await
+        .context("enrolling devices")?;
+    let (a, b) = (&devices[0], &devices[1]);
+    let pull_dir = sample_dir.join("pull-b");
+    let mut b_seq = 0u64;
+    for phase in &plan.scenario.phases {
+        let name = phase.name();
+        let before = scrape(&target).await?;
+        match phase {
+            Phase::ColdStart => continue,
+            Phase::ColdPush {
+                in_flight,
+                checkpoint_every,
+            } => {
+                let opts = PushOpts {
+                    in_flight: *in_flight,
+                    checkpoint_every: *checkpoint_every,
+                };
+                let (r, echo) = push_with_echo(a, &plan.vault_dir, &opts).await?;
+                transfer_metrics(name, &r, m);
+                m.timing(
+                    format!("{name}.own_echo.answers"),
+                    echo.answers as f64,
+                    "count",
+                    Better::Lower,
+                );
+                m.exact(
+                    format!("{name}.own_echo.changes"),
+                    echo.changes as f64,
+                    "count",
+                );
+                if r.checkpoints.len() > 1 {
+                    for cp in &r.checkpoints {
+                        m.timing(
+                            format!("{name}.checkpoint.{:07}.files_per_s", cp.files),
+                            cp.files_per_s,
+                            "files/s",
+                            Better::Higher,
+                        );
+                    }
+                }
+                let after = scrape(&target).await?;
+                let delta = counter_delta(&before, &after);
+                let fsyncs: f64 = delta
+                    .iter()
+                    .filter(|(k, _)| k.starts_with("fsyncs."))
+                    .map(|(_, v)| v)
+                    .sum();
+                let data: f64 = delta
+                    .iter()
+                    .filter(|(k, _)| k.starts_with("fsyncs.") && !k.ends_with("nonce_log"))
+                    .map(|(_, v)| v)
+                    .sum();
+                if r.files > 0 {
+                    // Data fsyncs (chunk file, chunk dir, journal) per file are a property of the
+                    // build; all fsyncs also count the nonce log, which the echo long poll feeds.
+                    m.exact(
+                        format!("{name}.server.data_fsyncs_per_file"),
+                        round6(data / r.files as f64),
+                        "fsyncs/file",
+                    );
+                    m.resource(
+                        format!("{name}.server.fsyncs_per_file"),
+                        round6(fsyncs / r.files as f64),
+                        "fsyncs/file",
+                    );
+                }
+            }
+            Phase::ColdPull => {
+                let r = loadgen::pull_vault(b, &pull_dir, b_seq)
+                    .await
+                    .context("cold pull")?;
+                b_seq = r.last_seq;
+                transfer_metrics(name, &r, m);
+                let got =
+                    crate::vault::tree_digest(&pull_dir).context("hashing the pulled tree")?;
+                if got != plan.vault_digest {
+                    bail!(
+                        "cold pull: the pulled tree's digest {got} differs from the vault's {}",
+                        plan.vault_digest
+                    );
+                }
+                m.exact(format!("{name}.byte_identical"), 1.0, "bool");
+            }
+            Phase::IdleResync => {
+                let r = loadgen::resync(b, &pull_dir, b_seq)
+                    .await
+                    .context("idle resync")?;
+                b_seq = b_seq.max(r.last_seq);
+                m.exact(format!("{name}.requests"), r.requests as f64, "count");
+                m.exact(format!("{name}.mismatched"), r.mismatched as f64, "count");
+                m.exact(format!("{name}.files_examined"), r.files as f64, "count");
+                m.timing(
+                    format!("{name}.wall_ms"),
+                    r.wall_ns as f64 / 1e6,
+                    "ms",
+                    Better::Lower,
+                );
+            }
+            Phase::EditPropagation { rounds } => {
+                b_seq =
+                    edit_propagation(a, b, plan, sample_dir, &pull_dir, b_seq, *rounds, m).await?;
+            }
+            Phase::FolderRename => {
+                let Some(folder) = largest_folder(&plan.vault_dir)? else {
+                    bail!("folder rename: the vault has no folder");
+                };
+                let to = format!("{folder} renamed");
+                let t0 = Instant::now();
+                let v = loadgen::rename_path(a, &folder, &to)
+                    .await
+                    .context("folder rename")?;
+                m.timing(
+                    format!("{name}.wall_ms"),
+                    ms(t0.elapsed()),
+                    "ms",
+                    Better::Lower,
+                );
+                m.exact(format!("{name}.versions"), v.len() as f64, "count");
+                m.exact(
+                    format!("{name}.requests"),
+                    v.iter().map(|p| p.requests).sum::<u64>() as f64,
+                    "count",
+                );
+                let t1 = Instant::now();
+                let r = loadgen::pull_vault(b, &pull_dir, b_seq)
+                    .await
+                    .context("folder rename: pull on B")?;
+                b_seq = r.last_seq;
+                m.timing(
+                    format!("{name}.propagate_ms"),
+                    ms(t1.elapsed()),
+                    "ms",
+                    Better::Lower,
+                );
+                m.exact(format!("{name}.pull_requests"), r.requests as f64, "count");
+                // Every file must have moved; an emptied old folder may stay behind on B.
+                let old = pull_dir.join(&folder);
+                let (new_there, old_gone) = (
+                    pull_dir.join(&to).is_dir(),
+                    !old.exists() || count_files(&old)? == 0,
+                );
+                if !new_there || !old_gone {
+                    bail!(
+                        "folder rename: B does not show {folder:?} renamed to {to:?} (new folder present: {new_there}, old folder emptied: {old_gone})"
+                    );
+                }
+            }
+            Phase::RouteLoad {
+                routes,
+                in_flight,
+                seconds,
+                max_requests,
+            } => {
+                route_load(
+                    &devices,
+                    routes,
+                    in_flight,
+                    *seconds,
+                    *max_requests,
+                    plan.seed,
+                    m,
+                )
+                .await?;
+                continue; // counters under a timed load are not exact
+            }
+        }
+        let after = scrape(&target).await?;
+        for (k, v) in counter_delta(&before, &after) {
+            let key = format!("{name}.server.{k}");
+            let unit = if k.contains("bytes") {
+                "bytes"
+            } else {
+                "count"
+            };
+            // Nonce records and long-poll wake-ups include the long polls held during the phase,
+            // whose number depends on timing: load-dependent, so not exact.
+            if k.starts_with("nonce") || k.ends_with("nonce_log") || k.starts_with("longpoll") {
+                m.resource(key, v, unit);
+            } else {
+                m.exact(key, v, unit);
+            }
+        }
+    }
+    Ok(())
+}
+
+fn round6(x: f64) -> f64 {
+    (x * 1e6).round() / 1e6
+}
+
+/// The setup token the server wrote into its data dir at first start.
+fn read_setup_token(data_dir: &Path) -> anyhow::Result<String> {
+    let p = data_dir.join("setup-token");
+    let t = std::fs::read_to_string(&p)
+        .with_context(|| format!("reading the server's setup token {}", p.display()))?;
+    Ok(t.trim().to_owned())
+}
+
+async fn scrape(target: &Target) -> anyhow::Result<BTreeMap<String, f64>> {
+    loadgen::scrape_metrics(target)
+        .await
+        .context("reading the server's /metrics")
+}
+
+/// Deltas of the server's durability counters, named without the `obsync_` prefix:
+/// `fsyncs.journal`, `journal_flushes`, `journal_records`, ...
+fn counter_delta(
+    before: &BTreeMap<String, f64>,
+    after: &BTreeMap<String, f64>,
+) -> BTreeMap<String, f64> {
+    let mut out = BTreeMap::new();
+    for (k, v) in after {
+        let Some(rest) = k.strip_prefix("obsync_") else {
+            continue;
+        };
+        if rest.starts_with("requests_total") || !rest.contains("_total") {
+            continue; // per-request counts are measured client-side; gauges are not deltas
+        }
+        let (name, labels) = match rest.split_once('{') {
+            Some((n, l)) => (n, l.trim_end_matches('}')),
+            None => (rest, ""),
+        };
+        let mut key = name.trim_end_matches("_total").to_owned();
+        for l in labels.split(',').filter(|l| !l.is_empty()) {
+            if let Some((_, val)) = l.split_once('=') {
+                key.push('.');
+                key.push_str(val.trim_matches('"'));
+            }
+        }
+        out.insert(key, v - before.get(k).copied().unwrap_or(0.0));
+    }
+    out
+}
+
+/// Persists a histogram as base64 of its V2 + DEFLATE serialisation.
+pub fn encode_histogram(h: &hdrhistogram::Histogram<u64>) -> Option<String> {
+    let mut buf = Vec::new();
+    hdrhistogram::serialization::Serializer::serialize(
+        &mut hdrhistogram::serialization::V2DeflateSerializer::new(),
+        h,
+        &mut buf,
+    )
+    .ok()?;
+    Some(base64::engine::general_purpose::STANDARD.encode(buf))
+}
+
+fn transfer_metrics(p: &str, r: &TransferReport, m: &mut Metrics) {
+    m.timing(
+        format!("{p}.wall_ms"),
+        r.wall_ns as f64 / 1e6,
+        "ms",
+        Better::Lower,
+    );
+    m.timing(
+        format!("{p}.files_per_s"),
+        r.files_per_s(),
+        "files/s",
+        Better::Higher,
+    );
+    m.exact(format!("{p}.files"), r.files as f64, "count");
+    m.exact(format!("{p}.dirs"), r.dirs as f64, "count");
+    m.exact(format!("{p}.bytes"), r.bytes as f64, "bytes");
+    m.exact(format!("{p}.requests"), r.requests as f64, "count");
+    m.exact(
+        format!("{p}.chunks_transferred"),
+        r.chunks_transferred as f64,
+        "count",
+    );
+    if p == "cold_push" {
+        m.exact(
+            format!("{p}.chunks_present"),
+            r.chunks_present as f64,
+            "count",
+        );
+    }
+    let mut errors = 0;
+    for (route, s) in &r.routes {
+        m.exact(format!("{p}.requests.{route}"), s.requests as f64, "count");
+        errors += s.errors();
+        let sum = s.summary();
+        m.timing(
+            format!("{p}.{route}.p50_us"),
+            sum.p50_us,
+            "us",
+            Better::Lower,
+        );
+        m.timing(
+            format!("{p}.{route}.p95_us"),
+            sum.p95_us,
+            "us",
+            Better::Lower,
+        );
+        m.timing(
+            format!("{p}.{route}.p99_us"),
+            sum.p99_us,
+            "us",
+            Better::Lower,
+        );
+        if let Some(h) = encode_histogram(s.headline()) {
+            m.histograms.insert(format!("{p}.{route}"), h);
+        }
+    }
+    m.exact(format!("{p}.errors"), errors as f64, "count");
+}
+
+#[derive(Default)]
+struct Echo {
+    answers: u64,
+    changes: u64,
+}
+
+/// Pushes the vault while the same device holds its long poll, as the real plugin does, and
+/// counts the answers it gets for its own posts (obsync-speed-report: a quarter of the
+/// uploading device's requests were its own echo).
+async fn push_with_echo(
+    a: &Device,
+    dir: &Path,
+    opts: &PushOpts,
+) -> anyhow::Result<(TransferReport, Echo)> {
+    let (tx, mut rx) = tokio::sync::watch::channel(None::<u64>);
+    let poller = a.clone();
+    let me = a.device_id().to_owned();
+    let echo = tokio::spawn(async move {
+        let mut e = Echo::default();
+        let mut since = 0u64;
+        let mut deadline: Option<Instant> = None;
+        loop {
+            if let Some(last) = *rx.borrow_and_update() {
+                if since >= last {
+                    break;
+                }
+                let d = *deadline.get_or_insert_with(|| Instant::now() + Duration::from_secs(30));
+                if Instant::now() > d {
+                    break;
+                }
+            }
+            let r = tokio::select! {
+                r = loadgen::wait_changes(&poller, since, 1) => r,
+                _ = rx.changed() => continue,
+            };
+            let Ok(r) = r else { break };
+            let own = r.changes.iter().filter(|c| c.device_id == me).count() as u64;
+            if own > 0 {
+                e.answers += 1;
+                e.changes += own;
+            }
+            since = since.max(r.seq);
+        }
+        e
+    });
+    let pushed = loadgen::push_vault(a, dir, opts).await;
+    let last = pushed.as_ref().map(|r| r.last_seq).unwrap_or(0);
+    let _ = tx.send(Some(last));
+    let echo = echo.await.unwrap_or_default();
+    Ok((pushed.context("cold push")?, echo))
+}
+
+/// A edits one note while B holds a long poll; the time from the edit until B has the new bytes
+/// on disk, `rounds` times (obsync-speed-report: 20 rounds, p50/p95).
+#[allow(clippy::too_many_arguments)]
+async fn edit_propagation(
+    a: &Device,
+    b: &Device,
+    plan: &SamplePlan,
+    sample_dir: &Path,
+    pull_dir: &Path,
+    mut b_seq: u64,
+    rounds: usize,
+    m: &mut Metrics,
+) -> anyhow::Result<u64> {
+    let rel = first_note(&plan.vault_dir)?.context("edit propagation: the vault has no note")?;
+    let edit_dir = sample_dir.join("edit-a");
+    let src = edit_dir.join(&rel);
+    std::fs::create_dir_all(src.parent().unwrap_or(&edit_dir))?;
+    std::fs::copy(plan.vault_dir.join(&rel), &src)
+        .with_context(|| format!("copying {rel} for editing"))?;
+    let file_id = loadgen::file_id_for(&rel);
+    let mut lat = Vec::with_capacity(rounds);
+    let mut requests = 0u64;
+    for round in 0..rounds {
+        let (bd, dir, fid) = (b.clone(), pull_dir.to_path_buf(), file_id.clone());
+        let waiter = tokio::spawn(async move {
+            let mut since = b_seq;
+            let give_up = Instant::now() + Duration::from_secs(30);
+            while Instant::now() < give_up {
+                let r = loadgen::wait_changes(&bd, since, 10).await?;
+                for c in &r.changes {
+                    if c.file_id == fid {
+                        loadgen::fetch_and_write(&bd, &dir, c).await?;
+                        return Ok::<_, loadgen::LoadError>(Some((Instant::now(), r.seq)));
+                    }
+                }
+                since = since.max(r.seq);
+            }
+            Ok(None)
+        });
+        // Let B's poll be parked on the server before A writes.
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let t0 = Instant::now();
+        {
+            use std::io::Write;
+            let mut f = std::fs::OpenOptions::new().append(true).open(&src)?;
+            writeln!(f, "\nedit round {round}: vaultbench edit propagation")?;
+        }
+        let pushed = loadgen::push_file(a, &edit_dir, &rel)
+            .await
+            .context("edit propagation: push on A")?;
+        requests += pushed.requests;
+        let got = waiter.await.context("edit propagation: B's waiter")??;
+        let Some((done, seq)) = got else {
+            bail!("edit propagation: B never saw round {round}'s edit within 30 s")
+        };
+        lat.push(ms(done - t0));
+        b_seq = seq.max(pushed.seq);
+        if std::fs::read(pull_dir.join(&rel))? != std::fs::read(&src)? {
+            bail!("edit propagation: B's copy of {rel} differs from A's after round {round}");
+        }
+    }
+    lat.sort_by(|x, y| x.total_cmp(y));
+    m.timing("edit.p50_ms", nearest_rank(&lat, 0.50), "ms", Better::Lower);
+    m.timing("edit.p95_ms", nearest_rank(&lat, 0.95), "ms", Better::Lower);
+    m.timing(
+        "edit.max_ms",
+        *lat.last().unwrap_or(&0.0),
+        "ms",
+        Better::Lower,
+    );
+    m.exact("edit.rounds", rounds as f64, "count");
+    m.exact("edit.push_requests", requests as f64, "count");
+    Ok(b_seq)
+}
+
+/// Nearest-rank percentile of sorted values (p95 of 20 is the 19th).
+pub fn nearest_rank(sorted: &[f64], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let rank = (q * sorted.len() as f64).ceil().max(1.0) as usize;
+    sorted[rank.min(sorted.len()) - 1]
+}
+
+async fn route_load(
+    devices: &[Device],
+    routes: &[String],
+    levels: &[usize],
+    seconds: f64,
+    max_requests: u64,
+    seed: u64,
+    m: &mut Metrics,
+) -> anyhow::Result<()> {
+    for route in routes {
+        let Some(r) = loadgen::Route::ALL.into_iter().find(|r| r.name() == route) else {
+            let known: Vec<&str> = loadgen::Route::ALL.iter().map(|r| r.name()).collect();
+            bail!(
+                "route load: unknown route {route:?} (known: {})",
+                known.join(", ")
+            );
+        };
+        for &level in levels {
+            let cfg = loadgen::RouteLoadConfig {
+                route: r,
+                mode: loadgen::Mode::Closed { in_flight: level },
+                duration: Duration::from_secs_f64(seconds),
+                max_requests,
+                seed,
+            };
+            let rep = loadgen::run_route_load(devices, &cfg)
+                .await
+                .with_context(|| format!("route load {route} at {level} in flight"))?;
+            let key = format!("route.{route}.c{level}");
+            let stats = &rep.stats;
+            let sum = stats.summary();
+            m.timing(format!("{key}.p50_us"), sum.p50_us, "us", Better::Lower);
+            m.timing(format!("{key}.p99_us"), sum.p99_us, "us", Better::Lower);
+            m.timing(
+                format!("{key}.rps"),
+                rep.throughput_per_s,
+                "req/s",
+                Better::Higher,
+            );
+            m.timing(
+                format!("{key}.errors"),
+                stats.errors() as f64,
+                "count",
+                Better::Lower,
+            );
+            if let Some(h) = encode_histogram(stats.headline()) {
+                m.histograms.insert(key, h);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The first Markdown note in sorted order (deterministic for a vault).
+fn first_note(dir: &Path) -> anyhow::Result<Option<String>> {
+    let mut stack = vec![dir.to_path_buf()];
+    let mut best: Option<String> = None;
+    while let Some(d) = stack.pop() {
+        let mut entries: Vec<_> = std::fs::read_dir(&d)?.filter_map(|e| e.ok()).collect();
+        entries.sort_by_key(|e| e.file_name());
+        for e in entries {
+            let p = e.path();
+            let rel = p.strip_prefix(dir)?.to_string_lossy().replace('\\', "/");
+            if rel.starts_with('.') {
+                continue;
+            }
+            if e.file_type()?.is_dir() {
+                stack.push(p);
+            } else if rel.ends_with(".md")
+                && std::fs::metadata(&p)?.len() > 0
+                && best.as_ref().is_none_or(|b| rel < *b)
+            {
+                best = Some(rel);
+            }
+        }
+    }
+    Ok(best)
+}
+
+/// The top-level folder with the most files under it (ties: the first by name).
+fn largest_folder(dir: &Path) -> anyhow::Result<Option<String>> {
+    let mut best: Option<(u64, String)> = None;
+    let mut entries: Vec<_> = std::fs::read_dir(dir)?.filter_map(|e| e.ok()).collect();
+    entries.sort_by_key(|e| e.file_name());
+    for e in entries {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if !e.file_type()?.is_dir() || name.starts_with('.') {
+            continue;
+        }
+        let n = count_files(&e.path())?;
+        if best.as_ref().is_none_or(|(b, _)| n > *b) {
+            best = Some((n, name));
+        }
+    }
+    Ok(best.map(|(_, n)| n))
+}
+
+fn count_files(d: &Path) -> anyhow::Result<u64> {
+    let mut n = 0;
+    for e in std::fs::read_dir(d)? {
+        let e = e?;
+        if e.file_type()?.is_dir() {
+            n += count_files(&e.path())?;
+        } else {
+            n += 1;
+        }
+    }
+    Ok(n)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nearest_rank_matches_the_report() {
+        let v: Vec<f64> = (1..=20).map(f64::from).collect();
+        assert_eq!(nearest_rank(&v, 0.95), 19.0); // "p95: the 19th of 20"
+        assert_eq!(nearest_rank(&v, 0.50), 10.0);
+    }
+
+    #[test]
+    fn counter_names() {
+        let before: BTreeMap<String, f64> =
+            [("obsync_fsyncs_total{kind=\"journal\"}".to_owned(), 2.0)]
+                .into_iter()
+                .collect();
+        let after: BTreeMap<String, f64> = [
+            ("obsync_fsyncs_total{kind=\"journal\"}".to_owned(), 7.0),
+            ("obsync_journal_flushes_total".to_owned(), 3.0),
+            (
+                "obsync_requests_total{route=\"x\",status=\"200\"}".to_owned(),
+                9.0,
+            ),
+            ("obsync_head_seq".to_owned(), 4.0),
+        ]
+        .into_iter()
+        .collect();
+        let d = counter_delta(&before, &after);
+        assert_eq!(d.get("fsyncs.journal"), Some(&5.0));
+        assert_eq!(d.get("journal_flushes"), Some(&3.0));
+        assert_eq!(d.len(), 2);
+    }
+}

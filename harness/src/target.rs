@@ -1,0 +1,545 @@
+//! Server targets: what to start, its build identity, and its life as a child process.
+//!
+//! A target is `ref` (the embedded reference server: this very executable's `serve-ref`),
+//! `ref ARGS...` (the same with extra flags, e.g. `ref --group-commit`), or a command line
+//! template with `{addr}` and `{data}` placeholders. A bare path to an executable gets
+//! ` --listen {addr} --data {data}` appended (the obsync convention).
+
+use anyhow::{Context, bail};
+use sha2::{Digest, Sha256};
+use std::io::Read;
+use std::net::{SocketAddr, TcpListener};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use reports::schema::TargetIdentity;
+
+/// A parsed target.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct TargetSpec {
+    /// As the user wrote it (recorded in provenance).
+    pub given: String,
+    /// argv template; `{addr}` and `{data}` substituted per start.
+    pub argv: Vec<String>,
+}
+
+impl TargetSpec {
+    pub fn parse(given: &str) -> anyhow::Result<TargetSpec> {
+        let words = split_command(given).with_context(|| format!("target {given:?}"))?;
+        let Some(first) = words.first() else {
+            bail!("target {given:?} is empty")
+        };
+        let mut argv: Vec<String>;
+        if first == "ref" {
+            let exe = std::env::current_exe().context("cannot find the vaultbench executable")?;
+            argv = vec![
+                exe.display().to_string(),
+                "serve-ref".into(),
+                "--listen".into(),
+                "{addr}".into(),
+                "--data".into(),
+                "{data}".into(),
+            ];
+            argv.extend(words[1..].iter().cloned());
+        } else {
+            argv = words.clone();
+            if !given.contains("{addr}") {
+                if words.len() > 1 {
+                    bail!(
+                        "target {given:?} has arguments but no {{addr}} placeholder: say where the listen address goes"
+                    );
+                }
+                argv.extend(["--listen", "{addr}", "--data", "{data}"].map(String::from));
+            }
+            if !given.contains("{data}") && !argv.iter().any(|a| a.contains("{data}")) {
+                bail!(
+                    "target {given:?} has no {{data}} placeholder: the server needs a fresh data dir per sample"
+                );
+            }
+        }
+        Ok(TargetSpec {
+            given: given.to_owned(),
+            argv,
+        })
+    }
+
+    /// The executable, resolved through PATH.
+    pub fn executable(&self) -> anyhow::Result<PathBuf> {
+        resolve_executable(&self.argv[0]).with_context(|| {
+            format!(
+                "target {:?}: executable {:?} not found",
+                self.given, self.argv[0]
+            )
+        })
+    }
+
+    /// SHA-256 of the executable plus its `--version` output.
+    pub fn identity(&self) -> anyhow::Result<TargetIdentity> {
+        let exe = self.executable()?;
+        let bytes = std::fs::read(&exe)
+            .with_context(|| format!("reading target executable {}", exe.display()))?;
+        let sha = hex::encode(Sha256::digest(&bytes));
+        let mut cmd = Command::new(&exe);
+        if self.argv.get(1).map(String::as_str) == Some("serve-ref") {
+            cmd.arg("serve-ref");
+        }
+        let out = cmd
+            .arg("--version")
+            .stdin(Stdio::null())
+            .stderr(Stdio::null())
+            .output();
+        let version = match out {
+            Ok(o) => String::from_utf8_lossy(&o.stdout).trim().to_owned(),
+            Err(_) => String::new(),
+        };
+        // The embedded server's identity also carries its flags: `ref` and `ref --group-commit`
+        // are two builds of the same executable.
+        let flags: Vec<&str> = self
+            .argv
+            .iter()
+            .skip(1)
+            .map(String::as_str)
+            .filter(|a| !a.contains('{'))
+            .collect();
+        Ok(TargetIdentity {
+            command: self.given.clone(),
+            executable: exe.display().to_string(),
+            sha256: sha,
+            version: if flags.is_empty() {
+                version
+            } else {
+                format!("{version} [{}]", flags.join(" "))
+            },
+        })
+    }
+
+    fn argv_for(&self, addr: SocketAddr, data: &Path) -> Vec<String> {
+        self.argv
+            .iter()
+            .map(|a| {
+                a.replace("{addr}", &addr.to_string())
+                    .replace("{data}", &data.display().to_string())
+            })
+            .collect()
+    }
+}
+
+fn resolve_executable(name: &str) -> Option<PathBuf> {
+    let p = Path::new(name);
+    if p.components().count() > 1 {
+        return p.is_file().then(|| p.to_path_buf());
+    }
+    std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|d| d.join(name))
+            .find(|c| c.is_file())
+    })
+}
+
+/// Splits a command line on whitespace with simple single/double quoting (no expansion).
+pub fn split_command(s: &str) -> anyhow::Result<Vec<String>> {
+    let mut words = Vec::new();
+    let mut cur = String::new();
+    let mut in_word = false;
+    let mut quote: Option<char> = None;
+    for c in s.chars() {
+        match (quote, c) {
+            (Some(q), c) if c == q => quote = None,
+            (Some(_), c) => cur.push(c),
+            (None, '\'' | '"') => {
+                quote = Some(c);
+                in_word = true;
+            }
+            (None, c) if c.is_whitespace() => {
+                if in_word {
+                    words.push(std::mem::take(&mut cur));
+                    in_word = false;
+                }
+            }
+            (None, c) => {
+                cur.push(c);
+                in_word = true;
+            }
+        }
+    }
+    if quote.is_some() {
+        bail!("unbalanced quote");
+    }
+    if in_word {
+        words.push(cur);
+    }
+    Ok(words)
+}
+
+/// A loopback port that was free a moment ago.
+fn reserve_port() -> anyhow::Result<SocketAddr> {
+    let l = TcpListener::bind("127.0.0.1:0").context("binding 127.0.0.1:0 to reserve a port")?;
+    Ok(l.local_addr()?)
+}
+
+/// Resource use of a reaped server process.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ServerUsage {
+    pub cpu_user_s: f64,
+    pub cpu_sys_s: f64,
+    pub peak_rss_kib: u64,
+    pub mean_rss_kib: f64,
+    /// CPU seconds by thread name, read from /proc/<pid>/task at the end.
+    pub thread_cpu_s: std::collections::BTreeMap<String, f64>,
+    /// /proc/<pid>/io at the end: syscr, syscw, read_bytes, write_bytes, rchar, wchar.
+    pub io: std::collections::BTreeMap<String, u64>,
+    pub exit_status: Option<i32>,
+}
+
+/// A running server: a child process with a fresh data dir, killed and reaped on drop.
+pub struct Server {
+    pub addr: SocketAddr,
+    pub data_dir: PathBuf,
+    pub pid: u32,
+    /// Spawn to `/readyz` 200.
+    pub ready_after: Duration,
+    child: Option<Child>,
+    stderr_tail: Arc<std::sync::Mutex<Vec<u8>>>,
+    rss_stop: Arc<AtomicBool>,
+    rss_thread: Option<std::thread::JoinHandle<(f64, u64)>>,
+}
+
+/// How long a server may take to become ready before the sample fails.
+pub const READY_TIMEOUT: Duration = Duration::from_secs(30);
+
+impl Server {
+    /// Starts `spec` on a fresh loopback port with `data_dir` (created empty) and waits for
+    /// `/readyz`, bounded by [`READY_TIMEOUT`]. The child dies with its parent (PR_SET_PDEATHSIG).
+    pub fn start(spec: &TargetSpec, data_dir: &Path) -> anyhow::Result<Server> {
+        std::fs::create_dir_all(data_dir)
+            .with_context(|| format!("creating data dir {}", data_dir.display()))?;
+        let addr = reserve_port()?;
+        let argv = spec.argv_for(addr, data_dir);
+        let mut cmd = Command::new(&argv[0]);
+        cmd.args(&argv[1..])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        set_parent_death_signal(&mut cmd);
+        let t0 = Instant::now();
+        let mut child = cmd
+            .spawn()
+            .with_context(|| format!("target {:?} did not start", spec.given))?;
+        let pid = child.id();
+        let stderr_tail = Arc::new(std::sync::Mutex::new(Vec::new()));
+        if let Some(mut err) = child.stderr.take() {
+            let tail = stderr_tail.clone();
+            std::thread::spawn(move || {
+                let mut buf = [0u8; 4096];
+                while let Ok(n) = err.read(&mut buf) {
+                    if n == 0 {
+                        break;
+                    }
+                    let mut t = tail.lock().unwrap_or_else(|e| e.into_inner());
+                    t.extend_from_slice(&buf[..n]);
+                    let len = t.len();
+                    if len > 8192 {
+                        t.drain(..len - 8192);
+                    }
+                }
+            });
+        }
+        let mut server = Server {
+            addr,
+            data_dir: data_dir.to_path_buf(),
+            pid,
+            ready_after: Duration::ZERO,
+            child: Some(child),
+            stderr_tail,
+            rss_stop: Arc::new(AtomicBool::new(false)),
+            rss_thread: None,
+        };
+        loop {
+            if let Some(child) = server.child.as_mut()
+                && let Ok(Some(status)) = child.try_wait()
+            {
+                bail!(
+                    "target {:?} exited before it was ready ({status}): {}",
+                    spec.given,
+                    server.stderr_line()
+                );
+            }
+            if probe_ready(addr) {
+                break;
+            }
+            if t0.elapsed() > READY_TIMEOUT {
+                bail!(
+                    "target {:?} was not ready on {addr} within {}s: {}",
+                    spec.given,
+                    READY_TIMEOUT.as_secs(),
+                    server.stderr_line()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        server.ready_after = t0.elapsed();
+        let stop = server.rss_stop.clone();
+        server.rss_thread = Some(std::thread::spawn(move || sample_rss(pid, &stop)));
+        Ok(server)
+    }
+
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// The last line the server wrote on stderr, for error messages.
+    pub fn stderr_line(&self) -> String {
+        let t = self.stderr_tail.lock().unwrap_or_else(|e| e.into_inner());
+        String::from_utf8_lossy(&t)
+            .lines()
+            .rev()
+            .find(|l| !l.trim().is_empty())
+            .unwrap_or("(no stderr)")
+            .trim()
+            .to_owned()
+    }
+
+    /// True while the process has not exited.
+    pub fn is_running(&mut self) -> bool {
+        matches!(self.child.as_mut().map(|c| c.try_wait()), Some(Ok(None)))
+    }
+
+    /// Reads per-thread CPU and /proc io, sends SIGTERM, waits (bounded; then SIGKILL) and
+    /// reaps with `wait4` to get the child's own rusage.
+    pub fn stop(mut self) -> anyhow::Result<ServerUsage> {
+        let mut usage = ServerUsage {
+            thread_cpu_s: thread_cpu(self.pid),
+            io: proc_io(self.pid),
+            ..Default::default()
+        };
+        self.rss_stop.store(true, Ordering::SeqCst);
+        if let Some(h) = self.rss_thread.take()
+            && let Ok((mean, _)) = h.join()
+        {
+            usage.mean_rss_kib = mean;
+        }
+        let Some(mut child) = self.child.take() else {
+            return Ok(usage);
+        };
+        let pid = child.id() as libc::pid_t;
+        // SAFETY: kill(2) on our own child's pid, which is not reaped yet (we hold `child`).
+        unsafe { libc::kill(pid, libc::SIGTERM) };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let (status, ru) = loop {
+            let (done, status, ru) = wait4_nohang(pid)?;
+            if done {
+                break (status, ru);
+            }
+            if Instant::now() > deadline {
+                // SAFETY: as above.
+                unsafe { libc::kill(pid, libc::SIGKILL) };
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        };
+        // Reaped by wait4 above; this wait returns at once (ECHILD is fine) and satisfies the
+        // rule that every spawned child is waited on.
+        let _ = child.wait();
+        usage.cpu_user_s = tv_s(ru.ru_utime);
+        usage.cpu_sys_s = tv_s(ru.ru_stime);
+        usage.peak_rss_kib = ru.ru_maxrss.max(0) as u64;
+        usage.exit_status = Some(status);
+        Ok(usage)
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.rss_stop.store(true, Ordering::SeqCst);
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+fn tv_s(tv: libc::timeval) -> f64 {
+    tv.tv_sec as f64 + tv.tv_usec as f64 / 1e6
+}
+
+/// `wait4(pid, WNOHANG)`: (reaped?, exit code or 128+signal, rusage).
+fn wait4_nohang(pid: libc::pid_t) -> anyhow::Result<(bool, i32, libc::rusage)> {
+    let mut status: libc::c_int = 0;
+    // SAFETY: rusage is plain data; zeroed is a valid value.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: valid pointers to locals; pid is our unreaped child.
+    let r = unsafe { libc::wait4(pid, &mut status, libc::WNOHANG, &mut ru) };
+    if r < 0 {
+        return Err(std::io::Error::last_os_error()).context("wait4 on the server process");
+    }
+    if r == 0 {
+        return Ok((false, 0, ru));
+    }
+    let code = if libc::WIFEXITED(status) {
+        libc::WEXITSTATUS(status)
+    } else {
+        128 + libc::WTERMSIG(status)
+    };
+    Ok((true, code, ru))
+}
+
+/// The child gets SIGKILL if the process that spawned it dies, so no server outlives its sample.
+pub fn set_parent_death_signal(cmd: &mut Command) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: prctl is async-signal-safe; nothing else runs between fork and exec here.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}
+
+/// One `GET /readyz` over a plain blocking socket (no runtime needed at start-up).
+fn probe_ready(addr: SocketAddr) -> bool {
+    use std::io::Write;
+    let Ok(mut s) = std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(200)) else {
+        return false;
+    };
+    let _ = s.set_read_timeout(Some(Duration::from_millis(500)));
+    if s.write_all(
+        format!("GET /readyz HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").as_bytes(),
+    )
+    .is_err()
+    {
+        return false;
+    }
+    let mut buf = [0u8; 16];
+    let mut got = 0;
+    while got < 12 {
+        match s.read(&mut buf[got..]) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => got += n,
+        }
+    }
+    got >= 12 && &buf[9..12] == b"200"
+}
+
+/// Samples resident memory every 20 ms until told to stop: (mean KiB, samples).
+fn sample_rss(pid: u32, stop: &AtomicBool) -> (f64, u64) {
+    let (mut sum, mut n) = (0.0, 0u64);
+    while !stop.load(Ordering::SeqCst) {
+        match std::fs::read_to_string(format!("/proc/{pid}/status")) {
+            Ok(s) => {
+                if let Some(kib) = s
+                    .lines()
+                    .find_map(|l| l.strip_prefix("VmRSS:"))
+                    .and_then(|v| v.split_whitespace().next()?.parse::<f64>().ok())
+                {
+                    sum += kib;
+                    n += 1;
+                }
+            }
+            Err(_) => break,
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    (if n == 0 { 0.0 } else { sum / n as f64 }, n)
+}
+
+/// CPU seconds per thread name from /proc/<pid>/task/*/stat (utime + stime, clock ticks).
+fn thread_cpu(pid: u32) -> std::collections::BTreeMap<String, f64> {
+    let mut out = std::collections::BTreeMap::new();
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    let Ok(rd) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return out;
+    };
+    for e in rd.flatten() {
+        let Ok(stat) = std::fs::read_to_string(e.path().join("stat")) else {
+            continue;
+        };
+        if let Some((name, ticks)) = parse_task_stat(&stat) {
+            *out.entry(name).or_insert(0.0) += ticks as f64 / hz;
+        }
+    }
+    out
+}
+
+/// (comm with digits folded to `N`, utime + stime) from a /proc stat line.
+fn parse_task_stat(stat: &str) -> Option<(String, u64)> {
+    let open = stat.find('(')?;
+    let close = stat.rfind(')')?;
+    let comm: String = stat[open + 1..close]
+        .chars()
+        .map(|c| if c.is_ascii_digit() { 'N' } else { c })
+        .collect();
+    let rest: Vec<&str> = stat[close + 2..].split_whitespace().collect();
+    // Fields after comm start at field 3 (state); utime is field 14, stime 15.
+    let utime: u64 = rest.get(11)?.parse().ok()?;
+    let stime: u64 = rest.get(12)?.parse().ok()?;
+    Some((comm, utime + stime))
+}
+
+fn proc_io(pid: u32) -> std::collections::BTreeMap<String, u64> {
+    let mut out = std::collections::BTreeMap::new();
+    if let Ok(s) = std::fs::read_to_string(format!("/proc/{pid}/io")) {
+        for l in s.lines() {
+            if let Some((k, v)) = l.split_once(':')
+                && let Ok(v) = v.trim().parse()
+            {
+                out.insert(k.trim().to_owned(), v);
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn split_command_quotes() {
+        assert_eq!(
+            split_command("a 'b c' \"d\"  e").unwrap(),
+            ["a", "b c", "d", "e"]
+        );
+        assert!(split_command("a 'b").is_err());
+    }
+
+    #[test]
+    fn ref_target_runs_serve_ref() {
+        let t = TargetSpec::parse("ref --group-commit").unwrap();
+        assert_eq!(
+            &t.argv[1..],
+            [
+                "serve-ref",
+                "--listen",
+                "{addr}",
+                "--data",
+                "{data}",
+                "--group-commit"
+            ]
+        );
+    }
+
+    #[test]
+    fn command_templates_need_placeholders() {
+        assert!(TargetSpec::parse("/bin/srv --port 1").is_err());
+        assert!(TargetSpec::parse("/bin/srv --listen {addr}").is_err());
+        let t = TargetSpec::parse("/bin/srv").unwrap();
+        assert_eq!(
+            t.argv,
+            ["/bin/srv", "--listen", "{addr}", "--data", "{data}"]
+        );
+    }
+
+    #[test]
+    fn task_stat_parsing() {
+        let line = "42 (tokio-rt-worker 3) S 1 2 3 4 5 6 7 8 9 10 250 50 0 0 20 0 1 0 100 0 0";
+        assert_eq!(
+            parse_task_stat(line),
+            Some(("tokio-rt-worker N".to_owned(), 300))
+        );
+    }
+}

@@ -1,0 +1,118 @@
+//! `vaultbench verify [PATH]`: the baseline's coherence check. Recomputes medians from the raw
+//! series, compares exact keys with their snapshot, checks format version and binding digest.
+
+use anyhow::{Context, bail};
+use std::path::{Path, PathBuf};
+
+use reports::schema::{Baseline, FORMAT_VERSION, Provenance, verify_pair};
+
+/// Verify committed baselines: a hand-edited value fails and names the key (exit 1).
+#[derive(Debug, clap::Args)]
+pub struct VerifyArgs {
+    /// A baseline (`<scenario>.json`), its sidecar, or a directory of baselines.
+    #[arg(default_value = "baselines")]
+    pub path: PathBuf,
+    /// Print the result as one JSON document on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// The baseline files a path names.
+pub fn baseline_files(path: &Path) -> anyhow::Result<Vec<PathBuf>> {
+    if path.is_dir() {
+        let mut v: Vec<PathBuf> = std::fs::read_dir(path)
+            .with_context(|| format!("reading {}", path.display()))?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| {
+                let n = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
+                n.ends_with(".json") && !n.ends_with(".provenance.json") && !n.starts_with('.')
+            })
+            .collect();
+        v.sort();
+        if v.is_empty() {
+            bail!("{} holds no baselines", path.display());
+        }
+        return Ok(v);
+    }
+    let s = path.display().to_string();
+    if let Some(stem) = s.strip_suffix(".provenance.json") {
+        return Ok(vec![PathBuf::from(format!("{stem}.json"))]);
+    }
+    if !path.exists() {
+        bail!("{} does not exist", path.display());
+    }
+    Ok(vec![path.to_path_buf()])
+}
+
+/// The sidecar beside a baseline.
+pub fn sidecar_of(baseline: &Path) -> PathBuf {
+    let s = baseline.display().to_string();
+    PathBuf::from(format!(
+        "{}.provenance.json",
+        s.strip_suffix(".json").unwrap_or(&s)
+    ))
+}
+
+/// Reads a baseline and its sidecar, refusing newer formats with advice.
+pub fn read_pair(path: &Path) -> anyhow::Result<(Baseline, Provenance)> {
+    let side = sidecar_of(path);
+    let b = read_versioned::<Baseline>(path, reports::schema::KIND_BASELINE)?;
+    let p = read_versioned::<Provenance>(&side, reports::schema::KIND_PROVENANCE)?;
+    Ok((b, p))
+}
+
+fn read_versioned<T: serde::de::DeserializeOwned>(path: &Path, kind: &str) -> anyhow::Result<T> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let v: serde_json::Value =
+        serde_json::from_str(&text).with_context(|| format!("{} is not JSON", path.display()))?;
+    let got = v.get("kind").and_then(|k| k.as_str()).unwrap_or("");
+    if got != kind {
+        bail!("{} is not a {kind} document (kind {got:?})", path.display());
+    }
+    let version = v
+        .get("format_version")
+        .and_then(|k| k.as_u64())
+        .unwrap_or(0);
+    if version > u64::from(FORMAT_VERSION) {
+        bail!(
+            "{} has format_version {version}, newer than this build's {FORMAT_VERSION}: upgrade vaultbench",
+            path.display()
+        );
+    }
+    serde_json::from_value(v)
+        .with_context(|| format!("{} does not match the {kind} schema", path.display()))
+}
+
+pub fn run(args: VerifyArgs) -> anyhow::Result<i32> {
+    let files = baseline_files(&args.path)?;
+    let mut all_ok = true;
+    let mut report = serde_json::Map::new();
+    for f in &files {
+        let (b, p) = read_pair(f)?;
+        let mismatches = verify_pair(&b, &p);
+        if mismatches.is_empty() {
+            eprintln!(
+                "ok  {} ({} keys, {} samples, digest {})",
+                f.display(),
+                b.metrics.len(),
+                b.samples,
+                &p.digest[..12.min(p.digest.len())]
+            );
+        } else {
+            all_ok = false;
+            for m in &mismatches {
+                eprintln!("FAIL {}: {}: {}", f.display(), m.key, m.detail);
+            }
+        }
+        report.insert(f.display().to_string(), serde_json::to_value(&mismatches)?);
+    }
+    if args.json {
+        println!("{}", serde_json::json!({ "ok": all_ok, "files": report }));
+    }
+    Ok(if all_ok {
+        crate::exit::OK
+    } else {
+        crate::exit::REGRESSION
+    })
+}

@@ -191,6 +191,7 @@ impl App {
             cfg.group_commit,
             metrics.clone(),
             Some(durable_tx),
+            None,
         )
         .map_err(io(journal_path.clone()))?;
         let nonce_path = dir.join(NONCE_LOG_FILE);

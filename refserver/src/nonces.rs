@@ -11,11 +11,15 @@ use std::sync::{Arc, Mutex};
 
 use crate::metrics::Metrics;
 use crate::store::frame;
-use crate::store::log::{Appender, LogKind, replay};
+use crate::store::log::{Appender, Compactor, LogKind, replay};
 
 /// Live nonces held at most; beyond this the server answers `503 nonce_cache_full` rather than
 /// grow without bound. 1M × ~80 B ≈ 80 MB; at 1,000 requests/s a 600 s window holds 600k.
 pub const MAX_LIVE_NONCES: usize = 1_000_000;
+
+/// The nonce log is rewritten with only live records once it passes this size (≈ 1.4M
+/// records), so a long run's log stays bounded on disk.
+pub const COMPACT_AT_BYTES: u64 = 64 * 1024 * 1024;
 
 /// `accepted_at_s` (8, LE) + device id (16) + nonce (16).
 const RECORD_LEN: usize = 40;
@@ -64,7 +68,7 @@ impl Cache {
 
 #[derive(Debug)]
 pub struct Nonces {
-    cache: Mutex<Cache>,
+    cache: Arc<Mutex<Cache>>,
     log: Appender,
 }
 
@@ -115,14 +119,42 @@ impl Nonces {
         if let Some(dir) = path.parent() {
             std::fs::File::open(dir)?.sync_all()?;
         }
-        let log = Appender::open(path, LogKind::Nonce, group_commit, metrics, None)?;
-        Ok((
-            Nonces {
-                cache: Mutex::new(cache),
-                log,
-            },
-            dropped,
-        ))
+        Self::open_with(path, group_commit, metrics, cache, COMPACT_AT_BYTES).map(|n| (n, dropped))
+    }
+
+    fn open_with(
+        path: &Path,
+        group_commit: bool,
+        metrics: Arc<Metrics>,
+        cache: Cache,
+        compact_at: u64,
+    ) -> std::io::Result<Nonces> {
+        let cache = Arc::new(Mutex::new(cache));
+        let snapshot = cache.clone();
+        let compactor = Compactor {
+            max_bytes: compact_at,
+            live: Box::new(move || {
+                let mut c = snapshot.lock().unwrap_or_else(|e| e.into_inner());
+                // The writer has no clock; the newest acceptance time is "now" closely enough
+                // (it can only keep a record a little longer than needed).
+                let now_s = c.order.back().map_or(0, |&(at, _)| at);
+                c.expire(now_s);
+                let mut buf = Vec::with_capacity(c.order.len() * (RECORD_LEN + frame::HEADER));
+                for (at, key) in &c.order {
+                    frame::encode_into(&mut buf, &encode(*at, key));
+                }
+                buf
+            }),
+        };
+        let log = Appender::open(
+            path,
+            LogKind::Nonce,
+            group_commit,
+            metrics,
+            None,
+            Some(compactor),
+        )?;
+        Ok(Nonces { cache, log })
     }
 
     /// Spends `nonce` for `device`: refused if seen within the window, otherwise recorded and
@@ -207,5 +239,34 @@ mod tests {
         n.close();
         let (records, _) = replay(&path).unwrap();
         assert_eq!(records.len(), 1);
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_log_past_the_threshold_is_rewritten_with_live_records_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("nonces.log");
+        let metrics = Arc::new(Metrics::new());
+        // 10 records' worth of bytes before compacting.
+        let n = Nonces::open_with(&path, false, metrics, Cache::default(), 480).unwrap();
+        let dev = [1u8; 16];
+        let t0 = 1_700_000_000;
+        for i in 0..10u8 {
+            n.spend(&dev, &[i; 16], t0).await.unwrap();
+        }
+        // Past the window: the old ten expire; these twelve trigger one compaction.
+        for i in 0..12u8 {
+            n.spend(&dev, &[100 + i; 16], t0 + 700).await.unwrap();
+        }
+        n.close();
+        let (records, _) = replay(&path).unwrap();
+        assert!(records.len() < 22, "{} records kept", records.len());
+        let (n, _) = Nonces::open(&path, false, Arc::new(Metrics::new()), t0 + 700).unwrap();
+        for i in 0..12u8 {
+            assert_eq!(
+                n.spend(&dev, &[100 + i; 16], t0 + 701).await,
+                Err(NonceError::Replayed)
+            );
+        }
+        n.close();
     }
 }

@@ -23,6 +23,22 @@ pub enum LogKind {
     Nonce,
 }
 
+/// Rewrites a log that grew past `max_bytes`: `live` returns the framed records still needed
+/// (for the nonce log, those inside the 600 s window). Run by the writer thread between
+/// batches, so every record already answered is in the old file and in `live`'s snapshot.
+pub struct Compactor {
+    pub max_bytes: u64,
+    pub live: Box<dyn FnMut() -> Vec<u8> + Send>,
+}
+
+impl std::fmt::Debug for Compactor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Compactor")
+            .field("max_bytes", &self.max_bytes)
+            .finish_non_exhaustive()
+    }
+}
+
 /// Largest number of records one group-commit batch takes, so one batch is bounded in memory.
 const MAX_BATCH_RECORDS: usize = 4096;
 
@@ -87,8 +103,10 @@ impl Appender {
         group_commit: bool,
         metrics: Arc<Metrics>,
         durable_seq: Option<tokio::sync::watch::Sender<u64>>,
+        compactor: Option<Compactor>,
     ) -> std::io::Result<Appender> {
         let file = OpenOptions::new().append(true).create(true).open(path)?;
+        let len = file.metadata()?.len();
         let (tx, rx) = mpsc::channel::<Job>();
         let poisoned = Arc::new(AtomicBool::new(false));
         let writer = Writer {
@@ -99,6 +117,9 @@ impl Appender {
             durable_seq,
             poisoned: poisoned.clone(),
             path: path.display().to_string(),
+            file_path: path.to_path_buf(),
+            len,
+            compactor,
         };
         let name = match kind {
             LogKind::Journal => "journal-writer",
@@ -193,6 +214,10 @@ struct Writer {
     durable_seq: Option<tokio::sync::watch::Sender<u64>>,
     poisoned: Arc<AtomicBool>,
     path: String,
+    file_path: PathBuf,
+    /// Bytes in the file, for the compaction threshold.
+    len: u64,
+    compactor: Option<Compactor>,
 }
 
 impl Writer {
@@ -233,6 +258,50 @@ impl Writer {
             }
             for j in batch {
                 let _ = j.done.send(result.clone());
+            }
+            if result.is_ok() {
+                self.len += buf.len() as u64;
+                self.maybe_compact();
+            }
+        }
+    }
+
+    /// Past the threshold, replaces the file with the compactor's live records: temp file,
+    /// fsync, rename, directory fsync (counted as fsyncs of this log's kind, not as flushes).
+    fn maybe_compact(&mut self) {
+        let Some(c) = self.compactor.as_mut() else {
+            return;
+        };
+        if self.len <= c.max_bytes {
+            return;
+        }
+        let live = (c.live)();
+        let tmp = self.file_path.with_extension("compact");
+        let r = (|| -> std::io::Result<File> {
+            let mut f = File::create(&tmp)?;
+            f.write_all(&live)?;
+            f.sync_all()?;
+            std::fs::rename(&tmp, &self.file_path)?;
+            if let Some(dir) = self.file_path.parent() {
+                File::open(dir)?.sync_all()?;
+            }
+            OpenOptions::new().append(true).open(&self.file_path)
+        })();
+        match r {
+            Ok(f) => {
+                self.file = f;
+                self.len = live.len() as u64;
+                let kind = match self.kind {
+                    LogKind::Journal => FsyncKind::Journal,
+                    LogKind::Nonce => FsyncKind::NonceLog,
+                };
+                self.metrics.fsync(kind);
+                self.metrics.fsync(kind);
+            }
+            Err(e) => {
+                // The old file is intact (rename is atomic); keep appending to it.
+                eprintln!("obsync-refserver: compacting {} failed: {e}", self.path);
+                let _ = std::fs::remove_file(&tmp);
             }
         }
     }
@@ -285,7 +354,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("log");
         let metrics = Arc::new(Metrics::new());
-        let a = Appender::open(&path, LogKind::Journal, false, metrics.clone(), None).unwrap();
+        let a =
+            Appender::open(&path, LogKind::Journal, false, metrics.clone(), None, None).unwrap();
         a.append(b"one", None).await.unwrap();
         a.append(b"two", None).await.unwrap();
         a.close();
@@ -310,7 +380,15 @@ mod tests {
         let metrics = Arc::new(Metrics::new());
         let (w, r) = tokio::sync::watch::channel(0u64);
         let a = Arc::new(
-            Appender::open(&path, LogKind::Journal, true, metrics.clone(), Some(w)).unwrap(),
+            Appender::open(
+                &path,
+                LogKind::Journal,
+                true,
+                metrics.clone(),
+                Some(w),
+                None,
+            )
+            .unwrap(),
         );
         // Queue 64 records before awaiting any: they cannot all need their own flush.
         let rxs: Vec<_> = (1..=64u64)

@@ -301,7 +301,7 @@ fn draw_percentiles<DB: DrawingBackend>(
     }
     chart
         .configure_series_labels()
-        .position(SeriesLabelPosition::UpperLeft)
+        .position(SeriesLabelPosition::LowerRight)
         .label_font((FAMILY, 13))
         .background_style(WHITE.mix(0.85))
         .border_style(BLACK)

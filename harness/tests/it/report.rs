@@ -366,3 +366,28 @@ fn compare_refuses_bad_input_with_exit_2() {
     let (msg, _) = err_of(compare(&base, &t.path().join("missing.json"), "5%"));
     assert!(msg.contains("missing.json does not exist"), "{msg}");
 }
+
+#[test]
+fn render_a_given_input_when_asked() {
+    // For looking at a real recording by eye: VAULTBENCH_REPORT_INPUT=path VAULTBENCH_REPORT_OUT=r.html.
+    if let (Some(input), Some(out)) = (
+        std::env::var_os("VAULTBENCH_REPORT_INPUT"),
+        std::env::var_os("VAULTBENCH_REPORT_OUT"),
+    ) {
+        let out = PathBuf::from(out);
+        let format = if out.extension().is_some_and(|e| e == "md") {
+            Format::Md
+        } else {
+            Format::Html
+        };
+        let png = std::env::var_os("VAULTBENCH_REPORT_PNG").map(PathBuf::from);
+        let args = ReportArgs {
+            input: PathBuf::from(input),
+            format,
+            out: Some(out),
+            png,
+            scenario: None,
+        };
+        assert_eq!(run_report(args).unwrap(), 0);
+    }
+}

@@ -11,6 +11,12 @@ use crate::schema::{Attempts, Baseline, Better, MetricClass, Provenance};
 /// Identifies the JSON report document.
 pub const KIND_REPORT: &str = "vaultbench.report";
 
+/// The gate's default bounds per channel: (name, max CV, max/median, drift tolerance), from
+/// shared/seeds/mcp-server-perf-baselines.txt ("Method": cpuMs 0.20, 1.6, 0.5; ioMs 0.45, 2.5,
+/// 1.0), the calibration crate's `GateConfig::default()`. Looser bounds are called out.
+const DEFAULT_BOUNDS: [(&str, f64, f64, f64); 2] =
+    [("cpu_ms", 0.20, 1.6, 0.5), ("io_ms", 0.45, 2.5, 1.0)];
+
 /// Phases in the order a scenario runs them (scenarios' `Phase::name`); unknown ones follow.
 const PHASE_ORDER: [&str; 6] = [
     "cold_start",
@@ -488,6 +494,49 @@ fn not_claims(r: &RecordingReport, b: &Baseline) -> Vec<String> {
         out.push(format!(
             "{} sample(s) inside this recording reported errors; see the provenance sidecar.",
             r.provenance.failed_samples
+        ));
+    }
+    let unsteady: Vec<&str> = r
+        .metrics
+        .iter()
+        .filter(|x| x.class == MetricClass::Exact && x.min != x.max)
+        .map(|x| x.key.as_str())
+        .collect();
+    if let Some(first) = unsteady.first() {
+        out.push(format!(
+            "Not fully deterministic. {} exact-class key{} varied across samples (e.g. {first}); exact counts should repeat for a build and seed, so the build or the scenario has a nondeterministic path there.",
+            unsteady.len(),
+            if unsteady.len() == 1 { "" } else { "s" }
+        ));
+    }
+    let loosened: Vec<String> = r
+        .calibration
+        .channels
+        .iter()
+        .flat_map(|c| {
+            let d = DEFAULT_BOUNDS.iter().find(|d| d.0 == c.channel);
+            [
+                ("cv", c.cv_bound, d.map(|d| d.1)),
+                ("max/median", c.max_over_median_bound, d.map(|d| d.2)),
+                ("drift tolerance", c.drift_bound, d.map(|d| d.3)),
+            ]
+            .into_iter()
+            .filter_map(|(what, got, default)| match (got, default) {
+                (Some(g), Some(d)) if g > d => Some(format!(
+                    "{} {what} {} (default {})",
+                    c.channel,
+                    super::fmt::num(g),
+                    super::fmt::num(d)
+                )),
+                _ => None,
+            })
+            .collect::<Vec<_>>()
+        })
+        .collect();
+    if !loosened.is_empty() {
+        out.push(format!(
+            "Not gated at the default strictness. The gate's bounds were loosened: {}. A recording that passes a looser gate may have been taken on a busier machine.",
+            loosened.join(", ")
         ));
     }
     if r.calibration.drift_checked == Some(false) {

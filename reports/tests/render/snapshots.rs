@@ -88,3 +88,26 @@ fn the_report_carries_every_required_part() {
         assert!(claims.contains(needle), "missing {needle:?} in {claims}");
     }
 }
+
+#[test]
+fn a_loosened_gate_and_unsteady_exact_keys_are_called_out() {
+    let (b, mut p) = small();
+    let r = recording_report(&b, &p);
+    assert!(
+        !r.not_claims
+            .iter()
+            .any(|c| c.contains("loosened") || c.contains("deterministic"))
+    );
+    p.gate["verdict"]["channels"]["io_ms"]["bounds"]["max_cv"] = serde_json::json!(5.0);
+    p.raw.insert(
+        "cold_push.requests".into(),
+        vec![380.0, 381.0, 381.0, 382.0, 381.0],
+    );
+    let r = recording_report(&b, &p);
+    let claims = r.not_claims.join("\n");
+    assert!(claims.contains("io_ms cv 5 (default 0.4500)"), "{claims}");
+    assert!(
+        claims.contains("1 exact-class key varied across samples (e.g. cold_push.requests)"),
+        "{claims}"
+    );
+}

@@ -97,7 +97,7 @@ impl Server {
     }
 
     /// Serves until `shutdown` completes, then stops accepting, wakes long polls, lets
-    /// in-flight requests finish (bounded by [`DRAIN_TIMEOUT`]) and closes the logs.
+    /// in-flight requests finish (at most 10 s) and closes the logs.
     pub async fn serve(self, shutdown: impl Future<Output = ()>) {
         let Server {
             app,

@@ -1,6 +1,6 @@
 //! An append-only, fsynced log of framed records, written by one dedicated thread.
 //!
-//! Callers hand a payload to [`Appender::append`] and are answered only once the frame is on
+//! Callers hand a payload to [`Appender::enqueue`] and are answered only once the frame is on
 //! disk (written and `fdatasync`ed). Without group commit the thread writes and syncs one
 //! record at a time; with it, every record that queued up while the previous sync ran goes out
 //! in one write and one sync, and each caller is answered when its batch is durable. The same

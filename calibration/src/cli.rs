@@ -94,6 +94,8 @@ pub enum Contender {
     Cpu,
     /// One process appending + fsyncing in a loop on the io dir's filesystem.
     Fsync,
+    /// quiet, cpu, fsync, quiet, ... one recording each.
+    Rotate,
 }
 
 /// A contender process's job.
@@ -471,6 +473,7 @@ fn burn(kind: Burn, dir: Option<&Path>, seconds: u64) -> anyhow::Result<i32> {
 /// One recording of the gate trial.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct TrialRecording {
+    pub contender: Contender,
     pub accepted: bool,
     pub cpu_cv: f64,
     pub io_cv: f64,
@@ -584,6 +587,8 @@ pub struct TrialReport {
     pub loadavg_after: Option<[f64; 3]>,
     /// How many recordings each kind of failure refused (channel + figure).
     pub refused_by: std::collections::BTreeMap<String, usize>,
+    /// Per condition: [accepted, recordings].
+    pub by_contender: std::collections::BTreeMap<String, [usize; 2]>,
     pub runs: Vec<TrialRecording>,
 }
 
@@ -597,6 +602,9 @@ impl TrialReport {
             self.refused,
             if self.drift_checked { "" } else { "not " }
         )];
+        for (condition, [acc, n]) in &self.by_contender {
+            out.push(format!("  {condition}: {acc} of {n} accepted"));
+        }
         for (why, n) in &self.refused_by {
             out.push(format!("  refused by {why}: {n}"));
         }
@@ -628,7 +636,6 @@ fn gate_trial(
     let fp = fingerprint(dir);
     let reference = load_reference(args.reference.as_deref(), &fp)?;
     let loadavg_before = loadavg();
-    let mut contenders = Reaper(Vec::new());
     let burn_args = |kind: &str| -> Vec<OsString> {
         vec![
             "--burn".into(),
@@ -637,36 +644,39 @@ fn gate_trial(
             dir.as_os_str().to_owned(),
         ]
     };
-    let n_burners = match contender {
-        Contender::Quiet => 0,
-        Contender::Cpu => std::thread::available_parallelism().map_or(2, |n| n.get()),
-        Contender::Fsync => 1,
-    };
-    for _ in 0..n_burners {
-        let kind = if contender == Contender::Cpu {
-            "cpu"
-        } else {
-            "fsync"
-        };
-        let child = exec
-            .command(&burn_args(kind))
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .spawn()
-            .context("cannot start a contender")?;
-        contenders.0.push(child);
-    }
-    if n_burners > 0 {
-        // Let the contenders reach steady state before the first recording.
-        std::thread::sleep(Duration::from_millis(500));
-    }
-    let contender_pids: Vec<u32> = contenders.0.iter().map(Child::id).collect();
     let mut runs = Vec::with_capacity(k);
     let mut refused_by = std::collections::BTreeMap::new();
+    let mut by_contender = std::collections::BTreeMap::new();
     for rec in 0..k {
+        // Rotate interleaves the conditions, so on a shared machine each meets the same
+        // background; contenders live for one recording only.
+        let condition = match contender {
+            Contender::Rotate => [Contender::Quiet, Contender::Cpu, Contender::Fsync][rec % 3],
+            c => c,
+        };
         if args.trial_wait_quiet > 0 {
-            wait_quiet(Duration::from_secs(args.trial_wait_quiet), &contender_pids);
+            wait_quiet(Duration::from_secs(args.trial_wait_quiet), &[]);
         }
+        let (n_burners, kind) = match condition {
+            Contender::Cpu => (std::thread::available_parallelism().map_or(2, |n| n.get()), "cpu"),
+            Contender::Fsync => (1, "fsync"),
+            Contender::Quiet | Contender::Rotate => (0, ""),
+        };
+        let mut contenders = Reaper(Vec::new());
+        for _ in 0..n_burners {
+            let child = exec
+                .command(&burn_args(kind))
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .spawn()
+                .context("cannot start a contender")?;
+            contenders.0.push(child);
+        }
+        if n_burners > 0 {
+            // Let the contenders reach steady state before the recording starts.
+            std::thread::sleep(Duration::from_millis(300));
+        }
+        let contender_pids: Vec<u32> = contenders.0.iter().map(Child::id).collect();
         let (busy0, own0, t0) = (machine_busy_s(), own_cpu_s(&contender_pids), Instant::now());
         let contender0 = children_cpu_s(&contender_pids);
         let mut cpu = Vec::new();
@@ -702,7 +712,7 @@ fn gate_trial(
         eprintln!(
             "trial {}/{k} {:?}: {}  background {:.2} cores  contender {:.2} cores  cpu cv {:.3} m/m {:.2}  io cv {:.3} m/m {:.2}  cpu median {:.1} io median {:.1}",
             rec + 1,
-            contender,
+            condition,
             if v.accepted { "accepted" } else { "refused " },
             background_cores.unwrap_or(f64::NAN),
             contender_cores,
@@ -713,7 +723,12 @@ fn gate_trial(
             c.median,
             o.median
         );
+        drop(contenders);
+        let entry = by_contender.entry(format!("{condition:?}").to_lowercase()).or_insert([0, 0]);
+        entry[0] += usize::from(v.accepted);
+        entry[1] += 1;
         runs.push(TrialRecording {
+            contender: condition,
             accepted: v.accepted,
             cpu_cv: c.cv,
             io_cv: o.cv,
@@ -729,7 +744,6 @@ fn gate_trial(
             failures: v.failures.clone(),
         });
     }
-    drop(contenders);
     let accepted = runs.iter().filter(|r| r.accepted).count();
     Ok(TrialReport {
         contender,
@@ -743,6 +757,7 @@ fn gate_trial(
         loadavg_before,
         loadavg_after: loadavg(),
         refused_by,
+        by_contender,
         runs,
     })
 }

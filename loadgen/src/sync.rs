@@ -391,7 +391,7 @@ async fn push_one(
     rec: &Recorder,
     abs: PathBuf,
     rel: String,
-    parents: Option<Vec<String>>,
+    ask_server: bool,
 ) -> Result<OneFile, LoadError> {
     let p = abs.clone();
     let (sids, sha, size) = blocking(&abs, move || hash_file(&p)).await?;
@@ -399,15 +399,16 @@ async fn push_one(
         .by_path
         .get(&rel)
         .map(|s| (s.file_id.clone(), s.head.clone()));
-    let (file_id, parents) = match (known, parents) {
-        (Some((id, head)), None) => (id, vec![head]),
-        (Some((id, _)), Some(p)) => (id, p),
-        (None, Some(p)) => (file_id_for(&rel), p),
-        (None, None) => {
+    // A cold push sends what a real client sends for a new note (exists, PUT, version
+    // post): it does not ask the server for heads of files it has never seen.
+    let (file_id, parents) = match known {
+        Some((id, head)) => (id, vec![head]),
+        None if ask_server => {
             let id = file_id_for(&rel);
             let heads = server_heads(dev, rec, &id).await?;
             (id, heads)
         }
+        None => (file_id_for(&rel), vec![]),
     };
     let (put, present) = upload_missing(dev, rec, &abs, &sids).await?;
     let version = post_version(
@@ -553,9 +554,9 @@ pub async fn push_vault(
                 }
                 Some(Entry::File(abs, rel)) => {
                     let (d, r) = (dev.clone(), rec.clone());
-                    set.spawn(
-                        async move { push_one(&d, &r, abs, rel, None).await.map(|f| (false, f)) },
-                    );
+                    set.spawn(async move {
+                        push_one(&d, &r, abs, rel, false).await.map(|f| (false, f))
+                    });
                 }
             }
         }
@@ -615,7 +616,7 @@ pub async fn push_file(
     let rel = safe_rel_path(rel_path)?.to_owned();
     let rec = dev.inner.ambient.clone();
     let before = rec.snapshot().requests();
-    let one = push_one(dev, &rec, vault_dir.join(&rel), rel.clone(), None).await?;
+    let one = push_one(dev, &rec, vault_dir.join(&rel), rel.clone(), true).await?;
     Ok(PushedVersion {
         file_id: lock_files(dev).by_path[&rel].file_id.clone(),
         path: rel,

@@ -56,6 +56,11 @@ fn push_then_pull_small_vault_byte_identical_then_edits_propagate() {
             push.files + push.dirs
         );
         assert!(!push.checkpoints.is_empty());
+        // A cold push asks nothing but exists / PUT / version post.
+        assert_eq!(
+            push.routes.keys().collect::<Vec<_>>(),
+            ["chunks-exists", "post-version", "put-chunk"]
+        );
         assert!(push.signing.len() >= push.requests);
 
         let pull = pull_vault(b, dst.path(), 0).await.unwrap();

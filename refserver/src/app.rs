@@ -20,21 +20,21 @@ use crate::store::log::{Appender, LogKind, replay};
 /// Why a server could not start on a data dir.
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
-    #[error("data dir {path} is not writable: {source}")]
+    #[error("data dir {path} is not writable")]
     NotWritable {
         path: PathBuf,
         source: std::io::Error,
     },
     #[error("data dir {path} is in use by another obsync-refserver (lock {lock} is held)")]
     InUse { path: PathBuf, lock: PathBuf },
-    #[error("{path}: {source}")]
+    #[error("{path}")]
     Io {
         path: PathBuf,
         source: std::io::Error,
     },
-    #[error("journal {path}: {source}")]
+    #[error("journal {path}")]
     Replay { path: PathBuf, source: ReplayError },
-    #[error("cannot listen on {addr}: {source}")]
+    #[error("cannot listen on {addr}")]
     Bind {
         addr: std::net::SocketAddr,
         source: std::io::Error,

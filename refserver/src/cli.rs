@@ -20,8 +20,8 @@ pub struct ServeArgs {
     #[arg(long, default_value = "127.0.0.1:0")]
     pub listen: SocketAddr,
     /// Data directory (created if missing): journal, nonce log, chunks, setup token.
-    #[arg(long)]
-    pub data: PathBuf,
+    #[arg(long, required_unless_present = "version")]
+    pub data: Option<PathBuf>,
     /// Share one fsync among concurrent journal (and nonce) records.
     #[arg(long)]
     pub group_commit: bool,
@@ -31,6 +31,16 @@ pub struct ServeArgs {
     /// Allow listening on a non-loopback address.
     #[arg(long)]
     pub allow_remote: bool,
+    // A flag of its own (not clap's automatic one) so that `vaultbench serve-ref --version`
+    // answers too: the harness records it as the embedded target's build identity.
+    /// Print `obsync-refserver <version>` and exit.
+    #[arg(long)]
+    pub version: bool,
+}
+
+/// What `--version` prints.
+pub fn version_line() -> String {
+    format!("obsync-refserver {}", env!("CARGO_PKG_VERSION"))
 }
 
 impl ServeArgs {
@@ -42,7 +52,10 @@ impl ServeArgs {
                 self.inject_delay_us
             );
         }
-        let mut cfg = ServerConfig::new(&self.data);
+        let Some(data) = &self.data else {
+            anyhow::bail!("--data DIR is required");
+        };
+        let mut cfg = ServerConfig::new(data);
         cfg.listen = self.listen;
         cfg.group_commit = self.group_commit;
         cfg.inject_delay_us = self.inject_delay_us;
@@ -53,6 +66,10 @@ impl ServeArgs {
 
 /// Serves until SIGTERM or SIGINT; returns exit code 0 after a graceful stop.
 pub fn run(args: ServeArgs) -> anyhow::Result<i32> {
+    if args.version {
+        println!("{}", version_line());
+        return Ok(0);
+    }
     let cfg = args.config()?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .thread_name("refserver-worker")
@@ -75,7 +92,10 @@ pub fn run(args: ServeArgs) -> anyhow::Result<i32> {
         eprintln!(
             "obsync-refserver: serving {} (data {})",
             server.local_addr(),
-            args.data.display()
+            args.data
+                .as_deref()
+                .unwrap_or(std::path::Path::new("?"))
+                .display()
         );
         server
             .serve(async move {

@@ -5,7 +5,8 @@ use clap::Parser;
 
 /// The reference obsync wire protocol v1 server.
 #[derive(Debug, Parser)]
-#[command(name = "obsync-refserver", version, about, long_about = None)]
+// `--version` is ServeArgs' own flag (shared with `vaultbench serve-ref --version`).
+#[command(name = "obsync-refserver", version, disable_version_flag = true, about, long_about = None)]
 struct Cli {
     #[command(flatten)]
     args: refserver::cli::ServeArgs,

@@ -82,10 +82,10 @@ pub enum Record {
 /// Why a journal record could not be applied on replay.
 #[derive(Debug, thiserror::Error)]
 pub enum ReplayError {
-    #[error("journal record {index} is not valid JSON: {source}")]
+    #[error("journal record {index} is not valid JSON: {error}")]
     Json {
         index: usize,
-        source: serde_json::Error,
+        error: serde_json::Error,
     },
     #[error("journal record {index} does not fit the state: {what}")]
     Inconsistent { index: usize, what: String },
@@ -111,7 +111,7 @@ impl State {
         let mut s = State::default();
         for (index, r) in records.iter().enumerate() {
             let rec: Record =
-                serde_json::from_slice(r).map_err(|source| ReplayError::Json { index, source })?;
+                serde_json::from_slice(r).map_err(|error| ReplayError::Json { index, error })?;
             s.apply(rec)
                 .map_err(|what| ReplayError::Inconsistent { index, what })?;
         }

@@ -94,6 +94,10 @@ fn refusals_are_one_line_and_exit_2() {
     assert_eq!(code, 2);
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(err.contains("is not writable"), "{err}");
+    assert_eq!(err.matches("os error").count(), 1, "the cause once: {err}");
+
+    let (code, _) = run(&[]);
+    assert_eq!(code, 2, "--data is required");
 
     let (code, err) = run(&["--listen", "0.0.0.0:0", "--data", data.to_str().unwrap()]);
     assert_eq!(code, 2);

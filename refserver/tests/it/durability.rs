@@ -120,3 +120,72 @@ async fn the_clock_is_a_parameter() {
     let r = api.signed(&a, Method::GET, "/v1/changes", "").await;
     assert_eq!(r.error(), "stale_timestamp");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pairings_expire_after_ten_minutes() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(now_s() * 1000);
+    let mut cfg = ServerConfig::new(dir.path().join("data"));
+    cfg.clock = clock.clone();
+    let server = TestServer::start(cfg).unwrap();
+    let api = Api::new(&server.url(), 41);
+    let a = api.setup(&server.setup_token).await;
+    let p: protocol::wire::PairingResponse =
+        api.signed(&a, Method::POST, "/v1/pairing", "").await.json();
+    assert_eq!(p.expires, clock_ms(&clock) + 600_000);
+    clock.advance_s(601);
+    let claim = protocol::wire::ClaimRequest {
+        enroll_token: p.enroll_token,
+        name: "late".into(),
+        platform: "p".into(),
+        app_version: "v".into(),
+    };
+    let r = api
+        .raw(
+            Method::POST,
+            &format!("/v1/pairing/{}/claim", p.pairing_id),
+            &[],
+            serde_json::to_vec(&claim).unwrap(),
+        )
+        .await;
+    assert_eq!(
+        (r.status.as_u16(), r.error().as_str()),
+        (404, "unknown_pairing")
+    );
+}
+
+fn clock_ms(c: &ManualClock) -> i64 {
+    use refserver::Clock;
+    c.now_ms()
+}
+
+/// `/metrics` is answered to loopback peers only. Needs a non-loopback address on this
+/// machine; without one (an isolated sandbox) there is nothing to connect from, and the test
+/// says so and returns.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_refuse_non_loopback_peers() {
+    let probe = std::net::UdpSocket::bind("0.0.0.0:0").unwrap();
+    // Connecting a UDP socket sends nothing; it only picks the outgoing interface.
+    let ip = match probe
+        .connect("192.0.2.1:9")
+        .and_then(|()| probe.local_addr())
+    {
+        Ok(a) if !a.ip().is_loopback() && !a.ip().is_unspecified() => a.ip(),
+        _ => {
+            eprintln!("no non-loopback address here; skipping");
+            return;
+        }
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = ServerConfig::new(dir.path().join("data"));
+    cfg.listen = "0.0.0.0:0".parse().unwrap();
+    cfg.allow_remote = true;
+    let server = TestServer::start(cfg).unwrap();
+    let api = Api::new(&format!("http://{ip}:{}", server.addr.port()), 42);
+    let r = api.raw(Method::GET, "/metrics", &[], "").await;
+    assert_eq!((r.status.as_u16(), r.error().as_str()), (404, "not_found"));
+    let r = api.raw(Method::GET, "/livez", &[], "").await;
+    assert_eq!(r.status, StatusCode::OK);
+    let local = Api::new(&format!("http://127.0.0.1:{}", server.addr.port()), 43);
+    assert!(local.metrics().await.contains_key("obsync_head_seq"));
+}

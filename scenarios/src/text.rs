@@ -6,191 +6,34 @@
 use crate::rng::{below, chance, pick};
 use rand_chacha::ChaCha8Rng;
 
+/// English words; the first 124 are nouns, which titles, folders and tags draw from.
+#[rustfmt::skip]
 pub(crate) const WORDS: &[&str] = &[
-    "project",
-    "meeting",
-    "notes",
-    "idea",
-    "research",
-    "draft",
-    "review",
-    "plan",
-    "weekly",
-    "daily",
-    "reading",
-    "book",
-    "paper",
-    "summary",
-    "design",
-    "system",
-    "sync",
-    "server",
-    "client",
-    "vault",
-    "journal",
-    "garden",
-    "recipe",
-    "travel",
-    "budget",
-    "health",
-    "habit",
-    "goal",
-    "question",
-    "answer",
-    "theory",
-    "practice",
-    "lecture",
-    "course",
-    "chapter",
-    "history",
-    "language",
-    "music",
-    "film",
-    "article",
-    "podcast",
-    "quote",
-    "person",
-    "team",
-    "company",
-    "product",
-    "release",
-    "feature",
-    "bug",
-    "fix",
-    "test",
-    "benchmark",
-    "latency",
-    "storage",
-    "network",
-    "protocol",
-    "index",
-    "search",
-    "cache",
-    "memory",
-    "thread",
-    "queue",
-    "backup",
-    "archive",
-    "inbox",
-    "outline",
-    "template",
-    "workflow",
-    "review",
-    "retro",
-    "sprint",
-    "roadmap",
-    "strategy",
-    "market",
-    "customer",
-    "interview",
-    "feedback",
-    "metric",
-    "report",
-    "analysis",
-    "data",
-    "model",
-    "graph",
-    "link",
-    "tag",
-    "folder",
-    "file",
-    "image",
-    "table",
-    "list",
-    "task",
-    "deadline",
-    "morning",
-    "evening",
-    "weekend",
-    "spring",
-    "summer",
-    "autumn",
-    "winter",
-    "city",
-    "river",
-    "mountain",
-    "garden",
-    "kitchen",
-    "office",
-    "home",
-    "family",
-    "friend",
-    "letter",
-    "story",
-    "poem",
-    "sketch",
-    "diagram",
-    "formula",
-    "proof",
-    "lemma",
-    "experiment",
-    "result",
-    "method",
-    "source",
-    "reference",
-    "concept",
-    "principle",
-    "pattern",
-    "the",
-    "of",
-    "and",
-    "to",
-    "in",
-    "with",
-    "for",
-    "on",
-    "about",
-    "from",
-    "is",
-    "was",
-    "are",
-    "a",
-    "an",
-    "this",
-    "that",
-    "it",
-    "we",
-    "they",
-    "not",
-    "but",
-    "or",
-    "as",
-    "by",
+    "project", "meeting", "notes", "idea", "research", "draft", "review", "plan", "weekly",
+    "daily", "reading", "book", "paper", "summary", "design", "system", "sync", "server",
+    "client", "vault", "journal", "garden", "recipe", "travel", "budget", "health", "habit",
+    "goal", "question", "answer", "theory", "practice", "lecture", "course", "chapter",
+    "history", "language", "music", "film", "article", "podcast", "quote", "person", "team",
+    "company", "product", "release", "feature", "bug", "fix", "test", "benchmark", "latency",
+    "storage", "network", "protocol", "index", "search", "cache", "memory", "thread", "queue",
+    "backup", "archive", "inbox", "outline", "template", "workflow", "review", "retro",
+    "sprint", "roadmap", "strategy", "market", "customer", "interview", "feedback", "metric",
+    "report", "analysis", "data", "model", "graph", "link", "tag", "folder", "file", "image",
+    "table", "list", "task", "deadline", "morning", "evening", "weekend", "spring", "summer",
+    "autumn", "winter", "city", "river", "mountain", "garden", "kitchen", "office", "home",
+    "family", "friend", "letter", "story", "poem", "sketch", "diagram", "formula", "proof",
+    "lemma", "experiment", "result", "method", "source", "reference", "concept", "principle",
+    "pattern", "the", "of", "and", "to", "in", "with", "for", "on", "about", "from", "is",
+    "was", "are", "a", "an", "this", "that", "it", "we", "they", "not", "but", "or", "as", "by",
     "at",
 ];
 
 /// Non-ASCII words (NFC): Latin accents, Cyrillic, Greek, CJK, emoji.
+#[rustfmt::skip]
 pub(crate) const NON_ASCII_WORDS: &[&str] = &[
-    "café",
-    "naïve",
-    "über",
-    "Zürich",
-    "résumé",
-    "Ångström",
-    "façade",
-    "jalapeño",
-    "smörgåsbord",
-    "Straße",
-    "crème",
-    "déjà",
-    "São",
-    "Kraków",
-    "Ærø",
-    "привет",
-    "заметка",
-    "Москва",
-    "λόγος",
-    "θεωρία",
-    "東京",
-    "日記",
-    "会議",
-    "メモ",
-    "笔记",
-    "한국어",
-    "🚀",
-    "📚",
-    "✅",
-    "💡",
+    "café", "naïve", "über", "Zürich", "résumé", "Ångström", "façade", "jalapeño",
+    "smörgåsbord", "Straße", "crème", "déjà", "São", "Kraków", "Ærø", "привет", "заметка",
+    "Москва", "λόγος", "θεωρία", "東京", "日記", "会議", "メモ", "笔记", "한국어", "🚀", "📚", "✅", "💡",
 ];
 
 /// Fenced-code languages with lines in that language.
@@ -240,7 +83,6 @@ pub(crate) fn word(rng: &mut ChaCha8Rng, non_ascii: f64) -> &'static str {
     if non_ascii > 0.0 && chance(rng, non_ascii) {
         pick(rng, NON_ASCII_WORDS)
     } else {
-        // The first 120 words are the nouns; titles draw from those.
         pick(rng, WORDS)
     }
 }
@@ -391,7 +233,7 @@ pub(crate) fn percent_encode(path: &str) -> String {
     out
 }
 
-/// Inverse of [`percent_encode`]; `None` on a malformed escape or non-UTF-8 result.
+/// Decodes `%XX` escapes (the inverse of the generator's link encoding); `None` on a malformed escape or non-UTF-8 result.
 pub fn percent_decode(s: &str) -> Option<String> {
     let bytes = s.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
@@ -420,6 +262,17 @@ mod tests {
         assert!(!e.contains(' '));
         assert_eq!(percent_decode(&e).as_deref(), Some(p));
         assert_eq!(percent_decode("%ZZ"), None);
+    }
+
+    #[test]
+    fn literals_are_nfc() {
+        // NFD would show as a combining mark (U+0300-U+036F) after a base letter.
+        for w in WORDS.iter().chain(NON_ASCII_WORDS) {
+            assert!(
+                !w.chars().any(|c| ('\u{300}'..='\u{36f}').contains(&c)),
+                "{w}"
+            );
+        }
     }
 
     #[test]

@@ -60,7 +60,11 @@ pub fn run(a: BenchArgs) -> anyhow::Result<i32> {
     if a.rounds == 0 || a.rounds > MAX_ROUNDS {
         bail!("bad --rounds {}: expected 1 to {MAX_ROUNDS}", a.rounds);
     }
-    let profiles = a.profiles.iter().map(|n| lookup_profile(n)).collect::<anyhow::Result<Vec<_>>>()?;
+    let profiles = a
+        .profiles
+        .iter()
+        .map(|n| lookup_profile(n))
+        .collect::<anyhow::Result<Vec<_>>>()?;
     let base = a.dir.clone().unwrap_or_else(std::env::temp_dir);
     let scratch = tempfile::Builder::new()
         .prefix("vaultbench-bench-")
@@ -129,8 +133,14 @@ pub fn run(a: BenchArgs) -> anyhow::Result<i32> {
         });
         println!("{}", serde_json::to_string_pretty(&doc)?);
     } else {
-        println!("written under {} (generator = vault gen; floor = same paths and sizes from a plain buffer)", base.display());
-        println!("{:<10} {:>8} {:>10} {:>12} {:>10} {:>14} {:>14}", "profile", "files", "MiB", "generator ms", "floor ms", "gen/floor", "peak RSS MiB");
+        println!(
+            "written under {} (generator = vault gen; floor = same paths and sizes from a plain buffer)",
+            base.display()
+        );
+        println!(
+            "{:<10} {:>8} {:>10} {:>12} {:>10} {:>14} {:>14}",
+            "profile", "files", "MiB", "generator ms", "floor ms", "gen/floor", "peak RSS MiB"
+        );
         for r in &results {
             println!(
                 "{:<10} {:>8} {:>10.1} {:>12.0} {:>10.0} {:>14.2} {:>14}",
@@ -140,7 +150,11 @@ pub fn run(a: BenchArgs) -> anyhow::Result<i32> {
                 median(&r.generator_ms),
                 median(&r.floor_ms),
                 r.ratio,
-                r.peak_rss_kib.map_or("n/a".to_owned(), |k| format!("{:.1}{}", k as f64 / 1024.0, if r.peak_rss_reset { "" } else { " (process)" })),
+                r.peak_rss_kib.map_or("n/a".to_owned(), |k| format!(
+                    "{:.1}{}",
+                    k as f64 / 1024.0,
+                    if r.peak_rss_reset { "" } else { " (process)" }
+                )),
             );
         }
         println!("targets: gen/floor <= 1.5, peak RSS < 64 MiB");
@@ -158,8 +172,13 @@ fn median(v: &[u64]) -> f64 {
     }
 }
 
+/// Removes a measured tree and flushes the deletion, so the next timed side does not pay
+/// for this one's writeback (without the flush, whichever side ran first in a round was
+/// ~1.5x slower).
 fn remove(dir: &Path) -> anyhow::Result<()> {
-    fs::remove_dir_all(dir).with_context(|| format!("cannot remove {}", dir.display()))
+    fs::remove_dir_all(dir).with_context(|| format!("cannot remove {}", dir.display()))?;
+    sync_tree(dir.parent().unwrap_or(Path::new(".")))
+        .with_context(|| format!("cannot flush after removing {}", dir.display()))
 }
 
 /// Every file's relative path and size, by walking the tree.
@@ -170,7 +189,11 @@ fn list_files(dir: &Path) -> anyhow::Result<Vec<(String, u64)>> {
         for e in fs::read_dir(&abs).with_context(|| format!("cannot list {}", abs.display()))? {
             let e = e?;
             let name = e.file_name().to_string_lossy().into_owned();
-            let child = if rel.is_empty() { name } else { format!("{rel}/{name}") };
+            let child = if rel.is_empty() {
+                name
+            } else {
+                format!("{rel}/{name}")
+            };
             let m = e.metadata()?;
             if m.is_dir() {
                 stack.push((e.path(), child));
@@ -191,17 +214,19 @@ fn floor(files: &[(String, u64)], out: &Path) -> anyhow::Result<u64> {
     let mut made: BTreeSet<PathBuf> = BTreeSet::new();
     for (rel, size) in files {
         let full = tmp.path().join(rel);
-        if let Some(dir) = full.parent() {
-            if !made.contains(dir) {
-                fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-                made.insert(dir.to_owned());
-            }
+        if let Some(dir) = full.parent()
+            && !made.contains(dir)
+        {
+            fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+            made.insert(dir.to_owned());
         }
-        let mut f = File::create(&full).with_context(|| format!("cannot create {}", full.display()))?;
+        let mut f =
+            File::create(&full).with_context(|| format!("cannot create {}", full.display()))?;
         let mut left = *size;
         while left > 0 {
             let k = left.min(buf.len() as u64) as usize;
-            f.write_all(&buf[..k]).with_context(|| format!("cannot write {}", full.display()))?;
+            f.write_all(&buf[..k])
+                .with_context(|| format!("cannot write {}", full.display()))?;
             left -= k as u64;
         }
     }
@@ -242,7 +267,11 @@ mod tests {
     #[test]
     fn floor_writes_the_same_shape() {
         let d = tempfile::tempdir().unwrap();
-        let files = vec![("a/b.md".to_owned(), 10), ("c.bin".to_owned(), 3_000_000), ("e.md".to_owned(), 0)];
+        let files = vec![
+            ("a/b.md".to_owned(), 10),
+            ("c.bin".to_owned(), 3_000_000),
+            ("e.md".to_owned(), 0),
+        ];
         floor(&files, &d.path().join("f")).unwrap();
         let mut got = list_files(&d.path().join("f")).unwrap();
         got.sort();

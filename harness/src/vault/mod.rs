@@ -12,8 +12,8 @@ use std::path::PathBuf;
 use anyhow::{Context, bail};
 
 pub use write::{
-    NamePairs, VaultSummary, apply_edit, check_name_pairs, ensure_cached_vault, manifest_of_dir, probe_name_pairs,
-    write_vault,
+    NamePairs, VaultSummary, apply_edit, check_name_pairs, ensure_cached_vault, manifest_of_dir,
+    probe_name_pairs, write_vault,
 };
 
 use crate::exit;
@@ -89,13 +89,19 @@ pub fn parse_seed(s: &str) -> anyhow::Result<u64> {
         Some(hex) => u64::from_str_radix(&hex.replace('_', ""), 16),
         None => t.replace('_', "").parse::<u64>(),
     };
-    parsed.map_err(|_| anyhow::anyhow!("bad seed {s:?}: expected a decimal or 0x-prefixed hex number below 2^64"))
+    parsed.map_err(|_| {
+        anyhow::anyhow!("bad seed {s:?}: expected a decimal or 0x-prefixed hex number below 2^64")
+    })
 }
 
 /// Looks up a profile by name, naming the known ones on failure.
 pub fn lookup_profile(name: &str) -> anyhow::Result<scenarios::Profile> {
-    scenarios::profile(name)
-        .with_context(|| format!("unknown profile {name:?} (known: {})", scenarios::PROFILE_NAMES.join(", ")))
+    scenarios::profile(name).with_context(|| {
+        format!(
+            "unknown profile {name:?} (known: {})",
+            scenarios::PROFILE_NAMES.join(", ")
+        )
+    })
 }
 
 /// The digest of the tree under `dir` (every file, hidden ones too), comparable with
@@ -132,7 +138,10 @@ fn verify_cmd(a: VerifyArgs) -> anyhow::Result<i32> {
     let p = lookup_profile(&a.profile)?;
     let seed = seed_for(&p, a.seed.as_deref())?;
     if !a.dir.is_dir() {
-        bail!("vault directory {} does not exist or is not a directory", a.dir.display());
+        bail!(
+            "vault directory {} does not exist or is not a directory",
+            a.dir.display()
+        );
     }
     let actual = manifest_of_dir(&a.dir)?;
     let expected = scenarios::manifest(&p, seed);
@@ -193,10 +202,19 @@ fn list_cmd(a: ListArgs) -> anyhow::Result<i32> {
         })
         .collect();
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&serde_json::json!({ "profiles": profiles }))?);
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&serde_json::json!({ "profiles": profiles }))?
+        );
     } else {
-        for p in scenarios::PROFILE_NAMES.iter().filter_map(|n| scenarios::profile(n)) {
-            println!("{:<10} seed {:#x}  {:>6} notes  {}", p.name, p.default_seed, p.notes, p.doc);
+        for p in scenarios::PROFILE_NAMES
+            .iter()
+            .filter_map(|n| scenarios::profile(n))
+        {
+            println!(
+                "{:<10} seed {:#x}  {:>6} notes  {}",
+                p.name, p.default_seed, p.notes, p.doc
+            );
         }
     }
     Ok(exit::OK)

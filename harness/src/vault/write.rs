@@ -76,7 +76,11 @@ pub fn check_name_pairs(p: &Profile, pairs: NamePairs, where_: &Path) -> anyhow:
     }
     let mut folded = Vec::new();
     if !pairs.case_distinct {
-        folded.push(format!("case-only names ({} and {})", scenarios::hazards::CASE_PAIR[0], scenarios::hazards::CASE_PAIR[1]));
+        folded.push(format!(
+            "case-only names ({} and {})",
+            scenarios::hazards::CASE_PAIR[0],
+            scenarios::hazards::CASE_PAIR[1]
+        ));
     }
     if !pairs.normalisation_distinct {
         folded.push("NFC and NFD spellings of one name".to_owned());
@@ -109,14 +113,20 @@ fn check_out(out: &Path, force: bool) -> anyhow::Result<bool> {
     match fs::symlink_metadata(out) {
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
         Err(e) => Err(e).with_context(|| format!("cannot inspect output path {}", out.display())),
-        Ok(m) if !m.is_dir() => bail!("output path {} exists and is not a directory", out.display()),
+        Ok(m) if !m.is_dir() => bail!(
+            "output path {} exists and is not a directory",
+            out.display()
+        ),
         Ok(_) => {
             let non_empty = fs::read_dir(out)
                 .with_context(|| format!("cannot read output directory {}", out.display()))?
                 .next()
                 .is_some();
             if non_empty && !force {
-                bail!("output directory {} is not empty (pass --force to replace it)", out.display());
+                bail!(
+                    "output directory {} is not empty (pass --force to replace it)",
+                    out.display()
+                );
             }
             Ok(non_empty)
         }
@@ -157,7 +167,11 @@ fn write_file(path: &Path, f: &scenarios::GenFile, buf: &mut [u8]) -> io::Result
             n
         }
     };
-    Ok(ManifestEntry { path: f.path.clone(), size, sha256: hex::encode(h.finalize()) })
+    Ok(ManifestEntry {
+        path: f.path.clone(),
+        size,
+        sha256: hex::encode(h.finalize()),
+    })
 }
 
 /// Makes `dir`'s writes durable: one `syncfs` on Linux (100k `fsync`s would take minutes),
@@ -203,7 +217,8 @@ pub(crate) fn install(tmp: tempfile::TempDir, out: &Path, replace: bool) -> anyh
             .with_context(|| format!("cannot create a directory beside {}", out.display()))?
             .keep();
         let target = trash.join("old");
-        fs::rename(out, &target).with_context(|| format!("cannot move the old {} aside", out.display()))?;
+        fs::rename(out, &target)
+            .with_context(|| format!("cannot move the old {} aside", out.display()))?;
         Some(trash)
     } else {
         None
@@ -215,11 +230,13 @@ pub(crate) fn install(tmp: tempfile::TempDir, out: &Path, replace: bool) -> anyh
             let _ = fs::rename(trash.join("old"), out);
             let _ = fs::remove_dir_all(trash);
         }
-        return Err(e).with_context(|| format!("cannot rename the finished vault into {}", out.display()));
+        return Err(e)
+            .with_context(|| format!("cannot rename the finished vault into {}", out.display()));
     }
     sync_dir(&parent);
     if let Some(trash) = old {
-        fs::remove_dir_all(&trash).with_context(|| format!("cannot remove the replaced vault at {}", trash.display()))?;
+        fs::remove_dir_all(&trash)
+            .with_context(|| format!("cannot remove the replaced vault at {}", trash.display()))?;
     }
     Ok(())
 }
@@ -227,39 +244,93 @@ pub(crate) fn install(tmp: tempfile::TempDir, out: &Path, replace: bool) -> anyh
 /// Creates a temp dir beside `out` for a tree that will be renamed onto it.
 pub(crate) fn temp_beside(out: &Path) -> anyhow::Result<tempfile::TempDir> {
     let (parent, name) = parent_and_name(out)?;
-    fs::create_dir_all(&parent).with_context(|| format!("cannot create the parent directory of {}", out.display()))?;
+    fs::create_dir_all(&parent)
+        .with_context(|| format!("cannot create the parent directory of {}", out.display()))?;
     tempfile::Builder::new()
         .prefix(&format!(".{}.vaultbench-", name.to_string_lossy()))
         .tempdir_in(&parent)
-        .with_context(|| format!("cannot create a temporary directory beside {} (is it writable?)", out.display()))
+        .with_context(|| {
+            format!(
+                "cannot create a temporary directory beside {} (is it writable?)",
+                out.display()
+            )
+        })
+}
+
+/// Files in flight between the generating thread and the writing one (bounds memory: the
+/// largest in-memory file is an 8 MiB image).
+const PIPELINE_DEPTH: usize = 32;
+
+/// Writes every generated file under `root`: one thread makes (and hashes) the files while
+/// this one writes them, so generation hides behind the disk. Returns the manifest entries.
+fn write_tree(
+    p: &Profile,
+    seed: u64,
+    root: &Path,
+    out: &Path,
+) -> anyhow::Result<Vec<ManifestEntry>> {
+    let (tx, rx) = std::sync::mpsc::sync_channel::<(scenarios::GenFile, Option<ManifestEntry>)>(
+        PIPELINE_DEPTH,
+    );
+    std::thread::scope(|scope| {
+        scope.spawn(move || {
+            for f in scenarios::generate(p, seed) {
+                let entry = f.bytes().is_some().then(|| scenarios::entry(&f));
+                // The writer hung up (an error): stop generating.
+                if tx.send((f, entry)).is_err() {
+                    break;
+                }
+            }
+        });
+        let mut made_dirs: BTreeSet<PathBuf> = BTreeSet::new();
+        let mut entries = Vec::new();
+        let mut buf = vec![0u8; 1 << 20];
+        for (f, entry) in rx {
+            let relpath = rel(&f.path)?;
+            let full = root.join(relpath);
+            if let Some(dir) = relpath.parent()
+                && !dir.as_os_str().is_empty()
+                && !made_dirs.contains(dir)
+            {
+                fs::create_dir_all(root.join(dir)).with_context(|| {
+                    format!(
+                        "cannot create folder {} in {}",
+                        dir.display(),
+                        out.display()
+                    )
+                })?;
+                made_dirs.insert(dir.to_owned());
+            }
+            let written = match (entry, f.bytes()) {
+                (Some(e), Some(b)) => fs::write(&full, b).map(|()| e),
+                _ => write_file(&full, &f, &mut buf),
+            };
+            entries.push(
+                written
+                    .with_context(|| format!("cannot write {} into {}", f.path, out.display()))?,
+            );
+        }
+        Ok(entries)
+    })
 }
 
 /// Writes the vault `p` makes from `seed` to `out`: into a temp dir beside `out`, made
 /// durable, then renamed into place, so a failure never leaves a partial vault at `out`.
-pub fn write_vault(p: &Profile, seed: u64, out: &Path, force: bool) -> anyhow::Result<VaultSummary> {
+pub fn write_vault(
+    p: &Profile,
+    seed: u64,
+    out: &Path,
+    force: bool,
+) -> anyhow::Result<VaultSummary> {
     let replace = check_out(out, force)?;
     let tmp = temp_beside(out)?;
-    let pairs = probe_name_pairs(tmp.path()).with_context(|| format!("cannot write probe files beside {}", out.display()))?;
+    let pairs = probe_name_pairs(tmp.path())
+        .with_context(|| format!("cannot write probe files beside {}", out.display()))?;
     check_name_pairs(p, pairs, tmp.path().parent().unwrap_or(out))?;
 
-    let mut made_dirs: BTreeSet<PathBuf> = BTreeSet::new();
-    let mut entries = Vec::new();
-    let mut buf = vec![0u8; 1 << 20];
-    for f in scenarios::generate(p, seed) {
-        let relpath = rel(&f.path)?;
-        let full = tmp.path().join(relpath);
-        if let Some(dir) = relpath.parent() {
-            if !dir.as_os_str().is_empty() && !made_dirs.contains(dir) {
-                fs::create_dir_all(tmp.path().join(dir))
-                    .with_context(|| format!("cannot create folder {} in {}", dir.display(), out.display()))?;
-                made_dirs.insert(dir.to_owned());
-            }
-        }
-        let e = write_file(&full, &f, &mut buf).with_context(|| format!("cannot write {} into {}", f.path, out.display()))?;
-        entries.push(e);
-    }
-    drop(made_dirs);
-    sync_tree(tmp.path()).with_context(|| format!("cannot flush the vault beside {} to disk", out.display()))?;
+    let entries = write_tree(p, seed, tmp.path(), out)?;
+    sync_tree(tmp.path())
+        .with_context(|| format!("cannot flush the vault beside {} to disk", out.display()))?;
     let manifest = Manifest::from_entries(entries);
     install(tmp, out, replace)?;
     Ok(VaultSummary::new(p, seed, &manifest))
@@ -267,7 +338,8 @@ pub fn write_vault(p: &Profile, seed: u64, out: &Path, force: bool) -> anyhow::R
 
 /// Reads every file under `dir` (hidden ones too) into a manifest.
 pub fn manifest_of_dir(dir: &Path) -> anyhow::Result<Manifest> {
-    let meta = fs::metadata(dir).with_context(|| format!("vault directory {} cannot be read", dir.display()))?;
+    let meta = fs::metadata(dir)
+        .with_context(|| format!("vault directory {} cannot be read", dir.display()))?;
     if !meta.is_dir() {
         bail!("vault path {} is not a directory", dir.display());
     }
@@ -277,20 +349,40 @@ pub fn manifest_of_dir(dir: &Path) -> anyhow::Result<Manifest> {
         for entry in fs::read_dir(&abs).with_context(|| format!("cannot list {}", abs.display()))? {
             let entry = entry.with_context(|| format!("cannot list {}", abs.display()))?;
             let name = entry.file_name();
-            let name = name
-                .to_str()
-                .with_context(|| format!("file name {:?} under {} is not UTF-8", entry.file_name(), abs.display()))?;
-            let child = if relp.is_empty() { name.to_owned() } else { format!("{relp}/{name}") };
-            let ft = entry.file_type().with_context(|| format!("cannot inspect {}", entry.path().display()))?;
+            let name = name.to_str().with_context(|| {
+                format!(
+                    "file name {:?} under {} is not UTF-8",
+                    entry.file_name(),
+                    abs.display()
+                )
+            })?;
+            let child = if relp.is_empty() {
+                name.to_owned()
+            } else {
+                format!("{relp}/{name}")
+            };
+            let ft = entry
+                .file_type()
+                .with_context(|| format!("cannot inspect {}", entry.path().display()))?;
             if ft.is_dir() {
                 stack.push((entry.path(), child));
             } else if ft.is_file() {
-                let file = File::open(entry.path()).with_context(|| format!("cannot open {}", entry.path().display()))?;
-                let (size, sha256) = scenarios::hash_reader(file).with_context(|| format!("cannot read {}", entry.path().display()))?;
-                entries.push(ManifestEntry { path: child, size, sha256 });
+                let file = File::open(entry.path())
+                    .with_context(|| format!("cannot open {}", entry.path().display()))?;
+                let (size, sha256) = scenarios::hash_reader(file)
+                    .with_context(|| format!("cannot read {}", entry.path().display()))?;
+                entries.push(ManifestEntry {
+                    path: child,
+                    size,
+                    sha256,
+                });
             } else {
                 // A symlink or special file is never generated: record it so it is reported.
-                entries.push(ManifestEntry { path: child, size: 0, sha256: "not-a-regular-file".into() });
+                entries.push(ManifestEntry {
+                    path: child,
+                    size: 0,
+                    sha256: "not-a-regular-file".into(),
+                });
             }
         }
     }
@@ -299,15 +391,18 @@ pub fn manifest_of_dir(dir: &Path) -> anyhow::Result<Manifest> {
 
 /// Reuses `<cache_root>/<profile>-<seed as 0x hex>/` only when its on-disk digest matches
 /// what the generator would produce (every file re-hashed); regenerates it otherwise.
-pub fn ensure_cached_vault(p: &Profile, seed: u64, cache_root: &Path) -> anyhow::Result<(PathBuf, VaultSummary)> {
+pub fn ensure_cached_vault(
+    p: &Profile,
+    seed: u64,
+    cache_root: &Path,
+) -> anyhow::Result<(PathBuf, VaultSummary)> {
     let dir = cache_root.join(format!("{}-{seed:#x}", p.name));
     let expected = scenarios::manifest(p, seed);
-    if dir.is_dir() {
-        if let Ok(actual) = manifest_of_dir(&dir) {
-            if actual.digest == expected.digest {
-                return Ok((dir, VaultSummary::new(p, seed, &actual)));
-            }
-        }
+    if dir.is_dir()
+        && let Ok(actual) = manifest_of_dir(&dir)
+        && actual.digest == expected.digest
+    {
+        return Ok((dir, VaultSummary::new(p, seed, &actual)));
     }
     let summary = write_vault(p, seed, &dir, true)?;
     if summary.digest != expected.digest {
@@ -328,9 +423,14 @@ fn replace_file(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
         .prefix(".vaultbench-edit-")
         .tempfile_in(dir)
         .with_context(|| format!("cannot create a temp file beside {}", path.display()))?;
-    tmp.write_all(bytes).with_context(|| format!("cannot write {}", path.display()))?;
-    tmp.as_file().sync_all().with_context(|| format!("cannot fsync {}", path.display()))?;
-    tmp.persist(path).map_err(|e| e.error).with_context(|| format!("cannot rename into {}", path.display()))?;
+    tmp.write_all(bytes)
+        .with_context(|| format!("cannot write {}", path.display()))?;
+    tmp.as_file()
+        .sync_all()
+        .with_context(|| format!("cannot fsync {}", path.display()))?;
+    tmp.persist(path)
+        .map_err(|e| e.error)
+        .with_context(|| format!("cannot rename into {}", path.display()))?;
     sync_dir(dir);
     Ok(())
 }
@@ -340,13 +440,15 @@ pub fn apply_edit(dir: &Path, edit: &Edit) -> anyhow::Result<()> {
     match edit {
         Edit::Append { path, text } => {
             let full = dir.join(rel(path)?);
-            let mut bytes = fs::read(&full).with_context(|| format!("edit target {} cannot be read", full.display()))?;
+            let mut bytes = fs::read(&full)
+                .with_context(|| format!("edit target {} cannot be read", full.display()))?;
             bytes.extend_from_slice(text.as_bytes());
             replace_file(&full, &bytes)
         }
         Edit::ModifyMiddle { path, text } => {
             let full = dir.join(rel(path)?);
-            let old = fs::read(&full).with_context(|| format!("edit target {} cannot be read", full.display()))?;
+            let old = fs::read(&full)
+                .with_context(|| format!("edit target {} cannot be read", full.display()))?;
             replace_file(&full, &scenarios::edits::modify_middle(&old, text))
         }
         Edit::Create { path, content } => {
@@ -355,7 +457,8 @@ pub fn apply_edit(dir: &Path, edit: &Edit) -> anyhow::Result<()> {
                 bail!("edit creates {} but it already exists", full.display());
             }
             let parent = full.parent().unwrap_or(dir);
-            fs::create_dir_all(parent).with_context(|| format!("cannot create folder {}", parent.display()))?;
+            fs::create_dir_all(parent)
+                .with_context(|| format!("cannot create folder {}", parent.display()))?;
             replace_file(&full, content.as_bytes())
         }
         Edit::Delete { path } => {
@@ -367,13 +470,25 @@ pub fn apply_edit(dir: &Path, edit: &Edit) -> anyhow::Result<()> {
         Edit::RenameFolder { from, to } => {
             let (src, dst) = (dir.join(rel(from)?), dir.join(rel(to)?));
             // rename(2) may replace an empty directory (left behind by deletes), not a full one.
-            let occupied = fs::read_dir(&dst).map(|mut d| d.next().is_some()).unwrap_or(dst.exists());
+            let occupied = fs::read_dir(&dst)
+                .map(|mut d| d.next().is_some())
+                .unwrap_or(dst.exists());
             if occupied {
-                bail!("edit renames a folder to {} but it already exists", dst.display());
+                bail!(
+                    "edit renames a folder to {} but it already exists",
+                    dst.display()
+                );
             }
             let parent = dst.parent().unwrap_or(dir);
-            fs::create_dir_all(parent).with_context(|| format!("cannot create folder {}", parent.display()))?;
-            fs::rename(&src, &dst).with_context(|| format!("cannot rename folder {} to {}", src.display(), dst.display()))?;
+            fs::create_dir_all(parent)
+                .with_context(|| format!("cannot create folder {}", parent.display()))?;
+            fs::rename(&src, &dst).with_context(|| {
+                format!(
+                    "cannot rename folder {} to {}",
+                    src.display(),
+                    dst.display()
+                )
+            })?;
             sync_dir(parent);
             sync_dir(src.parent().unwrap_or(dir));
             Ok(())
@@ -389,13 +504,27 @@ mod tests {
     #[test]
     fn hazards_refused_on_folding_filesystems() {
         let p = scenarios::profile("hazards").unwrap();
-        let both = NamePairs { case_distinct: true, normalisation_distinct: true };
+        let both = NamePairs {
+            case_distinct: true,
+            normalisation_distinct: true,
+        };
         assert!(check_name_pairs(&p, both, Path::new("/x")).is_ok());
-        let mac = NamePairs { case_distinct: false, normalisation_distinct: false };
-        let err = check_name_pairs(&p, mac, Path::new("/x")).unwrap_err().to_string();
-        assert!(err.contains("cannot hold case-only names") && err.contains("NFC and NFD"), "{err}");
+        let mac = NamePairs {
+            case_distinct: false,
+            normalisation_distinct: false,
+        };
+        let err = check_name_pairs(&p, mac, Path::new("/x"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("cannot hold case-only names") && err.contains("NFC and NFD"),
+            "{err}"
+        );
         let small = scenarios::profile("small").unwrap();
-        assert!(check_name_pairs(&small, mac, Path::new("/x")).is_ok(), "only hazards needs the pairs");
+        assert!(
+            check_name_pairs(&small, mac, Path::new("/x")).is_ok(),
+            "only hazards needs the pairs"
+        );
     }
 
     #[test]
@@ -404,8 +533,18 @@ mod tests {
         let pairs = probe_name_pairs(d.path()).unwrap();
         // Linux test machines use case-sensitive, non-normalising filesystems.
         #[cfg(target_os = "linux")]
-        assert_eq!(pairs, NamePairs { case_distinct: true, normalisation_distinct: true });
-        assert_eq!(fs::read_dir(d.path()).unwrap().count(), 0, "probe files removed");
+        assert_eq!(
+            pairs,
+            NamePairs {
+                case_distinct: true,
+                normalisation_distinct: true
+            }
+        );
+        assert_eq!(
+            fs::read_dir(d.path()).unwrap().count(),
+            0,
+            "probe files removed"
+        );
     }
 
     #[test]
@@ -414,6 +553,37 @@ mod tests {
         assert!(rel("../x").is_err());
         assert!(rel("/etc/passwd").is_err());
         assert!(rel("").is_err());
+    }
+
+    #[test]
+    fn cache_reuses_only_matching_trees() {
+        use std::os::unix::fs::MetadataExt;
+        let p = scenarios::profile("small").unwrap();
+        let d = tempfile::tempdir().unwrap();
+        let (dir, first) = ensure_cached_vault(&p, 7, d.path()).unwrap();
+        assert_eq!(dir, d.path().join("small-0x7"));
+        let note = manifest_of_dir(&dir).unwrap().entries[0].path.clone();
+        let ino = fs::metadata(dir.join(&note)).unwrap().ino();
+        let (_, again) = ensure_cached_vault(&p, 7, d.path()).unwrap();
+        assert_eq!(again, first);
+        assert_eq!(
+            fs::metadata(dir.join(&note)).unwrap().ino(),
+            ino,
+            "reused, not rewritten"
+        );
+        fs::write(dir.join(&note), "tampered").unwrap();
+        let (_, fixed) = ensure_cached_vault(&p, 7, d.path()).unwrap();
+        assert_eq!(fixed, first);
+        assert_ne!(
+            fs::read(dir.join(&note)).unwrap(),
+            b"tampered",
+            "regenerated"
+        );
+        assert_eq!(tree_digest_of(&dir), first.digest);
+    }
+
+    fn tree_digest_of(dir: &Path) -> String {
+        manifest_of_dir(dir).unwrap().digest
     }
 
     #[test]
@@ -427,7 +597,12 @@ mod tests {
             let e = s.next().unwrap();
             apply_edit(&v, &e).unwrap_or_else(|err| panic!("{e:?}: {err:#}"));
         }
-        let on_disk: BTreeSet<String> = manifest_of_dir(&v).unwrap().entries.into_iter().map(|e| e.path).collect();
+        let on_disk: BTreeSet<String> = manifest_of_dir(&v)
+            .unwrap()
+            .entries
+            .into_iter()
+            .map(|e| e.path)
+            .collect();
         let expected: BTreeSet<String> = s.notes().iter().cloned().collect();
         assert_eq!(on_disk, expected);
     }

@@ -12,7 +12,15 @@ fn vb() -> Command {
 }
 
 fn gen_json(args: &[&str]) -> Value {
-    let out = vb().args(["vault", "gen"]).args(args).arg("--json").assert().success().get_output().stdout.clone();
+    let out = vb()
+        .args(["vault", "gen"])
+        .args(args)
+        .arg("--json")
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
     serde_json::from_slice(&out).expect("one JSON document on stdout")
 }
 
@@ -26,7 +34,10 @@ fn one_line_error(cmd: &mut Command, code: i32) -> String {
 }
 
 fn entries(dir: &Path) -> Vec<String> {
-    let mut v: Vec<String> = fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+    let mut v: Vec<String> = fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
     v.sort();
     v
 }
@@ -44,7 +55,10 @@ fn gen_small_twice_gives_the_same_digest() {
     assert!(ja["bytes"].as_u64().unwrap() > 100_000);
     assert_eq!(ja["digest"].as_str().unwrap().len(), 64);
     // The written digest is the generator's golden one (scenarios/tests/it/golden.rs).
-    assert_eq!(ja["digest"], scenarios::manifest(&scenarios::profile("small").unwrap(), 0x5eed).digest);
+    assert_eq!(
+        ja["digest"],
+        scenarios::manifest(&scenarios::profile("small").unwrap(), 0x5eed).digest
+    );
     // Nothing is left beside the vaults: the temp dir was renamed into place.
     assert_eq!(entries(d.path()), ["a", "b"]);
 }
@@ -52,9 +66,27 @@ fn gen_small_twice_gives_the_same_digest() {
 #[test]
 fn seeds_accept_hex_and_decimal_and_differ() {
     let d = tempfile::tempdir().unwrap();
-    let hex = gen_json(&["small", "--seed", "0x10", "--out", d.path().join("h").to_str().unwrap()]);
-    let dec = gen_json(&["small", "--seed", "16", "--out", d.path().join("d").to_str().unwrap()]);
-    let other = gen_json(&["small", "--seed", "17", "--out", d.path().join("o").to_str().unwrap()]);
+    let hex = gen_json(&[
+        "small",
+        "--seed",
+        "0x10",
+        "--out",
+        d.path().join("h").to_str().unwrap(),
+    ]);
+    let dec = gen_json(&[
+        "small",
+        "--seed",
+        "16",
+        "--out",
+        d.path().join("d").to_str().unwrap(),
+    ]);
+    let other = gen_json(&[
+        "small",
+        "--seed",
+        "17",
+        "--out",
+        d.path().join("o").to_str().unwrap(),
+    ]);
     assert_eq!(hex["digest"], dec["digest"]);
     assert_eq!(hex["seed"], 16);
     assert_ne!(hex["digest"], other["digest"]);
@@ -67,18 +99,38 @@ fn gen_refuses_a_non_empty_dir_unless_forced() {
     fs::create_dir(&out).unwrap();
     fs::write(out.join("mine.txt"), "keep me").unwrap();
     let err = one_line_error(vb().args(["vault", "gen", "small", "--out"]).arg(&out), 2);
-    assert!(err.contains("is not empty") && err.contains(out.to_str().unwrap()), "{err}");
-    assert_eq!(fs::read_to_string(out.join("mine.txt")).unwrap(), "keep me", "untouched");
+    assert!(
+        err.contains("is not empty") && err.contains(out.to_str().unwrap()),
+        "{err}"
+    );
+    assert_eq!(
+        fs::read_to_string(out.join("mine.txt")).unwrap(),
+        "keep me",
+        "untouched"
+    );
 
-    vb().args(["vault", "gen", "small", "--force", "--out"]).arg(&out).assert().success();
+    vb().args(["vault", "gen", "small", "--force", "--out"])
+        .arg(&out)
+        .assert()
+        .success();
     assert!(!out.join("mine.txt").exists(), "replaced");
-    vb().args(["vault", "verify", "--profile", "small"]).arg(&out).assert().success();
-    assert_eq!(entries(d.path()), ["v"], "the old tree and temp dirs are gone");
+    vb().args(["vault", "verify", "--profile", "small"])
+        .arg(&out)
+        .assert()
+        .success();
+    assert_eq!(
+        entries(d.path()),
+        ["v"],
+        "the old tree and temp dirs are gone"
+    );
 
     // An empty directory is fine without --force.
     let empty = d.path().join("empty");
     fs::create_dir(&empty).unwrap();
-    vb().args(["vault", "gen", "small", "--out"]).arg(&empty).assert().success();
+    vb().args(["vault", "gen", "small", "--out"])
+        .arg(&empty)
+        .assert()
+        .success();
 }
 
 #[test]
@@ -86,17 +138,35 @@ fn bad_input_is_one_line_naming_it() {
     let d = tempfile::tempdir().unwrap();
     let out = d.path().join("v");
     let err = one_line_error(vb().args(["vault", "gen", "tiny", "--out"]).arg(&out), 2);
-    assert!(err.contains("unknown profile \"tiny\"") && err.contains("small"), "{err}");
-    let err = one_line_error(vb().args(["vault", "gen", "small", "--seed", "0xnope", "--out"]).arg(&out), 2);
+    assert!(
+        err.contains("unknown profile \"tiny\"") && err.contains("small"),
+        "{err}"
+    );
+    let err = one_line_error(
+        vb().args(["vault", "gen", "small", "--seed", "0xnope", "--out"])
+            .arg(&out),
+        2,
+    );
     assert!(err.contains("bad seed \"0xnope\""), "{err}");
     let file = d.path().join("a-file");
     fs::write(&file, "x").unwrap();
     let err = one_line_error(vb().args(["vault", "gen", "small", "--out"]).arg(&file), 2);
-    assert!(err.contains("is not a directory") && err.contains("a-file"), "{err}");
+    assert!(
+        err.contains("is not a directory") && err.contains("a-file"),
+        "{err}"
+    );
     let under_file = file.join("v");
-    let err = one_line_error(vb().args(["vault", "gen", "small", "--out"]).arg(&under_file), 2);
+    let err = one_line_error(
+        vb().args(["vault", "gen", "small", "--out"])
+            .arg(&under_file),
+        2,
+    );
     assert!(err.contains("a-file"), "{err}");
-    let err = one_line_error(vb().args(["vault", "verify", "--profile", "small"]).arg(d.path().join("missing")), 2);
+    let err = one_line_error(
+        vb().args(["vault", "verify", "--profile", "small"])
+            .arg(d.path().join("missing")),
+        2,
+    );
     assert!(err.contains("missing"), "{err}");
     assert!(!out.exists());
 }
@@ -113,50 +183,140 @@ fn unwritable_parent_is_refused_without_leftovers() {
     let ro = d.path().join("ro");
     fs::create_dir(&ro).unwrap();
     fs::set_permissions(&ro, fs::Permissions::from_mode(0o555)).unwrap();
-    let err = one_line_error(vb().args(["vault", "gen", "small", "--out"]).arg(ro.join("v")), 2);
+    let err = one_line_error(
+        vb().args(["vault", "gen", "small", "--out"])
+            .arg(ro.join("v")),
+        2,
+    );
     fs::set_permissions(&ro, fs::Permissions::from_mode(0o755)).unwrap();
     assert!(err.contains("ro/v") || err.contains("ro"), "{err}");
     assert!(entries(&ro).is_empty());
 }
 
 #[test]
+fn a_disk_that_fills_up_leaves_no_vault() {
+    // RLIMIT_FSIZE makes any write past 100 KiB fail (EFBIG) the way a full disk fails a
+    // write mid-way, and works without root or a small filesystem.
+    use std::os::unix::process::CommandExt;
+    let d = tempfile::tempdir().unwrap();
+    let out = d.path().join("v");
+    let mut cmd = std::process::Command::new(assert_cmd::cargo::cargo_bin!("vaultbench"));
+    cmd.args(["vault", "gen", "personal", "--out"]).arg(&out);
+    // SAFETY: only async-signal-safe libc calls between fork and exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            let lim = libc::rlimit {
+                rlim_cur: 100 * 1024,
+                rlim_max: 100 * 1024,
+            };
+            libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+            if libc::setrlimit(libc::RLIMIT_FSIZE, &lim) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let err = one_line_error(&mut Command::from_std(cmd), 2);
+    assert!(
+        err.contains("cannot write ") && err.contains(out.to_str().unwrap()),
+        "{err}"
+    );
+    assert!(
+        entries(d.path()).is_empty(),
+        "no vault and no temp dir left: {:?}",
+        entries(d.path())
+    );
+}
+
+#[test]
 fn verify_names_the_first_differing_path() {
     let d = tempfile::tempdir().unwrap();
     let v = d.path().join("v");
-    vb().args(["vault", "gen", "personal", "--out"]).arg(&v).assert().success();
-    let ok = vb().args(["vault", "verify", "--profile", "personal", "--json"]).arg(&v).assert().success().get_output().stdout.clone();
+    vb().args(["vault", "gen", "personal", "--out"])
+        .arg(&v)
+        .assert()
+        .success();
+    let ok = vb()
+        .args(["vault", "verify", "--profile", "personal", "--json"])
+        .arg(&v)
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
     let ok: Value = serde_json::from_slice(&ok).unwrap();
     assert_eq!(ok["ok"], true);
     assert_eq!(ok["digest"], ok["expected_digest"]);
 
     // The wrong seed differs.
-    vb().args(["vault", "verify", "--profile", "personal", "--seed", "1"]).arg(&v).assert().code(1);
+    vb().args(["vault", "verify", "--profile", "personal", "--seed", "1"])
+        .arg(&v)
+        .assert()
+        .code(1);
 
     // Change one attachment byte: verify names that path.
     let m = scenarios::manifest(&scenarios::profile("personal").unwrap(), 0x5eed);
-    let victim = &m.entries.iter().find(|e| e.path.starts_with("attachments/")).unwrap().path;
+    let victim = &m
+        .entries
+        .iter()
+        .find(|e| e.path.starts_with("attachments/"))
+        .unwrap()
+        .path;
     let mut bytes = fs::read(v.join(victim)).unwrap();
     let last = bytes.len() - 1;
     bytes[last] ^= 1;
     fs::write(v.join(victim), &bytes).unwrap();
-    let out = vb().args(["vault", "verify", "--profile", "personal"]).arg(&v).assert().code(1).get_output().stdout.clone();
+    let out = vb()
+        .args(["vault", "verify", "--profile", "personal"])
+        .arg(&v)
+        .assert()
+        .code(1)
+        .get_output()
+        .stdout
+        .clone();
     let out = String::from_utf8(out).unwrap();
-    assert!(out.contains(&format!("first differing path: {victim} (content differs)")), "{out}");
+    assert!(
+        out.contains(&format!("first differing path: {victim} (content differs)")),
+        "{out}"
+    );
     bytes[last] ^= 1;
     fs::write(v.join(victim), &bytes).unwrap();
 
     // A hidden extra file counts too.
     fs::write(v.join(".obsidian/extra.json"), "{}").unwrap();
-    let out = vb().args(["vault", "verify", "--profile", "personal", "--json"]).arg(&v).assert().code(1).get_output().stdout.clone();
+    let out = vb()
+        .args(["vault", "verify", "--profile", "personal", "--json"])
+        .arg(&v)
+        .assert()
+        .code(1)
+        .get_output()
+        .stdout
+        .clone();
     let out: Value = serde_json::from_slice(&out).unwrap();
     assert_eq!(out["first_difference"], ".obsidian/extra.json");
     fs::remove_file(v.join(".obsidian/extra.json")).unwrap();
 
     // A missing note.
-    let note = &m.entries.iter().find(|e| e.path.ends_with(".md")).unwrap().path;
+    let note = &m
+        .entries
+        .iter()
+        .find(|e| e.path.ends_with(".md"))
+        .unwrap()
+        .path;
     fs::remove_file(v.join(note)).unwrap();
-    let out = vb().args(["vault", "verify", "--profile", "personal"]).arg(&v).assert().code(1).get_output().stdout.clone();
-    assert!(String::from_utf8(out).unwrap().contains(&format!("{note} (missing)")));
+    let out = vb()
+        .args(["vault", "verify", "--profile", "personal"])
+        .arg(&v)
+        .assert()
+        .code(1)
+        .get_output()
+        .stdout
+        .clone();
+    assert!(
+        String::from_utf8(out)
+            .unwrap()
+            .contains(&format!("{note} (missing)"))
+    );
 }
 
 #[test]
@@ -164,18 +324,38 @@ fn hazards_write_and_verify_on_this_filesystem() {
     let d = tempfile::tempdir().unwrap();
     let v = d.path().join("h");
     let j = gen_json(&["hazards", "--out", v.to_str().unwrap()]);
-    assert_eq!(j["digest"], scenarios::manifest(&scenarios::profile("hazards").unwrap(), 0x5eed).digest);
-    for p in scenarios::hazards::CASE_PAIR.iter().chain(&scenarios::hazards::NORMALISATION_PAIR) {
+    assert_eq!(
+        j["digest"],
+        scenarios::manifest(&scenarios::profile("hazards").unwrap(), 0x5eed).digest
+    );
+    for p in scenarios::hazards::CASE_PAIR
+        .iter()
+        .chain(&scenarios::hazards::NORMALISATION_PAIR)
+    {
         assert!(v.join(p).is_file(), "{p}");
     }
-    vb().args(["vault", "verify", "--profile", "hazards"]).arg(&v).assert().success();
+    vb().args(["vault", "verify", "--profile", "hazards"])
+        .arg(&v)
+        .assert()
+        .success();
 }
 
 #[test]
 fn list_names_every_profile() {
-    let out = vb().args(["vault", "list", "--json"]).assert().success().get_output().stdout.clone();
+    let out = vb()
+        .args(["vault", "list", "--json"])
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
     let v: Value = serde_json::from_slice(&out).unwrap();
-    let names: Vec<&str> = v["profiles"].as_array().unwrap().iter().map(|p| p["name"].as_str().unwrap()).collect();
+    let names: Vec<&str> = v["profiles"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap())
+        .collect();
     assert_eq!(names, scenarios::PROFILE_NAMES);
 }
 
@@ -183,7 +363,14 @@ fn list_names_every_profile() {
 fn bench_reports_ratio_and_peak_rss() {
     let d = tempfile::tempdir().unwrap();
     let out = vb()
-        .args(["vault", "bench", "--profiles", "small,assets", "--json", "--dir"])
+        .args([
+            "vault",
+            "bench",
+            "--profiles",
+            "small,assets",
+            "--json",
+            "--dir",
+        ])
         .arg(d.path())
         .assert()
         .success()
@@ -211,5 +398,8 @@ fn fixture_has_7703_files_on_disk() {
     let v = d.path().join("fixture");
     let j = gen_json(&["fixture", "--out", v.to_str().unwrap()]);
     assert_eq!(j["files"], 7703);
-    vb().args(["vault", "verify", "--profile", "fixture"]).arg(&v).assert().success();
+    vb().args(["vault", "verify", "--profile", "fixture"])
+        .arg(&v)
+        .assert()
+        .success();
 }

@@ -125,7 +125,11 @@ fn emit(out: Option<&Path>, text: &str) -> anyhow::Result<()> {
         None => {
             use std::io::Write;
             let mut so = std::io::stdout().lock();
-            so.write_all(text.as_bytes()).context("writing to stdout")?;
+            match so.write_all(text.as_bytes()).and_then(|()| so.flush()) {
+                // `vaultbench report x | head` closed the pipe: the reader has what it wanted.
+                Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
+                r => r.context("writing to stdout")?,
+            }
         }
     }
     Ok(())

@@ -127,12 +127,21 @@ pub fn register_fonts() {
 }
 
 impl Chart {
+    /// Height in pixels: a forest plot grows with its rows so labels stay readable.
+    pub fn height(&self) -> u32 {
+        match &self.kind {
+            ChartKind::Forest(rows) => HEIGHT.max(100 + 24 * rows.len() as u32),
+            _ => HEIGHT,
+        }
+    }
+
     /// The chart as an SVG document.
     pub fn svg(&self) -> Result<String, ChartError> {
         register_fonts();
         let mut out = String::new();
         {
-            let root = SVGBackend::with_string(&mut out, (WIDTH, HEIGHT)).into_drawing_area();
+            let root =
+                SVGBackend::with_string(&mut out, (WIDTH, self.height())).into_drawing_area();
             self.draw(&root)?;
             root.present().map_err(|e| self.err(e))?;
         }
@@ -142,15 +151,16 @@ impl Chart {
     /// The chart as PNG bytes.
     pub fn png(&self) -> Result<Vec<u8>, ChartError> {
         register_fonts();
-        let mut rgb = vec![0u8; (WIDTH * HEIGHT * 3) as usize];
+        let height = self.height();
+        let mut rgb = vec![0u8; (WIDTH * height * 3) as usize];
         {
-            let root = BitMapBackend::with_buffer(&mut rgb, (WIDTH, HEIGHT)).into_drawing_area();
+            let root = BitMapBackend::with_buffer(&mut rgb, (WIDTH, height)).into_drawing_area();
             self.draw(&root)?;
             root.present().map_err(|e| self.err(e))?;
         }
         let mut out = Vec::new();
         {
-            let mut enc = png::Encoder::new(&mut out, WIDTH, HEIGHT);
+            let mut enc = png::Encoder::new(&mut out, WIDTH, height);
             enc.set_color(png::ColorType::Rgb);
             enc.set_depth(png::BitDepth::Eight);
             let mut w = enc.write_header().map_err(|e| self.err(e))?;
@@ -426,9 +436,16 @@ fn draw_forest<DB: DrawingBackend>(
     rows: &[ForestRow],
 ) -> DrawResult {
     let labels: Vec<String> = rows.iter().map(|r| r.label.clone()).collect();
+    // Intervals of a few rounds can reach +1000 %: clamp the axis to what the estimates need
+    // (at least ±10 %, at most −100 %..+300 %) and let wider intervals run to the edge.
+    let est_lo = rows.iter().map(|r| r.estimate_pct).fold(0.0f64, f64::min);
+    let est_hi = rows.iter().map(|r| r.estimate_pct).fold(0.0f64, f64::max);
+    let span = (est_hi - est_lo).max(10.0);
+    let (lo_cap, hi_cap) = ((est_lo - span).max(-100.0), (est_hi + span).min(300.0));
+    let clamp = |v: f64| v.clamp(lo_cap, hi_cap);
     let (lo, hi) = value_range(
         rows.iter()
-            .flat_map(|r| [r.low_pct, r.high_pct, r.estimate_pct, 0.0]),
+            .flat_map(|r| [clamp(r.low_pct), clamp(r.high_pct), 0.0]),
         false,
     );
     let n = rows.len().max(1);
@@ -462,15 +479,15 @@ fn draw_forest<DB: DrawingBackend>(
         chart
             .draw_series(std::iter::once(PathElement::new(
                 vec![
-                    (r.low_pct, SegmentValue::CenterOf(i)),
-                    (r.high_pct, SegmentValue::CenterOf(i)),
+                    (clamp(r.low_pct), SegmentValue::CenterOf(i)),
+                    (clamp(r.high_pct), SegmentValue::CenterOf(i)),
                 ],
                 c.stroke_width(3),
             )))
             .map_err(e2s)?;
         chart
             .draw_series(std::iter::once(Circle::new(
-                (r.estimate_pct, SegmentValue::CenterOf(i)),
+                (clamp(r.estimate_pct), SegmentValue::CenterOf(i)),
                 5,
                 c.filled(),
             )))

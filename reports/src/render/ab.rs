@@ -255,27 +255,58 @@ pub(crate) fn json(r: &AbView, v: &Value) -> Value {
 const MAX_FOREST_ROWS: usize = 30;
 const MAX_ROUND_CHARTS: usize = 6;
 
+/// Which metrics the forest plot keeps when there are too many: 0 = a decided verdict,
+/// 1 = a headline metric (server CPU and RSS, wall times, throughput), 2 = the rest.
+fn forest_rank(m: &AbMetric) -> u8 {
+    let k = m.key.as_str();
+    if m.verdict == "better" || m.verdict == "worse" {
+        0
+    } else if k.starts_with("server.cpu")
+        || k.starts_with("server.peak_rss")
+        || k.ends_with(".wall_ms")
+        || k.ends_with(".rps")
+        || k.starts_with("edit.p")
+    {
+        1
+    } else {
+        2
+    }
+}
+
 pub(crate) fn charts(r: &AbView) -> Vec<Chart> {
     let mut out = Vec::new();
-    let rows: Vec<ForestRow> = r
+    let mut rows: Vec<(u8, ForestRow)> = r
         .metrics
         .iter()
         .filter_map(|m| {
             let (lo, hi) = m.ci_pct?;
-            Some(ForestRow {
-                label: m.key.clone(),
-                estimate_pct: m.estimate_pct?,
-                low_pct: lo,
-                high_pct: hi,
-                verdict: m.verdict.clone(),
-            })
+            Some((
+                forest_rank(m),
+                ForestRow {
+                    label: m.key.clone(),
+                    estimate_pct: m.estimate_pct?,
+                    low_pct: lo,
+                    high_pct: hi,
+                    verdict: m.verdict.clone(),
+                },
+            ))
         })
-        .take(MAX_FOREST_ROWS)
         .collect();
+    let total = rows.len();
+    // Decided metrics first, then the headline ones, then the rest; shown in key order.
+    rows.sort_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1.label.cmp(&b.1.label)));
+    rows.truncate(MAX_FOREST_ROWS);
+    rows.sort_by(|a, b| a.1.label.cmp(&b.1.label));
+    let rows: Vec<ForestRow> = rows.into_iter().map(|(_, f)| f).collect();
+    let shown = if rows.len() < total {
+        format!(" ({} of {total}; every metric is in the table)", rows.len())
+    } else {
+        String::new()
+    };
     if !rows.is_empty() {
         out.push(Chart {
             slug: "ab-forest".into(),
-            title: format!("{}: change of B vs A per metric", r.scenario),
+            title: format!("{}: change of B vs A per metric{shown}", r.scenario),
             kind: ChartKind::Forest(rows),
         });
     }

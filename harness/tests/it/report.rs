@@ -391,3 +391,84 @@ fn render_a_given_input_when_asked() {
         assert_eq!(run_report(args).unwrap(), 0);
     }
 }
+
+fn vb() -> assert_cmd::Command {
+    assert_cmd::Command::new(assert_cmd::cargo::cargo_bin!("vaultbench"))
+}
+
+#[test]
+fn the_cli_exit_codes_are_the_documented_ones() {
+    let t = tempfile::tempdir().unwrap();
+    let (b, p) = fixture();
+    let base = write_pair(&t.path().join("baselines"), &b, &p);
+    let (mut rb, mut rp) = fixture();
+    set(
+        &mut rb,
+        &mut rp,
+        "cold_push.wall_ms",
+        &[2000.0, 2010.0, 2005.0, 1999.0, 2003.0],
+    );
+    let rec = write_pair(&t.path().join("recording"), &rb, &rp);
+    // 0: no regression; 1: a regression; the Markdown goes to stdout.
+    vb().args(["compare"])
+        .arg(&base)
+        .arg(&base)
+        .assert()
+        .code(0);
+    let out = vb()
+        .args(["compare"])
+        .arg(&base)
+        .arg(&rec)
+        .assert()
+        .code(1)
+        .get_output()
+        .stdout
+        .clone();
+    assert!(
+        String::from_utf8(out)
+            .unwrap()
+            .contains("cold_push.wall_ms")
+    );
+    // --json is one document on stdout.
+    let out = vb()
+        .args(["compare", "--json"])
+        .arg(&base)
+        .arg(&rec)
+        .assert()
+        .code(1)
+        .get_output()
+        .stdout
+        .clone();
+    let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+    assert_eq!(v["regressions"], 1);
+    // 2: bad input, one line on stderr naming it.
+    let bad = t.path().join("notes.txt");
+    std::fs::write(&bad, "# notes\n").unwrap();
+    let err = vb()
+        .arg("report")
+        .arg(&bad)
+        .assert()
+        .code(2)
+        .get_output()
+        .stderr
+        .clone();
+    let err = String::from_utf8(err).unwrap();
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.starts_with("vaultbench: ")
+            && err.contains("notes.txt is not JSON: it looks like a Markdown report"),
+        "{err}"
+    );
+    // A report to stdout.
+    let out = vb()
+        .arg("report")
+        .arg(&base)
+        .args(["--format", "json"])
+        .assert()
+        .code(0)
+        .get_output()
+        .stdout
+        .clone();
+    let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+    assert_eq!(v["scenario"], "small");
+}

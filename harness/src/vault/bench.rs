@@ -65,6 +65,7 @@ pub fn run(a: BenchArgs) -> anyhow::Result<i32> {
         .iter()
         .map(|n| lookup_profile(n))
         .collect::<anyhow::Result<Vec<_>>>()?;
+    crate::interrupt::install();
     let base = a.dir.clone().unwrap_or_else(std::env::temp_dir);
     let scratch = tempfile::Builder::new()
         .prefix("vaultbench-bench-")
@@ -213,6 +214,9 @@ fn floor(files: &[(String, u64)], out: &Path) -> anyhow::Result<u64> {
     let tmp = temp_beside(out)?;
     let mut made: BTreeSet<PathBuf> = BTreeSet::new();
     for (rel, size) in files {
+        if crate::interrupt::requested() {
+            return Err(crate::interrupt::Interrupted.into());
+        }
         let full = tmp.path().join(rel);
         if let Some(dir) = full.parent()
             && !made.contains(dir)

@@ -117,6 +117,7 @@ fn seed_for(p: &scenarios::Profile, seed: Option<&str>) -> anyhow::Result<u64> {
 fn gen_cmd(a: GenArgs) -> anyhow::Result<i32> {
     let p = lookup_profile(&a.profile)?;
     let seed = seed_for(&p, a.seed.as_deref())?;
+    crate::interrupt::install();
     let s = write_vault(&p, seed, &a.out, a.force)?;
     if a.json {
         println!("{}", serde_json::to_string_pretty(&s)?);

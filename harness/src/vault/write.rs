@@ -286,6 +286,10 @@ fn write_tree(
         let mut entries = Vec::new();
         let mut buf = vec![0u8; 1 << 20];
         for (f, entry) in rx {
+            // Ctrl-C: stop here; the caller drops the temp dir, so nothing is left behind.
+            if crate::interrupt::requested() {
+                return Err(crate::interrupt::Interrupted.into());
+            }
             let relpath = rel(&f.path)?;
             let full = root.join(relpath);
             if let Some(dir) = relpath.parent()

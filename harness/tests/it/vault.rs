@@ -229,6 +229,37 @@ fn a_disk_that_fills_up_leaves_no_vault() {
 }
 
 #[test]
+fn ctrl_c_leaves_nothing_behind() {
+    let d = tempfile::tempdir().unwrap();
+    let out = d.path().join("v");
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin!("vaultbench"))
+        .args(["vault", "gen", "fixture", "--out"])
+        .arg(&out)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Wait until the temp dir beside DIR exists (the handler is installed before it is made).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while entries(d.path()).is_empty() {
+        assert!(std::time::Instant::now() < deadline, "no temp dir appeared");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    // SAFETY: kill(2) on our own child's pid.
+    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
+    let status = child.wait().unwrap();
+    let mut err = String::new();
+    std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut err).unwrap();
+    assert_eq!(status.code(), Some(130), "{err}");
+    assert!(err.contains("interrupted"), "{err}");
+    assert!(
+        entries(d.path()).is_empty(),
+        "left behind: {:?}",
+        entries(d.path())
+    );
+}
+
+#[test]
 fn verify_names_the_first_differing_path() {
     let d = tempfile::tempdir().unwrap();
     let v = d.path().join("v");

@@ -44,6 +44,8 @@ struct ProfileResult {
     bytes: u64,
     digest: String,
     generator_ms: Vec<u64>,
+    /// Generating and hashing every file without writing (the generator's own CPU cost).
+    generate_only_ms: u64,
     floor_ms: Vec<u64>,
     /// median(generator) / median(floor).
     ratio: f64,
@@ -112,6 +114,15 @@ pub fn run(a: BenchArgs) -> anyhow::Result<i32> {
         }
         let s = summary.context("no rounds ran")?;
         let ratio = median(&gen_ms) / median(&floor_ms).max(1.0);
+        let t = Instant::now();
+        let m = scenarios::manifest(p, seed);
+        let generate_only_ms = t.elapsed().as_millis() as u64;
+        if s.digest != m.digest {
+            bail!(
+                "profile {} seed {seed:#x}: the written digest differs from the generator's",
+                p.name
+            );
+        }
         results.push(ProfileResult {
             profile: s.profile,
             seed,
@@ -119,6 +130,7 @@ pub fn run(a: BenchArgs) -> anyhow::Result<i32> {
             bytes: s.bytes,
             digest: s.digest,
             generator_ms: gen_ms,
+            generate_only_ms,
             floor_ms,
             ratio,
             peak_rss_kib: peak.0,
@@ -139,18 +151,26 @@ pub fn run(a: BenchArgs) -> anyhow::Result<i32> {
             base.display()
         );
         println!(
-            "{:<10} {:>8} {:>10} {:>12} {:>10} {:>14} {:>14}",
-            "profile", "files", "MiB", "generator ms", "floor ms", "gen/floor", "peak RSS MiB"
+            "{:<10} {:>8} {:>8} {:>12} {:>10} {:>10} {:>14} {:>14}",
+            "profile",
+            "files",
+            "MiB",
+            "generator ms",
+            "floor ms",
+            "gen/floor",
+            "no-disk gen ms",
+            "peak RSS MiB"
         );
         for r in &results {
             println!(
-                "{:<10} {:>8} {:>10.1} {:>12.0} {:>10.0} {:>14.2} {:>14}",
+                "{:<10} {:>8} {:>8.1} {:>12.0} {:>10.0} {:>10.2} {:>14} {:>14}",
                 r.profile,
                 r.files,
                 r.bytes as f64 / 1048576.0,
                 median(&r.generator_ms),
                 median(&r.floor_ms),
                 r.ratio,
+                r.generate_only_ms,
                 r.peak_rss_kib.map_or("n/a".to_owned(), |k| format!(
                     "{:.1}{}",
                     k as f64 / 1024.0,

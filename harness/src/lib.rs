@@ -12,6 +12,7 @@ pub mod exit;
 pub mod interrupt;
 pub mod phases;
 pub mod record;
+pub mod report_cmd;
 pub mod sample;
 pub mod subprocess;
 pub mod target;
@@ -44,6 +45,10 @@ pub enum Command {
     Record(record::RecordArgs),
     /// Compare two server builds by interleaved, order-balanced A/B rounds.
     Ab(ab::AbArgs),
+    /// Render a recording, an A/B result or a baselines history (md, html, json, bmf, gab).
+    Report(report_cmd::ReportArgs),
+    /// Compare a recording against a baseline; exit 1 on a regression beyond threshold.
+    Compare(report_cmd::CompareArgs),
     /// Check committed baselines: a hand-edited value fails and names the key.
     Verify(verify::VerifyArgs),
     /// Internal: run one sample plan in this fresh process (used by record and ab).
@@ -62,6 +67,8 @@ pub fn run(cli: Cli) -> i32 {
         Command::Record(args) => record::run(args),
         Command::Verify(args) => verify::run(args),
         Command::Ab(args) => ab::run(args),
+        Command::Report(args) => report_cmd::run_report(args),
+        Command::Compare(args) => report_cmd::run_compare(args),
         Command::Sample(args) => sample::run(args),
     };
     match result {

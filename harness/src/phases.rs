@@ -498,6 +498,22 @@ async fn route_load(
                 .with_context(|| format!("route load {route} at {level} in flight"))?;
             let key = format!("route.{route}.c{level}");
             let stats = &rep.stats;
+            // A failed request is data for the load generator, but a recording of a target that
+            // answers 5xx or drops connections is not a measurement of the build: fail the sample.
+            if stats.errors() > 0 {
+                let bad: Vec<String> = stats
+                    .status
+                    .iter()
+                    .filter(|(k, _)| !k.starts_with('2'))
+                    .map(|(k, v)| format!("{v} x {k}"))
+                    .collect();
+                bail!(
+                    "route load {route} at {level} in flight: {} of {} requests failed ({})",
+                    stats.errors(),
+                    stats.requests,
+                    bad.join(", ")
+                );
+            }
             let sum = stats.summary();
             m.timing(format!("{key}.p50_us"), sum.p50_us, "us", Better::Lower);
             m.timing(format!("{key}.p99_us"), sum.p99_us, "us", Better::Lower);

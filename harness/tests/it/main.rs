@@ -1,3 +1,5 @@
 //! The harness's one integration-test binary: the `vaultbench` CLI driven as a user would.
 
+mod ab;
+mod record;
 mod vault;

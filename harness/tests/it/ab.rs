@@ -1,0 +1,160 @@
+//! `vaultbench ab` end to end against the reference server, with a build slowed on purpose by
+//! a known amount (the hidden `--inject-delay-us`), where the right verdict is known; and the
+//! bad-input paths.
+
+use std::path::Path;
+
+use assert_cmd::Command;
+use serde_json::Value;
+
+fn vb(home: &Path) -> Command {
+    let mut c = Command::new(assert_cmd::cargo::cargo_bin!("vaultbench"));
+    c.env("XDG_DATA_HOME", home.join("data"))
+        .env("XDG_CACHE_HOME", home.join("cache"))
+        .env("VAULTBENCH_CACHE", home.join("cache"))
+        .env("VAULTBENCH_LOCK", home.join("machine.lock"))
+        .env_remove("VAULTBENCH_REFERENCE")
+        .env_remove("VAULTBENCH_GATE_CONFIG");
+    c
+}
+
+fn slow() -> bool {
+    std::env::var_os("VAULTBENCH_SLOW_TESTS").is_some_and(|v| v == "1")
+}
+
+const LOOSE_GATE: &str = "[cpu_ms]\nmax_cv = 1000.0\nmax_over_median = 1000.0\nreference_tolerance = 1000.0\n\
+                          [io_ms]\nmax_cv = 1000.0\nmax_over_median = 1000.0\nreference_tolerance = 1000.0\n";
+const PUSH_ONLY: &str = "name = \"push-only\"\ndoc = \"test\"\nprofile = \"small\"\n\
+                         [[phase]]\nkind = \"cold_start\"\n[[phase]]\nkind = \"cold_push\"\n";
+
+fn one_line_error(cmd: &mut Command) -> String {
+    let out = cmd.assert().code(2).get_output().clone();
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(err.lines().count(), 1, "one line: {err}");
+    err
+}
+
+#[test]
+fn identical_builds_need_aa() {
+    let home = tempfile::tempdir().unwrap();
+    let err = one_line_error(vb(home.path()).args([
+        "ab",
+        "--a",
+        "ref",
+        "--b",
+        "ref",
+        "--scenario",
+        "small",
+    ]));
+    assert!(err.contains("--aa"), "{err}");
+}
+
+#[test]
+fn odd_rounds_and_bad_rules_are_refused_before_any_sample() {
+    let home = tempfile::tempdir().unwrap();
+    let err = one_line_error(vb(home.path()).args([
+        "ab",
+        "--a",
+        "ref",
+        "--b",
+        "ref --group-commit",
+        "--scenario",
+        "small",
+        "--rounds",
+        "5",
+    ]));
+    assert!(err.contains("rounds") && err.contains('5'), "{err}");
+    let err = one_line_error(vb(home.path()).args([
+        "ab",
+        "--a",
+        "ref",
+        "--b",
+        "ref --group-commit",
+        "--scenario",
+        "small",
+        "--keep-if",
+        "server.cpu_s <== ten",
+    ]));
+    assert!(err.contains("server.cpu_s <== ten"), "{err}");
+}
+
+#[test]
+fn a_slowed_build_is_worse_and_the_rule_rejects_it() {
+    if !slow() {
+        return;
+    }
+    let home = tempfile::tempdir().unwrap();
+    let (gate, scen, res) = (
+        home.path().join("gate.toml"),
+        home.path().join("s.toml"),
+        home.path().join("ab.json"),
+    );
+    std::fs::write(&gate, LOOSE_GATE).unwrap();
+    std::fs::write(&scen, PUSH_ONLY).unwrap();
+    // 20 ms on every version post: 104 posts at 4 in flight add about 0.5 s to the push.
+    let o = vb(home.path())
+        .args([
+            "ab",
+            "--a",
+            "ref",
+            "--b",
+            "ref --inject-delay-us 20000",
+            "--rounds",
+            "6",
+            "--json",
+        ])
+        .arg("--scenario-file")
+        .arg(&scen)
+        .arg("--gate-config")
+        .arg(&gate)
+        .arg("--out")
+        .arg(&res)
+        .args([
+            "--keep-if",
+            "cold_push.wall_ms <= -10%",
+            "--guard",
+            "all <= +1000%",
+        ])
+        .timeout(std::time::Duration::from_secs(900))
+        .assert()
+        .code(1)
+        .get_output()
+        .clone();
+    let doc: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(
+        doc,
+        serde_json::from_slice::<Value>(&std::fs::read(&res).unwrap()).unwrap()
+    );
+    assert_eq!(doc["kind"], "vaultbench.ab");
+    assert_eq!(doc["rounds"].as_array().unwrap().len(), 6);
+    let orders: Vec<&str> = doc["rounds"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["order"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        orders.iter().filter(|o| **o == "a_first").count(),
+        3,
+        "balanced: {orders:?}"
+    );
+    let wall = &doc["metrics"]["cold_push.wall_ms"];
+    assert_eq!(wall["verdict"], "worse", "{wall}");
+    assert!(wall["ci_pct"]["lo"].as_f64().unwrap() > 10.0, "{wall}");
+    assert_eq!(doc["decision"]["outcome"], "REJECT");
+    // Every sample was a fresh process.
+    let mut pids = std::collections::BTreeSet::new();
+    for r in doc["rounds"].as_array().unwrap() {
+        pids.insert(r["a"]["pid"].as_u64().unwrap());
+        pids.insert(r["b"]["pid"].as_u64().unwrap());
+    }
+    assert_eq!(pids.len(), 12);
+    // The exact keys of the two builds agree: the delay changes time, not work.
+    assert!(
+        doc["exact_differences"]
+            .get("cold_push.server.journal_flushes")
+            .is_none(),
+        "{}",
+        doc["exact_differences"]
+    );
+}

@@ -1,0 +1,262 @@
+//! `vaultbench record` and `verify` end to end: fresh-subprocess samples against the embedded
+//! reference server, the baseline and its sidecar, hand-edits caught by key, refusals that
+//! write nothing, and a crashing target that leaves no process behind.
+
+use std::path::Path;
+
+use assert_cmd::Command;
+use serde_json::Value;
+
+fn vb(home: &Path) -> Command {
+    let mut c = Command::new(assert_cmd::cargo::cargo_bin!("vaultbench"));
+    // Keep caches, references and the machine lock inside the test's temp dir.
+    c.env("XDG_DATA_HOME", home.join("data"))
+        .env("XDG_CACHE_HOME", home.join("cache"))
+        .env("VAULTBENCH_CACHE", home.join("cache"))
+        .env("VAULTBENCH_LOCK", home.join("machine.lock"))
+        .env_remove("VAULTBENCH_REFERENCE")
+        .env_remove("VAULTBENCH_GATE_CONFIG");
+    c
+}
+
+fn slow() -> bool {
+    std::env::var_os("VAULTBENCH_SLOW_TESTS").is_some_and(|v| v == "1")
+}
+
+/// Bounds so wide no machine is refused: the tests of what gets written must not depend on
+/// how busy the test machine is. The gate's own accept/refuse logic is tested in calibration.
+const LOOSE_GATE: &str = "[cpu_ms]\nmax_cv = 1000.0\nmax_over_median = 1000.0\nreference_tolerance = 1000.0\n\
+                          [io_ms]\nmax_cv = 1000.0\nmax_over_median = 1000.0\nreference_tolerance = 1000.0\n";
+/// Bounds no machine can meet.
+const TIGHT_GATE: &str = "[cpu_ms]\nmax_cv = 0.0\nmax_over_median = 1.0\nreference_tolerance = 0.0\n\
+                          [io_ms]\nmax_cv = 0.0\nmax_over_median = 1.0\nreference_tolerance = 0.0\n";
+
+/// A short scenario for the fault tests: cold start and a cold push of `small`.
+const PUSH_ONLY: &str = "name = \"push-only\"\ndoc = \"test\"\nprofile = \"small\"\nsamples = 2\n\
+                         [[phase]]\nkind = \"cold_start\"\n[[phase]]\nkind = \"cold_push\"\n";
+
+fn read(p: &Path) -> Value {
+    serde_json::from_slice(&std::fs::read(p).unwrap()).unwrap()
+}
+
+fn write_json(p: &Path, v: &Value) {
+    std::fs::write(p, serde_json::to_vec_pretty(v).unwrap()).unwrap();
+}
+
+#[test]
+fn unknown_scenario_lists_the_known_ones() {
+    let home = tempfile::tempdir().unwrap();
+    let out = vb(home.path())
+        .args(["record", "nosuch"])
+        .assert()
+        .code(2)
+        .get_output()
+        .clone();
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("nosuch") && err.contains("small") && err.contains("vault100k"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_bad_target_is_one_line_exit_2() {
+    let home = tempfile::tempdir().unwrap();
+    let out = vb(home.path())
+        .args(["record", "small", "--target", "/bin/srv --port 1"])
+        .assert()
+        .code(2)
+        .get_output()
+        .clone();
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("{addr}"), "{err}");
+}
+
+#[test]
+fn verify_catches_edits_by_key() {
+    if !slow() {
+        return;
+    }
+    let home = tempfile::tempdir().unwrap();
+    let gate = home.path().join("gate.toml");
+    std::fs::write(&gate, LOOSE_GATE).unwrap();
+    let out = home.path().join("out");
+    let assert = vb(home.path())
+        .args([
+            "record",
+            "small",
+            "--samples",
+            "3",
+            "--json",
+            "--gate-config",
+        ])
+        .arg(&gate)
+        .arg("--out")
+        .arg(&out)
+        .assert()
+        .success();
+    let doc: Value =
+        serde_json::from_slice(&assert.get_output().stdout).expect("--json prints one document");
+    assert_eq!(doc["baseline"]["samples"], 3);
+    let base = out.join("small.json");
+    let side = out.join("small.provenance.json");
+    vb(home.path()).arg("verify").arg(&out).assert().success();
+
+    // Every sample, warm-up included, was its own process with its own server.
+    let prov = read(&side);
+    let samples = prov["samples"].as_array().unwrap();
+    assert_eq!(samples.len(), 4, "warm-up + 3 counted");
+    let pids: std::collections::BTreeSet<u64> =
+        samples.iter().map(|s| s["pid"].as_u64().unwrap()).collect();
+    let servers: std::collections::BTreeSet<u64> = samples
+        .iter()
+        .map(|s| s["server_pid"].as_u64().unwrap())
+        .collect();
+    assert_eq!(pids.len(), 4, "distinct sample pids: {pids:?}");
+    assert_eq!(servers.len(), 4, "distinct server pids: {servers:?}");
+    assert!(!pids.contains(&u64::from(std::process::id())));
+
+    // The baseline carries what the issue names.
+    let b = read(&base);
+    for key in [
+        "cold_start.ready_ms",
+        "cold_push.wall_ms",
+        "cold_pull.byte_identical",
+        "idle_resync.requests",
+        "edit.p95_ms",
+        "server.cpu_s",
+    ] {
+        let m = &b["metrics"][key];
+        assert!(
+            m["value"].is_number()
+                && m["unit"].is_string()
+                && m["class"].is_string()
+                && m["better"].is_string(),
+            "{key}: {m}"
+        );
+    }
+    assert_eq!(b["metrics"]["cold_push.files"]["value"], 100.0);
+    assert_eq!(b["metrics"]["cold_pull.byte_identical"]["value"], 1.0);
+
+    let edited = |f: &dyn Fn(&mut Value, &mut Value)| {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut bb, mut pp) = (read(&base), read(&side));
+        f(&mut bb, &mut pp);
+        write_json(&dir.path().join("small.json"), &bb);
+        write_json(&dir.path().join("small.provenance.json"), &pp);
+        let out = vb(home.path())
+            .arg("verify")
+            .arg(dir.path())
+            .assert()
+            .code(1)
+            .get_output()
+            .clone();
+        String::from_utf8(out.stderr).unwrap()
+    };
+    // A timing value.
+    let err = edited(&|b, _| b["metrics"]["cold_push.wall_ms"]["value"] = Value::from(0.5));
+    assert!(err.contains("cold_push.wall_ms"), "{err}");
+    // An exact value, with its raw series edited to match: the snapshot still disagrees.
+    let err = edited(&|b, p| {
+        b["metrics"]["cold_push.files"]["value"] = Value::from(99.0);
+        p["raw"]["cold_push.files"] = serde_json::json!([99.0, 99.0, 99.0]);
+    });
+    assert!(
+        err.contains("cold_push.files") && err.contains("snapshot"),
+        "{err}"
+    );
+    // The sidecar alone.
+    let err =
+        edited(&|_, p| p["machine"] = serde_json::json!({"identity": {"cpu_model": "forged"}}));
+    assert!(err.contains("digest"), "{err}");
+}
+
+#[test]
+fn a_noisy_recording_is_refused_and_writes_nothing() {
+    if !slow() {
+        return;
+    }
+    let home = tempfile::tempdir().unwrap();
+    let (gate, scen, out) = (
+        home.path().join("gate.toml"),
+        home.path().join("s.toml"),
+        home.path().join("out"),
+    );
+    std::fs::write(&gate, TIGHT_GATE).unwrap();
+    std::fs::write(&scen, PUSH_ONLY).unwrap();
+    let o = vb(home.path())
+        .arg("record")
+        .arg("--scenario-file")
+        .arg(&scen)
+        .arg("--gate-config")
+        .arg(&gate)
+        .arg("--out")
+        .arg(&out)
+        .assert()
+        .code(3)
+        .get_output()
+        .clone();
+    let err = String::from_utf8(o.stderr).unwrap();
+    assert!(err.contains("refused") && err.contains("cv"), "{err}");
+    assert!(
+        !out.join("push-only.json").exists() && !out.join("push-only.provenance.json").exists()
+    );
+    let ledger = std::fs::read_to_string(out.join("push-only.attempts.jsonl")).unwrap();
+    assert!(ledger.contains("\"refused\""), "{ledger}");
+}
+
+#[test]
+fn a_crashing_target_is_refused_and_leaves_no_process() {
+    if !slow() {
+        return;
+    }
+    let home = tempfile::tempdir().unwrap();
+    let (gate, scen, out) = (
+        home.path().join("gate.toml"),
+        home.path().join("s.toml"),
+        home.path().join("out"),
+    );
+    std::fs::write(&gate, LOOSE_GATE).unwrap();
+    std::fs::write(&scen, PUSH_ONLY.replace("kind = \"cold_push\"\n", "kind = \"cold_push\"\n[[phase]]\nkind = \"route_load\"\nroutes = [\"post-version\"]\nin_flight = [2]\nseconds = 5.0\nmax_requests = 100000\n")).unwrap();
+    // The reference server, killed 1.5 s after start: mid-sample.
+    let exe = assert_cmd::cargo::cargo_bin!("vaultbench");
+    let work = home.path().join("work");
+    let target = format!(
+        "sh -c '{} serve-ref --listen {{addr}} --data {{data}} & p=$!; sleep 1.5; kill -9 $p; sleep 60'",
+        exe.display()
+    );
+    let marker = work.display().to_string();
+    let o = vb(home.path())
+        .arg("record")
+        .arg("--scenario-file")
+        .arg(&scen)
+        .arg("--gate-config")
+        .arg(&gate)
+        .arg("--out")
+        .arg(&out)
+        .arg("--target")
+        .arg(&target)
+        .arg("--work-dir")
+        .arg(&work)
+        .timeout(std::time::Duration::from_secs(300))
+        .assert()
+        .code(3)
+        .get_output()
+        .clone();
+    let err = String::from_utf8(o.stderr).unwrap();
+    assert!(err.contains("refused") && err.contains("sample"), "{err}");
+    assert!(!out.join("push-only.json").exists());
+    // No process of that target is left: scan /proc for the marker.
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let mut left = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        if let Ok(cmd) = std::fs::read(e.path().join("cmdline"))
+            && String::from_utf8_lossy(&cmd).contains(&marker)
+        {
+            left.push(e.file_name());
+        }
+    }
+    assert!(left.is_empty(), "processes left behind: {left:?}");
+}

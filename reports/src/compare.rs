@@ -13,7 +13,8 @@
 //! is reported, and a difference in the bad direction (more requests, more bytes, more fsyncs
 //! per file, more errors) is a regression whatever the threshold — it is a behaviour change,
 //! not noise. A `bool` exact key (e.g. `cold_pull.byte_identical`) that changes at all is a
-//! regression.
+//! regression. An exact key whose raw series varied inside either recording is not
+//! deterministic on that build, so it is judged by the noise rule (still without a threshold).
 
 use serde::Serialize;
 
@@ -143,6 +144,7 @@ pub fn compare(
         notes.push(format!("fewer than {MIN_SERIES} samples on one side: noise cannot be judged, timing changes rest on the threshold alone"));
     }
     let mut keys = Vec::new();
+    let mut unsteady_exact: Vec<String> = Vec::new();
     let all: std::collections::BTreeSet<&String> =
         bb.metrics.keys().chain(rb.metrics.keys()).collect();
     for key in all {
@@ -163,8 +165,15 @@ pub fn compare(
         };
         let series_ok =
             |k: &str, p: &Provenance| p.raw.get(k).is_some_and(|s| s.len() >= MIN_SERIES);
+        let varies = |r: Option<(f64, f64)>| r.is_some_and(|(lo, hi)| lo != hi);
+        // An exact key that varied inside a recording is not deterministic there: it gets the
+        // noise rule too (but still no threshold), so a flapping count does not flap the job.
+        let unsteady = m.class == MetricClass::Exact && (varies(br) || varies(rr));
+        if unsteady {
+            unsteady_exact.push(key.clone());
+        }
         let beyond_noise = match (br, rr) {
-            _ if m.class == MetricClass::Exact => None,
+            _ if m.class == MetricClass::Exact && !unsteady => None,
             (Some(x), Some(y)) if series_ok(key, bp) && series_ok(key, rp) => {
                 Some(y.0 > x.1 || y.1 < x.0)
             }
@@ -181,7 +190,9 @@ pub fn compare(
                     c < 0.0
                 };
                 if m.class == MetricClass::Exact {
-                    if worse || m.unit == "bool" {
+                    if beyond_noise == Some(false) {
+                        Status::WithinNoise
+                    } else if worse || m.unit == "bool" {
                         Status::Regression
                     } else {
                         Status::Improvement
@@ -211,6 +222,12 @@ pub fn compare(
             beyond_noise,
             status,
         });
+    }
+    if let Some(first) = unsteady_exact.first() {
+        notes.push(format!(
+            "{} exact key(s) varied across samples (e.g. {first}): compared with the noise rule instead of exactly",
+            unsteady_exact.len()
+        ));
     }
     let regressions = keys
         .iter()

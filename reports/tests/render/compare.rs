@@ -164,3 +164,37 @@ fn the_markdown_lists_regressions_first() {
     let imp = md.find("cold_push.requests").unwrap();
     assert!(reg < imp, "regressions come first");
 }
+
+#[test]
+fn an_exact_key_that_varied_gets_the_noise_rule() {
+    let (mut b, mut p) = small();
+    let (mut rb, mut rp) = small();
+    set(
+        &mut b,
+        &mut p,
+        "cold_push.requests",
+        &[380.0, 381.0, 381.0, 382.0, 381.0],
+    );
+    set(
+        &mut rb,
+        &mut rp,
+        "cold_push.requests",
+        &[381.0, 382.0, 382.0, 381.0, 383.0],
+    );
+    let c = compare((&b, &p), (&rb, &rp), 0.05).unwrap();
+    assert_eq!(status(&c, "cold_push.requests"), Status::WithinNoise);
+    assert!(
+        c.notes.iter().any(|n| n.contains("1 exact key(s) varied")),
+        "{:?}",
+        c.notes
+    );
+    // Disjoint series in the bad direction: a regression, whatever the threshold.
+    set(
+        &mut rb,
+        &mut rp,
+        "cold_push.requests",
+        &[390.0, 391.0, 390.0, 390.0, 392.0],
+    );
+    let c = compare((&b, &p), (&rb, &rp), 0.50).unwrap();
+    assert_eq!(status(&c, "cold_push.requests"), Status::Regression);
+}

@@ -20,6 +20,8 @@ pub struct Script {
     pub service: Duration,
     /// (start, length) of the stall, relative to the server's start.
     pub stall: Option<(Duration, Duration)>,
+    /// From this time on (relative to the start), answer `503` instead.
+    pub fail_after: Option<Duration>,
 }
 
 /// Starts the fake on 127.0.0.1:0 inside the current runtime; returns its address and
@@ -48,7 +50,11 @@ pub async fn start(script: Script) -> (SocketAddr, Instant) {
                             }
                         }
                         tokio::time::sleep(script.service).await;
-                        Ok::<_, Infallible>(Response::new(Full::new(Bytes::from_static(b"ok"))))
+                        let mut r = Response::new(Full::new(Bytes::from_static(b"ok")));
+                        if script.fail_after.is_some_and(|f| t0.elapsed() >= f) {
+                            *r.status_mut() = hyper::StatusCode::SERVICE_UNAVAILABLE;
+                        }
+                        Ok::<_, Infallible>(r)
                     }
                 });
                 let _ = http1::Builder::new()

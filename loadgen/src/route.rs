@@ -527,6 +527,7 @@ mod tests {
         let (addr, _) = start(Script {
             service: Duration::from_millis(10),
             stall: None,
+            fail_after: None,
         })
         .await;
         let cfg = RouteLoadConfig {
@@ -561,6 +562,7 @@ mod tests {
         let (addr, _) = start(Script {
             service: Duration::from_millis(1),
             stall: Some((Duration::from_millis(500), Duration::from_millis(300))),
+            fail_after: None,
         })
         .await;
         let cfg = RouteLoadConfig {
@@ -594,6 +596,7 @@ mod tests {
         let (addr, _) = start(Script {
             service: Duration::ZERO,
             stall: None,
+            fail_after: None,
         })
         .await;
         let dev = device(addr);
@@ -624,6 +627,38 @@ mod tests {
             .await
             .unwrap_err();
         assert!(e.to_string().starts_with("rate:"), "{e}");
+    }
+
+    /// A target that starts answering 5xx mid-run: counted per status, the run ends on time.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn mid_run_5xx_is_counted_and_the_run_ends_on_time() {
+        let (addr, _) = start(Script {
+            service: Duration::from_millis(1),
+            stall: None,
+            fail_after: Some(Duration::from_millis(200)),
+        })
+        .await;
+        let cfg = RouteLoadConfig {
+            route: Route::Livez,
+            mode: Mode::Closed { in_flight: 2 },
+            duration: Duration::from_millis(500),
+            max_requests: 1_000_000,
+            seed: 1,
+        };
+        let t = Instant::now();
+        let r = run_route_load(&[device(addr)], &cfg).await.unwrap();
+        assert!(
+            t.elapsed() < Duration::from_millis(1500),
+            "{:?}",
+            t.elapsed()
+        );
+        let ok = r.stats.status.get("200").copied().unwrap_or(0);
+        let failed = r.stats.status.get("503").copied().unwrap_or(0);
+        assert!(ok > 0 && failed > 0, "{:?}", r.stats.status);
+        assert_eq!(ok + failed, r.requests);
+        assert_eq!(r.stats.errors(), failed);
+        // Nothing was counted long after the 500 ms run ended.
+        assert!(r.stats.per_second.len() <= 2, "{:?}", r.stats.per_second);
     }
 
     /// A dead target: every request is counted as a transport error, the run still ends

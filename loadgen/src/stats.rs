@@ -194,6 +194,8 @@ pub(crate) struct Sample {
     pub done: Instant,
     pub bytes_sent: u64,
     pub bytes_received: u64,
+    /// Time spent signing it (recorded under the same lock as the rest).
+    pub sign: Option<Duration>,
 }
 
 /// Per-route statistics behind a mutex, shared by every task of one operation. Recording
@@ -262,6 +264,10 @@ impl Recorder {
         let sec = s.done.saturating_duration_since(self.start).as_secs() as usize;
         let open = self.open_loop;
         let mut g = self.lock();
+        if let Some(d) = s.sign {
+            g.signing
+                .saturating_record((d.as_nanos() as u64).clamp(1, MAX_SIGN_NS));
+        }
         let st = match g.routes.get_mut(route) {
             Some(st) => st,
             None => g
@@ -292,12 +298,6 @@ impl Recorder {
             }
             let _ = st.intervals[sec].record(corrected.unwrap_or(service));
         }
-    }
-
-    /// Records the time one signature took.
-    pub(crate) fn record_sign(&self, d: Duration) {
-        let ns = (d.as_nanos() as u64).clamp(1, MAX_SIGN_NS);
-        self.lock().signing.saturating_record(ns);
     }
 
     /// Counts an open-loop request that left later than intended.
@@ -451,6 +451,7 @@ mod tests {
             done: at(done_ms),
             bytes_sent: 10,
             bytes_received: 20,
+            sign: Some(Duration::from_nanos(900)),
         }
     }
 

@@ -45,6 +45,8 @@ pub(crate) struct AbView {
     pub exact: Vec<(String, String, f64, f64)>,
     pub rules: Vec<String>,
     pub decision: Option<(String, String)>,
+    /// The gate over every kept sample of both builds.
+    pub calibration: super::recording::Calibration,
 }
 
 fn f(v: &Value, k: &str) -> Option<f64> {
@@ -130,6 +132,7 @@ impl AbView {
                         .collect()
                 })
                 .unwrap_or_default(),
+            calibration: super::recording::calibration(v.get("gate").unwrap_or(&Value::Null)),
             decision: v
                 .get("decision")
                 .filter(|d| !d.is_null())
@@ -219,6 +222,11 @@ pub(crate) fn markdown(r: &AbView) -> String {
             .map(|(k, u, a, b)| vec![k.clone(), u.clone(), num(*a), num(*b)])
             .collect();
         out.push_str(&md_table(&["key", "unit", "A", "B"], &rows));
+    }
+    let cal = super::md::calibration_section(&r.calibration);
+    if !cal.rows.is_empty() {
+        out.push_str(&format!("\n## {}\n\n{}\n\n", cal.heading, cal.intro));
+        out.push_str(&md_table(&cal.headers, &cal.rows));
     }
     out.push_str("\n## Why each verdict\n\n");
     for m in &r.metrics {
@@ -379,6 +387,15 @@ pub(crate) fn html(r: &AbView, charts: &[Chart]) -> Result<String, RenderError> 
             .map(|(k, u, a, b)| vec![k.clone(), u.clone(), num(*a), num(*b)])
             .collect();
         s.push_str(&html_table(&["key", "unit", "A", "B"], &rows));
+    }
+    let cal = super::md::calibration_section(&r.calibration);
+    if !cal.rows.is_empty() {
+        s.push_str(&format!(
+            "<h2>{}</h2>\n<p>{}</p>\n",
+            cal.heading,
+            html_escape(&cal.intro)
+        ));
+        s.push_str(&html_table(&cal.headers, &cal.rows));
     }
     s.push_str("<h2>Per-round values</h2>\n<p class=\"muted\">Filled markers: that build ran first in the round; hollow: it ran second. A pattern by fill is an order effect.</p>\n");
     for c in charts.iter().filter(|c| c.slug.starts_with("ab-rounds-")) {

@@ -112,40 +112,7 @@ pub(crate) fn recording_sections(r: &RecordingReport) -> Vec<Section> {
             })
             .collect(),
     });
-    let cal = &r.calibration;
-    out.push(Section {
-        heading: "Calibration",
-        intro: format!(
-            "Two channels ran beside every sample; each figure is shown as a share of its allowance (the gate refuses at 100%). Gate: {}{}.",
-            match cal.accepted {
-                Some(true) => "accepted",
-                Some(false) => "refused",
-                None => "verdict not recorded",
-            },
-            if cal.drift_checked == Some(false) { "; no machine reference, drift not checked" } else { "" }
-        ),
-        headers: vec!["channel", "n", "median ms", "CV", "CV bound", "of allowance", "max/median", "bound", "of allowance", "drift", "tolerance", "of allowance"],
-        rows: cal
-            .channels
-            .iter()
-            .map(|c| {
-                vec![
-                    c.channel.clone(),
-                    c.n.map_or("–".into(), |n| n.to_string()),
-                    opt(c.median_ms, num),
-                    opt(c.cv, num),
-                    opt(c.cv_bound, num),
-                    opt(c.cv_share, pct),
-                    opt(c.max_over_median, num),
-                    opt(c.max_over_median_bound, num),
-                    opt(c.max_over_median_share, pct),
-                    opt(c.drift, signed_pct),
-                    opt(c.drift_bound, num),
-                    opt(c.drift_share, pct),
-                ]
-            })
-            .collect(),
-    });
+    out.push(calibration_section(&r.calibration));
     let p = &r.provenance;
     let la = |l: Option<[f64; 3]>| {
         l.map_or("–".into(), |l| {
@@ -238,6 +205,60 @@ pub(crate) fn recording_sections(r: &RecordingReport) -> Vec<Section> {
             .collect(),
     });
     out
+}
+
+/// The calibration gate's figures, each as a share of its allowance (recordings and A/B runs).
+pub(crate) fn calibration_section(cal: &super::recording::Calibration) -> Section {
+    Section {
+        heading: "Calibration",
+        intro: format!(
+            "Two channels ran beside every sample; each figure is shown as a share of its allowance (the gate refuses at 100%). Gate: {}{}.",
+            match cal.accepted {
+                Some(true) => "accepted",
+                Some(false) => "refused",
+                None => "verdict not recorded",
+            },
+            if cal.drift_checked == Some(false) {
+                "; no machine reference, drift not checked"
+            } else {
+                ""
+            }
+        ),
+        headers: vec![
+            "channel",
+            "n",
+            "median ms",
+            "CV",
+            "CV bound",
+            "of allowance",
+            "max/median",
+            "bound",
+            "of allowance",
+            "drift",
+            "tolerance",
+            "of allowance",
+        ],
+        rows: cal
+            .channels
+            .iter()
+            .map(|c| {
+                vec![
+                    c.channel.clone(),
+                    c.n.map_or("–".into(), |n| n.to_string()),
+                    opt(c.median_ms, num),
+                    opt(c.cv, num),
+                    opt(c.cv_bound, num),
+                    opt(c.cv_share, pct),
+                    opt(c.max_over_median, num),
+                    opt(c.max_over_median_bound, num),
+                    opt(c.max_over_median_share, pct),
+                    opt(c.drift, signed_pct),
+                    opt(c.drift_bound, num),
+                    opt(c.drift_share, pct),
+                ]
+            })
+            .collect(),
+    }
 }
 
 pub fn recording(r: &RecordingReport) -> String {

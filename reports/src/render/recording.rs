@@ -386,7 +386,7 @@ fn provenance_summary(p: &Provenance) -> ProvenanceSummary {
 
 /// Reads `gate.verdict.channels.*` and `gate.config.*` defensively: a sidecar from an older
 /// harness may lack fields, and the report must still render.
-fn calibration(gate: &serde_json::Value) -> Calibration {
+pub(crate) fn calibration(gate: &serde_json::Value) -> Calibration {
     let verdict = gate.get("verdict");
     let f = |v: Option<&serde_json::Value>, k: &str| {
         v.and_then(|v| v.get(k)).and_then(serde_json::Value::as_f64)

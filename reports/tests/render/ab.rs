@@ -38,6 +38,7 @@ pub fn ab_result() -> serde_json::Value {
         "units": { "server.cpu_s": "s", "cold_push.wall_ms": "ms" },
         "metrics": { "server.cpu_s": cpu, "cold_push.wall_ms": wall },
         "exact_differences": { "cold_push.server.fsyncs.journal": { "unit": "count", "diff": { "a": 100.0, "b": 25.0, "a_stable": true, "b_stable": true } } },
+        "gate": crate::fixtures::small().1.gate,
         "rules": ["keep-if server.cpu_s <= -10%", "all <= +3%"],
         "decision": { "outcome": "KEEP", "reason": "server.cpu_s dropped beyond 10% and no metric is worse than 3%" },
     })
@@ -66,6 +67,10 @@ fn ab_markdown_has_changes_intervals_verdicts_and_the_decision() {
         "{wall_line}"
     );
     assert!(md.contains("cold_push.server.fsyncs.journal | count | 100 | 25"));
+    assert!(
+        md.contains("## Calibration") && md.contains("| io_ms | 10 |"),
+        "{md}"
+    );
 }
 
 #[test]

@@ -88,3 +88,44 @@ fn write_a_sample_page_when_asked() {
         .unwrap();
     }
 }
+
+#[test]
+fn a_sparse_sidecar_still_renders() {
+    // An older or partial sidecar: no histograms, no gate verdict, no machine fingerprint.
+    let (b, mut p) = small();
+    p.histograms.clear();
+    p.gate = serde_json::Value::Null;
+    p.machine = serde_json::json!({});
+    let doc = Document::Recording {
+        baseline: &b,
+        provenance: &p,
+    };
+    let html = render(&doc, Format::Html).unwrap();
+    assert_eq!(
+        html.matches("<svg").count(),
+        1,
+        "only the phase bars remain"
+    );
+    let md = render(&doc, Format::Md).unwrap();
+    assert!(
+        md.contains("Recorded on unknown"),
+        "the claims say what is unknown"
+    );
+    assert!(!md.contains("## Calibration"), "no empty calibration table");
+    // A histogram that is not one is named.
+    p.histograms
+        .insert("cold_push.put-chunk".into(), "bm90IGEgaGlzdG9ncmFt".into());
+    let e = render(
+        &Document::Recording {
+            baseline: &b,
+            provenance: &p,
+        },
+        Format::Html,
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.starts_with("histogram cold_push.put-chunk: not an HdrHistogram"),
+        "{e}"
+    );
+}

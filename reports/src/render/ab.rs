@@ -203,6 +203,54 @@ fn decision_text(r: &AbView) -> String {
     }
 }
 
+/// The A/B report's "what these numbers are not", from the run's own facts.
+pub(crate) fn not_claims(r: &AbView) -> Vec<String> {
+    let mut out = Vec::new();
+    if r.aa {
+        let flagged: Vec<&str> = r
+            .metrics
+            .iter()
+            .filter(|m| m.verdict == "better" || m.verdict == "worse")
+            .map(|m| m.key.as_str())
+            .collect();
+        out.push(format!(
+            "Not a comparison of two builds. This is an A/A run (the same build in both arms): each of its {} better/worse verdict(s) is a false positive{}, and it measures the noise floor.",
+            flagged.len(),
+            flagged.first().map_or(String::new(), |k| format!(" (e.g. {k})"))
+        ));
+    }
+    if let Some(planned) = r.rounds_planned
+        && (r.rounds_kept as u64) < planned
+    {
+        out.push(format!(
+            "Not every planned round. {} of {planned} rounds were kept; failed or refused rounds were dropped to keep the order balanced.",
+            r.rounds_kept
+        ));
+    }
+    let mdes: Vec<f64> = r.metrics.iter().filter_map(|m| m.mde_pct).collect();
+    let none = r.metrics.len() - mdes.len();
+    let mut s = format!(
+        "Not sensitive to small changes. With {} rounds",
+        r.rounds_kept
+    );
+    if let Some(med) = crate::schema::median(&mdes) {
+        s.push_str(&format!(
+            ", the median minimum detectable effect is {med:.1}%"
+        ));
+    }
+    if none > 0 {
+        s.push_str(if mdes.is_empty() { ", " } else { "; " });
+        s.push_str(&format!(
+            "{none} of {} metrics have no detectable effect at all at this round count",
+            r.metrics.len()
+        ));
+    }
+    s.push_str(". \"Inconclusive\" means the run could not tell, not that nothing changed.");
+    out.push(s);
+    out.push("Not a claim about other machines. Both builds ran interleaved on this one machine; the ratio is what transfers, not the absolute values.".into());
+    out
+}
+
 pub(crate) fn markdown(r: &AbView) -> String {
     let mut out = format!("# vaultbench A/B: {}\n\n{}\n\n", r.scenario, intro(r));
     out.push_str(&format!("## Decision\n\n{}\n\n", decision_text(r)));
@@ -227,6 +275,10 @@ pub(crate) fn markdown(r: &AbView) -> String {
     if !cal.rows.is_empty() {
         out.push_str(&format!("\n## {}\n\n{}\n\n", cal.heading, cal.intro));
         out.push_str(&md_table(&cal.headers, &cal.rows));
+    }
+    out.push_str("\n## What these numbers are not\n\n");
+    for c in not_claims(r) {
+        out.push_str(&format!("- {c}\n"));
     }
     out.push_str("\n## Why each verdict\n\n");
     for m in &r.metrics {
@@ -397,6 +449,11 @@ pub(crate) fn html(r: &AbView, charts: &[Chart]) -> Result<String, RenderError> 
         ));
         s.push_str(&html_table(&cal.headers, &cal.rows));
     }
+    s.push_str("<h2>What these numbers are not</h2>\n<ul class=\"notes\">\n");
+    for c in not_claims(r) {
+        s.push_str(&format!("<li>{}</li>\n", super::fmt::html_inline(&c)));
+    }
+    s.push_str("</ul>\n");
     s.push_str("<h2>Per-round values</h2>\n<p class=\"muted\">Filled markers: that build ran first in the round; hollow: it ran second. A pattern by fill is an order effect.</p>\n");
     for c in charts.iter().filter(|c| c.slug.starts_with("ab-rounds-")) {
         s.push_str(&super::html::figure(c)?);

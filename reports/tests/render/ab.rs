@@ -71,6 +71,11 @@ fn ab_markdown_has_changes_intervals_verdicts_and_the_decision() {
         md.contains("## Calibration") && md.contains("| io_ms | 10 |"),
         "{md}"
     );
+    assert!(
+        md.contains("## What these numbers are not") && md.contains("With 8 rounds"),
+        "{md}"
+    );
+    assert!(!md.contains("A/A run (the same build"), "not an A/A run");
 }
 
 #[test]

@@ -295,23 +295,24 @@ impl Device {
                 reason: e.to_string(),
             })?;
         let sent = Instant::now();
-        let outcome = tokio::time::timeout(req.timeout, async {
-            let resp =
-                match conn {
-                    Some(c) => c.request(request).await?,
-                    None => self.inner.client.request(request).await.map_err(|e| {
+        let outcome =
+            tokio::time::timeout(req.timeout, async {
+                if let Some(c) = conn {
+                    return c.roundtrip(request).await;
+                }
+                let resp =
+                    self.inner.client.request(request).await.map_err(|e| {
                         (if e.is_connect() { "connect" } else { "io" }, e.to_string())
-                    })?,
-                };
-            let (parts, body) = resp.into_parts();
-            let body = Limited::new(body, MAX_ANSWER_BYTES)
-                .collect()
-                .await
-                .map_err(|e| ("io", format!("reading the answer: {e}")))?
-                .to_bytes();
-            Ok::<_, (&'static str, String)>((parts, body))
-        })
-        .await;
+                    })?;
+                let (parts, body) = resp.into_parts();
+                let body = Limited::new(body, MAX_ANSWER_BYTES)
+                    .collect()
+                    .await
+                    .map_err(|e| ("io", format!("reading the answer: {e}")))?
+                    .to_bytes();
+                Ok::<_, (&'static str, String)>((parts, body))
+            })
+            .await;
         let done = Instant::now();
         let sample = |received: u64| Sample {
             sent,
@@ -427,23 +428,34 @@ impl Signer {
     }
 }
 
+type Http1Conn = hyper::client::conn::http1::Connection<
+    hyper_util::rt::TokioIo<tokio::net::TcpStream>,
+    Full<Bytes>,
+>;
+
 /// One HTTP/1.1 connection owned by a closed-loop worker; reconnects after a failure.
+/// The connection future is polled inside the worker's own task, alongside the request
+/// (no second task per connection, so no cross-thread wake-up per request, as in wrk's
+/// one event loop per thread).
 pub(crate) struct WorkerConn {
     addr: std::net::SocketAddr,
-    sender: Option<hyper::client::conn::http1::SendRequest<Full<Bytes>>>,
+    live: Option<(
+        hyper::client::conn::http1::SendRequest<Full<Bytes>>,
+        std::pin::Pin<Box<Http1Conn>>,
+    )>,
 }
+
+type Roundtrip = Result<(hyper::http::response::Parts, Bytes), (&'static str, String)>;
 
 impl WorkerConn {
     pub fn new(addr: std::net::SocketAddr) -> WorkerConn {
-        WorkerConn { addr, sender: None }
+        WorkerConn { addr, live: None }
     }
 
-    async fn request(
-        &mut self,
-        req: Request<Full<Bytes>>,
-    ) -> Result<hyper::Response<hyper::body::Incoming>, (&'static str, String)> {
-        if self.sender.as_ref().is_none_or(|s| s.is_closed()) {
-            self.sender = None;
+    /// Sends `req` and reads the whole answer, driving the connection meanwhile.
+    async fn roundtrip(&mut self, req: Request<Full<Bytes>>) -> Roundtrip {
+        if self.live.as_ref().is_none_or(|(s, _)| s.is_closed()) {
+            self.live = None;
             let stream = tokio::net::TcpStream::connect(self.addr)
                 .await
                 .map_err(|e| ("connect", e.to_string()))?;
@@ -452,19 +464,37 @@ impl WorkerConn {
                 hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
                     .await
                     .map_err(|e| ("connect", e.to_string()))?;
-            tokio::spawn(conn);
-            self.sender = Some(sender);
+            self.live = Some((sender, Box::pin(conn)));
         }
-        let sender = self.sender.as_mut().expect("connected above");
-        let res = async {
-            sender.ready().await?;
-            sender.send_request(req).await
+        let (sender, conn) = self.live.as_mut().expect("connected above");
+        let exchange = async {
+            // Ready once the connection (polled below, in this same task) has finished
+            // the previous exchange.
+            sender.ready().await.map_err(|e| ("io", e.to_string()))?;
+            let resp = sender
+                .send_request(req)
+                .await
+                .map_err(|e| ("io", e.to_string()))?;
+            let (parts, body) = resp.into_parts();
+            let body = Limited::new(body, MAX_ANSWER_BYTES)
+                .collect()
+                .await
+                .map_err(|e| ("io", format!("reading the answer: {e}")))?
+                .to_bytes();
+            Ok((parts, body))
+        };
+        let res: Roundtrip = tokio::select! {
+            biased;
+            r = exchange => r,
+            c = conn.as_mut() => Err(("io", match c {
+                Ok(()) => "connection closed by the server".to_owned(),
+                Err(e) => e.to_string(),
+            })),
+        };
+        if res.is_err() {
+            self.live = None;
         }
-        .await;
-        res.map_err(|e| {
-            self.sender = None;
-            ("io", e.to_string())
-        })
+        res
     }
 }
 

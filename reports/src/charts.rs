@@ -301,6 +301,11 @@ fn draw_percentiles<DB: DrawingBackend>(
             .filter(|p| p.1 > 0.0)
             .map(|p| (1.0 / (1.0 - p.0), p.1))
             .collect();
+        // A dot at the end marks the maximum, and keeps a one-request series visible.
+        let last = pts.last().copied();
+        chart
+            .draw_series(last.map(|p| Circle::new(p, 3, color.filled())))
+            .map_err(e2s)?;
         chart
             .draw_series(LineSeries::new(pts, color.stroke_width(2)))
             .map_err(e2s)?

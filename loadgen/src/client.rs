@@ -428,6 +428,7 @@ impl Signer {
     }
 }
 
+type Http1Sender = hyper::client::conn::http1::SendRequest<Full<Bytes>>;
 type Http1Conn = hyper::client::conn::http1::Connection<
     hyper_util::rt::TokioIo<tokio::net::TcpStream>,
     Full<Bytes>,
@@ -439,10 +440,7 @@ type Http1Conn = hyper::client::conn::http1::Connection<
 /// one event loop per thread).
 pub(crate) struct WorkerConn {
     addr: std::net::SocketAddr,
-    live: Option<(
-        hyper::client::conn::http1::SendRequest<Full<Bytes>>,
-        std::pin::Pin<Box<Http1Conn>>,
-    )>,
+    live: Option<(Http1Sender, std::pin::Pin<Box<Http1Conn>>)>,
 }
 
 type Roundtrip = Result<(hyper::http::response::Parts, Bytes), (&'static str, String)>;

@@ -255,7 +255,14 @@ pub fn run(args: RecordArgs) -> anyhow::Result<i32> {
     let refs: Vec<&SampleResult> = counted.iter().collect();
     let verdict = prep.judge(&refs);
     for l in verdict.lines() {
-        eprintln!("gate: {l}");
+        eprintln!(
+            "{}",
+            if l.starts_with("gate:") {
+                l
+            } else {
+                format!("gate: {l}")
+            }
+        );
     }
     if !verdict.accepted {
         append_ledger(&ledger, &name, "refused", &verdict.failures.join("; "))?;
@@ -264,11 +271,6 @@ pub fn run(args: RecordArgs) -> anyhow::Result<i32> {
             verdict.failures.join("; ")
         );
         return Ok(crate::exit::REFUSED);
-    }
-    if !verdict.drift_checked {
-        eprintln!(
-            "gate: no calibration reference for this machine: drift not checked (run `vaultbench calibrate`)"
-        );
     }
     let attempts = attempts_since_last_accept(&ledger);
     let (baseline, mut prov) = build_recording(&prep, &counted, &metas, attempts)?;

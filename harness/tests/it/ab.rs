@@ -2,30 +2,10 @@
 //! a known amount (the hidden `--inject-delay-us`), where the right verdict is known; and the
 //! bad-input paths.
 
-use std::path::Path;
-
 use assert_cmd::Command;
 use serde_json::Value;
 
-fn vb(home: &Path) -> Command {
-    let mut c = Command::new(assert_cmd::cargo::cargo_bin!("vaultbench"));
-    c.env("XDG_DATA_HOME", home.join("data"))
-        .env("XDG_CACHE_HOME", home.join("cache"))
-        .env("VAULTBENCH_CACHE", home.join("cache"))
-        .env("VAULTBENCH_LOCK", home.join("machine.lock"))
-        .env_remove("VAULTBENCH_REFERENCE")
-        .env_remove("VAULTBENCH_GATE_CONFIG");
-    c
-}
-
-fn slow() -> bool {
-    std::env::var_os("VAULTBENCH_SLOW_TESTS").is_some_and(|v| v == "1")
-}
-
-const LOOSE_GATE: &str = "[cpu_ms]\nmax_cv = 1000.0\nmax_over_median = 1000.0\nreference_tolerance = 1000.0\n\
-                          [io_ms]\nmax_cv = 1000.0\nmax_over_median = 1000.0\nreference_tolerance = 1000.0\n";
-const PUSH_ONLY: &str = "name = \"push-only\"\ndoc = \"test\"\nprofile = \"small\"\n\
-                         [[phase]]\nkind = \"cold_start\"\n[[phase]]\nkind = \"cold_push\"\n";
+use crate::common::{loose_files, slow, vb};
 
 fn one_line_error(cmd: &mut Command) -> String {
     let out = cmd.assert().code(2).get_output().clone();
@@ -84,13 +64,8 @@ fn a_slowed_build_is_worse_and_the_rule_rejects_it() {
         return;
     }
     let home = tempfile::tempdir().unwrap();
-    let (gate, scen, res) = (
-        home.path().join("gate.toml"),
-        home.path().join("s.toml"),
-        home.path().join("ab.json"),
-    );
-    std::fs::write(&gate, LOOSE_GATE).unwrap();
-    std::fs::write(&scen, PUSH_ONLY).unwrap();
+    let (gate, scen) = loose_files(home.path());
+    let res = home.path().join("ab.json");
     // 20 ms on every version post: 104 posts at 4 in flight add about 0.5 s to the push.
     let o = vb(home.path())
         .args([

@@ -1,5 +1,7 @@
 //! The harness's one integration-test binary: the `vaultbench` CLI driven as a user would.
 
 mod ab;
+mod common;
 mod record;
+mod report;
 mod vault;

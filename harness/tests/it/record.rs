@@ -4,36 +4,13 @@
 
 use std::path::Path;
 
-use assert_cmd::Command;
 use serde_json::Value;
 
-fn vb(home: &Path) -> Command {
-    let mut c = Command::new(assert_cmd::cargo::cargo_bin!("vaultbench"));
-    // Keep caches, references and the machine lock inside the test's temp dir.
-    c.env("XDG_DATA_HOME", home.join("data"))
-        .env("XDG_CACHE_HOME", home.join("cache"))
-        .env("VAULTBENCH_CACHE", home.join("cache"))
-        .env("VAULTBENCH_LOCK", home.join("machine.lock"))
-        .env_remove("VAULTBENCH_REFERENCE")
-        .env_remove("VAULTBENCH_GATE_CONFIG");
-    c
-}
+use crate::common::{LOOSE_GATE, PUSH_ONLY, slow, vb};
 
-fn slow() -> bool {
-    std::env::var_os("VAULTBENCH_SLOW_TESTS").is_some_and(|v| v == "1")
-}
-
-/// Bounds so wide no machine is refused: the tests of what gets written must not depend on
-/// how busy the test machine is. The gate's own accept/refuse logic is tested in calibration.
-const LOOSE_GATE: &str = "[cpu_ms]\nmax_cv = 1000.0\nmax_over_median = 1000.0\nreference_tolerance = 1000.0\n\
-                          [io_ms]\nmax_cv = 1000.0\nmax_over_median = 1000.0\nreference_tolerance = 1000.0\n";
 /// Bounds no machine can meet.
 const TIGHT_GATE: &str = "[cpu_ms]\nmax_cv = 0.0\nmax_over_median = 1.0\nreference_tolerance = 0.0\n\
                           [io_ms]\nmax_cv = 0.0\nmax_over_median = 1.0\nreference_tolerance = 0.0\n";
-
-/// A short scenario for the fault tests: cold start and a cold push of `small`.
-const PUSH_ONLY: &str = "name = \"push-only\"\ndoc = \"test\"\nprofile = \"small\"\nsamples = 2\n\
-                         [[phase]]\nkind = \"cold_start\"\n[[phase]]\nkind = \"cold_push\"\n";
 
 fn read(p: &Path) -> Value {
     serde_json::from_slice(&std::fs::read(p).unwrap()).unwrap()

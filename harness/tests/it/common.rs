@@ -1,0 +1,40 @@
+//! Helpers shared by the end-to-end tests: an isolated `vaultbench` command, the slow-test
+//! switch, and gate and scenario files.
+
+use std::path::Path;
+
+use assert_cmd::Command;
+
+/// `vaultbench` with caches, references and the machine lock inside `home`.
+pub fn vb(home: &Path) -> Command {
+    let mut c = Command::new(assert_cmd::cargo::cargo_bin!("vaultbench"));
+    c.env("XDG_DATA_HOME", home.join("data"))
+        .env("XDG_CACHE_HOME", home.join("cache"))
+        .env("VAULTBENCH_CACHE", home.join("cache"))
+        .env("VAULTBENCH_LOCK", home.join("machine.lock"))
+        .env_remove("VAULTBENCH_REFERENCE")
+        .env_remove("VAULTBENCH_GATE_CONFIG");
+    c
+}
+
+/// End-to-end tests run only with `VAULTBENCH_SLOW_TESTS=1` (CI sets it).
+pub fn slow() -> bool {
+    std::env::var_os("VAULTBENCH_SLOW_TESTS").is_some_and(|v| v == "1")
+}
+
+/// Bounds so wide no machine is refused: what gets written must not depend on how busy the
+/// test machine is. The gate's own accept/refuse logic is tested in the calibration crate.
+pub const LOOSE_GATE: &str = "[cpu_ms]\nmax_cv = 1000.0\nmax_over_median = 1000.0\nreference_tolerance = 1000.0\n\
+                              [io_ms]\nmax_cv = 1000.0\nmax_over_median = 1000.0\nreference_tolerance = 1000.0\n";
+
+/// A short scenario: cold start and a cold push of `small`.
+pub const PUSH_ONLY: &str = "name = \"push-only\"\ndoc = \"test\"\nprofile = \"small\"\nsamples = 2\n\
+                             [[phase]]\nkind = \"cold_start\"\n[[phase]]\nkind = \"cold_push\"\n";
+
+/// Writes the loose gate and the push-only scenario into `home`: (gate, scenario).
+pub fn loose_files(home: &Path) -> (std::path::PathBuf, std::path::PathBuf) {
+    let (gate, scen) = (home.join("gate.toml"), home.join("s.toml"));
+    std::fs::write(&gate, LOOSE_GATE).unwrap();
+    std::fs::write(&scen, PUSH_ONLY).unwrap();
+    (gate, scen)
+}

@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# Measures vaultbench's A/B sensitivity on this machine with the reference server (issue 7):
+#   1. A/A false positives: `small`, R=6, several runs: how often any verdict is not "no change";
+#   2. A vs A-with-group-commit: the fsync difference shows up as an exact difference;
+#   3. A vs A slowed on purpose (--inject-delay-us on every version post): the smallest
+#      slowdown detected ("worse") in at least 9 of 10 runs.
+# Usage: scripts/ab-sensitivity.sh OUTDIR [AA_RUNS] [DELAYS_US...]
+# Results: one A/B JSON per run under OUTDIR and a summary on stdout.
+set -euo pipefail
+out=${1:?usage: scripts/ab-sensitivity.sh OUTDIR [AA_RUNS] [DELAYS_US...]}
+aa_runs=${2:-3}
+shift 2 || true
+delays=("$@")
+[ ${#delays[@]} -gt 0 ] || delays=(500 1000 2000 4000)
+mkdir -p "$out"
+vb=${VB:-./target/release/vaultbench}
+push_only="$out/push-only.toml"
+cat > "$push_only" <<'TOML'
+name = "push-only"
+doc = "Cold start and a cold push of the small vault: the sensitivity probe's workload."
+profile = "small"
+
+[[phase]]
+kind = "cold_start"
+
+[[phase]]
+kind = "cold_push"
+TOML
+
+echo "== 1. A/A, small, R=6, $aa_runs runs"
+for i in $(seq 1 "$aa_runs"); do
+  "$vb" ab --a ref --b ref --aa --scenario small --rounds 6 --order-seed "$i" --out "$out/aa-$i.json" >/dev/null 2>"$out/aa-$i.log" || true
+  python3 - "$out/aa-$i.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+v = {}
+for k, m in d["metrics"].items():
+    v[m["verdict"]] = v.get(m["verdict"], 0) + 1
+print(f"  run {sys.argv[1]}: {len(d['metrics'])} timing/resource keys, verdicts {v}, exact differences {len(d['exact_differences'])}")
+PY
+done
+
+echo "== 2. A vs A --group-commit, small, R=6"
+"$vb" ab --a ref --b "ref --group-commit" --scenario small --rounds 6 --out "$out/gc.json" >/dev/null 2>"$out/gc.log" || true
+python3 - "$out/gc.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+for k, e in sorted(d["exact_differences"].items()):
+    if "fsync" in k or "journal" in k:
+        print(f"  {k}: {e['diff']['a']} -> {e['diff']['b']} {e['unit']} (stable A {e['diff']['a_stable']}, B {e['diff']['b_stable']})")
+PY
+
+echo "== 3. A vs A slowed by D us per version post, push-only, R=6, 10 runs each"
+for d in "${delays[@]}"; do
+  worse=0
+  pcts=()
+  for i in $(seq 1 10); do
+    f="$out/delay-$d-$i.json"
+    "$vb" ab --a ref --b "ref --inject-delay-us $d" --scenario-file "$push_only" --rounds 6 --order-seed "$i" --out "$f" >/dev/null 2>"$out/delay-$d-$i.log" || true
+    r=$(python3 -c "import json,sys; m=json.load(open('$f'))['metrics']['cold_push.wall_ms']; print(m['verdict'], round(m['estimate_pct'] or 0, 1))")
+    [ "${r%% *}" = worse ] && worse=$((worse+1))
+    pcts+=("${r##* }")
+  done
+  echo "  delay ${d}us: cold_push.wall_ms called worse in $worse/10 runs; estimated change % per run: ${pcts[*]}"
+done

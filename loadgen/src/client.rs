@@ -295,24 +295,25 @@ impl Device {
                 reason: e.to_string(),
             })?;
         let sent = Instant::now();
-        let outcome =
-            tokio::time::timeout(req.timeout, async {
-                if let Some(c) = conn {
-                    return c.roundtrip(request).await;
-                }
-                let resp =
-                    self.inner.client.request(request).await.map_err(|e| {
-                        (if e.is_connect() { "connect" } else { "io" }, e.to_string())
-                    })?;
-                let (parts, body) = resp.into_parts();
-                let body = Limited::new(body, MAX_ANSWER_BYTES)
-                    .collect()
-                    .await
-                    .map_err(|e| ("io", format!("reading the answer: {e}")))?
-                    .to_bytes();
-                Ok::<_, (&'static str, String)>((parts, body))
-            })
-            .await;
+        let outcome = tokio::time::timeout(req.timeout, async {
+            if let Some(c) = conn {
+                return c.roundtrip(request).await;
+            }
+            let resp = self
+                .inner
+                .client
+                .request(request)
+                .await
+                .map_err(|e| (if e.is_connect() { "connect" } else { "io" }, chain(&e)))?;
+            let (parts, body) = resp.into_parts();
+            let body = Limited::new(body, MAX_ANSWER_BYTES)
+                .collect()
+                .await
+                .map_err(|e| ("io", format!("reading the answer: {e}")))?
+                .to_bytes();
+            Ok::<_, (&'static str, String)>((parts, body))
+        })
+        .await;
         let done = Instant::now();
         let sample = |received: u64| Sample {
             sent,
@@ -468,11 +469,11 @@ impl WorkerConn {
         let exchange = async {
             // Ready once the connection (polled below, in this same task) has finished
             // the previous exchange.
-            sender.ready().await.map_err(|e| ("io", e.to_string()))?;
+            sender.ready().await.map_err(|e| ("io", chain(&e)))?;
             let resp = sender
                 .send_request(req)
                 .await
-                .map_err(|e| ("io", e.to_string()))?;
+                .map_err(|e| ("io", chain(&e)))?;
             let (parts, body) = resp.into_parts();
             let body = Limited::new(body, MAX_ANSWER_BYTES)
                 .collect()
@@ -494,6 +495,21 @@ impl WorkerConn {
         }
         res
     }
+}
+
+/// An error and its sources on one line ("client error (Connect): Connection refused").
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut cur = e.source();
+    while let Some(s) = cur {
+        let t = s.to_string();
+        if !out.contains(&t) {
+            out.push_str(": ");
+            out.push_str(&t);
+        }
+        cur = s.source();
+    }
+    out
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {

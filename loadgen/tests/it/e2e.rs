@@ -208,6 +208,7 @@ fn enrolment_errors_are_named() {
         let e = enroll(&dead, "x", 1, 1).await.unwrap_err();
         assert!(matches!(e, LoadError::Unreachable { .. }), "{e}");
         assert!(e.to_string().contains(dead.base()), "{e}");
+        assert!(e.to_string().contains("refused"), "the cause is named: {e}");
 
         // Something that speaks HTTP but not obsync-v1.
         let not = std::net::TcpListener::bind("127.0.0.1:0").unwrap();

@@ -225,15 +225,80 @@ fn a_crashing_target_is_refused_and_leaves_no_process() {
     let err = String::from_utf8(o.stderr).unwrap();
     assert!(err.contains("refused") && err.contains("sample"), "{err}");
     assert!(!out.join("push-only.json").exists());
-    // No process of that target is left: scan /proc for the marker.
+    // No process of that target (or of its sample) is left.
     std::thread::sleep(std::time::Duration::from_millis(300));
-    let mut left = Vec::new();
+    assert!(
+        procs_with(&marker).is_empty(),
+        "processes left behind: {:?}",
+        procs_with(&marker)
+    );
+}
+
+#[test]
+fn sigint_kills_and_reaps_everything_and_writes_nothing() {
+    if !slow() {
+        return;
+    }
+    let home = tempfile::tempdir().unwrap();
+    let (gate, out, work) = (
+        home.path().join("gate.toml"),
+        home.path().join("out"),
+        home.path().join("work"),
+    );
+    std::fs::write(&gate, LOOSE_GATE).unwrap();
+    let mut cmd = std::process::Command::new(assert_cmd::cargo::cargo_bin!("vaultbench"));
+    cmd.args(["record", "small", "--samples", "3"])
+        .arg("--gate-config")
+        .arg(&gate)
+        .arg("--out")
+        .arg(&out)
+        .arg("--work-dir")
+        .arg(&work)
+        .env("VAULTBENCH_CACHE", home.path().join("cache"))
+        .env("VAULTBENCH_LOCK", home.path().join("machine.lock"))
+        .env("XDG_DATA_HOME", home.path().join("data"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    let mut child = cmd.spawn().unwrap();
+    // Wait until a sample's server is running, then interrupt the recording.
+    let marker = work.display().to_string();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    while procs_with(&marker).len() < 2 && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert!(
+        procs_with(&marker).len() >= 2,
+        "a sample and its server should be running"
+    );
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(130));
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert!(
+        procs_with(&marker).is_empty(),
+        "left behind: {:?}",
+        procs_with(&marker)
+    );
+    assert!(!out.join("small.json").exists() && !out.join("small.provenance.json").exists());
+    let leftovers: Vec<_> = std::fs::read_dir(&work)
+        .map(|d| d.flatten().map(|e| e.file_name()).collect())
+        .unwrap_or_default();
+    assert!(
+        leftovers.is_empty(),
+        "temp dirs left in the work dir: {leftovers:?}"
+    );
+}
+
+/// Pids whose command line mentions `needle`.
+fn procs_with(needle: &str) -> Vec<String> {
+    let mut out = Vec::new();
     for e in std::fs::read_dir("/proc").unwrap().flatten() {
         if let Ok(cmd) = std::fs::read(e.path().join("cmdline"))
-            && String::from_utf8_lossy(&cmd).contains(&marker)
+            && String::from_utf8_lossy(&cmd).contains(needle)
         {
-            left.push(e.file_name());
+            out.push(e.file_name().to_string_lossy().into_owned());
         }
     }
-    assert!(left.is_empty(), "processes left behind: {left:?}");
+    out
 }

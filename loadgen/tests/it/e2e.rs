@@ -8,7 +8,7 @@ use loadgen::{
     scrape_metrics, wait_changes,
 };
 
-use crate::{server, tree, write_small_vault};
+use crate::{server, tree, write_small_vault, write_vault};
 
 fn rt() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread()
@@ -228,5 +228,30 @@ fn enrolment_errors_are_named() {
             .await
             .unwrap_err();
         assert!(matches!(e, LoadError::NotObsync { .. }), "{e}");
+    });
+}
+
+/// Slow: the `personal` profile (attachments, `.obsidian` config, a heavy note) pushed with
+/// four files in flight and pulled byte-identical by a second device, then an idle resync.
+#[test]
+fn slow_personal_vault_round_trip() {
+    if std::env::var("VAULTBENCH_SLOW_TESTS").as_deref() != Ok("1") {
+        return;
+    }
+    let (srv, _data) = server();
+    let target = Target::parse(&srv.url(), false).unwrap();
+    let src = tempfile::tempdir().unwrap();
+    let dst = tempfile::tempdir().unwrap();
+    write_vault(src.path(), "personal");
+    rt().block_on(async {
+        let devs = enroll(&target, &srv.setup_token, 2, 9).await.unwrap();
+        let push = push_vault(&devs[0], src.path(), &PushOpts::default())
+            .await
+            .unwrap();
+        let pull = pull_vault(&devs[1], dst.path(), 0).await.unwrap();
+        assert_eq!(tree(src.path()), tree(dst.path()));
+        assert_eq!(pull.files, push.files);
+        let idle = resync(&devs[1], dst.path(), pull.last_seq).await.unwrap();
+        assert_eq!((idle.mismatched, idle.requests), (0, 1));
     });
 }

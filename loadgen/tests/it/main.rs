@@ -13,15 +13,21 @@ pub fn server() -> (refserver::TestServer, tempfile::TempDir) {
     (srv, data)
 }
 
-/// Writes the `small` profile (seed 0x5eed) under `dir`, plus one 2.5 MiB file so that
-/// multi-chunk files and batched chunk reads are exercised.
-pub fn write_small_vault(dir: &Path) {
-    let p = scenarios::profile("small").unwrap();
+/// Writes profile `name` (seed 0x5eed) under `dir`, streaming each file.
+pub fn write_vault(dir: &Path, name: &str) {
+    let p = scenarios::profile(name).unwrap();
     for f in scenarios::generate(&p, scenarios::DEFAULT_SEED) {
         let path = dir.join(&f.path);
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(&path, f.to_vec()).unwrap();
+        let mut out = std::fs::File::create(&path).unwrap();
+        std::io::copy(&mut f.reader(), &mut out).unwrap();
     }
+}
+
+/// Writes the `small` profile (seed 0x5eed) under `dir`, plus one 2.5 MiB file so that
+/// multi-chunk files and batched chunk reads are exercised.
+pub fn write_small_vault(dir: &Path) {
+    write_vault(dir, "small");
     let big: Vec<u8> = (0..(5 * 512 * 1024u32))
         .map(|i| (i.wrapping_mul(2654435761) >> 13) as u8)
         .collect();

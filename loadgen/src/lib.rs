@@ -44,7 +44,8 @@ pub use metrics::{parse_metrics_text, scrape_metrics};
 pub use protocol::wire::{Change, ChangesResponse};
 pub use route::{Mode, Route, RouteLoadConfig, RouteLoadReport, run_route_load};
 pub use stats::{
-    HistSummary, RouteStats, latency_histogram, merge_into, read_interval_log, write_interval_log,
+    HistSummary, Measured, RouteStats, latency_histogram, merge_into, read_interval_log,
+    write_interval_log,
 };
 pub use sync::{
     Checkpoint, PushOpts, PushedVersion, TransferReport, decode_manifest, delete_file,

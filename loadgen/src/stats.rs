@@ -325,7 +325,7 @@ impl Recorder {
     }
 }
 
-/// A copy of a [`Recorder`]'s contents.
+/// A copy of what a recorder counted: per-route stats, signing time, late starts.
 #[derive(Debug, Clone)]
 pub struct Measured {
     pub routes: BTreeMap<String, RouteStats>,

@@ -658,7 +658,10 @@ fn gate_trial(
             wait_quiet(Duration::from_secs(args.trial_wait_quiet), &[]);
         }
         let (n_burners, kind) = match condition {
-            Contender::Cpu => (std::thread::available_parallelism().map_or(2, |n| n.get()), "cpu"),
+            Contender::Cpu => (
+                std::thread::available_parallelism().map_or(2, |n| n.get()),
+                "cpu",
+            ),
             Contender::Fsync => (1, "fsync"),
             Contender::Quiet | Contender::Rotate => (0, ""),
         };
@@ -724,7 +727,9 @@ fn gate_trial(
             o.median
         );
         drop(contenders);
-        let entry = by_contender.entry(format!("{condition:?}").to_lowercase()).or_insert([0, 0]);
+        let entry = by_contender
+            .entry(format!("{condition:?}").to_lowercase())
+            .or_insert([0, 0]);
         entry[0] += usize::from(v.accepted);
         entry[1] += 1;
         runs.push(TrialRecording {

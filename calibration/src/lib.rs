@@ -1,9 +1,10 @@
 //! Calibration: the two channels that run beside every sample, the variance gate that refuses
 //! noisy recordings, the machine fingerprint and reference, the machine lock and the fsync probe.
 //!
-//! Pipeline order: [`channels`] (readings) -> [`gate`] (judge them, against [`reference`]
-//! keyed by [`fingerprint`]) -> the harness writes or refuses the recording. [`lock`] keeps
-//! recordings from overlapping; [`probe`] measures what the storage can flush.
+//! Pipeline order: [`channels`](mod@channels) (readings) -> [`gate`](mod@gate) (judge them,
+//! against [`reference`](mod@reference) keyed by [`fingerprint`](mod@fingerprint)) -> the
+//! harness writes or refuses the recording. [`lock`](mod@lock) keeps recordings from
+//! overlapping; [`probe`](mod@probe) measures what the storage can flush.
 
 pub mod channels;
 pub mod cli;

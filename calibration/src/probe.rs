@@ -161,7 +161,7 @@ fn run_step(cfg: &ProbeConfig, dir: &Path, threads: usize) -> Result<ProbeRow, P
             }
         })
         .collect();
-    let (start, results) = std::thread::scope(|s| {
+    let results = std::thread::scope(|s| {
         let handles: Vec<_> = paths
             .iter()
             .map(|path| {
@@ -169,29 +169,33 @@ fn run_step(cfg: &ProbeConfig, dir: &Path, threads: usize) -> Result<ProbeRow, P
                 s.spawn(move || flush_loop(path, cfg.mode, barrier, duration))
             })
             .collect();
-        // The clock starts when every thread has opened its file.
+        // The threads start their clocks when every thread has opened its file.
         barrier.wait();
-        let start = Instant::now();
-        let results: Vec<_> = handles
+        handles
             .into_iter()
             .map(|h| {
                 h.join()
                     .unwrap_or_else(|_| Err(std::io::Error::other("probe thread panicked")))
             })
-            .collect();
-        (start, results)
+            .collect::<Vec<_>>()
     });
-    let elapsed_s = start.elapsed().as_secs_f64();
     let mut flushes = 0u64;
     let mut latencies = Vec::new();
+    let mut span: Option<(Instant, Instant)> = None;
     for (path, result) in paths.iter().zip(results) {
-        let (n, lat) = result.map_err(|source| ProbeError::Io {
+        let run = result.map_err(|source| ProbeError::Io {
             path: path.clone(),
             source,
         })?;
-        flushes += n;
-        latencies.extend(lat);
+        flushes += run.flushes;
+        latencies.extend(run.latencies_us);
+        span = Some(match span {
+            None => (run.start, run.end),
+            Some((a, b)) => (a.min(run.start), b.max(run.end)),
+        });
     }
+    // From the first thread's start to the last thread's end: the time the flushes took.
+    let elapsed_s = span.map_or(0.0, |(a, b)| (b - a).as_secs_f64());
     latencies.sort_unstable();
     let pct = |p: f64| -> u64 {
         if latencies.is_empty() {
@@ -214,18 +218,27 @@ fn run_step(cfg: &ProbeConfig, dir: &Path, threads: usize) -> Result<ProbeRow, P
     })
 }
 
+/// What one probe thread did.
+struct ThreadRun {
+    flushes: u64,
+    latencies_us: Vec<u32>,
+    start: Instant,
+    end: Instant,
+}
+
 /// One thread: open, wait for the others, append + flush until the deadline.
 fn flush_loop(
     path: &Path,
     mode: SyncMode,
     barrier: &Barrier,
     duration: Duration,
-) -> std::io::Result<(u64, Vec<u32>)> {
+) -> std::io::Result<ThreadRun> {
     let opened = OpenOptions::new().create(true).append(true).open(path);
     // Wait at the barrier even on failure, or the other threads would wait forever.
     barrier.wait();
     let mut file = opened?;
-    let deadline = Instant::now() + duration;
+    let start = Instant::now();
+    let deadline = start + duration;
     let line = [b'x'; WRITE_BYTES];
     let mut count = 0u64;
     let mut latencies = Vec::new();
@@ -245,7 +258,12 @@ fn flush_loop(
             latencies.push(u32::try_from(us).unwrap_or(u32::MAX));
         }
     }
-    Ok((count, latencies))
+    Ok(ThreadRun {
+        flushes: count,
+        latencies_us: latencies,
+        start,
+        end: Instant::now(),
+    })
 }
 
 impl ProbeReport {

@@ -84,6 +84,10 @@ pub(crate) struct DeviceInner {
     pub files: Mutex<FileIndex>,
     /// Counts the requests of single operations (push_file, wait_changes, ...).
     pub ambient: Recorder,
+    /// Chunk uploads this device made or has in flight, by sid. Two files of one push that
+    /// share a body both see the sid missing; the second waits for the first's PUT instead of
+    /// sending its own, so request and fsync counts do not depend on timing.
+    pub uploads: Mutex<BTreeMap<String, Arc<tokio::sync::OnceCell<()>>>>,
 }
 
 /// The device's local index: path -> file state, and file_id -> path (renames keep the id).
@@ -154,6 +158,7 @@ impl Device {
                 clock: system_clock(),
                 files: Mutex::new(FileIndex::default()),
                 ambient: Recorder::new(false),
+                uploads: Mutex::new(BTreeMap::new()),
             }),
         }
     }
@@ -174,6 +179,7 @@ impl Device {
                 clock,
                 files: Mutex::new(lock(&i.files).clone()),
                 ambient: i.ambient.clone(),
+                uploads: Mutex::new(lock(&i.uploads).clone()),
             }),
         }
     }
@@ -512,7 +518,7 @@ fn chain(e: &dyn std::error::Error) -> String {
     out
 }
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 

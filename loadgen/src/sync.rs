@@ -339,42 +339,56 @@ async fn upload_missing(
         let m: MissingResponse = a.json("chunks-exists")?;
         missing.extend(m.missing);
     }
-    let present = uniq.len() as u64 - missing.len() as u64;
+    let mut present = uniq.len() as u64 - missing.len() as u64;
     let mut put = 0;
     for sid in &missing {
-        // Chunk i starts at i MiB: read exactly that piece back from disk.
-        let Some(i) = sids.iter().position(|s| s == sid) else {
-            return Err(LoadError::BadAnswer {
-                route: "chunks-exists".into(),
-                detail: format!("missing sid {sid} was never asked about"),
-            });
-        };
-        let p = abs.to_owned();
-        let data = blocking(abs, move || {
-            let f = std::fs::File::open(&p)?;
-            let mut buf = vec![0u8; CLIENT_CHUNK_BYTES];
-            let mut n = 0;
-            let off = (i * CLIENT_CHUNK_BYTES) as u64;
-            while n < buf.len() {
-                match f.read_at(&mut buf[n..], off + n as u64)? {
-                    0 => break,
-                    k => n += k,
+        let cell = crate::client::lock(&dev.inner.uploads)
+            .entry(sid.clone())
+            .or_default()
+            .clone();
+        let did_put = std::sync::atomic::AtomicBool::new(false);
+        cell.get_or_try_init(|| async {
+            // Chunk i starts at i MiB: read exactly that piece back from disk.
+            let Some(i) = sids.iter().position(|s| s == sid) else {
+                return Err(LoadError::BadAnswer {
+                    route: "chunks-exists".into(),
+                    detail: format!("missing sid {sid} was never asked about"),
+                });
+            };
+            let p = abs.to_owned();
+            let data = blocking(abs, move || {
+                let f = std::fs::File::open(&p)?;
+                let mut buf = vec![0u8; CLIENT_CHUNK_BYTES];
+                let mut n = 0;
+                let off = (i * CLIENT_CHUNK_BYTES) as u64;
+                while n < buf.len() {
+                    match f.read_at(&mut buf[n..], off + n as u64)? {
+                        0 => break,
+                        k => n += k,
+                    }
                 }
-            }
-            buf.truncate(n);
-            Ok(buf)
+                buf.truncate(n);
+                Ok(buf)
+            })
+            .await?;
+            let pq = format!("/v1/chunks/{sid}");
+            let req = Outgoing {
+                method: Method::PUT,
+                body: Bytes::from(data),
+                body_sha256: Some(sid),
+                content_type: Some("application/octet-stream"),
+                ..Outgoing::get("put-chunk", &pq)
+            };
+            dev.call(rec, req, &[200, 201]).await?;
+            did_put.store(true, std::sync::atomic::Ordering::Relaxed);
+            Ok::<(), LoadError>(())
         })
         .await?;
-        let pq = format!("/v1/chunks/{sid}");
-        let req = Outgoing {
-            method: Method::PUT,
-            body: Bytes::from(data),
-            body_sha256: Some(sid),
-            content_type: Some("application/octet-stream"),
-            ..Outgoing::get("put-chunk", &pq)
-        };
-        dev.call(rec, req, &[200, 201]).await?;
-        put += 1;
+        if did_put.into_inner() {
+            put += 1;
+        } else {
+            present += 1;
+        }
     }
     Ok((put, present))
 }

@@ -302,3 +302,22 @@ fn procs_with(needle: &str) -> Vec<String> {
     }
     out
 }
+
+#[test]
+fn committed_baselines_verify() {
+    // The repository's own baselines/ must pass the coherence check a user's CI runs.
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../baselines");
+    let home = tempfile::tempdir().unwrap();
+    let out = vb(home.path())
+        .arg("verify")
+        .arg(&dir)
+        .assert()
+        .success()
+        .get_output()
+        .clone();
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        err.contains("small.json"),
+        "baselines/small.json is committed: {err}"
+    );
+}

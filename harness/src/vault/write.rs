@@ -257,9 +257,15 @@ pub(crate) fn temp_beside(out: &Path) -> anyhow::Result<tempfile::TempDir> {
         })
 }
 
-/// Files in flight between the generating thread and the writing one (bounds memory: the
-/// largest in-memory file is an 8 MiB image).
-const PIPELINE_DEPTH: usize = 32;
+/// Batches in flight between the generating thread and the writing one. Files travel in
+/// batches of up to `BATCH_FILES` files or `BATCH_BYTES` bytes, so the threads hand over
+/// ~1,000 times for vault100k instead of 100,000 (bounds memory to a few MiB plus the
+/// largest in-memory file, an 8 MiB image).
+const PIPELINE_DEPTH: usize = 4;
+const BATCH_FILES: usize = 128;
+const BATCH_BYTES: u64 = 1 << 20;
+
+type Batch = Vec<(scenarios::GenFile, Option<ManifestEntry>)>;
 
 /// Writes every generated file under `root`: one thread makes (and hashes) the files while
 /// this one writes them, so generation hides behind the disk. Returns the manifest entries.
@@ -269,23 +275,35 @@ fn write_tree(
     root: &Path,
     out: &Path,
 ) -> anyhow::Result<Vec<ManifestEntry>> {
-    let (tx, rx) = std::sync::mpsc::sync_channel::<(scenarios::GenFile, Option<ManifestEntry>)>(
-        PIPELINE_DEPTH,
-    );
+    let (tx, rx) = std::sync::mpsc::sync_channel::<Batch>(PIPELINE_DEPTH);
     std::thread::scope(|scope| {
         scope.spawn(move || {
+            let mut batch: Batch = Vec::with_capacity(BATCH_FILES);
+            let mut bytes = 0;
             for f in scenarios::generate(p, seed) {
                 let entry = f.bytes().is_some().then(|| scenarios::entry(&f));
-                // The writer hung up (an error): stop generating.
-                if tx.send((f, entry)).is_err() {
-                    break;
+                bytes += f.size;
+                batch.push((f, entry));
+                if batch.len() >= BATCH_FILES || bytes >= BATCH_BYTES {
+                    bytes = 0;
+                    // The writer hung up (an error): stop generating.
+                    if tx
+                        .send(std::mem::replace(
+                            &mut batch,
+                            Vec::with_capacity(BATCH_FILES),
+                        ))
+                        .is_err()
+                    {
+                        return;
+                    }
                 }
             }
+            let _ = tx.send(batch);
         });
         let mut made_dirs: BTreeSet<PathBuf> = BTreeSet::new();
         let mut entries = Vec::new();
         let mut buf = vec![0u8; 1 << 20];
-        for (f, entry) in rx {
+        for (f, entry) in rx.into_iter().flatten() {
             // Ctrl-C: stop here; the caller drops the temp dir, so nothing is left behind.
             if crate::interrupt::requested() {
                 return Err(crate::interrupt::Interrupted.into());

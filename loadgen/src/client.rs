@@ -21,6 +21,12 @@ use sha2::{Digest, Sha256};
 use crate::error::LoadError;
 use crate::stats::{Recorder, Sample};
 use crate::target::Target;
+use h1::H1Conn;
+
+// The lean HTTP/1.1 connection lives beside this file (`src/h1.rs`) as a child of this
+// module, its only user.
+#[path = "h1.rs"]
+mod h1;
 
 /// Unix seconds for the `X-Obsync-Ts` header. A parameter so tests can pin it.
 pub type Clock = Arc<dyn Fn() -> i64 + Send + Sync>;
@@ -232,33 +238,18 @@ impl Device {
         lock(&self.inner.rng).fill_bytes(buf);
     }
 
-    /// Sends one request: signs it afresh (new ts and nonce) unless `signed` is false,
-    /// times it, and counts the outcome in `rec` under `route`. A non-2xx status is an
-    /// `Ok` answer; only transport failures are `Err` (and are counted too).
+    /// Sends one request over the device's pooled client: signs it afresh (new ts and
+    /// nonce) unless `signed` is false, times it, and counts the outcome in `rec` under
+    /// `route`. A non-2xx status is an `Ok` answer; only transport failures are `Err` (and
+    /// are counted too).
     pub(crate) async fn send(
         &self,
         rec: &Recorder,
         req: Outgoing<'_>,
     ) -> Result<Answer, LoadError> {
-        self.send_via(rec, req, None).await
-    }
-
-    /// [`Device::send`] over the device's pooled client, or over `conn`, a connection a
-    /// closed-loop worker keeps to itself (no pool checkout per request, as wrk and oha do).
-    pub(crate) async fn send_via(
-        &self,
-        rec: &Recorder,
-        req: Outgoing<'_>,
-        conn: Option<&mut WorkerConn>,
-    ) -> Result<Answer, LoadError> {
-        let mut builder = Request::builder().method(req.method.clone());
-        builder = if conn.is_some() {
-            builder
-                .uri(req.path_and_query)
-                .header(hyper::header::HOST, self.inner.target.authority())
-        } else {
-            builder.uri(self.inner.target.url(req.path_and_query))
-        };
+        let mut builder = Request::builder()
+            .method(req.method.clone())
+            .uri(self.inner.target.url(req.path_and_query));
         if let Some(ct) = req.content_type {
             builder = builder.header(hyper::header::CONTENT_TYPE, ct);
         }
@@ -302,9 +293,6 @@ impl Device {
             })?;
         let sent = Instant::now();
         let outcome = tokio::time::timeout(req.timeout, async {
-            if let Some(c) = conn {
-                return c.roundtrip(request).await;
-            }
             let resp = self
                 .inner
                 .client
@@ -341,19 +329,128 @@ impl Device {
             }
             Ok(Err((kind, detail))) => {
                 rec.record(req.route, kind, sample(0));
-                Err(LoadError::Transport {
-                    route: req.route.to_owned(),
-                    kind,
-                    detail,
-                })
+                Err(transport(req.route, kind, detail))
             }
             Err(_) => {
                 rec.record(req.route, "timeout", sample(0));
-                Err(LoadError::Transport {
-                    route: req.route.to_owned(),
-                    kind: "timeout",
-                    detail: format!("no answer within {:?}", req.timeout),
-                })
+                Err(timed_out(req.route, req.timeout))
+            }
+        }
+    }
+
+    /// [`Device::send`] over `w`, a connection a closed-loop worker keeps to itself, with
+    /// the lean HTTP/1.1 path of [`h1`]: the request is signed and written from reused
+    /// buffers (no allocation per request on a bodiless route), the answer's body is counted
+    /// and dropped. Returns the status; transport failures are counted and returned.
+    pub(crate) async fn send_lean(
+        &self,
+        rec: &Recorder,
+        w: &mut WorkerConn,
+        req: &Outgoing<'_>,
+    ) -> Result<u16, LoadError> {
+        let method = req.method.as_str();
+        let mut sign_time = None;
+        let mut sig = [0u8; 64];
+        let mut nonce = [0u8; 32];
+        let mut ts = 0;
+        if req.signed {
+            let t0 = Instant::now();
+            let mut owned_hash = [0u8; 64];
+            let body_hash: &[u8] = match req.body_sha256 {
+                Some(h) => h.as_bytes(),
+                None => {
+                    hex_into(&Sha256::digest(&req.body), &mut owned_hash);
+                    &owned_hash
+                }
+            };
+            let mut raw = [0u8; 16];
+            w.rng.fill_bytes(&mut raw);
+            hex_into(&raw, &mut nonce);
+            ts = (self.inner.clock)();
+            // protocol::canonical_string, written into a reused buffer.
+            let c = &mut w.canonical;
+            c.clear();
+            c.extend_from_slice(b"obsync/v1\n");
+            c.extend_from_slice(method.as_bytes());
+            c.push(b'\n');
+            c.extend_from_slice(req.path_and_query.as_bytes());
+            c.push(b'\n');
+            h1::push_decimal(c, ts);
+            c.push(b'\n');
+            c.extend_from_slice(&nonce);
+            c.push(b'\n');
+            c.extend_from_slice(body_hash);
+            sig = self.inner.signer.sign_hex(c);
+            sign_time = Some(t0.elapsed());
+        }
+        let buf = w.conn.request_buf();
+        buf.extend_from_slice(method.as_bytes());
+        buf.push(b' ');
+        buf.extend_from_slice(req.path_and_query.as_bytes());
+        buf.extend_from_slice(b" HTTP/1.1\r\nhost: ");
+        buf.extend_from_slice(self.inner.target.authority().as_bytes());
+        if let Some(ct) = req.content_type {
+            buf.extend_from_slice(b"\r\ncontent-type: ");
+            buf.extend_from_slice(ct.as_bytes());
+        }
+        if req.signed {
+            for (name, value) in [
+                (H_DEVICE, self.inner.creds.device_id.as_bytes()),
+                (H_NONCE, &nonce[..]),
+                (H_SIG, &sig[..]),
+            ] {
+                buf.extend_from_slice(b"\r\n");
+                buf.extend_from_slice(name.as_bytes());
+                buf.extend_from_slice(b": ");
+                buf.extend_from_slice(value);
+            }
+            buf.extend_from_slice(b"\r\n");
+            buf.extend_from_slice(H_TS.as_bytes());
+            buf.extend_from_slice(b": ");
+            h1::push_decimal(buf, ts);
+        }
+        // A body, or a method that defines one (RFC 9110 §8.6), announces its length.
+        if !req.body.is_empty() || matches!(req.method, Method::POST | Method::PUT | Method::PATCH)
+        {
+            buf.extend_from_slice(b"\r\ncontent-length: ");
+            h1::push_decimal(buf, req.body.len() as i64);
+        }
+        buf.extend_from_slice(b"\r\n\r\n");
+        buf.extend_from_slice(&req.body);
+        let sent = Instant::now();
+        let deadline = sent + req.timeout;
+        w.timer.as_mut().reset(deadline.into());
+        let head_only = req.method == Method::HEAD;
+        let outcome = tokio::select! {
+            biased;
+            r = w.conn.roundtrip(head_only, MAX_ANSWER_BYTES as u64) => Some(r),
+            _ = w.timer.as_mut() => None,
+        };
+        let done = Instant::now();
+        let sample = |received: u64| Sample {
+            sent,
+            intended: req.intended,
+            done,
+            bytes_sent: req.body.len() as u64,
+            bytes_received: received,
+            sign: sign_time,
+        };
+        match outcome {
+            Some(Ok(reply)) => {
+                rec.record(
+                    req.route,
+                    status_label(reply.status),
+                    sample(reply.body_bytes),
+                );
+                Ok(reply.status)
+            }
+            Some(Err((kind, detail))) => {
+                rec.record(req.route, kind, sample(0));
+                Err(transport(req.route, kind, detail))
+            }
+            None => {
+                rec.record(req.route, "timeout", sample(0));
+                Err(timed_out(req.route, req.timeout))
             }
         }
     }
@@ -391,14 +488,20 @@ impl Device {
     }
 }
 
-/// Lowercase hex without the per-char iterator of `hex::encode` (two of these per request).
-pub(crate) fn fast_hex(bytes: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut out = Vec::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        out.push(DIGITS[(b >> 4) as usize]);
-        out.push(DIGITS[(b & 15) as usize]);
+const HEX_DIGITS: &[u8; 16] = b"0123456789abcdef";
+
+/// Lowercase hex of `bytes` into `out` (twice as long), without allocating.
+pub(crate) fn hex_into(bytes: &[u8], out: &mut [u8]) {
+    for (b, pair) in bytes.iter().zip(out.chunks_exact_mut(2)) {
+        pair[0] = HEX_DIGITS[(b >> 4) as usize];
+        pair[1] = HEX_DIGITS[(b & 15) as usize];
     }
+}
+
+/// Lowercase hex without the per-char iterator of `hex::encode`.
+pub(crate) fn fast_hex(bytes: &[u8]) -> String {
+    let mut out = vec![0u8; bytes.len() * 2];
+    hex_into(bytes, &mut out);
     String::from_utf8(out).expect("hex digits are ASCII")
 }
 
@@ -427,80 +530,60 @@ impl Signer {
 
     /// Hex HMAC-SHA-256 of `msg`.
     pub fn sign(&self, msg: &[u8]) -> String {
+        String::from_utf8(self.sign_hex(msg).to_vec()).expect("hex digits are ASCII")
+    }
+
+    /// Hex HMAC-SHA-256 of `msg`, on the stack.
+    pub fn sign_hex(&self, msg: &[u8]) -> [u8; 64] {
         let mut i = self.inner.clone();
         i.update(msg);
         let mut o = self.outer.clone();
         o.update(i.finalize());
-        fast_hex(&o.finalize())
+        let mut out = [0u8; 64];
+        hex_into(&o.finalize(), &mut out);
+        out
     }
 }
 
-type Http1Sender = hyper::client::conn::http1::SendRequest<Full<Bytes>>;
-type Http1Conn = hyper::client::conn::http1::Connection<
-    hyper_util::rt::TokioIo<tokio::net::TcpStream>,
-    Full<Bytes>,
->;
-
-/// One HTTP/1.1 connection owned by a closed-loop worker; reconnects after a failure.
-/// The connection future is polled inside the worker's own task, alongside the request
-/// (no second task per connection, so no cross-thread wake-up per request, as in wrk's
-/// one event loop per thread).
+/// What a closed-loop worker keeps to itself: its connection (the lean HTTP/1.1 path), its
+/// nonce stream, a buffer for the canonical string and a timer for the request timeout. Owning
+/// these, a worker sends without a lock, an allocation, a pool checkout, a second task or a
+/// new timer per request (wrk's shape: one event loop per thread, state per connection).
 pub(crate) struct WorkerConn {
-    addr: std::net::SocketAddr,
-    live: Option<(Http1Sender, std::pin::Pin<Box<Http1Conn>>)>,
+    conn: H1Conn,
+    rng: ChaCha8Rng,
+    canonical: Vec<u8>,
+    /// Re-armed per request; moving a deadline later is an atomic update in tokio, not a
+    /// timer-wheel insertion as a fresh `timeout()` per request would be.
+    timer: std::pin::Pin<Box<tokio::time::Sleep>>,
 }
-
-type Roundtrip = Result<(hyper::http::response::Parts, Bytes), (&'static str, String)>;
 
 impl WorkerConn {
-    pub fn new(addr: std::net::SocketAddr) -> WorkerConn {
-        WorkerConn { addr, live: None }
+    /// A worker of `dev`. Its nonces come from a child stream seeded by 32 bytes of the
+    /// device's stream, so they stay deterministic for a seed (when workers are made in a
+    /// fixed order) and never depend on how workers interleave. Must run inside a runtime.
+    pub fn new(dev: &Device) -> WorkerConn {
+        let mut seed = [0u8; 32];
+        dev.fill_random(&mut seed);
+        WorkerConn {
+            conn: H1Conn::new(dev.target().addr()),
+            rng: ChaCha8Rng::from_seed(seed),
+            canonical: Vec::with_capacity(256),
+            timer: Box::pin(tokio::time::sleep(REQUEST_TIMEOUT)),
+        }
     }
+}
 
-    /// Sends `req` and reads the whole answer, driving the connection meanwhile.
-    async fn roundtrip(&mut self, req: Request<Full<Bytes>>) -> Roundtrip {
-        if self.live.as_ref().is_none_or(|(s, _)| s.is_closed()) {
-            self.live = None;
-            let stream = tokio::net::TcpStream::connect(self.addr)
-                .await
-                .map_err(|e| ("connect", e.to_string()))?;
-            let _ = stream.set_nodelay(true);
-            let (sender, conn) =
-                hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
-                    .await
-                    .map_err(|e| ("connect", e.to_string()))?;
-            self.live = Some((sender, Box::pin(conn)));
-        }
-        let (sender, conn) = self.live.as_mut().expect("connected above");
-        let exchange = async {
-            // Ready once the connection (polled below, in this same task) has finished
-            // the previous exchange.
-            sender.ready().await.map_err(|e| ("io", chain(&e)))?;
-            let resp = sender
-                .send_request(req)
-                .await
-                .map_err(|e| ("io", chain(&e)))?;
-            let (parts, body) = resp.into_parts();
-            let body = Limited::new(body, MAX_ANSWER_BYTES)
-                .collect()
-                .await
-                .map_err(|e| ("io", format!("reading the answer: {e}")))?
-                .to_bytes();
-            Ok((parts, body))
-        };
-        let res: Roundtrip = tokio::select! {
-            biased;
-            r = exchange => r,
-            c = conn.as_mut() => Err(("io", match c {
-                Ok(()) => "connection closed by the server".to_owned(),
-                Err(e) => e.to_string(),
-            })),
-        };
-        if res.is_err() {
-            self.live = None;
-        }
-        res
+fn transport(route: &str, kind: &'static str, detail: String) -> LoadError {
+    LoadError::Transport {
+        route: route.to_owned(),
+        kind,
+        detail,
     }
+}
+
+fn timed_out(route: &str, after: Duration) -> LoadError {
+    transport(route, "timeout", format!("no answer within {after:?}"))
 }
 
 /// An error and its sources on one line ("client error (Connect): Connection refused").

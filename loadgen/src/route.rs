@@ -2,6 +2,7 @@
 //! rate, latency measured from the intended send time) across several devices, bounded by
 //! a duration and a request ceiling. A failed request is counted, never an abort.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -270,59 +271,64 @@ struct Run {
     seed: u64,
 }
 
+/// One request of the route, planned before it is signed and sent.
+struct Planned {
+    method: Method,
+    path_and_query: Cow<'static, str>,
+    body: Bytes,
+    /// Hex SHA-256 of the body when known without hashing it again (a chunk's sid).
+    body_sha256: Option<Cow<'static, str>>,
+    content_type: Option<&'static str>,
+}
+
+impl Planned {
+    fn get(path_and_query: impl Into<Cow<'static, str>>) -> Planned {
+        Planned {
+            method: Method::GET,
+            path_and_query: path_and_query.into(),
+            body: Bytes::new(),
+            body_sha256: Some(Cow::Borrowed(protocol::sign::EMPTY_BODY_SHA256)),
+            content_type: None,
+        }
+    }
+
+    fn post_json(path_and_query: impl Into<Cow<'static, str>>, body: Bytes) -> Planned {
+        Planned {
+            method: Method::POST,
+            body,
+            body_sha256: None,
+            content_type: Some("application/json"),
+            ..Planned::get(path_and_query)
+        }
+    }
+}
+
 impl Run {
-    /// Issues one request of the route. Errors are already counted by the recorder.
-    async fn one(
-        &self,
-        dev: &Device,
-        rng: &mut ChaCha8Rng,
-        intended: Option<Instant>,
-        mut conn: Option<&mut WorkerConn>,
-    ) {
-        let hard_stop = self.deadline + DRAIN_GRACE;
-        let timeout = REQUEST_TIMEOUT
-            .min(hard_stop.saturating_duration_since(Instant::now()))
-            .max(Duration::from_millis(1));
-        let n = self.counter.fetch_add(1, Ordering::Relaxed);
-        let route = self.route.name();
-        let pq: String;
-        let req = match self.route {
-            Route::Livez => Outgoing::get(route, "/livez"),
+    /// The next request of the route for `dev`.
+    fn plan(&self, dev: &Device, rng: &mut ChaCha8Rng) -> Planned {
+        match self.route {
+            Route::Livez => Planned::get("/livez"),
             Route::PutChunk => {
                 let (body, sid) = random_chunk(rng);
-                pq = format!("/v1/chunks/{sid}");
-                let _ = self
-                    .send(
-                        dev,
-                        conn,
-                        Outgoing {
-                            method: Method::PUT,
-                            body,
-                            body_sha256: Some(&sid),
-                            content_type: Some("application/octet-stream"),
-                            timeout,
-                            intended,
-                            ..Outgoing::get(route, &pq)
-                        },
-                    )
-                    .await;
-                return;
+                Planned {
+                    method: Method::PUT,
+                    path_and_query: format!("/v1/chunks/{sid}").into(),
+                    body,
+                    body_sha256: Some(sid.into()),
+                    content_type: Some("application/octet-stream"),
+                }
             }
             Route::PostVersion => {
+                let n = self.counter.fetch_add(1, Ordering::Relaxed);
                 let sid = &self.prep.sids[rng.next_u32() as usize % self.prep.sids.len()];
                 let path = format!("vaultbench-load/{:016x}/{}/{n}.md", self.seed, dev.index());
-                let (p, body) = version_body(dev, sid, &path, dev.random_hex(12));
-                pq = p;
-                Outgoing::post_json(route, &pq, body)
+                let (pq, body) = version_body(dev, sid, &path, dev.random_hex(12));
+                Planned::post_json(pq, Bytes::from(body))
             }
-            Route::Changes => {
-                pq = format!("/v1/changes?since=0&limit={CHANGES_PAGE}");
-                Outgoing::get(route, &pq)
-            }
+            Route::Changes => Planned::get(format!("/v1/changes?since=0&limit={CHANGES_PAGE}")),
             Route::GetChunk => {
                 let sid = &self.prep.sids[rng.next_u32() as usize % self.prep.sids.len()];
-                pq = format!("/v1/chunks/{sid}");
-                Outgoing::get(route, &pq)
+                Planned::get(format!("/v1/chunks/{sid}"))
             }
             Route::ChunksGet => {
                 let k = self.prep.sids.len();
@@ -331,33 +337,47 @@ impl Run {
                     .map(|j| self.prep.sids[(i + j) % k].clone())
                     .collect();
                 let body = serde_json::to_vec(&SidsRequest { sids }).expect("serialises");
-                Outgoing::post_json(route, "/v1/chunks/get", body)
+                Planned::post_json("/v1/chunks/get", Bytes::from(body))
             }
-            Route::ChunksExists => Outgoing {
-                body: self.prep.exists_body.clone(),
-                ..Outgoing::post_json(route, "/v1/chunks/exists", Vec::new())
-            },
-        };
-        let _ = self
-            .send(
-                dev,
-                conn.take(),
-                Outgoing {
-                    timeout,
-                    intended,
-                    ..req
-                },
-            )
-            .await;
+            Route::ChunksExists => {
+                Planned::post_json("/v1/chunks/exists", self.prep.exists_body.clone())
+            }
+        }
     }
 
-    async fn send(
-        &self,
-        dev: &Device,
-        conn: Option<&mut WorkerConn>,
-        req: Outgoing<'_>,
-    ) -> Result<(), LoadError> {
-        dev.send_via(&self.rec, req, conn).await.map(|_| ())
+    /// The request as the client sends it, with a timeout that never runs past the drain
+    /// grace after the deadline.
+    fn outgoing<'a>(&self, p: &'a Planned, intended: Option<Instant>) -> Outgoing<'a> {
+        let hard_stop = self.deadline + DRAIN_GRACE;
+        let timeout = REQUEST_TIMEOUT
+            .min(hard_stop.saturating_duration_since(Instant::now()))
+            .max(Duration::from_millis(1));
+        Outgoing {
+            route: self.route.name(),
+            method: p.method.clone(),
+            path_and_query: &p.path_and_query,
+            body: p.body.clone(),
+            body_sha256: p.body_sha256.as_deref(),
+            content_type: p.content_type,
+            signed: true,
+            timeout,
+            intended,
+        }
+    }
+
+    /// Issues one open-loop request over the device's pooled client. Errors are already
+    /// counted by the recorder.
+    async fn one_pooled(&self, dev: &Device, rng: &mut ChaCha8Rng, intended: Instant) {
+        let p = self.plan(dev, rng);
+        let _ = dev.send(&self.rec, self.outgoing(&p, Some(intended))).await;
+    }
+
+    /// Issues one closed-loop request over the worker's own connection.
+    async fn one_lean(&self, dev: &Device, rng: &mut ChaCha8Rng, conn: &mut WorkerConn) {
+        let p = self.plan(dev, rng);
+        let _ = dev
+            .send_lean(&self.rec, conn, &self.outgoing(&p, None))
+            .await;
     }
 }
 
@@ -416,18 +436,21 @@ pub async fn run_route_load(
     let mut set = JoinSet::new();
     match cfg.mode {
         Mode::Closed { in_flight } => {
-            for w in 0..in_flight {
+            // Each worker keeps one connection of its own, as wrk and oha do. They are made
+            // here, in worker order, so each worker's nonce stream is fixed by the seed.
+            let conns: Vec<WorkerConn> = (0..in_flight)
+                .map(|w| WorkerConn::new(&run.devices[w % run.devices.len()]))
+                .collect();
+            for (w, mut conn) in conns.into_iter().enumerate() {
                 let (run, issued, max) = (run.clone(), issued.clone(), cfg.max_requests);
                 set.spawn(async move {
                     let dev = run.devices[w % run.devices.len()].clone();
                     let mut rng = ChaCha8Rng::seed_from_u64(run.seed);
                     rng.set_stream(w as u64);
-                    // Each worker keeps one connection of its own, as wrk and oha do.
-                    let mut conn = WorkerConn::new(dev.target().addr());
                     while Instant::now() < run.deadline
                         && issued.fetch_add(1, Ordering::Relaxed) < max
                     {
-                        run.one(&dev, &mut rng, None, Some(&mut conn)).await;
+                        run.one_lean(&dev, &mut rng, &mut conn).await;
                     }
                 });
             }
@@ -458,7 +481,7 @@ pub async fn run_route_load(
                 let mut req_rng = rng.clone();
                 let run = run.clone();
                 set.spawn(async move {
-                    run.one(&dev, &mut req_rng, Some(intended), None).await;
+                    run.one_pooled(&dev, &mut req_rng, intended).await;
                     drop(permit);
                 });
                 i += 1;

@@ -1,0 +1,560 @@
+//! A lean HTTP/1.1 client connection for the closed-loop route engine, built the way wrk
+//! builds its requests: one TCP stream per worker (no Nagle, keep-alive), the request written
+//! from a reused buffer in one `write`, the answer read into a reused buffer and parsed just
+//! enough (status line, `Content-Length`, `Transfer-Encoding: chunked`, `Connection: close`)
+//! to find where it ends. The body is counted and dropped (route load never reads it).
+//!
+//! hyper's client cost about twice wrk's CPU per request on `/livez` (a dispatcher task
+//! protocol, a header map and a body channel per request): issue 4's "never the bottleneck"
+//! target needs the generator to be nearly as cheap as wrk (`vaultbench load bench-peer`).
+
+use std::net::SocketAddr;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+/// Largest response head (status line + headers) accepted; hyper's default is ~400 KiB,
+/// but the obsync answers have a handful of short headers.
+pub(crate) const MAX_HEAD_BYTES: usize = 64 * 1024;
+/// Bytes asked of the socket per read: a `/livez` or JSON answer fits in one read.
+const READ_CHUNK: usize = 16 * 1024;
+
+/// A transport failure: its kind ("connect", "io") and what happened.
+pub(crate) type Fail = (&'static str, String);
+
+/// What a round trip returned: the status and the number of body bytes read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Reply {
+    pub status: u16,
+    pub body_bytes: u64,
+}
+
+/// One keep-alive HTTP/1.1 connection and its buffers; reconnects when the last exchange
+/// failed, was abandoned (a timeout dropped it mid-way) or the server asked to close.
+pub(crate) struct H1Conn {
+    addr: SocketAddr,
+    /// `None` between a failure and the next request; taken out while an exchange runs, so
+    /// an exchange dropped half-way (timeout) never leaves a desynchronised stream behind.
+    stream: Option<TcpStream>,
+    /// The request to send, head and body (callers fill it, see [`H1Conn::request_buf`]).
+    wbuf: Vec<u8>,
+    /// Answer bytes read but not yet consumed are `rbuf[rpos..]`.
+    rbuf: Vec<u8>,
+    rpos: usize,
+}
+
+/// The parsed head of an answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Head {
+    status: u16,
+    /// Bytes of the head, including the blank line.
+    len: usize,
+    body: BodyLen,
+    close: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum BodyLen {
+    Known(u64),
+    Chunked,
+    /// No length: the body runs until the server closes (HTTP/1.1 §6.3 rule 7).
+    UntilClose,
+}
+
+impl H1Conn {
+    pub fn new(addr: SocketAddr) -> H1Conn {
+        H1Conn {
+            addr,
+            stream: None,
+            wbuf: Vec::with_capacity(4096),
+            rbuf: Vec::with_capacity(READ_CHUNK),
+            rpos: 0,
+        }
+    }
+
+    /// The request buffer, emptied: write the whole request (head and body) into it, then
+    /// call [`H1Conn::roundtrip`].
+    pub fn request_buf(&mut self) -> &mut Vec<u8> {
+        self.wbuf.clear();
+        &mut self.wbuf
+    }
+
+    /// Sends the request in the buffer and reads the whole answer (at most `max_body`
+    /// body bytes). `head_only` is set for `HEAD` requests, whose answers carry no body.
+    pub async fn roundtrip(&mut self, head_only: bool, max_body: u64) -> Result<Reply, Fail> {
+        let mut stream = match self.stream.take() {
+            Some(s) => s,
+            None => {
+                let s = TcpStream::connect(self.addr)
+                    .await
+                    .map_err(|e| ("connect", e.to_string()))?;
+                // Requests are written whole; Nagle would only delay them.
+                let _ = s.set_nodelay(true);
+                self.rbuf.clear();
+                self.rpos = 0;
+                s
+            }
+        };
+        stream
+            .write_all(&self.wbuf)
+            .await
+            .map_err(|e| ("io", format!("sending the request: {e}")))?;
+        let reply = loop {
+            let head = self.read_head(&mut stream).await?;
+            self.rpos += head.len;
+            // Interim 1xx answers (100 Continue, 103 Early Hints) precede the real one.
+            if (100..200).contains(&head.status) && head.status != 101 {
+                continue;
+            }
+            if head.status == 101 {
+                return Err(("io", "the server switched protocols (101)".to_owned()));
+            }
+            let no_body = head_only || head.status == 204 || head.status == 304;
+            let body_bytes = match head.body {
+                _ if no_body => 0,
+                BodyLen::Known(n) if n > max_body => {
+                    return Err(("io", format!("answer body of {n} bytes is over {max_body}")));
+                }
+                BodyLen::Known(n) => self.skip_exact(&mut stream, n).await?,
+                BodyLen::Chunked => self.skip_chunked(&mut stream, max_body).await?,
+                BodyLen::UntilClose => self.skip_to_eof(&mut stream, max_body).await?,
+            };
+            let close = head.close || (head.body == BodyLen::UntilClose && !no_body);
+            break (
+                Reply {
+                    status: head.status,
+                    body_bytes,
+                },
+                close,
+            );
+        };
+        let (reply, close) = reply;
+        if !close {
+            self.stream = Some(stream);
+        }
+        Ok(reply)
+    }
+
+    /// Unconsumed bytes.
+    fn pending(&self) -> &[u8] {
+        &self.rbuf[self.rpos..]
+    }
+
+    /// Reads more from the socket into `rbuf`; `Ok(0)` at end of stream.
+    async fn fill(&mut self, stream: &mut TcpStream) -> Result<usize, Fail> {
+        if self.rpos == self.rbuf.len() {
+            self.rbuf.clear();
+            self.rpos = 0;
+        } else if self.rpos > 0 {
+            self.rbuf.drain(..self.rpos);
+            self.rpos = 0;
+        }
+        self.rbuf.reserve(READ_CHUNK);
+        stream
+            .read_buf(&mut self.rbuf)
+            .await
+            .map_err(|e| ("io", format!("reading the answer: {e}")))
+    }
+
+    async fn read_head(&mut self, stream: &mut TcpStream) -> Result<Head, Fail> {
+        let mut scanned = 0;
+        loop {
+            let buf = self.pending();
+            if let Some(end) = find_head_end(buf, scanned) {
+                return parse_head(&buf[..end]).map_err(|e| ("io", e));
+            }
+            scanned = buf.len().saturating_sub(3);
+            if buf.len() > MAX_HEAD_BYTES {
+                return Err(("io", format!("answer head is over {MAX_HEAD_BYTES} bytes")));
+            }
+            let had = buf.len();
+            if self.fill(stream).await? == 0 {
+                return Err((
+                    "io",
+                    if had == 0 {
+                        "connection closed by the server".to_owned()
+                    } else {
+                        "connection closed in the middle of the answer head".to_owned()
+                    },
+                ));
+            }
+        }
+    }
+
+    /// Consumes exactly `n` body bytes.
+    async fn skip_exact(&mut self, stream: &mut TcpStream, n: u64) -> Result<u64, Fail> {
+        let mut left = n;
+        loop {
+            let take = (self.pending().len() as u64).min(left);
+            self.rpos += take as usize;
+            left -= take;
+            if left == 0 {
+                return Ok(n);
+            }
+            if self.fill(stream).await? == 0 {
+                return Err((
+                    "io",
+                    format!("connection closed {left} bytes before the end of the answer"),
+                ));
+            }
+        }
+    }
+
+    /// Consumes a chunked body and its trailers; returns the decoded length.
+    async fn skip_chunked(&mut self, stream: &mut TcpStream, max: u64) -> Result<u64, Fail> {
+        let mut total = 0u64;
+        loop {
+            let line = self.line(stream).await?;
+            let size = parse_chunk_size(&line).map_err(|e| ("io", e))?;
+            if size == 0 {
+                // Trailers, up to the blank line.
+                while !self.line(stream).await?.is_empty() {}
+                return Ok(total);
+            }
+            total = total.saturating_add(size);
+            if total > max {
+                return Err(("io", format!("chunked answer body is over {max} bytes")));
+            }
+            self.skip_exact(stream, size).await?;
+            if !self.line(stream).await?.is_empty() {
+                return Err(("io", "chunk data not followed by CRLF".to_owned()));
+            }
+        }
+    }
+
+    /// Consumes everything up to the end of the stream.
+    async fn skip_to_eof(&mut self, stream: &mut TcpStream, max: u64) -> Result<u64, Fail> {
+        let mut total = 0u64;
+        loop {
+            total += self.pending().len() as u64;
+            self.rpos = self.rbuf.len();
+            if total > max {
+                return Err(("io", format!("answer body is over {max} bytes")));
+            }
+            if self.fill(stream).await? == 0 {
+                return Ok(total);
+            }
+        }
+    }
+
+    /// The next CRLF-terminated line (without it), consumed. Lines are short (chunk sizes,
+    /// trailers), so a copy is fine.
+    async fn line(&mut self, stream: &mut TcpStream) -> Result<Vec<u8>, Fail> {
+        loop {
+            let buf = self.pending();
+            if let Some(i) = buf.windows(2).position(|w| w == b"\r\n") {
+                let line = buf[..i].to_vec();
+                self.rpos += i + 2;
+                return Ok(line);
+            }
+            if buf.len() > MAX_HEAD_BYTES {
+                return Err(("io", "chunk line too long".to_owned()));
+            }
+            if self.fill(stream).await? == 0 {
+                return Err(("io", "connection closed inside a chunked answer".to_owned()));
+            }
+        }
+    }
+}
+
+/// The end of the head (index just past "\r\n\r\n"), searching from `from`.
+fn find_head_end(buf: &[u8], from: usize) -> Option<usize> {
+    let mut i = from;
+    while i + 3 < buf.len() {
+        match buf[i + 3] {
+            // The last byte of the terminator; otherwise skip ahead past it.
+            b'\n' if &buf[i..i + 4] == b"\r\n\r\n" => return Some(i + 4),
+            b'\n' | b'\r' => i += 1,
+            _ => i += 4,
+        }
+    }
+    None
+}
+
+/// Parses "HTTP/1.x SSS reason\r\n" and the headers that decide where the body ends.
+fn parse_head(head: &[u8]) -> Result<Head, String> {
+    let text = std::str::from_utf8(head).map_err(|_| "answer head is not UTF-8".to_owned())?;
+    let mut lines = text.split("\r\n");
+    let status_line = lines.next().unwrap_or_default();
+    let bad_status = || {
+        format!(
+            "not an HTTP/1.x status line: {:?}",
+            &status_line[..status_line.len().min(80)]
+        )
+    };
+    let (version, rest) = status_line.split_once(' ').ok_or_else(bad_status)?;
+    let http10 = match version {
+        "HTTP/1.1" => false,
+        "HTTP/1.0" => true,
+        _ => return Err(bad_status()),
+    };
+    let code = rest.get(..3).ok_or_else(bad_status)?;
+    let status: u16 = code
+        .parse()
+        .ok()
+        .filter(|s| (100..1000).contains(s))
+        .ok_or_else(bad_status)?;
+    if rest.len() > 3 && !rest[3..].starts_with(' ') {
+        return Err(bad_status());
+    }
+    let (mut length, mut chunked, mut other_coding) = (None, false, false);
+    let (mut says_close, mut says_keep_alive) = (false, false);
+    for line in lines.filter(|l| !l.is_empty()) {
+        let (name, value) = line
+            .split_once(':')
+            .ok_or_else(|| format!("bad header line {:?}", &line[..line.len().min(80)]))?;
+        let value = value.trim();
+        if name.eq_ignore_ascii_case("content-length") {
+            let n: u64 = value
+                .parse()
+                .map_err(|_| format!("bad content-length {value:?}"))?;
+            if length.is_some_and(|l| l != n) {
+                return Err("conflicting content-length headers".to_owned());
+            }
+            length = Some(n);
+        } else if name.eq_ignore_ascii_case("transfer-encoding") {
+            // Chunked must be the final coding (RFC 9112 §6.1); anything else runs to close.
+            chunked = value
+                .rsplit(',')
+                .next()
+                .is_some_and(|c| c.trim().eq_ignore_ascii_case("chunked"));
+            other_coding = !chunked;
+        } else if name.eq_ignore_ascii_case("connection") {
+            for token in value.split(',').map(str::trim) {
+                says_close |= token.eq_ignore_ascii_case("close");
+                says_keep_alive |= token.eq_ignore_ascii_case("keep-alive");
+            }
+        }
+    }
+    // HTTP/1.0 closes after each answer unless it says keep-alive (RFC 9112 §9.3).
+    let close = says_close || other_coding || (http10 && !says_keep_alive);
+    // Transfer-Encoding overrides Content-Length (RFC 9112 §6.3 rule 3).
+    let body = match (chunked, length) {
+        (true, _) => BodyLen::Chunked,
+        (false, Some(n)) => BodyLen::Known(n),
+        (false, None) => BodyLen::UntilClose,
+    };
+    Ok(Head {
+        status,
+        len: head.len(),
+        body,
+        close,
+    })
+}
+
+/// A chunk-size line: hex digits, optionally followed by `;extensions`.
+fn parse_chunk_size(line: &[u8]) -> Result<u64, String> {
+    let hex = line.split(|&b| b == b';').next().unwrap_or_default();
+    let hex = std::str::from_utf8(hex).unwrap_or("").trim();
+    if hex.is_empty() || hex.len() > 15 {
+        return Err(format!(
+            "bad chunk size line {:?}",
+            String::from_utf8_lossy(&line[..line.len().min(40)])
+        ));
+    }
+    u64::from_str_radix(hex, 16).map_err(|_| format!("bad chunk size {hex:?}"))
+}
+
+/// Appends the decimal form of `v` without going through `fmt`.
+pub(crate) fn push_decimal(out: &mut Vec<u8>, v: i64) {
+    let mut digits = [0u8; 20];
+    let mut n = v.unsigned_abs();
+    let mut i = digits.len();
+    loop {
+        i -= 1;
+        digits[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    if v < 0 {
+        out.push(b'-');
+    }
+    out.extend_from_slice(&digits[i..]);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::AsyncReadExt;
+    use tokio::net::TcpListener;
+
+    #[test]
+    fn heads_parse() {
+        let h = parse_head(b"HTTP/1.1 200 OK\r\ncontent-length: 13\r\ndate: x\r\n\r\n").unwrap();
+        assert_eq!(h.status, 200);
+        assert_eq!(h.body, BodyLen::Known(13));
+        assert!(!h.close);
+        let h = parse_head(
+            b"HTTP/1.1 201 Created\r\nTransfer-Encoding: gzip, chunked\r\nContent-Length: 5\r\n\r\n",
+        )
+        .unwrap();
+        assert_eq!(h.body, BodyLen::Chunked);
+        let h = parse_head(b"HTTP/1.1 503 x\r\nConnection: Close\r\n\r\n").unwrap();
+        assert_eq!(
+            (h.status, h.body, h.close),
+            (503, BodyLen::UntilClose, true)
+        );
+        let h = parse_head(b"HTTP/1.0 200 OK\r\nContent-Length: 0\r\n\r\n").unwrap();
+        assert!(h.close, "HTTP/1.0 closes unless keep-alive");
+        let h =
+            parse_head(b"HTTP/1.0 200 OK\r\nConnection: keep-alive\r\nContent-Length: 0\r\n\r\n")
+                .unwrap();
+        assert!(!h.close);
+        let h = parse_head(b"HTTP/1.1 204\r\n\r\n").unwrap();
+        assert_eq!(h.status, 204);
+        for bad in [
+            &b"HTTP/2 200 OK\r\n\r\n"[..],
+            b"HTTP/1.1 2000 OK\r\n\r\n",
+            b"HTTP/1.1 abc\r\n\r\n",
+            b"HTTP/1.1 200 OK\r\nno colon\r\n\r\n",
+            b"HTTP/1.1 200 OK\r\ncontent-length: -1\r\n\r\n",
+            b"HTTP/1.1 200 OK\r\ncontent-length: 1\r\ncontent-length: 2\r\n\r\n",
+            b"SSH-2.0-OpenSSH\r\n\r\n",
+        ] {
+            assert!(
+                parse_head(bad).is_err(),
+                "{:?}",
+                String::from_utf8_lossy(bad)
+            );
+        }
+    }
+
+    #[test]
+    fn head_end_is_found_wherever_it_falls() {
+        let head = b"HTTP/1.1 200 OK\r\na: b\r\n\r\nBODY";
+        // The blank line ends at byte 25; any scan start up to its first byte finds it.
+        for from in 0..=21 {
+            assert_eq!(find_head_end(head, from), Some(25), "{from}");
+        }
+        assert_eq!(find_head_end(b"HTTP/1.1 200 OK\r\n\r", 0), None);
+        assert_eq!(find_head_end(b"\r\n\r\n", 0), Some(4));
+        assert_eq!(find_head_end(b"x\n\r\n\r\n", 0), Some(6));
+    }
+
+    #[test]
+    fn chunk_sizes_and_decimals() {
+        assert_eq!(parse_chunk_size(b"1a"), Ok(26));
+        assert_eq!(parse_chunk_size(b"0;ext=1"), Ok(0));
+        assert!(parse_chunk_size(b"").is_err());
+        assert!(parse_chunk_size(b"zz").is_err());
+        for v in [0i64, 7, 10, 1_700_000_000, -42, i64::MIN, i64::MAX] {
+            let mut out = Vec::new();
+            push_decimal(&mut out, v);
+            assert_eq!(out, v.to_string().as_bytes());
+        }
+    }
+
+    /// A scripted server: answers each request (read up to its blank line) with the next
+    /// canned answer, split into small writes to exercise partial reads, and closes the
+    /// connection after it when its flag says so (an empty answer: close without one).
+    async fn scripted(answers: Vec<(&'static [u8], bool)>) -> SocketAddr {
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap();
+        tokio::spawn(async move {
+            let mut answers = answers.into_iter();
+            'conn: loop {
+                let Ok((mut s, _)) = l.accept().await else {
+                    return;
+                };
+                let mut got = Vec::new();
+                loop {
+                    let mut b = [0u8; 1024];
+                    let n = s.read(&mut b).await.unwrap_or(0);
+                    if n == 0 {
+                        continue 'conn;
+                    }
+                    got.extend_from_slice(&b[..n]);
+                    while let Some(end) = find_head_end(&got, 0) {
+                        got.drain(..end);
+                        let Some((a, close)) = answers.next() else {
+                            return;
+                        };
+                        for piece in a.chunks(7) {
+                            s.write_all(piece).await.unwrap();
+                            s.flush().await.unwrap();
+                            tokio::task::yield_now().await;
+                        }
+                        if close || a.is_empty() {
+                            continue 'conn;
+                        }
+                    }
+                }
+            }
+        });
+        addr
+    }
+
+    fn get(c: &mut H1Conn) {
+        c.request_buf()
+            .extend_from_slice(b"GET /livez HTTP/1.1\r\nhost: x\r\n\r\n");
+    }
+
+    #[tokio::test]
+    async fn keep_alive_chunked_interim_and_close() {
+        let addr = scripted(vec![
+            (
+                &b"HTTP/1.1 200 OK\r\ncontent-length: 13\r\n\r\n{\"live\":true}"[..],
+                false,
+            ),
+            (
+                b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 201 Created\r\ntransfer-encoding: chunked\r\n\r\n5;x\r\nhello\r\n3\r\nabc\r\n0\r\nt: 1\r\n\r\n",
+                false,
+            ),
+            (
+                b"HTTP/1.1 404 Not Found\r\ncontent-length: 2\r\nconnection: close\r\n\r\nno",
+                true,
+            ),
+            (b"HTTP/1.1 200 OK\r\n\r\nuntil close", true),
+            (b"HTTP/1.1 204 No Content\r\n\r\n", false),
+            (b"", true),
+        ])
+        .await;
+        let mut c = H1Conn::new(addr);
+        let want = [(200, 13), (201, 8), (404, 2), (200, 11), (204, 0)];
+        for (status, body_bytes) in want {
+            get(&mut c);
+            assert_eq!(
+                c.roundtrip(false, 1 << 20).await,
+                Ok(Reply { status, body_bytes })
+            );
+        }
+        // The server closes without answering: an error, and the next request reconnects
+        // (and finds the scripted server out of answers, so it closes again).
+        get(&mut c);
+        let e = c.roundtrip(false, 1 << 20).await.unwrap_err();
+        assert_eq!(e.0, "io");
+        assert!(e.1.contains("closed"), "{e:?}");
+    }
+
+    #[tokio::test]
+    async fn bounds_and_bad_answers_are_errors() {
+        let addr = scripted(vec![
+            (
+                &b"HTTP/1.1 200 OK\r\ncontent-length: 100\r\n\r\n"[..],
+                false,
+            ),
+            (b"NOT HTTP\r\n\r\n", false),
+            (b"HTTP/1.1 200 OK\r\ncontent-length: 10\r\n\r\nshort", true),
+        ])
+        .await;
+        let mut c = H1Conn::new(addr);
+        get(&mut c);
+        let e = c.roundtrip(false, 50).await.unwrap_err();
+        assert!(e.1.contains("over 50"), "{e:?}");
+        get(&mut c);
+        let e = c.roundtrip(false, 1 << 20).await.unwrap_err();
+        assert!(e.1.contains("status line"), "{e:?}");
+        get(&mut c);
+        let e = c.roundtrip(false, 1 << 20).await.unwrap_err();
+        assert!(e.1.contains("before the end"), "{e:?}");
+        let dead = {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            l.local_addr().unwrap()
+        };
+        let mut c = H1Conn::new(dead);
+        get(&mut c);
+        assert_eq!(c.roundtrip(false, 1).await.unwrap_err().0, "connect");
+    }
+}

@@ -349,10 +349,7 @@ impl Device {
         req: &Outgoing<'_>,
     ) -> Result<u16, LoadError> {
         let method = req.method.as_str();
-        let mut sign_time = None;
-        let mut sig = [0u8; 64];
-        let mut nonce = [0u8; 32];
-        let mut ts = 0;
+        let mut signed = None;
         if req.signed {
             let t0 = Instant::now();
             let mut owned_hash = [0u8; 64];
@@ -363,25 +360,8 @@ impl Device {
                     &owned_hash
                 }
             };
-            let mut raw = [0u8; 16];
-            w.rng.fill_bytes(&mut raw);
-            hex_into(&raw, &mut nonce);
-            ts = (self.inner.clock)();
-            // protocol::canonical_string, written into a reused buffer.
-            let c = &mut w.canonical;
-            c.clear();
-            c.extend_from_slice(b"obsync/v1\n");
-            c.extend_from_slice(method.as_bytes());
-            c.push(b'\n');
-            c.extend_from_slice(req.path_and_query.as_bytes());
-            c.push(b'\n');
-            h1::push_decimal(c, ts);
-            c.push(b'\n');
-            c.extend_from_slice(&nonce);
-            c.push(b'\n');
-            c.extend_from_slice(body_hash);
-            sig = self.inner.signer.sign_hex(c);
-            sign_time = Some(t0.elapsed());
+            let s = w.sign(self, method, req.path_and_query, body_hash);
+            signed = Some((s, t0.elapsed()));
         }
         let buf = w.conn.request_buf();
         buf.extend_from_slice(method.as_bytes());
@@ -393,11 +373,11 @@ impl Device {
             buf.extend_from_slice(b"\r\ncontent-type: ");
             buf.extend_from_slice(ct.as_bytes());
         }
-        if req.signed {
+        if let Some((s, _)) = &signed {
             for (name, value) in [
                 (H_DEVICE, self.inner.creds.device_id.as_bytes()),
-                (H_NONCE, &nonce[..]),
-                (H_SIG, &sig[..]),
+                (H_NONCE, &s.nonce[..]),
+                (H_SIG, &s.sig[..]),
             ] {
                 buf.extend_from_slice(b"\r\n");
                 buf.extend_from_slice(name.as_bytes());
@@ -407,7 +387,7 @@ impl Device {
             buf.extend_from_slice(b"\r\n");
             buf.extend_from_slice(H_TS.as_bytes());
             buf.extend_from_slice(b": ");
-            h1::push_decimal(buf, ts);
+            h1::push_decimal(buf, s.ts);
         }
         // A body, or a method that defines one (RFC 9110 §8.6), announces its length.
         if !req.body.is_empty() || matches!(req.method, Method::POST | Method::PUT | Method::PATCH)
@@ -433,7 +413,7 @@ impl Device {
             done,
             bytes_sent: req.body.len() as u64,
             bytes_received: received,
-            sign: sign_time,
+            sign: signed.as_ref().map(|(_, t)| *t),
         };
         match outcome {
             Some(Ok(reply)) => {
@@ -572,6 +552,49 @@ impl WorkerConn {
             timer: Box::pin(tokio::time::sleep(REQUEST_TIMEOUT)),
         }
     }
+
+    /// Signs one request of `dev` afresh: a new nonce from this worker's stream, the clock's
+    /// `ts`, and the HMAC of `protocol::canonical_string` (written into a reused buffer).
+    pub fn sign(
+        &mut self,
+        dev: &Device,
+        method: &str,
+        path_and_query: &str,
+        body_sha256_hex: &[u8],
+    ) -> LeanSig {
+        let mut raw = [0u8; 16];
+        self.rng.fill_bytes(&mut raw);
+        let mut nonce = [0u8; 32];
+        hex_into(&raw, &mut nonce);
+        let ts = (dev.inner.clock)();
+        let c = &mut self.canonical;
+        c.clear();
+        c.extend_from_slice(b"obsync/v1\n");
+        c.extend_from_slice(method.as_bytes());
+        c.push(b'\n');
+        c.extend_from_slice(path_and_query.as_bytes());
+        c.push(b'\n');
+        h1::push_decimal(c, ts);
+        c.push(b'\n');
+        c.extend_from_slice(&nonce);
+        c.push(b'\n');
+        c.extend_from_slice(body_sha256_hex);
+        LeanSig {
+            nonce,
+            ts,
+            sig: dev.inner.signer.sign_hex(c),
+        }
+    }
+}
+
+/// The varying authentication headers of one request, signed without allocating.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct LeanSig {
+    /// 32 hex digits.
+    pub nonce: [u8; 32],
+    pub ts: i64,
+    /// 64 hex digits.
+    pub sig: [u8; 64],
 }
 
 fn transport(route: &str, kind: &'static str, detail: String) -> LoadError {
@@ -758,6 +781,33 @@ mod tests {
                 s.sign(msg.as_bytes()),
                 protocol::sign::signature(&secret, msg)
             );
+        }
+    }
+
+    /// The worker's allocation-free signing equals the protocol crate's, and every request
+    /// gets a fresh nonce.
+    #[tokio::test]
+    async fn worker_signature_verifies_with_the_protocol() {
+        let target = Target::parse("http://127.0.0.1:9", false).unwrap();
+        let creds = DeviceCredentials {
+            device_id: "00112233445566778899aabbccddeeff".into(),
+            secret: std::array::from_fn(|i| i as u8),
+        };
+        let dev = Device::new(target, creds.clone(), 0, String::new(), nonce_rng(1, 0, 0))
+            .with_clock(Arc::new(|| 1_700_000_123));
+        let mut w = WorkerConn::new(&dev);
+        let body_hash = protocol::sha256_hex(br#"{"sids":[]}"#);
+        let a = w.sign(&dev, "POST", "/v1/chunks/exists", body_hash.as_bytes());
+        let b = w.sign(&dev, "POST", "/v1/chunks/exists", body_hash.as_bytes());
+        assert_ne!(a.nonce, b.nonce);
+        assert_eq!(a.ts, 1_700_000_123);
+        for s in [a, b] {
+            let nonce = std::str::from_utf8(&s.nonce).unwrap();
+            assert!(nonce.bytes().all(|c| c.is_ascii_hexdigit()));
+            let canonical =
+                protocol::canonical_string("POST", "/v1/chunks/exists", s.ts, nonce, &body_hash);
+            let sig = std::str::from_utf8(&s.sig).unwrap();
+            assert!(protocol::sign::verify(&creds.secret, &canonical, sig));
         }
     }
 

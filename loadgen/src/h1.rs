@@ -237,14 +237,14 @@ impl H1Conn {
         }
     }
 
-    /// The next CRLF-terminated line (without it), consumed. Lines are short (chunk sizes,
+    /// The next line (without its CRLF or LF), consumed. Lines are short (chunk sizes,
     /// trailers), so a copy is fine.
     async fn line(&mut self, stream: &mut TcpStream) -> Result<Vec<u8>, Fail> {
         loop {
             let buf = self.pending();
-            if let Some(i) = buf.windows(2).position(|w| w == b"\r\n") {
-                let line = buf[..i].to_vec();
-                self.rpos += i + 2;
+            if let Some(i) = buf.iter().position(|&b| b == b'\n') {
+                let line = buf[..i].strip_suffix(b"\r").unwrap_or(&buf[..i]).to_vec();
+                self.rpos += i + 1;
                 return Ok(line);
             }
             if buf.len() > MAX_HEAD_BYTES {
@@ -257,15 +257,16 @@ impl H1Conn {
     }
 }
 
-/// The end of the head (index just past "\r\n\r\n"), searching from `from`.
+/// The end of the head: the index just past the blank line that ends it, searching from
+/// `from`. Lines end in CRLF, or a bare LF, which recipients may accept (RFC 9112 §2.2).
 fn find_head_end(buf: &[u8], from: usize) -> Option<usize> {
     let mut i = from;
-    while i + 3 < buf.len() {
-        match buf[i + 3] {
-            // The last byte of the terminator; otherwise skip ahead past it.
-            b'\n' if &buf[i..i + 4] == b"\r\n\r\n" => return Some(i + 4),
-            b'\n' | b'\r' => i += 1,
-            _ => i += 4,
+    while let Some(off) = buf.get(i..)?.iter().position(|&b| b == b'\n') {
+        let nl = i + off;
+        match buf.get(nl + 1..) {
+            Some([b'\n', ..]) => return Some(nl + 2),
+            Some([b'\r', b'\n', ..]) => return Some(nl + 3),
+            _ => i = nl + 1,
         }
     }
     None
@@ -273,56 +274,66 @@ fn find_head_end(buf: &[u8], from: usize) -> Option<usize> {
 
 /// Parses "HTTP/1.x SSS reason\r\n" and the headers that decide where the body ends.
 fn parse_head(head: &[u8]) -> Result<Head, String> {
-    let text = std::str::from_utf8(head).map_err(|_| "answer head is not UTF-8".to_owned())?;
-    let mut lines = text.split("\r\n");
+    // Bytes, not str: a header value may carry obs-text (RFC 9110 §5.5), which is not UTF-8
+    // but must not fail the answer.
+    let mut lines = head
+        .split(|&b| b == b'\n')
+        .map(|l| l.strip_suffix(b"\r").unwrap_or(l));
     let status_line = lines.next().unwrap_or_default();
     let bad_status = || {
         format!(
             "not an HTTP/1.x status line: {:?}",
-            &status_line[..status_line.len().min(80)]
+            String::from_utf8_lossy(&status_line[..status_line.len().min(80)])
         )
     };
-    let (version, rest) = status_line.split_once(' ').ok_or_else(bad_status)?;
-    let http10 = match version {
-        "HTTP/1.1" => false,
-        "HTTP/1.0" => true,
+    let http10 = match status_line.get(..9) {
+        Some(b"HTTP/1.1 ") => false,
+        Some(b"HTTP/1.0 ") => true,
         _ => return Err(bad_status()),
     };
-    let code = rest.get(..3).ok_or_else(bad_status)?;
-    let status: u16 = code
-        .parse()
-        .ok()
-        .filter(|s| (100..1000).contains(s))
-        .ok_or_else(bad_status)?;
-    if rest.len() > 3 && !rest[3..].starts_with(' ') {
+    let rest = &status_line[9..];
+    let status = match rest.get(..3) {
+        Some(&[a, b, c]) if [a, b, c].iter().all(u8::is_ascii_digit) && a != b'0' => {
+            u16::from(a - b'0') * 100 + u16::from(b - b'0') * 10 + u16::from(c - b'0')
+        }
+        _ => return Err(bad_status()),
+    };
+    if rest.len() > 3 && rest[3] != b' ' {
         return Err(bad_status());
     }
     let (mut length, mut chunked, mut other_coding) = (None, false, false);
     let (mut says_close, mut says_keep_alive) = (false, false);
     for line in lines.filter(|l| !l.is_empty()) {
-        let (name, value) = line
-            .split_once(':')
-            .ok_or_else(|| format!("bad header line {:?}", &line[..line.len().min(80)]))?;
-        let value = value.trim();
-        if name.eq_ignore_ascii_case("content-length") {
-            let n: u64 = value
-                .parse()
-                .map_err(|_| format!("bad content-length {value:?}"))?;
+        let colon = line.iter().position(|&b| b == b':').ok_or_else(|| {
+            format!(
+                "bad header line {:?}",
+                String::from_utf8_lossy(&line[..line.len().min(80)])
+            )
+        })?;
+        let (name, value) = (&line[..colon], line[colon + 1..].trim_ascii());
+        if name.eq_ignore_ascii_case(b"content-length") {
+            let n: u64 = std::str::from_utf8(value)
+                .ok()
+                .filter(|v| !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()))
+                .and_then(|v| v.parse().ok())
+                .ok_or_else(|| {
+                    format!("bad content-length {:?}", String::from_utf8_lossy(value))
+                })?;
             if length.is_some_and(|l| l != n) {
                 return Err("conflicting content-length headers".to_owned());
             }
             length = Some(n);
-        } else if name.eq_ignore_ascii_case("transfer-encoding") {
+        } else if name.eq_ignore_ascii_case(b"transfer-encoding") {
             // Chunked must be the final coding (RFC 9112 §6.1); anything else runs to close.
             chunked = value
-                .rsplit(',')
+                .rsplit(|&b| b == b',')
                 .next()
-                .is_some_and(|c| c.trim().eq_ignore_ascii_case("chunked"));
+                .is_some_and(|c| c.trim_ascii().eq_ignore_ascii_case(b"chunked"));
             other_coding = !chunked;
-        } else if name.eq_ignore_ascii_case("connection") {
-            for token in value.split(',').map(str::trim) {
-                says_close |= token.eq_ignore_ascii_case("close");
-                says_keep_alive |= token.eq_ignore_ascii_case("keep-alive");
+        } else if name.eq_ignore_ascii_case(b"connection") {
+            for token in value.split(|&b| b == b',').map(<[u8]>::trim_ascii) {
+                says_close |= token.eq_ignore_ascii_case(b"close");
+                says_keep_alive |= token.eq_ignore_ascii_case(b"keep-alive");
             }
         }
     }
@@ -404,6 +415,9 @@ mod tests {
         assert!(!h.close);
         let h = parse_head(b"HTTP/1.1 204\r\n\r\n").unwrap();
         assert_eq!(h.status, 204);
+        // obs-text in a value, bare LF line ends: still an answer.
+        let h = parse_head(b"HTTP/1.1 200 OK\nx-note: caf\xe9\ncontent-length: 2\n\n").unwrap();
+        assert_eq!((h.status, h.body), (200, BodyLen::Known(2)));
         for bad in [
             &b"HTTP/2 200 OK\r\n\r\n"[..],
             b"HTTP/1.1 2000 OK\r\n\r\n",
@@ -411,6 +425,8 @@ mod tests {
             b"HTTP/1.1 200 OK\r\nno colon\r\n\r\n",
             b"HTTP/1.1 200 OK\r\ncontent-length: -1\r\n\r\n",
             b"HTTP/1.1 200 OK\r\ncontent-length: 1\r\ncontent-length: 2\r\n\r\n",
+            b"HTTP/1.1 200 OK\r\ncontent-length: +1\r\n\r\n",
+            b"HTTP/1.1 099 OK\r\n\r\n",
             b"SSH-2.0-OpenSSH\r\n\r\n",
         ] {
             assert!(
@@ -430,7 +446,9 @@ mod tests {
         }
         assert_eq!(find_head_end(b"HTTP/1.1 200 OK\r\n\r", 0), None);
         assert_eq!(find_head_end(b"\r\n\r\n", 0), Some(4));
-        assert_eq!(find_head_end(b"x\n\r\n\r\n", 0), Some(6));
+        assert_eq!(find_head_end(b"x\n\r\n\r\n", 0), Some(4));
+        assert_eq!(find_head_end(b"HTTP/1.1 200 OK\na: b\n\nBODY", 0), Some(22));
+        assert_eq!(find_head_end(b"HTTP/1.1 200 OK\r\n\r\n", 16), Some(19));
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! A device: its credentials, one pooled hyper client, its own seeded nonce stream, and the
-//! one function every request goes through (sign afresh, send, time, count).
+//! two ways a request goes out (sign afresh, send, time, count): `Device::send` over the pool,
+//! and `Device::send_lean` over a closed-loop worker's own connection ([`h1`]).
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};

@@ -20,14 +20,9 @@ use rand_chacha::ChaCha8Rng;
 use sha2::{Digest, Sha256};
 
 use crate::error::LoadError;
+use crate::h1::{self, H1Conn};
 use crate::stats::{Recorder, Sample};
 use crate::target::Target;
-use h1::H1Conn;
-
-// The lean HTTP/1.1 connection lives beside this file (`src/h1.rs`) as a child of this
-// module, its only user.
-#[path = "h1.rs"]
-mod h1;
 
 /// Unix seconds for the `X-Obsync-Ts` header. A parameter so tests can pin it.
 pub type Clock = Arc<dyn Fn() -> i64 + Send + Sync>;

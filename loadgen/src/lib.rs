@@ -1,7 +1,7 @@
 //! The signed load generator: obsync-v1 devices, whole-vault push/pull, and route load in
 //! closed and open loop with HdrHistogram latencies (issue 4).
 //!
-//! Pipeline: [`Target`] (loopback unless allowed) → [`enroll`] devices (setup, then pairing;
+//! Pipeline: [`Target`] (loopback unless allowed) → [`enroll()`] devices (setup, then pairing;
 //! kept in a [`StateFile`]) → device operations ([`push_vault`], [`pull_vault`], [`resync`],
 //! [`push_file`], [`delete_file`], [`rename_path`], [`wait_changes`], [`fetch_and_write`]) or a
 //! route load ([`run_route_load`]) → reports ([`TransferReport`], [`RouteLoadReport`],
@@ -17,8 +17,13 @@
 //!   device's seeded stream. Folders: a version with no sids, `bytes` 0, kind `"dir"`.
 //! - Nonces: 16 bytes from a ChaCha8Rng seeded from the run seed with one stream per
 //!   (device index, session); the state file's session increases with every invocation, so
-//!   the sequence is deterministic yet never repeats against one server. `ts` is the real
+//!   the sequence is deterministic yet never repeats against one server. Each closed-loop
+//!   worker draws from a child stream seeded with 32 bytes of its device's stream, workers
+//!   created in a fixed order, so nonces stay deterministic for a seed. `ts` is the real
 //!   wall clock in seconds (a [`Clock`] parameter in tests).
+//! - Closed-loop route load sends through a lean HTTP/1.1 connection per worker (`h1.rs`,
+//!   as wrk does: one reused buffer each way, every request still signed afresh); device
+//!   operations and the open loop use the per-device pooled hyper client.
 //! - Files are cut into fixed 1 MiB chunks; sid = SHA-256 of the chunk. Pulls read chunks
 //!   in batches of at most 3, pushes keep 4 files in flight (the real plugin's figures).
 //! - Every retry (transport error or 503; at most three attempts) is signed afresh.
@@ -28,6 +33,7 @@ mod enroll;
 mod error;
 #[cfg(test)]
 mod fake;
+mod h1;
 mod metrics;
 mod route;
 mod stats;

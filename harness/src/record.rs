@@ -71,14 +71,9 @@ pub struct RunOpts {
     pub sample_timeout: u64,
 }
 
-/// Seeds in decimal or `0x` hex.
+/// Seeds in decimal or `0x` hex, for clap (the one parser is `vault::parse_seed`).
 pub fn parse_seed(s: &str) -> Result<u64, String> {
-    let t = s.trim();
-    let r = match t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
-        Some(h) => u64::from_str_radix(h, 16),
-        None => t.parse(),
-    };
-    r.map_err(|_| format!("seed {s:?} is not a decimal or 0x-hex integer"))
+    crate::vault::parse_seed(s).map_err(|e| e.to_string())
 }
 
 /// Loads the scenario named on the command line or from `--scenario-file`.
@@ -430,16 +425,7 @@ pub fn now_rfc3339() -> String {
         .map(|d| d.as_secs())
         .unwrap_or(0) as i64;
     let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
-    // Civil from days (Howard Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
+    let (y, m, d) = scenarios::civil_from_days(days);
     format!(
         "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
         rem / 3600,
@@ -565,7 +551,10 @@ mod tests {
     fn seeds_parse() {
         assert_eq!(parse_seed("0x5eed"), Ok(0x5eed));
         assert_eq!(parse_seed("42"), Ok(42));
-        assert!(parse_seed("0xZZ").unwrap_err().contains("0xZZ"));
+        assert!(
+            parse_seed("0xZZ").unwrap_err().contains("0xZZ"),
+            "the message names the input"
+        );
     }
 
     #[test]

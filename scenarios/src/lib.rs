@@ -24,4 +24,5 @@ pub use manifest::{Difference, Manifest, ManifestEntry, entry, hash_reader, mani
 pub use profile::{
     DEFAULT_SEED, Fanout, LinkStyle, ObsidianConfig, PROFILE_NAMES, Profile, profile,
 };
+pub use rng::civil_from_days;
 pub use text::percent_decode;

@@ -173,10 +173,17 @@ pub(crate) fn fill_blocks(rng: &mut ChaCha8Rng, buf: &mut [u8]) {
     rng.fill_bytes(buf);
 }
 
-/// `YYYY-MM-DD` for `days` after 2019-01-01 (Hinnant's civil-from-days; no clock is read).
+/// `YYYY-MM-DD` for `days` after 2019-01-01 (no clock is read).
 pub(crate) fn date(days: u32) -> String {
     // 2019-01-01 is day 17,897 of the Unix epoch.
-    let z = i64::from(days) + 17_897 + 719_468;
+    let (y, m, d) = civil_from_days(i64::from(days) + 17_897);
+    format!("{y:04}-{m:02}-{d:02}")
+}
+
+/// (year, month, day) of a day count since 1970-01-01 (Howard Hinnant's civil-from-days).
+/// Public so the harness formats its wall-clock metadata with the same arithmetic.
+pub fn civil_from_days(days: i64) -> (i64, i64, i64) {
+    let z = days + 719_468;
     let era = z.div_euclid(146_097);
     let doe = z - era * 146_097;
     let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
@@ -184,8 +191,7 @@ pub(crate) fn date(days: u32) -> String {
     let mp = (5 * doy + 2) / 153;
     let d = doy - (153 * mp + 2) / 5 + 1;
     let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!("{y:04}-{m:02}-{d:02}")
+    (yoe + era * 400 + i64::from(m <= 2), m, d)
 }
 
 #[cfg(test)]

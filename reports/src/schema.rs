@@ -49,7 +49,12 @@ pub struct Metric {
 
 impl Metric {
     pub fn new(value: f64, unit: &str, class: MetricClass, better: Better) -> Metric {
-        Metric { value, unit: unit.to_owned(), class, better }
+        Metric {
+            value,
+            unit: unit.to_owned(),
+            class,
+            better,
+        }
     }
     pub fn exact(value: f64, unit: &str) -> Metric {
         Metric::new(value, unit, MetricClass::Exact, Better::Lower)
@@ -182,7 +187,11 @@ pub fn median(xs: &[f64]) -> Option<f64> {
     let mut v = xs.to_vec();
     v.sort_by(|a, b| a.total_cmp(b));
     let n = v.len();
-    Some(if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 })
+    Some(if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    })
 }
 
 /// Canonical bytes of a document: serde_json with sorted keys (no `preserve_order`), compact.
@@ -217,22 +226,53 @@ pub struct Mismatch {
 /// agree, and the binding digest. Returns every mismatch, keys named.
 pub fn verify_pair(baseline: &Baseline, provenance: &Provenance) -> Vec<Mismatch> {
     let mut out = Vec::new();
-    let mut miss = |key: &str, detail: String| out.push(Mismatch { key: key.to_owned(), detail });
+    let mut miss = |key: &str, detail: String| {
+        out.push(Mismatch {
+            key: key.to_owned(),
+            detail,
+        })
+    };
     if baseline.kind != KIND_BASELINE {
-        miss("kind", format!("baseline kind is {:?}, expected {KIND_BASELINE:?}", baseline.kind));
+        miss(
+            "kind",
+            format!(
+                "baseline kind is {:?}, expected {KIND_BASELINE:?}",
+                baseline.kind
+            ),
+        );
     }
     if provenance.kind != KIND_PROVENANCE {
-        miss("kind", format!("sidecar kind is {:?}, expected {KIND_PROVENANCE:?}", provenance.kind));
+        miss(
+            "kind",
+            format!(
+                "sidecar kind is {:?}, expected {KIND_PROVENANCE:?}",
+                provenance.kind
+            ),
+        );
     }
-    for (what, v) in [("baseline", baseline.format_version), ("sidecar", provenance.format_version)] {
+    for (what, v) in [
+        ("baseline", baseline.format_version),
+        ("sidecar", provenance.format_version),
+    ] {
         if v > FORMAT_VERSION {
-            miss("format_version", format!("{what} format_version {v} is newer than this build's {FORMAT_VERSION}: upgrade vaultbench"));
+            miss(
+                "format_version",
+                format!(
+                    "{what} format_version {v} is newer than this build's {FORMAT_VERSION}: upgrade vaultbench"
+                ),
+            );
         } else if v == 0 {
-            miss("format_version", format!("{what} format_version 0 is not a vaultbench format"));
+            miss(
+                "format_version",
+                format!("{what} format_version 0 is not a vaultbench format"),
+            );
         }
     }
     if baseline.scenario != provenance.scenario || baseline.seed != provenance.seed {
-        miss("scenario", "baseline and sidecar name different scenarios or seeds".to_owned());
+        miss(
+            "scenario",
+            "baseline and sidecar name different scenarios or seeds".to_owned(),
+        );
     }
     for (key, m) in &baseline.metrics {
         let Some(series) = provenance.raw.get(key) else {
@@ -241,13 +281,22 @@ pub fn verify_pair(baseline: &Baseline, provenance: &Provenance) -> Vec<Mismatch
         };
         match median(series) {
             Some(med) if close(med, m.value) => {}
-            Some(med) => miss(key, format!("value {} is not the median {} of its raw series", m.value, med)),
+            Some(med) => miss(
+                key,
+                format!(
+                    "value {} is not the median {} of its raw series",
+                    m.value, med
+                ),
+            ),
             None => miss(key, "raw series is empty".to_owned()),
         }
         if m.class == MetricClass::Exact {
             match provenance.exact_snapshot.get(key) {
                 Some(s) if close(*s, m.value) => {}
-                Some(s) => miss(key, format!("exact value {} differs from its snapshot {}", m.value, s)),
+                Some(s) => miss(
+                    key,
+                    format!("exact value {} differs from its snapshot {}", m.value, s),
+                ),
                 None => miss(key, "exact key missing from the snapshot".to_owned()),
             }
         }
@@ -260,13 +309,22 @@ pub fn verify_pair(baseline: &Baseline, provenance: &Provenance) -> Vec<Mismatch
     for key in provenance.exact_snapshot.keys() {
         match baseline.metrics.get(key) {
             Some(m) if m.class == MetricClass::Exact => {}
-            Some(_) => miss(key, "snapshot key is not exact-class in the baseline".to_owned()),
+            Some(_) => miss(
+                key,
+                "snapshot key is not exact-class in the baseline".to_owned(),
+            ),
             None => miss(key, "snapshot key missing from the baseline".to_owned()),
         }
     }
     let digest = binding_digest(baseline, provenance);
     if digest != provenance.digest {
-        miss("digest", format!("binding digest {} does not match the recomputed {}", provenance.digest, digest));
+        miss(
+            "digest",
+            format!(
+                "binding digest {} does not match the recomputed {}",
+                provenance.digest, digest
+            ),
+        );
     }
     out
 }
@@ -281,7 +339,10 @@ mod tests {
 
     fn pair() -> (Baseline, Provenance) {
         let mut metrics = BTreeMap::new();
-        metrics.insert("a.wall_ms".to_owned(), Metric::timing(2.0, "ms", Better::Lower));
+        metrics.insert(
+            "a.wall_ms".to_owned(),
+            Metric::timing(2.0, "ms", Better::Lower),
+        );
         metrics.insert("a.fsyncs".to_owned(), Metric::exact(5.0, "count"));
         let baseline = Baseline {
             kind: KIND_BASELINE.into(),
@@ -302,8 +363,18 @@ mod tests {
             seed: 1,
             vault_digest: "d".into(),
             recorded_at: "2026-11-30T00:00:00Z".into(),
-            harness: HarnessIdentity { version: "0".into(), git_commit: None, git_dirty: None, toolchain: None },
-            target: TargetIdentity { command: "c".into(), executable: "e".into(), sha256: "h".into(), version: "v".into() },
+            harness: HarnessIdentity {
+                version: "0".into(),
+                git_commit: None,
+                git_dirty: None,
+                toolchain: None,
+            },
+            target: TargetIdentity {
+                command: "c".into(),
+                executable: "e".into(),
+                sha256: "h".into(),
+                version: "v".into(),
+            },
             machine: serde_json::json!({}),
             loadavg_before: None,
             loadavg_after: None,
@@ -358,7 +429,11 @@ mod tests {
     fn a_newer_format_is_refused() {
         let (mut b, p) = pair();
         b.format_version = FORMAT_VERSION + 1;
-        assert!(verify_pair(&b, &p).iter().any(|m| m.key == "format_version" && m.detail.contains("upgrade")));
+        assert!(
+            verify_pair(&b, &p)
+                .iter()
+                .any(|m| m.key == "format_version" && m.detail.contains("upgrade"))
+        );
     }
 
     #[test]

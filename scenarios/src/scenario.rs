@@ -125,7 +125,10 @@ pub fn builtin_names() -> Vec<&'static str> {
 pub fn builtin(name: &str) -> Result<Scenario, ScenarioError> {
     match BUILTIN.iter().find(|(n, _)| *n == name) {
         Some((n, text)) => parse(text, &format!("built-in {n}")),
-        None => Err(ScenarioError::Unknown { name: name.to_owned(), known: builtin_names().join(", ") }),
+        None => Err(ScenarioError::Unknown {
+            name: name.to_owned(),
+            known: builtin_names().join(", "),
+        }),
     }
 }
 
@@ -133,11 +136,23 @@ pub fn builtin(name: &str) -> Result<Scenario, ScenarioError> {
 pub fn parse(text: &str, origin: &str) -> Result<Scenario, ScenarioError> {
     let s: Scenario = toml::from_str(text).map_err(|e| ScenarioError::Parse {
         origin: origin.to_owned(),
-        message: e.message().to_owned() + &e.span().map(|r| format!(" (at byte {})", r.start)).unwrap_or_default(),
+        message: e.message().to_owned()
+            + &e.span()
+                .map(|r| format!(" (at byte {})", r.start))
+                .unwrap_or_default(),
     })?;
-    let invalid = |message: String| Err(ScenarioError::Invalid { origin: origin.to_owned(), message });
+    let invalid = |message: String| {
+        Err(ScenarioError::Invalid {
+            origin: origin.to_owned(),
+            message,
+        })
+    };
     if crate::profile(&s.profile).is_none() {
-        return invalid(format!("unknown profile {:?} (known: {})", s.profile, crate::PROFILE_NAMES.join(", ")));
+        return invalid(format!(
+            "unknown profile {:?} (known: {})",
+            s.profile,
+            crate::PROFILE_NAMES.join(", ")
+        ));
     }
     if s.samples == 0 {
         return invalid("samples must be at least 1".into());
@@ -150,13 +165,27 @@ pub fn parse(text: &str, origin: &str) -> Result<Scenario, ScenarioError> {
     }
     for p in &s.phases {
         match p {
-            Phase::ColdPush { in_flight, checkpoint_every } if *in_flight == 0 || *checkpoint_every == 0 => {
-                return invalid("cold_push in_flight and checkpoint_every must be at least 1".into());
+            Phase::ColdPush {
+                in_flight,
+                checkpoint_every,
+            } if *in_flight == 0 || *checkpoint_every == 0 => {
+                return invalid(
+                    "cold_push in_flight and checkpoint_every must be at least 1".into(),
+                );
             }
-            Phase::EditPropagation { rounds } if *rounds == 0 => return invalid("edit_propagation rounds must be at least 1".into()),
-            Phase::RouteLoad { routes, in_flight, seconds, max_requests } => {
+            Phase::EditPropagation { rounds } if *rounds == 0 => {
+                return invalid("edit_propagation rounds must be at least 1".into());
+            }
+            Phase::RouteLoad {
+                routes,
+                in_flight,
+                seconds,
+                max_requests,
+            } => {
                 if routes.is_empty() || in_flight.is_empty() || in_flight.contains(&0) {
-                    return invalid("route_load needs routes and in_flight levels of at least 1".into());
+                    return invalid(
+                        "route_load needs routes and in_flight levels of at least 1".into(),
+                    );
                 }
                 if !(seconds.is_finite() && *seconds > 0.0 && *seconds <= 600.0) {
                     return invalid(format!("route_load seconds {seconds} must be in (0, 600]"));
@@ -168,9 +197,15 @@ pub fn parse(text: &str, origin: &str) -> Result<Scenario, ScenarioError> {
             _ => {}
         }
     }
-    let pushes = s.phases.iter().position(|p| matches!(p, Phase::ColdPush { .. }));
+    let pushes = s
+        .phases
+        .iter()
+        .position(|p| matches!(p, Phase::ColdPush { .. }));
     for (i, p) in s.phases.iter().enumerate() {
-        let needs_push = !matches!(p, Phase::ColdStart | Phase::ColdPush { .. } | Phase::RouteLoad { .. });
+        let needs_push = !matches!(
+            p,
+            Phase::ColdStart | Phase::ColdPush { .. } | Phase::RouteLoad { .. }
+        );
         if needs_push && pushes.is_none_or(|j| j > i) {
             return invalid(format!("phase {} needs a cold_push before it", p.name()));
         }
@@ -195,7 +230,18 @@ mod tests {
     fn small_has_the_issue_phases() {
         let s = builtin("small").unwrap();
         let names: Vec<_> = s.phases.iter().map(|p| p.name()).collect();
-        assert_eq!(names, ["cold_start", "cold_push", "cold_pull", "idle_resync", "edit", "folder_rename", "route"]);
+        assert_eq!(
+            names,
+            [
+                "cold_start",
+                "cold_push",
+                "cold_pull",
+                "idle_resync",
+                "edit",
+                "folder_rename",
+                "route"
+            ]
+        );
         assert_eq!(s.seed, Some(0x5eed));
         assert_eq!(s.devices, 4);
     }
@@ -212,11 +258,22 @@ mod tests {
 
     #[test]
     fn unknown_keys_and_names_are_errors() {
-        let e = parse("name='x'\ndoc='d'\nprofile='small'\nbogus=1\n[[phase]]\nkind='cold_start'\n", "f.toml").unwrap_err();
-        assert!(e.to_string().contains("f.toml") && e.to_string().contains("bogus"), "{e}");
+        let e = parse(
+            "name='x'\ndoc='d'\nprofile='small'\nbogus=1\n[[phase]]\nkind='cold_start'\n",
+            "f.toml",
+        )
+        .unwrap_err();
+        assert!(
+            e.to_string().contains("f.toml") && e.to_string().contains("bogus"),
+            "{e}"
+        );
         let e = builtin("nope").unwrap_err();
         assert!(e.to_string().contains("small"), "{e}");
-        let e = parse("name='x'\ndoc='d'\nprofile='small'\n[[phase]]\nkind='cold_pull'\n", "f.toml").unwrap_err();
+        let e = parse(
+            "name='x'\ndoc='d'\nprofile='small'\n[[phase]]\nkind='cold_pull'\n",
+            "f.toml",
+        )
+        .unwrap_err();
         assert!(e.to_string().contains("cold_push"), "{e}");
     }
 }

@@ -47,7 +47,7 @@ const IO_BLOCK: usize = 4 * 1024;
 /// the workspace optimises even in dev builds, so a debug and a release `vaultbench` time
 /// the same machine code (the kernel is not a measure of how this crate was compiled).
 ///
-/// The rounds run as [`CPU_SLICES`] timed slices and the reading is the median slice time
+/// The rounds run as `CPU_SLICES` (8) timed slices and the reading is the median slice time
 /// times the slice count. Measured on this VM (2026-11-30, idle, no steal): single-shot
 /// readings in fresh processes ranged 25-85 ms, and a quiet gate trial accepted 3 of 20
 /// recordings — one preemption or host hiccup inside one reading decided the verdict. The

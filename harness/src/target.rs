@@ -187,9 +187,9 @@ pub struct ServerUsage {
     pub cpu_sys_s: f64,
     pub peak_rss_kib: u64,
     pub mean_rss_kib: f64,
-    /// CPU seconds by thread name, read from /proc/<pid>/task at the end.
+    /// CPU seconds by thread name, read from `/proc/<pid>/task` at the end.
     pub thread_cpu_s: std::collections::BTreeMap<String, f64>,
-    /// /proc/<pid>/io at the end: syscr, syscw, read_bytes, write_bytes, rchar, wchar.
+    /// `/proc/<pid>/io` at the end: syscr, syscw, read_bytes, write_bytes, rchar, wchar.
     pub io: std::collections::BTreeMap<String, u64>,
     pub exit_status: Option<i32>,
 }
@@ -446,7 +446,7 @@ fn sample_rss(pid: u32, stop: &AtomicBool) -> (f64, u64) {
     (if n == 0 { 0.0 } else { sum / n as f64 }, n)
 }
 
-/// CPU seconds per thread name from /proc/<pid>/task/*/stat (utime + stime, clock ticks).
+/// CPU seconds per thread name from `/proc/<pid>/task/*/stat` (utime + stime, clock ticks).
 fn thread_cpu(pid: u32) -> std::collections::BTreeMap<String, f64> {
     let mut out = std::collections::BTreeMap::new();
     // SAFETY: sysconf has no preconditions.

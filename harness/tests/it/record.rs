@@ -156,25 +156,8 @@ fn a_noisy_recording_is_refused_and_writes_nothing() {
         return;
     }
     let home = tempfile::tempdir().unwrap();
-    let (gate, scen, out) = (
-        home.path().join("gate.toml"),
-        home.path().join("s.toml"),
-        home.path().join("out"),
-    );
-    std::fs::write(&gate, TIGHT_GATE).unwrap();
-    std::fs::write(&scen, PUSH_ONLY).unwrap();
-    let o = vb(home.path())
-        .arg("record")
-        .arg("--scenario-file")
-        .arg(&scen)
-        .arg("--gate-config")
-        .arg(&gate)
-        .arg("--out")
-        .arg(&out)
-        .assert()
-        .code(3)
-        .get_output()
-        .clone();
+    let (mut cmd, out) = record_with(home.path(), TIGHT_GATE, PUSH_ONLY);
+    let o = cmd.assert().code(3).get_output().clone();
     let err = String::from_utf8(o.stderr).unwrap();
     assert!(err.contains("refused") && err.contains("cv"), "{err}");
     assert!(
@@ -190,13 +173,8 @@ fn a_crashing_target_is_refused_and_leaves_no_process() {
         return;
     }
     let home = tempfile::tempdir().unwrap();
-    let (gate, scen, out) = (
-        home.path().join("gate.toml"),
-        home.path().join("s.toml"),
-        home.path().join("out"),
-    );
-    std::fs::write(&gate, LOOSE_GATE).unwrap();
-    std::fs::write(&scen, PUSH_ONLY.replace("kind = \"cold_push\"\n", "kind = \"cold_push\"\n[[phase]]\nkind = \"route_load\"\nroutes = [\"post-version\"]\nin_flight = [2]\nseconds = 5.0\nmax_requests = 100000\n")).unwrap();
+    let scenario = PUSH_ONLY.replace("kind = \"cold_push\"\n", "kind = \"cold_push\"\n[[phase]]\nkind = \"route_load\"\nroutes = [\"post-version\"]\nin_flight = [2]\nseconds = 5.0\nmax_requests = 100000\n");
+    let (mut cmd, out) = record_with(home.path(), LOOSE_GATE, &scenario);
     // The reference server, killed 1.5 s after start: mid-sample.
     let exe = assert_cmd::cargo::cargo_bin!("vaultbench");
     let work = home.path().join("work");
@@ -205,14 +183,7 @@ fn a_crashing_target_is_refused_and_leaves_no_process() {
         exe.display()
     );
     let marker = work.display().to_string();
-    let o = vb(home.path())
-        .arg("record")
-        .arg("--scenario-file")
-        .arg(&scen)
-        .arg("--gate-config")
-        .arg(&gate)
-        .arg("--out")
-        .arg(&out)
+    let o = cmd
         .arg("--target")
         .arg(&target)
         .arg("--work-dir")
@@ -320,4 +291,29 @@ fn committed_baselines_verify() {
         err.contains("small.json"),
         "baselines/small.json is committed: {err}"
     );
+}
+
+/// `vaultbench record --scenario-file --gate-config --out` with the given gate and scenario
+/// texts written into `home`; returns the command and the output dir.
+fn record_with(
+    home: &Path,
+    gate: &str,
+    scenario: &str,
+) -> (assert_cmd::Command, std::path::PathBuf) {
+    let (g, sc, out) = (
+        home.join("gate.toml"),
+        home.join("s.toml"),
+        home.join("out"),
+    );
+    std::fs::write(&g, gate).unwrap();
+    std::fs::write(&sc, scenario).unwrap();
+    let mut cmd = vb(home);
+    cmd.arg("record")
+        .arg("--scenario-file")
+        .arg(&sc)
+        .arg("--gate-config")
+        .arg(&g)
+        .arg("--out")
+        .arg(&out);
+    (cmd, out)
 }

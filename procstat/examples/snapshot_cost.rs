@@ -1,6 +1,7 @@
 //! Measures what one `Snapshot::capture` of a 10-thread process costs: it starts
 //! `procstat-child --idle 9` (main thread + 9 idle threads), takes many snapshots and prints
 //! the median and the 90th percentile in µs, and the CPU the reading process used per snapshot.
+//! The same for a 1-thread process, and for the system counters alone, show where the time goes.
 //!
 //! Run: `cargo build --release -p procstat && cargo run --release -p procstat --example snapshot_cost`
 
@@ -9,6 +10,20 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 fn main() {
+    let t = std::time::Instant::now();
+    let n = 2000;
+    for _ in 0..n {
+        std::hint::black_box(procstat::SystemSample::read());
+    }
+    println!(
+        "system counters alone: {:.1} us per read (mean of {n})",
+        t.elapsed().as_secs_f64() * 1e6 / n as f64
+    );
+    measure(9);
+    measure(0);
+}
+
+fn measure(idle: usize) {
     let exe = std::env::current_exe().expect("current exe");
     // target/<profile>/examples/snapshot_cost -> target/<profile>/procstat-child
     let child_exe = exe
@@ -17,7 +32,7 @@ fn main() {
         .expect("target dir")
         .join("procstat-child");
     let mut child = Command::new(&child_exe)
-        .args(["--idle", "9"])
+        .args(["--idle", &idle.to_string()])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .spawn()

@@ -243,3 +243,41 @@ fn system_counters_of_this_kernel() {
         a.system.psi_cpu.is_none()
     );
 }
+
+#[test]
+fn process_level_schedstat_is_the_main_thread_only() {
+    // Why the crate sums task files instead of reading /proc/<pid>/schedstat.
+    let kid = Kid::start(&["--burn", "1"]);
+    let pid = kid.pid();
+    let s = snapshot_until(pid, Duration::from_secs(20), |s| {
+        s.processes[&pid]
+            .tasks
+            .values()
+            .any(|t| t.comm == "burn" && t.sched.cpu_ns >= 100_000_000)
+    });
+    let proc_level = procstat::parse::schedstat(
+        &std::fs::read_to_string(format!("/proc/{pid}/schedstat")).unwrap(),
+        "process schedstat",
+    )
+    .unwrap();
+    let main_thread = s.processes[&pid].tasks[&pid].sched.cpu_ns;
+    let burn: u64 = s.processes[&pid]
+        .tasks
+        .values()
+        .filter(|t| t.comm == "burn")
+        .map(|t| t.sched.cpu_ns)
+        .sum();
+    assert!(burn >= 100_000_000, "burn {burn}");
+    // Read after the snapshot, the process-level file could only have grown if it summed the
+    // threads; it stays near the idle main thread's figure, far below the burning thread's.
+    assert!(
+        proc_level.cpu_ns < burn / 2,
+        "process-level {} vs burn thread {burn}",
+        proc_level.cpu_ns
+    );
+    assert!(
+        proc_level.cpu_ns >= main_thread,
+        "process-level {} vs main thread {main_thread}",
+        proc_level.cpu_ns
+    );
+}

@@ -4,7 +4,7 @@
 #
 #   scripts/cost-study.sh MODE [busy] > result.txt
 #
-# MODE: native | callgrind | cachegrind | strace-c | strace-o | vg-syscalls | idle | push-strace
+# MODE: native | callgrind | cg-sys | cachegrind | strace-c | strace-o | vg-syscalls | idle | push-strace
 # busy: keep one core busy with `yes` during the run (killed afterwards).
 # Needs a release build (cargo build --release) and valgrind + strace (Debian packages).
 # Every child is killed and reaped on exit; every wait has a deadline.
@@ -29,7 +29,8 @@ if [ "$BUSY" = busy ]; then yes > /dev/null & PIDS+=($!); fi
 now() { date +%s.%N; }
 case "$MODE" in
   native)      WRAP=() ;;
-  callgrind|idle) WRAP=(valgrind --tool=callgrind --callgrind-out-file="$WORK/cg.out.%p" --dump-instr=no --collect-systime=no) ;;
+  cg-sys) WRAP=(valgrind --tool=callgrind --callgrind-out-file="$WORK/cg.out.%p" --dump-instr=no --collect-systime=no --trace-syscalls=yes -v --log-file="$WORK/vg-sys.txt" ${VGEXTRA:-}) ;;
+  callgrind|idle) WRAP=(valgrind --tool=callgrind --callgrind-out-file="$WORK/cg.out.%p" --dump-instr=no --collect-systime=no ${VGEXTRA:-}) ;;
   cachegrind)  WRAP=(valgrind --tool=cachegrind --cache-sim=no --cachegrind-out-file="$WORK/cachegrind.out") ;;
   strace-c)    WRAP=(strace -f -c -o "$WORK/strace-c.txt") ;;
   strace-o|push-strace) WRAP=(strace -f -ttt -e trace=fsync,fdatasync,rename,renameat,renameat2,openat,mkdir,mkdirat,write,pwrite64,writev -o "$WORK/strace.txt") ;;
@@ -54,14 +55,22 @@ else
   SRV=$SPID
 fi
 
-dump() { # dump NAME: callgrind dump, timed
+dump() { # dump NAME: callgrind dump, timed (cg-sys: straight through vgdb, without the perl wrapper)
   local t0 t1
   t0=$(now)
-  timeout 60 callgrind_control --dump="$1" "$SRV" > /dev/null
+  if [ "$MODE" = cg-sys ]; then
+    timeout 60 vgdb --pid="$SRV" dump "$1" > /dev/null
+  else
+    timeout 60 callgrind_control --dump="$1" "$SRV" > /dev/null
+  fi
   t1=$(now)
   echo "dump $1 took_s $(echo "$t1 - $t0" | bc)"
 }
 mark() { echo "mark $1 $(now)"; }
+# CPU ticks (utime+stime, all threads) of a pid: the server's own CPU, and the wrapper's.
+ticks() { awk '{ sub(/.*\) /, ""); print $12 + $13 }' "/proc/$1/stat"; }
+# Not under valgrind: the /metrics request would land in the measured phase's instructions.
+metrics_fsyncs() { case "$MODE" in callgrind|cachegrind|idle|cg-sys) echo 0; return;; esac; curl -s "$T/metrics" | awk '/^obsync_fsyncs_total/ { s += $2 } END { print s + 0 }'; }
 
 load() {
   "$VB" load --target "$T" --setup-token-file "$WORK/data/setup-token" --state "$WORK/state.json" \
@@ -77,20 +86,26 @@ case "$MODE" in
     ;;
   push-strace)
     "$VB" vault gen small --out "$WORK/vault" > /dev/null
-    mark push-start
+    m0=$(metrics_fsyncs)
+    mark push-start; P0=$(now)
     "$VB" load push --target "$T" --setup-token-file "$WORK/data/setup-token" --state "$WORK/state.json" \
       --vault "$WORK/vault" --json > "$WORK/push.json"
-    mark push-end
+    P1=$(now); mark push-end
+    echo "metrics fsyncs during push $(( $(metrics_fsyncs) - m0 ))"
     ;;
   *)
     # Warm-up phase: enrolment and a few posts (so the measured phase has no first-time costs).
     load 20
-    [ "$MODE" = callgrind ] && dump warmup
+    case "$MODE" in callgrind|cg-sys) dump warmup;; esac
+    c0=$(ticks "$SRV"); w0=$(ticks "$SPID"); m0=$(metrics_fsyncs)
     mark post-start
-    t0=$(now); load "$N"; t1=$(now)
+    t0=$(now); P0=$t0; load "$N"; t1=$(now); P1=$t1
     mark post-end
+    c1=$(ticks "$SRV"); w1=$(ticks "$SPID")
+    echo "metrics fsyncs during post $(( $(metrics_fsyncs) - m0 ))"
     echo "load_wall_s $(echo "$t1 - $t0" | bc)"
-    [ "$MODE" = callgrind ] && dump post
+    echo "server_cpu_ticks $((c1 - c0)) wrapper_cpu_ticks $((w1 - w0))"
+    case "$MODE" in callgrind|cg-sys) dump post;; esac
     ;;
 esac
 
@@ -104,15 +119,25 @@ kill "$SPID" 2>/dev/null || true
 wait "$SPID" 2>/dev/null || true
 
 case "$MODE" in
-  callgrind|idle)
+  callgrind|idle|cg-sys)
     for f in "$WORK"/cg.out.*; do
+      [ -n "${KEEP:-}" ] && cp "$f" "$KEEP/"
       echo "$(basename "$f") $(grep -m1 '^desc: Trigger' "$f" | tr -d '\n') totals $(grep -E '^(totals|summary):' "$f" | head -1)"
-    done ;;
+    done
+    if [ "$MODE" = cg-sys ]; then
+    [ -n "${KEEP:-}" ] && cp "$WORK/vg-sys.txt" "$KEEP/"
+    # Each vgdb session ends with this line in valgrind's log: it marks a dump, in order with
+    # the traced syscalls. Phase 1 = before the first dump (warm-up), phase 2 = the posts.
+    awk '/Remote side has terminated connection/ { ph++ } /^SYSCALL\[/ && !/^SYSCALL\[[0-9,]+\]\([0-9]+\) \.\.\./ { n=$2; if (n ~ /^sys_/) c[ph" "n]++ } END { for (k in c) print "vg_phase_syscall", k, c[k] }' "$WORK/vg-sys.txt" | sort -k2,2n -k3 | grep -E ' (sys_fsync|sys_fdatasync|sys_rename|sys_renameat2?|sys_openat|sys_mkdir|sys_write|sys_writev|sys_pwrite64) ' 
+    fi ;;
   cachegrind) grep -E '^summary:' "$WORK/cachegrind.out" ;;
   strace-c) cat "$WORK/strace-c.txt" ;;
   strace-o|push-strace)
     echo "strace lines $(wc -l < "$WORK/strace.txt")"
-    awk '{ s=$3; sub(/\(.*/, "", s); c[s]++ } END { for (k in c) print "syscall", k, c[k] }' "$WORK/strace.txt" | sort ;;
+    awk '{ s=$3; sub(/\(.*/, "", s); c[s]++ } END { for (k in c) print "syscall", k, c[k] }' "$WORK/strace.txt" | sort
+    # The same, only for calls that started inside the measured phase (a resumed call's
+    # `<... resumed>` line is not counted: its start line was).
+    awk -v a="$P0" -v b="$P1" '$2 >= a && $2 <= b && $3 !~ /^</ { s=$3; sub(/\(.*/, "", s); c[s]++ } END { for (k in c) print "phase_syscall", k, c[k] }' "$WORK/strace.txt" | sort ;;
   vg-syscalls)
     grep -oE 'SYSCALL\[[0-9]+,[0-9]+\]\(\s*[0-9]+\) [a-z_0-9]+' "$WORK/vg-sys.txt" | awk '{print $2}' | sort | uniq -c | sort -rn | head -20 ;;
 esac

@@ -326,29 +326,38 @@ fn gone(e: &std::io::Error) -> bool {
 
 /// The pids of `root` and all its descendants.
 ///
-/// Uses `/proc/<pid>/task/<tid>/children` where the kernel has it (`CONFIG_PROC_CHILDREN`);
-/// otherwise reads every process's parent from `/proc/*/stat` (this VM's kernel lacks the
-/// children files).
+/// Uses `/proc/<pid>/task/<tid>/children` where the kernel has it (`CONFIG_PROC_CHILDREN`, on
+/// in this project's VM kernel): a few small reads. The kernel documents that file as exact
+/// only while the children do not change, so a child forked during the read may be missed
+/// until the next snapshot. Without it, every process's parent is read from `/proc/*/stat`.
 fn tree_pids(root: u32, buf: &mut String) -> Result<Vec<u32>, Error> {
-    let probe = format!("/proc/{root}/task/{root}/children");
-    if Path::new(&probe).exists() {
-        let mut out = vec![root];
-        let mut i = 0;
-        while i < out.len() {
-            let pid = out[i];
-            i += 1;
-            for tid in list_numeric(&format!("/proc/{pid}/task"))? {
-                if read_opt(&format!("/proc/{pid}/task/{tid}/children"), buf)?.is_some() {
-                    out.extend(
-                        buf.split_ascii_whitespace()
-                            .filter_map(|t| t.parse::<u32>().ok()),
-                    );
-                }
+    if Path::new(&format!("/proc/{root}/task/{root}/children")).exists() {
+        tree_pids_by_children(root, buf)
+    } else {
+        tree_pids_by_scan(root, buf)
+    }
+}
+
+fn tree_pids_by_children(root: u32, buf: &mut String) -> Result<Vec<u32>, Error> {
+    let mut out = vec![root];
+    let mut i = 0;
+    while i < out.len() {
+        let pid = out[i];
+        i += 1;
+        for tid in list_numeric(&format!("/proc/{pid}/task"))? {
+            if read_opt(&format!("/proc/{pid}/task/{tid}/children"), buf)?.is_some() {
+                out.extend(
+                    buf.split_ascii_whitespace()
+                        .filter_map(|t| t.parse::<u32>().ok()),
+                );
             }
         }
-        return Ok(out);
     }
-    // Parent map of every process, then a walk down from the root.
+    Ok(out)
+}
+
+/// The fallback: a parent map of every process on the machine, then a walk down from the root.
+fn tree_pids_by_scan(root: u32, buf: &mut String) -> Result<Vec<u32>, Error> {
     let mut children: BTreeMap<u32, Vec<u32>> = BTreeMap::new();
     for pid in list_numeric("/proc")? {
         let path = format!("/proc/{pid}/stat");
@@ -439,4 +448,49 @@ fn read_task(pid: u32, tid: u32, buf: &mut String) -> Result<Option<TaskSample>,
         sched,
         ctx,
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Both ways of finding the tree agree on a real one: this test process, a `sh` child
+    /// and the `sleep` grandchildren it starts.
+    #[test]
+    fn children_files_and_scan_find_the_same_tree() {
+        let mut sh = std::process::Command::new("sh")
+            .args(["-c", "sleep 20 & sleep 20 & wait"])
+            .spawn()
+            .expect("spawn sh");
+        let me = std::process::id();
+        let mut buf = String::new();
+        let deadline = Instant::now() + std::time::Duration::from_secs(10);
+        let (mut a, mut b);
+        loop {
+            a = tree_pids_by_scan(me, &mut buf).unwrap();
+            a.sort_unstable();
+            b = if Path::new(&format!("/proc/{me}/task/{me}/children")).exists() {
+                tree_pids_by_children(me, &mut buf).unwrap()
+            } else {
+                a.clone()
+            };
+            b.sort_unstable();
+            if (a.len() >= 4 && a == b) || Instant::now() > deadline {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        // The sleeps are sh's children: kill them first (init reaps them), then kill and reap sh.
+        for &pid in a.iter().filter(|&&p| p != me && p != sh.id()) {
+            if let Ok(pid) = libc::pid_t::try_from(pid) {
+                // SAFETY: kill has no memory preconditions; these pids are this test's grandchildren.
+                unsafe { libc::kill(pid, libc::SIGKILL) };
+            }
+        }
+        let _ = sh.kill();
+        let _ = sh.wait();
+        assert!(a.contains(&sh.id()), "{a:?}");
+        assert!(a.len() >= 4, "self, sh and two sleeps: {a:?}");
+        assert_eq!(a, b);
+    }
 }

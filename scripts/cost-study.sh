@@ -33,7 +33,7 @@ case "$MODE" in
   callgrind|idle) WRAP=(valgrind --tool=callgrind --callgrind-out-file="$WORK/cg.out.%p" --dump-instr=no --collect-systime=no ${VGEXTRA:-}) ;;
   cachegrind)  WRAP=(valgrind --tool=cachegrind --cache-sim=no --cachegrind-out-file="$WORK/cachegrind.out") ;;
   strace-c)    WRAP=(strace -f -c -o "$WORK/strace-c.txt") ;;
-  strace-o|push-strace) WRAP=(strace -f -ttt -e trace=fsync,fdatasync,rename,renameat,renameat2,openat,mkdir,mkdirat,write,pwrite64,writev -o "$WORK/strace.txt") ;;
+  strace-o|push-strace) WRAP=(strace -f -y -ttt -e trace=fsync,fdatasync,rename,renameat,renameat2,openat,mkdir,mkdirat,write,pwrite64,writev -o "$WORK/strace.txt") ;;
   vg-syscalls) WRAP=(valgrind --tool=none --trace-syscalls=yes --log-file="$WORK/vg-sys.txt") ;;
   *) echo "unknown mode $MODE" >&2; exit 2 ;;
 esac
@@ -137,7 +137,10 @@ case "$MODE" in
     awk '{ s=$3; sub(/\(.*/, "", s); c[s]++ } END { for (k in c) print "syscall", k, c[k] }' "$WORK/strace.txt" | sort
     # The same, only for calls that started inside the measured phase (a resumed call's
     # `<... resumed>` line is not counted: its start line was).
-    awk -v a="$P0" -v b="$P1" '$2 >= a && $2 <= b && $3 !~ /^</ { s=$3; sub(/\(.*/, "", s); c[s]++ } END { for (k in c) print "phase_syscall", k, c[k] }' "$WORK/strace.txt" | sort ;;
+    awk -v a="$P0" -v b="$P1" '$2 >= a && $2 <= b && $3 !~ /^</ { s=$3; sub(/\(.*/, "", s); c[s]++ } END { for (k in c) print "phase_syscall", k, c[k] }' "$WORK/strace.txt" | sort
+    # Writes to regular files only (`-y` shows the fd's path; sockets and eventfds show
+    # `socket:[..]` and `anon_inode:[..]`): the timing-independent part of `write`.
+    awk -v a="$P0" -v b="$P1" '$2 >= a && $2 <= b && $3 ~ /^(write|writev|pwrite64)\([0-9]+<\// { n++ } END { print "phase_file_writes", n + 0 }' "$WORK/strace.txt" ;;
   vg-syscalls)
     grep -oE 'SYSCALL\[[0-9]+,[0-9]+\]\(\s*[0-9]+\) [a-z_0-9]+' "$WORK/vg-sys.txt" | awk '{print $2}' | sort | uniq -c | sort -rn | head -20 ;;
 esac

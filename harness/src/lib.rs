@@ -6,18 +6,14 @@
 
 use clap::{Parser, Subcommand};
 
-pub mod ab;
 pub mod atomic;
+pub mod commands;
 pub mod exit;
 pub mod interrupt;
-pub mod phases;
-pub mod record;
-pub mod report_cmd;
+pub mod prepare;
 pub mod sample;
-pub mod subprocess;
-pub mod target;
-pub mod vault;
-pub mod verify;
+
+use commands::{ab, record, report as report_cmd, vault, verify};
 
 /// Reproducible, gated performance numbers for self-hosted note-vault sync servers.
 #[derive(Debug, Parser)]
@@ -53,7 +49,7 @@ pub enum Command {
     Verify(verify::VerifyArgs),
     /// Internal: run one sample plan in this fresh process (used by record and ab).
     #[command(hide = true)]
-    Sample(sample::SampleArgs),
+    Sample(sample::child::SampleArgs),
 }
 
 /// Runs one command and returns the process exit code (see [`exit`]).
@@ -69,7 +65,7 @@ pub fn run(cli: Cli) -> i32 {
         Command::Ab(args) => ab::run(args),
         Command::Report(args) => report_cmd::run_report(args),
         Command::Compare(args) => report_cmd::run_compare(args),
-        Command::Sample(args) => sample::run(args),
+        Command::Sample(args) => sample::child::run(args),
     };
     match result {
         Ok(code) => code,

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use reports::schema::{Better, ChannelReading, FORMAT_VERSION, KIND_SAMPLE, Metric, SampleResult};
 use scenarios::scenario::Scenario;
 
-use crate::target::{Server, ServerUsage, TargetSpec};
+use crate::sample::target::{Server, ServerUsage, TargetSpec};
 
 /// What the parent hands a sample subprocess.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
@@ -135,7 +135,7 @@ fn measure(
         .enable_all()
         .build()
         .context("building the tokio runtime")?;
-    let driven = rt.block_on(crate::phases::drive(plan, &server, sample_dir, m));
+    let driven = rt.block_on(crate::sample::phases::drive(plan, &server, sample_dir, m));
     drop(rt);
     let crashed = !server.is_running();
     let stderr = server.stderr_line();

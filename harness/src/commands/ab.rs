@@ -12,8 +12,8 @@ use reports::schema::{
     SampleResult,
 };
 
-use crate::record::{Prepared, RunOpts, load_scenario, now_rfc3339, prepare, progress};
-use crate::target::TargetSpec;
+use crate::commands::record::{Prepared, RunOpts, load_scenario, now_rfc3339, prepare, progress};
+use crate::sample::target::TargetSpec;
 
 /// The practical threshold when neither `--tau` nor a stored A/A noise floor gives one: 5 %.
 /// (The seed decision rule guards "no other tracked metric > 3 % worse"; a 2-core shared
@@ -39,7 +39,7 @@ pub struct AbArgs {
     #[arg(long, default_value_t = 6)]
     pub rounds: usize,
     /// Seed of the order shuffle and the permutation draws.
-    #[arg(long, default_value = "0xab", value_parser = crate::record::parse_seed)]
+    #[arg(long, default_value = "0xab", value_parser = crate::commands::record::parse_seed)]
     pub order_seed: u64,
     /// A/A mode: the same build in both arms, to measure false positives and the noise floor.
     #[arg(long)]
@@ -315,7 +315,7 @@ pub fn run(args: AbArgs) -> anyhow::Result<i32> {
         order_seed: args.order_seed,
         aa: args.aa,
         recorded_at: now_rfc3339(),
-        harness: crate::record::harness_identity(),
+        harness: crate::commands::record::harness_identity(),
         machine: serde_json::to_value(&prep.fingerprint)?,
         loadavg_before,
         loadavg_after,
@@ -417,8 +417,8 @@ pub fn table(r: &AbResult, balance: &BalancePlan) -> String {
             .unwrap_or_else(|| "[n/a]".into());
         s.push_str(&format!(
             "  {k:<w$}  {:>12}  {:>12}  {:>28}  {:?}\n",
-            crate::record::fmt_value(m.a_median),
-            crate::record::fmt_value(m.b_median),
+            crate::commands::record::fmt_value(m.a_median),
+            crate::commands::record::fmt_value(m.b_median),
             format!("{} {ci}", fmt_pct(m.estimate_pct)),
             m.verdict
         ));
@@ -428,8 +428,8 @@ pub fn table(r: &AbResult, balance: &BalancePlan) -> String {
         for (k, e) in &r.exact_differences {
             s.push_str(&format!(
                 "  {k:<w$}  {} -> {} {}\n",
-                crate::record::fmt_value(e.diff.a),
-                crate::record::fmt_value(e.diff.b),
+                crate::commands::record::fmt_value(e.diff.a),
+                crate::commands::record::fmt_value(e.diff.b),
                 e.unit
             ));
         }

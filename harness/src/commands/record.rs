@@ -14,8 +14,8 @@ use reports::schema::{
 use scenarios::scenario::Scenario;
 
 use crate::atomic::write_atomic;
-use crate::sample::SamplePlan;
-use crate::target::TargetSpec;
+use crate::sample::child::SamplePlan;
+use crate::sample::target::TargetSpec;
 
 /// Record a scenario: warm-up + N samples, each a fresh subprocess with a fresh server,
 /// gated by the calibration channels; writes `<out>/<scenario>.json` and its sidecar.
@@ -73,7 +73,7 @@ pub struct RunOpts {
 
 /// Seeds in decimal or `0x` hex, for clap (the one parser is `vault::parse_seed`).
 pub fn parse_seed(s: &str) -> Result<u64, String> {
-    crate::vault::parse_seed(s).map_err(|e| e.to_string())
+    crate::commands::vault::parse_seed(s).map_err(|e| e.to_string())
 }
 
 /// Loads the scenario named on the command line or from `--scenario-file`.
@@ -114,7 +114,7 @@ pub fn prepare(scenario: Scenario, opts: &RunOpts) -> anyhow::Result<Prepared> {
         cache.display()
     ));
     let (vault_dir, summary) =
-        crate::vault::ensure_cached_vault(&profile, seed, &cache.join("vaults"))?;
+        crate::commands::vault::ensure_cached_vault(&profile, seed, &cache.join("vaults"))?;
     let work_parent = opts.work_dir.clone().unwrap_or_else(std::env::temp_dir);
     std::fs::create_dir_all(&work_parent)
         .with_context(|| format!("work dir {}", work_parent.display()))?;
@@ -171,7 +171,7 @@ impl Prepared {
         index: u32,
         warmup: bool,
     ) -> anyhow::Result<SampleResult> {
-        crate::subprocess::run_sample(
+        crate::sample::parent::run_sample(
             &self.plan(target, index, warmup),
             self.work.path(),
             self.timeout,

@@ -2,18 +2,30 @@
 //!
 //! This crate is the glue: the CLI, sample subprocesses, server lifecycle, and the
 //! record / ab / verify / compare flows. It is the only crate that knows the others.
-//! The pipeline reads in module order: scenario -> vault -> sample -> gate -> recording -> report.
+//! The pipeline reads in module order: prepare (scenario, vault, target) -> sample -> gate ->
+//! recording; `commands` holds one file per subcommand on top of it. A module only imports
+//! modules above it in this list (tests/it/layout.rs checks that no file imports back).
 
 use clap::{Parser, Subcommand};
 
+/// Durable atomic file writes (temp file, fsync, rename).
 pub mod atomic;
+/// One file per subcommand: argument structs and flows.
 pub mod commands;
+/// Exit codes of the binary.
 pub mod exit;
+/// The calibration gate over samples, and the A/B loop's retried gated sample.
+pub mod gate;
+/// Ctrl-C: a flag the loops poll, and the error that stops them.
 pub mod interrupt;
+/// Resolving a run before any sample: scenario, cached vault, work dir, gate, reference.
 pub mod prepare;
+/// The record loop: samples through a runner, the gate, the written recording and ledger.
+pub mod recording;
+/// One sample: plan, runner seam, parent and child sides, phases, target server.
 pub mod sample;
 
-use commands::{ab, record, report as report_cmd, vault, verify};
+use commands::{ab, record, report as report_cmd, sample as sample_cmd, vault, verify};
 
 /// Reproducible, gated performance numbers for self-hosted note-vault sync servers.
 #[derive(Debug, Parser)]
@@ -49,7 +61,7 @@ pub enum Command {
     Verify(verify::VerifyArgs),
     /// Internal: run one sample plan in this fresh process (used by record and ab).
     #[command(hide = true)]
-    Sample(sample::child::SampleArgs),
+    Sample(sample_cmd::SampleArgs),
 }
 
 /// Runs one command and returns the process exit code (see [`exit`]).
@@ -65,7 +77,7 @@ pub fn run(cli: Cli) -> i32 {
         Command::Ab(args) => ab::run(args),
         Command::Report(args) => report_cmd::run_report(args),
         Command::Compare(args) => report_cmd::run_compare(args),
-        Command::Sample(args) => sample::child::run(args),
+        Command::Sample(args) => sample_cmd::run(args),
     };
     match result {
         Ok(code) => code,

@@ -4,5 +4,6 @@
 pub mod ab;
 pub mod record;
 pub mod report;
+pub mod sample;
 pub mod vault;
 pub mod verify;

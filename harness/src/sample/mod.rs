@@ -1,7 +1,10 @@
-//! One sample: the parent side spawns a fresh `vaultbench sample` process with a plan; the
-//! child side starts the target server, drives the scenario's phases and prints the result.
+//! One sample: the plan; the runner seam the loops call; the parent side that spawns a fresh
+//! `vaultbench sample` process; the child side that starts the target server (`target`),
+//! drives the scenario's phases (`phases`) and prints the result.
 
 pub mod child;
 pub mod parent;
 pub mod phases;
+pub mod plan;
+pub mod runner;
 pub mod target;

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use reports::schema::{FORMAT_VERSION, KIND_SAMPLE, SampleResult};
 
 use crate::interrupt;
-use crate::sample::child::SamplePlan;
+use crate::sample::plan::SamplePlan;
 
 /// Runs `plan` in a fresh `vaultbench sample` process and returns its result. A child that
 /// fails, times out or prints no result gives an `Err` with the cause named.

@@ -13,7 +13,7 @@ use loadgen::{Device, PushOpts, Target, TransferReport};
 use reports::schema::Better;
 use scenarios::scenario::Phase;
 
-use crate::sample::child::{Metrics, SamplePlan, ms};
+use crate::sample::plan::{Metrics, SamplePlan, ms};
 use crate::sample::target::Server;
 
 /// Runs every phase of the plan's scenario against `server`.

@@ -1,6 +1,7 @@
-//! The record loop: warm-up + N counted samples through a [`SampleRunner`], the calibration
-//! gate, and a baseline with its provenance sidecar written atomically — or a refusal that
-//! writes nothing but a line in the attempts ledger.
+//! The record loop: warm-up + N counted samples through a
+//! [`SampleRunner`](crate::sample::runner::SampleRunner), the calibration gate, and a baseline
+//! with its provenance sidecar written atomically — or a refusal that writes nothing but a line
+//! in the attempts ledger.
 
 use anyhow::Context;
 use std::io::IsTerminal;

@@ -70,7 +70,7 @@ pub fn run(cli: Cli) -> i32 {
         Command::Vault(cmd) => vault::run(cmd),
         Command::ServeRef(args) => refserver::cli::run(args),
         Command::Load(args) => loadgen::cli::run(args),
-        Command::Calibrate(args) => calibration::cli::run_calibrate(args),
+        Command::Calibrate(args) => calibration::cli::run_calibrate(args, &["calibrate"]),
         Command::Probe(cmd) => calibration::cli::run_probe(cmd),
         Command::Record(args) => record::run(args),
         Command::Verify(args) => verify::run(args),

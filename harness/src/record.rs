@@ -71,9 +71,9 @@ pub struct RunOpts {
     pub sample_timeout: u64,
 }
 
-/// Seeds in decimal or `0x` hex, for clap (the one parser is `vault::parse_seed`).
+/// Seeds in decimal or `0x` hex, for clap (the one parser is `contract::parse::seed`).
 pub fn parse_seed(s: &str) -> Result<u64, String> {
-    crate::vault::parse_seed(s).map_err(|e| e.to_string())
+    contract::parse::seed(s)
 }
 
 /// Loads the scenario named on the command line or from `--scenario-file`.
@@ -244,8 +244,9 @@ pub fn run(args: RecordArgs) -> anyhow::Result<i32> {
     let ledger = args.out.join(format!("{name}.attempts.jsonl"));
     if let Some(cause) = failure {
         append_ledger(&ledger, &name, "failed", &cause)?;
-        eprintln!("refused: a sample failed, nothing written: {cause}");
-        return Ok(crate::exit::REFUSED);
+        return Err(
+            contract::exit::Refused(format!("a sample failed, nothing written: {cause}")).into(),
+        );
     }
     let refs: Vec<&SampleResult> = counted.iter().collect();
     let verdict = prep.judge(&refs);
@@ -261,11 +262,11 @@ pub fn run(args: RecordArgs) -> anyhow::Result<i32> {
     }
     if !verdict.accepted {
         append_ledger(&ledger, &name, "refused", &verdict.failures.join("; "))?;
-        eprintln!(
-            "refused: calibration channels too noisy, nothing written: {}",
+        return Err(contract::exit::Refused(format!(
+            "calibration channels too noisy, nothing written: {}",
             verdict.failures.join("; ")
-        );
-        return Ok(crate::exit::REFUSED);
+        ))
+        .into());
     }
     let attempts = attempts_since_last_accept(&ledger);
     let (baseline, mut prov) = build_recording(&prep, &counted, &metas, attempts)?;
@@ -424,14 +425,7 @@ pub fn now_rfc3339() -> String {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs())
         .unwrap_or(0) as i64;
-    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
-    let (y, m, d) = scenarios::civil_from_days(days);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
+    contract::time::rfc3339_utc(secs)
 }
 
 /// One JSON line per attempt: accepted, refused, or failed.
@@ -515,11 +509,7 @@ pub fn summary_table(b: &Baseline) -> String {
         "metric", "value", "unit", "class"
     ));
     for (k, m) in &b.metrics {
-        let class = match m.class {
-            MetricClass::Exact => "exact",
-            MetricClass::Timing => "timing",
-            MetricClass::Resource => "resource",
-        };
+        let class = m.class.as_str();
         let better = match m.better {
             reports::schema::Better::Lower => "lower",
             reports::schema::Better::Higher => "higher",

@@ -1,7 +1,7 @@
 //! The kind/format-version check, written once for every persisted document.
 //!
 //! Semantics: a reader accepts every `format_version` from 1 up to its own
-//! [`FORMAT_VERSION`](crate::schema::FORMAT_VERSION) (a newer build still reads what an older
+//! [`FORMAT_VERSION`] (a newer build still reads what an older
 //! one wrote), refuses a newer one with "upgrade vaultbench", and refuses 0 or a missing
 //! version (no vaultbench wrote it). The `kind` must be the one the caller expects. A sample
 //! comes from the same binary, so it passes the same check (the old `!=` there was stricter

@@ -1,6 +1,6 @@
 //! The persisted formats of a recording, owned here once: a sample's result, a baseline, its
 //! provenance sidecar, and the binding digest. Every document carries `kind` and
-//! `format_version`, checked by [`crate::format::check_header`].
+//! `format_version`, checked by [`crate::format::decode`].
 //!
 //! A baseline is a recording, not a config file: the sidecar keeps every raw series and a
 //! snapshot of every exact-class key, and a digest binds both files. `verify` recomputes the

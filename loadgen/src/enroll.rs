@@ -1,7 +1,6 @@
 //! Enrolment (setup for the first device, pairing for the rest) and the state file that
 //! keeps device secrets between separate CLI invocations.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use base64::Engine as _;
@@ -360,34 +359,7 @@ impl StateFile {
 
 /// temp (0600) + write + fsync + rename + directory fsync: never a half-written secret file.
 pub(crate) fn write_private_atomic(path: &Path, data: &[u8]) -> Result<(), LoadError> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let dir = match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p.to_owned(),
-        _ => PathBuf::from("."),
-    };
-    std::fs::create_dir_all(&dir).map_err(|e| LoadError::io(&dir, e))?;
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "state".into());
-    let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
-    let res = (|| {
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            .open(&tmp)?;
-        f.write_all(data)?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, path)?;
-        std::fs::File::open(&dir)?.sync_all()
-    })();
-    if let Err(e) = res {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(LoadError::io(path, e));
-    }
-    Ok(())
+    durable::write_atomic(path, data, durable::PRIVATE).map_err(|e| LoadError::io(path, e))
 }
 
 #[cfg(test)]

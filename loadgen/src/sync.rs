@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use base64::Engine as _;
 use bytes::Bytes;
 use hdrhistogram::Histogram;
-use hyper::Method;
+use protocol::Route;
 use protocol::limits::{CLIENT_CHUNK_BYTES, CLIENT_GET_BATCH, MAX_CHANGES_LIMIT, MAX_EXISTS_SIDS};
 use protocol::wire::{
     Change, ChangesResponse, ClientManifest, MissingResponse, SidsRequest, VersionPost,
@@ -183,7 +183,7 @@ fn manifest_bytes(path: &str, is_dir: bool, size: u64, sha256: &str) -> Vec<u8> 
 /// Decodes a change's manifest (base64 of the JSON [`ClientManifest`]).
 pub fn decode_manifest(change: &Change) -> Result<ClientManifest, LoadError> {
     let bad = |d: String| LoadError::BadAnswer {
-        route: "changes".into(),
+        route: Route::Changes.label().into(),
         detail: format!("seq {}: {d}", change.seq),
     };
     let raw = base64::engine::general_purpose::STANDARD
@@ -244,12 +244,12 @@ async fn server_heads(
 ) -> Result<Vec<String>, LoadError> {
     let pq = format!("/v1/files/{file_id}");
     let a = dev
-        .call(rec, Outgoing::get("get-file", &pq), &[200, 404])
+        .call(rec, Outgoing::new(Route::GetFile, &pq), &[200, 404])
         .await?;
     if a.status == 404 {
         return Ok(Vec::new());
     }
-    let f: protocol::wire::FileResponse = a.json("get-file")?;
+    let f: protocol::wire::FileResponse = a.json(Route::GetFile)?;
     Ok(f.heads)
 }
 
@@ -289,11 +289,11 @@ async fn post_version(
     let a = dev
         .call(
             rec,
-            Outgoing::post_json("post-version", &pq, body),
+            Outgoing::post_json(Route::PostVersion, &pq, body),
             &[200, 201],
         )
         .await?;
-    let r: VersionPostResponse = a.json("post-version")?;
+    let r: VersionPostResponse = a.json(Route::PostVersion)?;
     let mut idx = lock_files(dev);
     if deleted {
         idx.remove_id(file_id);
@@ -332,11 +332,11 @@ async fn upload_missing(
         let a = dev
             .call(
                 rec,
-                Outgoing::post_json("chunks-exists", "/v1/chunks/exists", body),
+                Outgoing::post_json(Route::ChunksExists, "/v1/chunks/exists", body),
                 &[200],
             )
             .await?;
-        let m: MissingResponse = a.json("chunks-exists")?;
+        let m: MissingResponse = a.json(Route::ChunksExists)?;
         missing.extend(m.missing);
     }
     let mut present = uniq.len() as u64 - missing.len() as u64;
@@ -351,7 +351,7 @@ async fn upload_missing(
             // Chunk i starts at i MiB: read exactly that piece back from disk.
             let Some(i) = sids.iter().position(|s| s == sid) else {
                 return Err(LoadError::BadAnswer {
-                    route: "chunks-exists".into(),
+                    route: Route::ChunksExists.label().into(),
                     detail: format!("missing sid {sid} was never asked about"),
                 });
             };
@@ -373,11 +373,10 @@ async fn upload_missing(
             .await?;
             let pq = format!("/v1/chunks/{sid}");
             let req = Outgoing {
-                method: Method::PUT,
                 body: Bytes::from(data),
                 body_sha256: Some(sid),
                 content_type: Some("application/octet-stream"),
-                ..Outgoing::get("put-chunk", &pq)
+                ..Outgoing::new(Route::PutChunk, &pq)
             };
             dev.call(rec, req, &[200, 201]).await?;
             did_put.store(true, std::sync::atomic::Ordering::Relaxed);
@@ -655,14 +654,14 @@ async fn known_or_server(
     let id = file_id_for(rel);
     let pq = format!("/v1/files/{id}");
     let a = dev
-        .call(rec, Outgoing::get("get-file", &pq), &[200, 404])
+        .call(rec, Outgoing::new(Route::GetFile, &pq), &[200, 404])
         .await?;
     if a.status == 404 {
         return Err(LoadError::UnknownPath {
             path: rel.to_owned(),
         });
     }
-    let f: protocol::wire::FileResponse = a.json("get-file")?;
+    let f: protocol::wire::FileResponse = a.json(Route::GetFile)?;
     let v = f.versions.last().ok_or_else(|| LoadError::UnknownPath {
         path: rel.to_owned(),
     })?;
@@ -760,11 +759,11 @@ pub async fn wait_changes(
     let a = dev
         .call(
             &dev.inner.ambient,
-            Outgoing::get("changes", &pq).timeout(Duration::from_secs(wait_s + 15)),
+            Outgoing::new(Route::Changes, &pq).timeout(Duration::from_secs(wait_s + 15)),
             &[200],
         )
         .await?;
-    a.json("changes")
+    a.json(Route::Changes)
 }
 
 async fn changes_page(
@@ -773,8 +772,10 @@ async fn changes_page(
     since: u64,
 ) -> Result<ChangesResponse, LoadError> {
     let pq = format!("/v1/changes?since={since}&limit={MAX_CHANGES_LIMIT}");
-    let a = dev.call(rec, Outgoing::get("changes", &pq), &[200]).await?;
-    a.json("changes")
+    let a = dev
+        .call(rec, Outgoing::new(Route::Changes, &pq), &[200])
+        .await?;
+    a.json(Route::Changes)
 }
 
 /// One part of a `multipart/mixed` chunk batch.
@@ -859,7 +860,7 @@ async fn fetch_chunks(
         let a = dev
             .call(
                 rec,
-                Outgoing::post_json("chunks-get", "/v1/chunks/get", body),
+                Outgoing::post_json(Route::ChunksGet, "/v1/chunks/get", body),
                 &[200],
             )
             .await?;
@@ -869,7 +870,7 @@ async fn fetch_chunks(
             .and_then(|v| v.to_str().ok())
             .unwrap_or("");
         let bad = |detail: String| LoadError::BadAnswer {
-            route: "chunks-get".into(),
+            route: Route::ChunksGet.label().into(),
             detail,
         };
         let parts = parse_multipart(ct, &a.body).map_err(bad)?;

@@ -4,6 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use base64::Engine as _;
+use protocol::Route;
 use protocol::sign::DeviceCredentials;
 use protocol::wire::{
     ApproveRequest, ClaimRequest, ClaimResponse, DeviceInfo, EnvelopeResponse, PairingResponse,
@@ -50,7 +51,7 @@ pub async fn probe(target: &Target) -> Result<(), LoadError> {
     let a = d
         .send(
             &rec,
-            Outgoing::get("readyz", "/readyz")
+            Outgoing::new(Route::Readyz, "/readyz")
                 .unsigned()
                 .timeout(std::time::Duration::from_secs(5)),
         )
@@ -134,7 +135,7 @@ async fn setup(target: &Target, setup_token: &str, seed: u64) -> Result<Device, 
     let a = anon
         .send(
             &rec,
-            Outgoing::post_json("setup", "/v1/setup", body).unsigned(),
+            Outgoing::post_json(Route::Setup, "/v1/setup", body).unsigned(),
         )
         .await?;
     match (a.status, a.error_code().0.as_str()) {
@@ -148,10 +149,10 @@ async fn setup(target: &Target, setup_token: &str, seed: u64) -> Result<Device, 
             });
         }
     }
-    let r: SetupResponse = a.json("setup")?;
+    let r: SetupResponse = a.json(Route::Setup)?;
     let creds = DeviceCredentials::from_hex(&r.device_id, &r.device_secret).ok_or_else(|| {
         LoadError::BadAnswer {
-            route: "setup".into(),
+            route: Route::Setup.label().into(),
             detail: "device_id/device_secret are not 32/64 hex".into(),
         }
     })?;
@@ -175,11 +176,11 @@ pub(crate) async fn pair(
     let a = creator
         .call(
             &rec,
-            Outgoing::post_json("pairing", "/v1/pairing", b"{}".to_vec()),
+            Outgoing::post_json(Route::PairingCreate, "/v1/pairing", b"{}".to_vec()),
             &[201],
         )
         .await?;
-    let p: PairingResponse = a.json("pairing")?;
+    let p: PairingResponse = a.json(Route::PairingCreate)?;
     let claim_path = format!("/v1/pairing/{}/claim", p.pairing_id);
     let body = serde_json::to_vec(&ClaimRequest {
         enroll_token: p.enroll_token.clone(),
@@ -191,16 +192,16 @@ pub(crate) async fn pair(
     let a = creator
         .send(
             &rec,
-            Outgoing::post_json("claim", &claim_path, body).unsigned(),
+            Outgoing::post_json(Route::PairingClaim, &claim_path, body).unsigned(),
         )
         .await?;
     if a.status != 201 {
-        return Err(a.into_error("claim"));
+        return Err(a.into_error(Route::PairingClaim));
     }
-    let c: ClaimResponse = a.json("claim")?;
+    let c: ClaimResponse = a.json(Route::PairingClaim)?;
     let creds = DeviceCredentials::from_hex(&c.device_id, &c.device_secret).ok_or_else(|| {
         LoadError::BadAnswer {
-            route: "claim".into(),
+            route: Route::PairingClaim.label().into(),
             detail: "device_id/device_secret are not 32/64 hex".into(),
         }
     })?;
@@ -216,7 +217,7 @@ pub(crate) async fn pair(
     creator
         .call(
             &rec,
-            Outgoing::post_json("approve", &approve_path, approve),
+            Outgoing::post_json(Route::PairingApprove, &approve_path, approve),
             &[204, 200],
         )
         .await?;
@@ -229,9 +230,13 @@ pub(crate) async fn pair(
     );
     let env_path = format!("/v1/pairing/{}/envelope", p.pairing_id);
     let a = dev
-        .call(&rec, Outgoing::get("envelope", &env_path), &[200])
+        .call(
+            &rec,
+            Outgoing::new(Route::PairingEnvelope, &env_path),
+            &[200],
+        )
         .await?;
-    let _: EnvelopeResponse = a.json("envelope")?;
+    let _: EnvelopeResponse = a.json(Route::PairingEnvelope)?;
     Ok(dev)
 }
 

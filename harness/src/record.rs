@@ -346,11 +346,7 @@ pub fn build_recording(
         metrics.insert(key.clone(), m);
         raw.insert(key.clone(), series);
     }
-    // Histograms of the sample whose first timing key is nearest its median, for reports.
-    let histograms = counted
-        .get(counted.len() / 2)
-        .map(|s| s.histograms.clone())
-        .unwrap_or_default();
+    let histograms = median_histograms(counted);
     let baseline = Baseline {
         kind: KIND_BASELINE.into(),
         format_version: FORMAT_VERSION,
@@ -386,6 +382,39 @@ pub fn build_recording(
         digest: String::new(),
     };
     Ok((baseline, prov))
+}
+
+/// For each histogram key `K`, the histogram of the sample whose `K.p50_us` is the median of
+/// that key over the counted samples (for an even count, the nearer of the two middle ones;
+/// ties go to the earlier sample), so a report's percentile curve and its p50 column agree.
+/// (A key without a p50 metric takes the first sample that has it.)
+pub(crate) fn median_histograms(counted: &[SampleResult]) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    let keys: std::collections::BTreeSet<&String> =
+        counted.iter().flat_map(|s| s.histograms.keys()).collect();
+    for key in keys {
+        let p50_key = format!("{key}.p50_us");
+        let with: Vec<(f64, &String)> = counted
+            .iter()
+            .filter_map(|s| {
+                let h = s.histograms.get(key)?;
+                let v = s.metrics.get(&p50_key).map_or(0.0, |m| m.value);
+                Some((v, h))
+            })
+            .collect();
+        let values: Vec<f64> = with.iter().map(|w| w.0).collect();
+        let Some(mid) = median(&values) else {
+            continue;
+        };
+        // min_by keeps the first of equal distances: the earlier sample wins a tie.
+        if let Some((_, h)) = with
+            .iter()
+            .min_by(|a, b| (a.0 - mid).abs().total_cmp(&(b.0 - mid).abs()))
+        {
+            out.insert(key.clone(), (*h).clone());
+        }
+    }
+    out
 }
 
 /// The harness's version, git commit and dirty flag (when run from a checkout), and rustc.
@@ -555,6 +584,55 @@ mod tests {
             parse_seed("0xZZ").unwrap_err().contains("0xZZ"),
             "the message names the input"
         );
+    }
+
+    fn sample(index: u32, p50: &[(&str, f64)]) -> SampleResult {
+        SampleResult {
+            kind: reports::schema::KIND_SAMPLE.into(),
+            format_version: FORMAT_VERSION,
+            scenario: "s".into(),
+            index,
+            warmup: false,
+            pid: 1,
+            server_pid: 2,
+            vault_digest: String::new(),
+            metrics: p50
+                .iter()
+                .map(|(k, v)| {
+                    (
+                        format!("{k}.p50_us"),
+                        reports::schema::Metric::timing(*v, "us", reports::schema::Better::Lower),
+                    )
+                })
+                .collect(),
+            calibration: vec![],
+            errors: vec![],
+            histograms: p50
+                .iter()
+                .map(|(k, _)| ((*k).to_owned(), format!("{k}@{index}")))
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn each_histogram_comes_from_the_sample_that_is_median_for_its_key() {
+        // Sample 1 is the middle one in time, but the median of neither key.
+        let counted = [
+            sample(0, &[("a", 500.0), ("b", 90.0)]),
+            sample(1, &[("a", 900.0), ("b", 10.0)]),
+            sample(2, &[("a", 100.0), ("b", 50.0)]),
+        ];
+        let h = median_histograms(&counted);
+        assert_eq!(h["a"], "a@0", "a's p50 series 500, 900, 100 has its median in sample 0");
+        assert_eq!(h["b"], "b@2", "b's p50 series 90, 10, 50 has its median in sample 2");
+        // Four samples: the median is between the middle two; the nearer one, else the earlier.
+        let four = [
+            sample(0, &[("a", 40.0)]),
+            sample(1, &[("a", 10.0)]),
+            sample(2, &[("a", 20.0)]),
+            sample(3, &[("a", 30.0)]),
+        ];
+        assert_eq!(median_histograms(&four)["a"], "a@2");
     }
 
     #[test]

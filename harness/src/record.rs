@@ -623,8 +623,14 @@ mod tests {
             sample(2, &[("a", 100.0), ("b", 50.0)]),
         ];
         let h = median_histograms(&counted);
-        assert_eq!(h["a"], "a@0", "a's p50 series 500, 900, 100 has its median in sample 0");
-        assert_eq!(h["b"], "b@2", "b's p50 series 90, 10, 50 has its median in sample 2");
+        assert_eq!(
+            h["a"], "a@0",
+            "a's p50 series 500, 900, 100 has its median in sample 0"
+        );
+        assert_eq!(
+            h["b"], "b@2",
+            "b's p50 series 90, 10, 50 has its median in sample 2"
+        );
         // Four samples: the median is between the middle two; the nearer one, else the earlier.
         let four = [
             sample(0, &[("a", 40.0)]),

@@ -69,7 +69,12 @@ impl Metrics {
     pub fn passed(&mut self, key: impl Into<String>) {
         self.map.insert(
             key.into(),
-            Metric::new(1.0, "bool", reports::schema::MetricClass::Exact, Better::Higher),
+            Metric::new(
+                1.0,
+                "bool",
+                reports::schema::MetricClass::Exact,
+                Better::Higher,
+            ),
         );
     }
 }

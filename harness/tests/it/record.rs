@@ -117,7 +117,10 @@ fn verify_catches_edits_by_key() {
     // A passed check: higher is better. A failed request count is exact, not a timing.
     assert_eq!(b["metrics"]["cold_pull.byte_identical"]["better"], "higher");
     let errors = &b["metrics"]["route.changes.c1.errors"];
-    assert_eq!((errors["class"].as_str(), errors["value"].as_f64()), (Some("exact"), Some(0.0)));
+    assert_eq!(
+        (errors["class"].as_str(), errors["value"].as_f64()),
+        (Some("exact"), Some(0.0))
+    );
     // Per-thread CPU under the names the threads were given, none cut at 15 bytes.
     let threads: Vec<&str> = b["metrics"]
         .as_object()
@@ -125,7 +128,12 @@ fn verify_catches_edits_by_key() {
         .keys()
         .filter_map(|k| k.strip_prefix("server.thread_cpu_s."))
         .collect();
-    for name in [refserver::WORKER_THREAD, "journal-writer", "nonce-writer", "vaultbench"] {
+    for name in [
+        refserver::WORKER_THREAD,
+        "journal-writer",
+        "nonce-writer",
+        "vaultbench",
+    ] {
         assert!(threads.contains(&name), "no thread {name} in {threads:?}");
     }
 

@@ -50,7 +50,7 @@ pub fn recording(r: &RecordingReport, charts: &[Chart]) -> Result<String, Render
         r.samples,
         html_escape(&r.recorded_at)
     ));
-    s.push_str("<h2>Charts</h2>\n<p class=\"muted\">Latency distributions are percentile plots from HdrHistograms: each curve comes from the sample whose p50 for that route is the recording's median p50 (a legend entry says so when it does not), and the ring on each curve marks that median. The x axis spreads the tail (90%, 99%, 99.9% are evenly spaced); both axes are logarithmic. A phase chart whose bars differ more than 30-fold uses a log axis.</p>\n");
+    s.push_str("<h2>Charts</h2>\n<p class=\"muted\">Latency distributions are percentile plots from HdrHistograms: each curve comes from the sample whose p50 for that route is the recording's median p50 (a legend entry says so when it does not), and the ring on each curve marks that median. The x axis spreads the tail (90%, 99%, 99.9% are evenly spaced); both axes are logarithmic. A phase chart whose bars differ more than 30-fold uses a log axis (its axis title says so).</p>\n");
     for c in charts {
         s.push_str(&figure(c)?);
     }

@@ -185,12 +185,20 @@ fn probe(name: &str, html: &str) -> (serde_json::Value, Vec<Region>) {
     let dir = out_dir();
     let page = dir.join(format!("{name}.probe.html"));
     std::fs::write(&page, html.replace("</body>", &format!("{PROBE}</body>"))).unwrap();
-    let dom = run_chromium(&page, &[format!("--window-size={VIEW_WIDTH},900"), "--dump-dom".into()]);
+    let dom = run_chromium(
+        &page,
+        &[
+            format!("--window-size={VIEW_WIDTH},900"),
+            "--dump-dom".into(),
+        ],
+    );
     std::fs::remove_file(&page).ok();
-    let start = dom
-        .find("data-probe=\"")
-        .unwrap_or_else(|| panic!("{name}: the probe did not run; DOM starts {:?}", &dom[..dom.len().min(300)]))
-        + "data-probe=\"".len();
+    let start = dom.find("data-probe=\"").unwrap_or_else(|| {
+        panic!(
+            "{name}: the probe did not run; DOM starts {:?}",
+            &dom[..dom.len().min(300)]
+        )
+    }) + "data-probe=\"".len();
     let end = start + dom[start..].find('"').unwrap();
     let json = String::from_utf8(hex::decode(&dom[start..end]).unwrap()).unwrap();
     let v: serde_json::Value = serde_json::from_str(&json).unwrap();
@@ -229,7 +237,11 @@ fn check_page(name: &str, html: &str, charts_expected: usize) {
         .iter()
         .filter_map(|f| f.as_str())
         .collect();
-    assert!(overflow.is_empty(), "{name}: text overflows:\n{}", overflow.join("\n"));
+    assert!(
+        overflow.is_empty(),
+        "{name}: text overflows:\n{}",
+        overflow.join("\n")
+    );
 
     let dir = out_dir();
     let page = dir.join(format!("{name}.html"));
@@ -251,7 +263,10 @@ fn check_page(name: &str, html: &str, charts_expected: usize) {
     let mut buf = vec![0; reader.output_buffer_size()];
     let info = reader.next_frame(&mut buf).unwrap();
     let channels = info.color_type.samples();
-    assert!(info.width >= VIEW_WIDTH && info.height >= height.min(16_000), "{info:?}");
+    assert!(
+        info.width >= VIEW_WIDTH && info.height >= height.min(16_000),
+        "{info:?}"
+    );
     let px = |x: u32, y: u32| {
         let i = (y as usize * info.width as usize + x as usize) * channels;
         &buf[i..i + 3]
@@ -272,22 +287,59 @@ fn check_page(name: &str, html: &str, charts_expected: usize) {
             }
         }
         let share = ink as f64 / total.max(1) as f64;
-        report.push(format!("{}: {:.1} % ink, {dark} dark px", r.id, share * 100.0));
+        report.push(format!(
+            "{}: {:.1} % ink, {dark} dark px",
+            r.id,
+            share * 100.0
+        ));
         assert!(
             share >= MIN_INK_SHARE,
             "{name}: chart {} is blank ({:.2} % of its pixels have ink)",
             r.id,
             share * 100.0
         );
-        // Captions, tick labels and axes are dark; a chart without text has few dark pixels.
-        assert!(dark > 1500, "{name}: chart {} has no text ({dark} dark px)", r.id);
+        // Captions, tick labels and axes are dark: a drawn chart here has 1,300-4,600 dark px.
+        assert!(
+            dark > 600,
+            "{name}: chart {} has no text ({dark} dark px)",
+            r.id
+        );
     }
     eprintln!("{name}: {}", report.join("; "));
+}
+
+/// The probe finds what it looks for: SVG text outside its chart, text on text, and an HTML
+/// box too narrow for its text. Otherwise a clean report could mean a probe that sees nothing.
+fn the_probe_catches_overflow() {
+    let bad = "<!DOCTYPE html><html><head><meta charset=\"utf-8\"></head><body>\
+        <figure class=\"chart\" id=\"broken\"><svg width=\"200\" height=\"100\" viewBox=\"0 0 200 100\">\
+        <text x=\"150\" y=\"50\" font-size=\"20\">far too long for this chart</text>\
+        <text x=\"10\" y=\"20\" font-size=\"14\">left</text><text x=\"12\" y=\"22\" font-size=\"14\">over</text>\
+        </svg></figure><div id=\"narrow\" style=\"width:40px;white-space:nowrap;overflow:hidden\">a long unbroken line</div>\
+        </body></html>";
+    let (v, _) = probe("probe-self-check", bad);
+    let found: Vec<&str> = v["overflow"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|f| f.as_str())
+        .collect();
+    for needle in [
+        "broken: text \"far too long for this chart\" leaves the chart",
+        "broken: text \"left\" overlaps \"over\"",
+        "div#narrow: content",
+    ] {
+        assert!(
+            found.iter().any(|f| f.starts_with(needle)),
+            "the probe missed {needle:?}: {found:?}"
+        );
+    }
 }
 
 #[test]
 #[ignore = "slow: headless chromium"]
 fn reports_render_in_chromium_with_charts_painted_and_no_text_overflowing() {
+    the_probe_catches_overflow();
     let (b, p) = crate::fixtures::small();
     let recording = render(
         &Document::Recording {

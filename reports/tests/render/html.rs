@@ -17,7 +17,11 @@ fn assert_self_contained(html: &str) {
     assert!(!lower.contains(" src="), "the HTML has a src attribute");
     let urls: Vec<&str> = lower.split("url(").skip(1).collect();
     assert_eq!(urls.len(), 1, "one url(): the font");
-    assert!(urls[0].starts_with("data:font/ttf;base64,"), "{}", &urls[0][..40]);
+    assert!(
+        urls[0].starts_with("data:font/ttf;base64,"),
+        "{}",
+        &urls[0][..40]
+    );
 }
 
 #[test]

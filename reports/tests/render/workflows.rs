@@ -99,11 +99,7 @@ fn ci_runs_exactly_the_readme_test_command_with_slow_tests_included() {
     let cmd = readme_test_command();
     assert!(cmd.ends_with("-- --include-ignored"), "{cmd}");
     let script = std::fs::read_to_string(root().join(".ci/run")).unwrap();
-    let last = script
-        .lines()
-        .rev()
-        .find(|l| !l.trim().is_empty())
-        .unwrap();
+    let last = script.lines().rev().find(|l| !l.trim().is_empty()).unwrap();
     assert_eq!(last, cmd, ".ci/run ends with the README's test command");
 }
 

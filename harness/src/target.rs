@@ -462,10 +462,10 @@ fn thread_cpu(pid: u32) -> std::collections::BTreeMap<String, f64> {
             continue;
         };
         if let Some((mut name, ticks)) = parse_task_stat(&stat) {
-            if e.file_name().to_str() == Some(pid.to_string().as_str()) {
-                if let Some(exe) = exe_name(pid) {
-                    name = exe;
-                }
+            if e.file_name().to_str() == Some(pid.to_string().as_str())
+                && let Some(exe) = exe_name(pid)
+            {
+                name = exe;
             }
             *out.entry(name).or_insert(0.0) += ticks as f64 / hz;
         }

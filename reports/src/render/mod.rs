@@ -206,7 +206,7 @@ fn recording_charts(b: &Baseline, p: &Provenance) -> Result<Vec<Chart>, ChartErr
         groups.entry(group).or_default().push(PercentileSeries {
             name,
             points: percentile_curve(&h),
-            p50: (h.len() > 0).then_some(p50),
+            p50: (!h.is_empty()).then_some(p50),
         });
     }
     let mut out = Vec::new();

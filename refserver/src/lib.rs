@@ -11,6 +11,8 @@ mod app;
 mod body;
 pub mod cli;
 mod clock;
+#[doc(hidden)]
+pub mod fuzzing;
 mod metrics;
 mod nonces;
 mod server;

@@ -7,7 +7,7 @@
 use libfuzzer_sys::fuzz_target;
 use loadgen::internals::h1::{parse_answer_head, read_answer};
 
-fuzz_target!(|data: &[u8]| {
+fuzz_target!(init: vaultbench_fuzz::ignore_sigpipe(), |data: &[u8]| {
     let Some((&mode, answer)) = data.split_first() else {
         return;
     };

@@ -90,6 +90,15 @@ pub fn tear(data: &[u8]) -> Vec<u8> {
     buf
 }
 
+/// Ignores SIGPIPE, as a Rust `main` does: libFuzzer's own `main` leaves it fatal, and a
+/// peer closing a socket mid-write must be an error, not the end of the fuzzing process.
+pub fn ignore_sigpipe() {
+    // SAFETY: setting a signal's disposition to SIG_IGN installs no handler code.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_IGN);
+    }
+}
+
 /// The reference server every request target talks to, with one active device.
 pub struct Target {
     pub addr: SocketAddr,
@@ -211,6 +220,7 @@ impl Target {
     }
 
     fn start() -> Target {
+        ignore_sigpipe();
         let cfg = ServerConfig::new(scratch_dir().path().join("server"));
         let server = TestServer::start(cfg).expect("the reference server starts");
         let addr = server.addr;

@@ -13,6 +13,9 @@ use std::net::SocketAddr;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
+#[doc(hidden)]
+pub mod probe;
+
 /// Largest response head (status line + headers) accepted; hyper's default is ~400 KiB,
 /// but the obsync answers have a handful of short headers.
 pub(crate) const MAX_HEAD_BYTES: usize = 64 * 1024;

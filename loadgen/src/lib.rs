@@ -42,6 +42,8 @@ mod target;
 
 pub mod bench;
 pub mod cli;
+#[doc(hidden)]
+pub mod internals;
 
 pub use client::{Clock, Device, system_clock};
 pub use enroll::{StateDevice, StateFile, domain_id_for, enroll, probe};

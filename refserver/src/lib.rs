@@ -14,6 +14,8 @@ mod body;
 pub mod cli;
 mod clock;
 mod config;
+#[doc(hidden)]
+pub mod fuzzing;
 mod metrics;
 mod nonces;
 mod server;

@@ -72,14 +72,14 @@ pub struct Nonces {
     log: Appender,
 }
 
-fn encode(at: i64, key: &Key) -> [u8; RECORD_LEN] {
+pub(crate) fn encode(at: i64, key: &Key) -> [u8; RECORD_LEN] {
     let mut r = [0u8; RECORD_LEN];
     r[..8].copy_from_slice(&at.to_le_bytes());
     r[8..].copy_from_slice(key);
     r
 }
 
-fn decode(rec: &[u8]) -> Option<(i64, Key)> {
+pub(crate) fn decode(rec: &[u8]) -> Option<(i64, Key)> {
     if rec.len() != RECORD_LEN {
         return None;
     }

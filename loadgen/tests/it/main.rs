@@ -3,6 +3,7 @@
 
 mod cli;
 mod e2e;
+mod h1_answer;
 
 use std::path::{Path, PathBuf};
 

@@ -3,6 +3,7 @@
 mod bad_input;
 mod cli;
 mod client;
+mod codecs;
 mod durability;
 mod e2e;
 mod group_commit;

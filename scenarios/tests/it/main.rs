@@ -2,6 +2,7 @@
 //! figures, links, determinism, and manifests against files on disk.
 
 mod golden;
+mod loader;
 mod props;
 mod shape;
 

@@ -3,6 +3,7 @@
 
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
+use std::os::unix::fs::{DirBuilderExt as _, PermissionsExt as _};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -49,6 +50,8 @@ pub const SETUP_TOKEN_FILE: &str = "setup-token";
 pub const JOURNAL_FILE: &str = "journal";
 pub const NONCE_LOG_FILE: &str = "nonces.log";
 pub const CHUNKS_DIR: &str = "chunks";
+/// The data dir's mode: the server's user only.
+pub const DATA_DIR_MODE: u32 = 0o700;
 
 /// Shared server state, one per running server.
 #[derive(Debug)]
@@ -104,7 +107,7 @@ fn lock_data_dir(dir: &Path) -> Result<File, StartError> {
 pub(crate) fn write_atomic(path: &Path, data: &[u8]) -> std::io::Result<()> {
     let tmp = path.with_extension("tmp");
     {
-        let mut f = File::create(&tmp)?;
+        let mut f = crate::store::log::create_private(&tmp)?;
         f.write_all(data)?;
         f.sync_all()?;
     }
@@ -131,10 +134,19 @@ impl App {
         shutdown: tokio::sync::watch::Receiver<bool>,
     ) -> Result<App, StartError> {
         let dir = &cfg.data_dir;
-        std::fs::create_dir_all(dir).map_err(|source| StartError::NotWritable {
-            path: dir.clone(),
-            source,
-        })?;
+        // The data dir holds secrets (journal, setup token): 0700, also when it already
+        // existed with a wider mode.
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(DATA_DIR_MODE)
+            .create(dir)
+            .and_then(|()| {
+                std::fs::set_permissions(dir, std::fs::Permissions::from_mode(DATA_DIR_MODE))
+            })
+            .map_err(|source| StartError::NotWritable {
+                path: dir.clone(),
+                source,
+            })?;
         let lock = lock_data_dir(dir)?;
         let io = |path: PathBuf| move |source| StartError::Io { path, source };
         // A probe write: a read-only dir with a lock file left over must still be refused.
@@ -150,7 +162,15 @@ impl App {
         let mut rng = ChaCha8Rng::from_seed(os_seed().map_err(io(PathBuf::from("/dev/urandom")))?);
         let token_path = dir.join(SETUP_TOKEN_FILE);
         let setup_token = match std::fs::read_to_string(&token_path) {
-            Ok(t) if !t.trim().is_empty() => t.trim().to_owned(),
+            Ok(t) if !t.trim().is_empty() => {
+                // A token written by an older build may be world-readable.
+                std::fs::set_permissions(
+                    &token_path,
+                    std::fs::Permissions::from_mode(crate::store::log::PRIVATE_FILE_MODE),
+                )
+                .map_err(io(token_path.clone()))?;
+                t.trim().to_owned()
+            }
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
                 return Err(StartError::Io {
                     path: token_path,

@@ -141,10 +141,14 @@ pub(super) async fn verify(
         ));
     }
     let now_s = app.clock.now_s();
-    if (now_s - c.ts).abs() > limits::TS_SKEW_S {
+    if !protocol::sign::ts_is_fresh(now_s, c.ts) {
         return Err(ApiError::new(
             ErrorCode::StaleTimestamp,
-            format!("timestamp {} is more than 300 s from {now_s}", c.ts),
+            format!(
+                "timestamp {} is more than {} s from {now_s}",
+                c.ts,
+                limits::TS_SKEW_S
+            ),
         ));
     }
     app.nonces

@@ -8,6 +8,7 @@
 
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
+use std::os::unix::fs::{OpenOptionsExt as _, PermissionsExt as _};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -74,6 +75,20 @@ impl std::fmt::Debug for Job {
     }
 }
 
+/// Files that hold secrets (the journal holds device secrets; the nonce log and the setup
+/// token are credentials' traces) are readable by the server's user only.
+pub const PRIVATE_FILE_MODE: u32 = 0o600;
+
+/// Creates (truncating) a file only the server's user may read or write.
+pub fn create_private(path: &Path) -> std::io::Result<File> {
+    OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(PRIVATE_FILE_MODE)
+        .open(path)
+}
+
 /// Reads every intact record of the log at `path` (creating it if absent), truncates a torn
 /// tail (fsynced), and returns the records and the number of bytes dropped.
 pub fn replay(path: &Path) -> std::io::Result<(Vec<Vec<u8>>, u64)> {
@@ -82,7 +97,10 @@ pub fn replay(path: &Path) -> std::io::Result<(Vec<Vec<u8>>, u64)> {
         .write(true)
         .create(true)
         .truncate(false)
+        .mode(PRIVATE_FILE_MODE)
         .open(path)?;
+    // A log made by an older build may be world-readable: the journal holds device secrets.
+    file.set_permissions(std::fs::Permissions::from_mode(PRIVATE_FILE_MODE))?;
     let mut buf = Vec::new();
     file.read_to_end(&mut buf)?;
     let (frames, valid) = frame::decode_all(&buf);
@@ -105,7 +123,11 @@ impl Appender {
         durable_seq: Option<tokio::sync::watch::Sender<u64>>,
         compactor: Option<Compactor>,
     ) -> std::io::Result<Appender> {
-        let file = OpenOptions::new().append(true).create(true).open(path)?;
+        let file = OpenOptions::new()
+            .append(true)
+            .create(true)
+            .mode(PRIVATE_FILE_MODE)
+            .open(path)?;
         let len = file.metadata()?.len();
         let (tx, rx) = mpsc::channel::<Job>();
         let poisoned = Arc::new(AtomicBool::new(false));
@@ -278,7 +300,7 @@ impl Writer {
         let live = (c.live)();
         let tmp = self.file_path.with_extension("compact");
         let r = (|| -> std::io::Result<File> {
-            let mut f = File::create(&tmp)?;
+            let mut f = create_private(&tmp)?;
             f.write_all(&live)?;
             f.sync_all()?;
             std::fs::rename(&tmp, &self.file_path)?;

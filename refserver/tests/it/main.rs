@@ -6,6 +6,7 @@ mod client;
 mod durability;
 mod e2e;
 mod group_commit;
+mod hardening;
 
 use refserver::{ServerConfig, TestServer};
 

@@ -66,6 +66,8 @@ pub struct App {
     pub setup_token: String,
     pub clock: Arc<dyn Clock>,
     pub inject_delay_us: u64,
+    /// A request body must arrive whole within this long.
+    pub body_read_timeout: std::time::Duration,
     pub shutdown: tokio::sync::watch::Receiver<bool>,
     /// Held for the server's life: the flock on `DATA/lock`.
     _lock: File,
@@ -241,6 +243,7 @@ impl App {
             setup_token,
             clock: cfg.clock.clone(),
             inject_delay_us: cfg.inject_delay_us,
+            body_read_timeout: cfg.body_read_timeout,
             shutdown,
             _lock: lock,
         })

@@ -14,6 +14,7 @@ mod body;
 pub mod cli;
 mod clock;
 mod config;
+mod conn;
 mod metrics;
 mod nonces;
 mod server;
@@ -22,5 +23,5 @@ mod store;
 
 pub use app::StartError;
 pub use clock::{Clock, ManualClock, SystemClock};
-pub use config::ServerConfig;
+pub use config::{BODY_READ_TIMEOUT, HEADER_READ_TIMEOUT, ServerConfig};
 pub use server::{Server, TestServer};

@@ -7,6 +7,7 @@ mod durability;
 mod e2e;
 mod group_commit;
 mod hardening;
+mod stalls;
 
 use refserver::{ServerConfig, TestServer};
 

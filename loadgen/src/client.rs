@@ -437,25 +437,29 @@ impl Device {
 
     /// [`Device::send`] with retries for operations that must succeed (push, pull): up to
     /// three attempts on a transport error or a 503, each signed afresh (protocol: "Every
-    /// retry is signed afresh"), with 50/100 ms back-off. Then checks the status is one of
-    /// `ok`, turning anything else into a [`LoadError::Status`] naming the route.
+    /// retry is signed afresh"), with 50/100 ms back-off. The attempts share the request's
+    /// one timeout: a target that hangs costs one timeout, not three. Then checks the status
+    /// is one of `ok`, turning anything else into a [`LoadError::Status`] naming the route.
     pub(crate) async fn call(
         &self,
         rec: &Recorder,
         req: Outgoing<'_>,
         ok: &[u16],
     ) -> Result<Answer, LoadError> {
+        let deadline = Instant::now() + req.timeout;
         let mut attempt = 0;
         loop {
             attempt += 1;
-            let res = self.send(rec, req.clone()).await;
+            let left = deadline.saturating_duration_since(Instant::now());
+            let res = self.send(rec, req.clone().timeout(left)).await;
             let retry = match &res {
                 Err(LoadError::Transport { .. }) => true,
                 Ok(a) => a.status == 503,
                 Err(_) => false,
             };
-            if retry && attempt < 3 {
-                tokio::time::sleep(Duration::from_millis(50 << (attempt - 1))).await;
+            let backoff = Duration::from_millis(50 << (attempt - 1));
+            if retry && attempt < 3 && Instant::now() + backoff < deadline {
+                tokio::time::sleep(backoff).await;
                 continue;
             }
             let a = res?;
@@ -755,7 +759,7 @@ impl Answer {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     #[test]
@@ -811,6 +815,47 @@ mod tests {
             let sig = std::str::from_utf8(&s.sig).unwrap();
             assert!(protocol::sign::verify(&creds.secret, &canonical, sig));
         }
+    }
+
+    /// A listener that accepts and never answers (a hung target or hop); the accepted
+    /// sockets are kept open until the returned guard drops.
+    pub(crate) fn hanging_target() -> (Target, std::thread::JoinHandle<()>) {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        l.set_nonblocking(true).unwrap();
+        let t = std::thread::spawn(move || {
+            let mut held = Vec::new();
+            let until = Instant::now() + Duration::from_secs(20);
+            while Instant::now() < until {
+                match l.accept() {
+                    Ok((s, _)) => held.push(s),
+                    Err(_) => std::thread::sleep(Duration::from_millis(10)),
+                }
+            }
+        });
+        (Target::parse(&format!("http://{addr}"), false).unwrap(), t)
+    }
+
+    pub(crate) fn test_device(target: Target) -> Device {
+        let creds = DeviceCredentials {
+            device_id: "00112233445566778899aabbccddeeff".into(),
+            secret: std::array::from_fn(|i| i as u8),
+        };
+        Device::new(target, creds, 0, "d".repeat(32), nonce_rng(1, 0, 0))
+    }
+
+    /// Retries share the request's timeout: a hung target costs one timeout, not three.
+    #[tokio::test]
+    async fn retries_share_one_timeout() {
+        let (target, _t) = hanging_target();
+        let dev = test_device(target);
+        let rec = Recorder::new(false);
+        let t0 = Instant::now();
+        let req = Outgoing::new(Route::Changes, "/v1/changes").timeout(Duration::from_millis(600));
+        let e = dev.call(&rec, req, &[200]).await.unwrap_err();
+        let took = t0.elapsed();
+        assert!(matches!(e, LoadError::Transport { .. }), "{e:?}");
+        assert!(took < Duration::from_millis(1100), "{took:?}");
     }
 
     #[test]

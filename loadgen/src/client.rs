@@ -140,6 +140,27 @@ pub(crate) fn nonce_rng(seed: u64, index: usize, session: u64) -> ChaCha8Rng {
     rng
 }
 
+/// The nonce stream of device `index` in a session loaded from a state file: the ChaCha8
+/// key is SHA-256 over ("vaultbench/nonce", `seed`, `session`, `salt`), the stream is the
+/// device index. `salt` is 64 bits from the operating system drawn by every load, so two
+/// invocations never share a stream even when they share a session number (concurrent runs,
+/// a restored older state file); nonces are then unique, not reproducible across runs, which
+/// is what the server's replay check needs. Within a run they still follow from the key, so
+/// workers made in a fixed order draw fixed streams. `salt` 0 is [`nonce_rng`] (enrolment).
+pub(crate) fn session_nonce_rng(seed: u64, index: usize, session: u64, salt: u64) -> ChaCha8Rng {
+    if salt == 0 {
+        return nonce_rng(seed, index, session);
+    }
+    let mut h = Sha256::new();
+    h.update(b"vaultbench/nonce\n");
+    h.update(seed.to_le_bytes());
+    h.update(session.to_le_bytes());
+    h.update(salt.to_le_bytes());
+    let mut rng = ChaCha8Rng::from_seed(h.finalize().into());
+    rng.set_stream(index as u64);
+    rng
+}
+
 impl Device {
     pub(crate) fn new(
         target: Target,
@@ -666,6 +687,12 @@ fn method_of(route: Route) -> Method {
     }
 }
 
+/// Appended to a `401 replayed_nonce`: the generator never repeats a nonce within a run, so
+/// the likely cause is outside it.
+pub(crate) const REPLAYED_NONCE_HINT: &str = " (likely cause: another process signing as this \
+device with the same nonces, e.g. a copy of the --state file used by an older vaultbench that \
+did not salt its sessions; use a separate --state file per concurrent run)";
+
 /// One request to send.
 #[derive(Clone)]
 pub(crate) struct Outgoing<'a> {
@@ -748,7 +775,10 @@ impl Answer {
     }
 
     pub fn into_error(self, route: Route) -> LoadError {
-        let (code, detail) = self.error_code();
+        let (code, mut detail) = self.error_code();
+        if code == protocol::ErrorCode::ReplayedNonce.as_str() {
+            detail.push_str(REPLAYED_NONCE_HINT);
+        }
         LoadError::Status {
             route: route.label().to_owned(),
             status: self.status,
@@ -761,6 +791,7 @@ impl Answer {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use protocol::ErrorCode;
 
     #[test]
     fn nonce_streams_differ_per_device_and_session() {
@@ -856,6 +887,21 @@ pub(crate) mod tests {
         let took = t0.elapsed();
         assert!(matches!(e, LoadError::Transport { .. }), "{e:?}");
         assert!(took < Duration::from_millis(1100), "{took:?}");
+    }
+
+    #[test]
+    fn replayed_nonce_points_at_the_likely_cause() {
+        let answer = |code: ErrorCode| Answer {
+            status: 401,
+            headers: HeaderMap::new(),
+            body: Bytes::from(
+                serde_json::to_vec(&protocol::error::ErrorBody::new(code, "seen")).unwrap(),
+            ),
+        };
+        let e = answer(ErrorCode::ReplayedNonce).into_error(Route::Changes);
+        assert!(e.to_string().contains("--state"), "{e}");
+        let e = answer(ErrorCode::BadSignature).into_error(Route::Changes);
+        assert!(!e.to_string().contains("--state"), "{e}");
     }
 
     #[test]

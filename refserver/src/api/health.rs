@@ -23,6 +23,12 @@ pub(super) fn readyz(app: &App) -> ApiResult {
             "a storage write failed; restart to replay the journal",
         ));
     }
+    if let Err(free) = app.check_space() {
+        return Err(ApiError::new(
+            ErrorCode::NotReady,
+            format!("the data volume is full ({free} bytes free); ready again once space is freed"),
+        ));
+    }
     json(
         StatusCode::OK,
         &ReadyResponse {

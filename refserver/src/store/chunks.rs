@@ -113,6 +113,7 @@ impl ChunkStore {
         // is the only write of a chunk under 256 KiB) is `507 volume_full`, never a 500.
         let io_err = |source: io::Error| {
             if is_full(&source) {
+                self.metrics.low_space.store(true, Ordering::SeqCst);
                 ChunkError::VolumeFull { sid: String::new() }
             } else {
                 ChunkError::Io {
@@ -174,7 +175,10 @@ impl ChunkStore {
                 Metrics::add(&self.metrics.chunk_bytes_stored, len);
                 Ok(Stored::New)
             }
-            Err(e) if is_full(&e) => Err(ChunkError::VolumeFull { sid: sid_owned }),
+            Err(e) if is_full(&e) => {
+                self.metrics.low_space.store(true, Ordering::SeqCst);
+                Err(ChunkError::VolumeFull { sid: sid_owned })
+            }
             Err(e) => Err(ChunkError::Io {
                 path: self.path_of(&sid_owned).display().to_string(),
                 source: e,

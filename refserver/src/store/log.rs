@@ -141,8 +141,11 @@ impl Appender {
             path: path.display().to_string(),
             file_path: path.to_path_buf(),
             len,
+            alloc_end: 0,
             compactor,
         };
+        let mut writer = writer;
+        writer.keep_reserve();
         let name = match kind {
             LogKind::Journal => "journal-writer",
             LogKind::Nonce => "nonce-writer",
@@ -239,7 +242,24 @@ struct Writer {
     file_path: PathBuf,
     /// Bytes in the file, for the compaction threshold.
     len: u64,
+    /// Blocks are preallocated up to here (`fallocate` keeping the size), so appends go on
+    /// while the volume is full: reads keep spending nonces, and the journal is not the
+    /// first writer to meet ENOSPC.
+    alloc_end: u64,
     compactor: Option<Compactor>,
+}
+
+/// Bytes preallocated past the end of each log. A nonce record is under 64 bytes and a
+/// version record about 1 KiB, so 1 MiB carries thousands of reads through a full volume
+/// while writes are answered `507` before they reach the journal.
+const LOG_RESERVE_BYTES: u64 = 1024 * 1024;
+
+/// ENOSPC or EDQUOT.
+pub(crate) fn is_full(e: &std::io::Error) -> bool {
+    matches!(
+        e.kind(),
+        std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded
+    )
 }
 
 impl Writer {
@@ -284,6 +304,7 @@ impl Writer {
             if result.is_ok() {
                 self.len += buf.len() as u64;
                 self.maybe_compact();
+                self.keep_reserve();
             }
         }
     }
@@ -328,6 +349,29 @@ impl Writer {
         }
     }
 
+    /// Extends the preallocated reserve when less than half of it is left; a volume with no
+    /// room for it is marked low on space (writes are then refused before the journal).
+    fn keep_reserve(&mut self) {
+        if self.alloc_end >= self.len + LOG_RESERVE_BYTES / 2 {
+            return;
+        }
+        use std::os::fd::AsRawFd as _;
+        // SAFETY: fallocate(2) on a descriptor this writer owns; no memory is passed.
+        let rc = unsafe {
+            libc::fallocate(
+                self.file.as_raw_fd(),
+                libc::FALLOC_FL_KEEP_SIZE,
+                self.len as libc::off_t,
+                LOG_RESERVE_BYTES as libc::off_t,
+            )
+        };
+        if rc == 0 {
+            self.alloc_end = self.len + LOG_RESERVE_BYTES;
+        } else if is_full(&std::io::Error::last_os_error()) {
+            self.metrics.low_space.store(true, Ordering::SeqCst);
+        }
+    }
+
     fn write_and_sync(&mut self, buf: &[u8]) -> Result<(), AppendError> {
         if self.poisoned.load(Ordering::SeqCst) {
             return Err(AppendError {
@@ -341,6 +385,19 @@ impl Writer {
             .write_all(buf)
             .and_then(|()| self.file.sync_data());
         r.map_err(|e| {
+            if is_full(&e) {
+                self.metrics.low_space.store(true, Ordering::SeqCst);
+            }
+            // A nonce log with no room: cut the partial frame off and go on (a nonce that is
+            // not durable is refused, never answered, so nothing diverges). A journal record
+            // is already applied in memory: only a restart's replay makes them agree again.
+            if self.kind == LogKind::Nonce && is_full(&e) && self.file.set_len(self.len).is_ok() {
+                return AppendError {
+                    path: self.path.clone(),
+                    kind: e.kind(),
+                    msg: e.to_string(),
+                };
+            }
             self.poisoned.store(true, Ordering::SeqCst);
             AppendError {
                 path: self.path.clone(),

@@ -5,6 +5,7 @@ mod cli;
 mod client;
 mod durability;
 mod e2e;
+mod full_disk;
 mod group_commit;
 mod hardening;
 mod stalls;

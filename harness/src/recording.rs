@@ -411,7 +411,7 @@ mod tests {
         assert_eq!(
             ledger(out.path(), &prep),
             vec![
-                format!("refused:{cause}"),
+                "refused:cpu_ms has a reading that is not a positive number".to_owned(),
                 "failed:timeout".to_owned(),
                 "accepted:".to_owned()
             ]

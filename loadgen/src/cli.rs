@@ -169,11 +169,9 @@ pub async fn ensure_devices(
         .clone()
         .unwrap_or_else(|| StateFile::default_path(target));
     let mut devices;
-    let mut state = match StateFile::load(&path)? {
-        Some(mut s) => {
+    let mut state = match StateFile::begin_session(&path)? {
+        Some(s) => {
             probe(target).await?;
-            s.session += 1;
-            s.save(&path)?;
             devices = s.devices(target, &path)?;
             s
         }

@@ -140,6 +140,27 @@ pub(crate) fn nonce_rng(seed: u64, index: usize, session: u64) -> ChaCha8Rng {
     rng
 }
 
+/// The nonce stream of device `index` in a session loaded from a state file: the ChaCha8
+/// key is SHA-256 over ("vaultbench/nonce", `seed`, `session`, `salt`), the stream is the
+/// device index. `salt` is 64 bits from the operating system drawn by every load, so two
+/// invocations never share a stream even when they share a session number (concurrent runs,
+/// a restored older state file); nonces are then unique, not reproducible across runs, which
+/// is what the server's replay check needs. Within a run they still follow from the key, so
+/// workers made in a fixed order draw fixed streams. `salt` 0 is [`nonce_rng`] (enrolment).
+pub(crate) fn session_nonce_rng(seed: u64, index: usize, session: u64, salt: u64) -> ChaCha8Rng {
+    if salt == 0 {
+        return nonce_rng(seed, index, session);
+    }
+    let mut h = Sha256::new();
+    h.update(b"vaultbench/nonce\n");
+    h.update(seed.to_le_bytes());
+    h.update(session.to_le_bytes());
+    h.update(salt.to_le_bytes());
+    let mut rng = ChaCha8Rng::from_seed(h.finalize().into());
+    rng.set_stream(index as u64);
+    rng
+}
+
 impl Device {
     pub(crate) fn new(
         target: Target,
@@ -437,25 +458,29 @@ impl Device {
 
     /// [`Device::send`] with retries for operations that must succeed (push, pull): up to
     /// three attempts on a transport error or a 503, each signed afresh (protocol: "Every
-    /// retry is signed afresh"), with 50/100 ms back-off. Then checks the status is one of
-    /// `ok`, turning anything else into a [`LoadError::Status`] naming the route.
+    /// retry is signed afresh"), with 50/100 ms back-off. The attempts share the request's
+    /// one timeout: a target that hangs costs one timeout, not three. Then checks the status
+    /// is one of `ok`, turning anything else into a [`LoadError::Status`] naming the route.
     pub(crate) async fn call(
         &self,
         rec: &Recorder,
         req: Outgoing<'_>,
         ok: &[u16],
     ) -> Result<Answer, LoadError> {
+        let deadline = Instant::now() + req.timeout;
         let mut attempt = 0;
         loop {
             attempt += 1;
-            let res = self.send(rec, req.clone()).await;
+            let left = deadline.saturating_duration_since(Instant::now());
+            let res = self.send(rec, req.clone().timeout(left)).await;
             let retry = match &res {
                 Err(LoadError::Transport { .. }) => true,
                 Ok(a) => a.status == 503,
                 Err(_) => false,
             };
-            if retry && attempt < 3 {
-                tokio::time::sleep(Duration::from_millis(50 << (attempt - 1))).await;
+            let backoff = Duration::from_millis(50 << (attempt - 1));
+            if retry && attempt < 3 && Instant::now() + backoff < deadline {
+                tokio::time::sleep(backoff).await;
                 continue;
             }
             let a = res?;
@@ -662,6 +687,12 @@ fn method_of(route: Route) -> Method {
     }
 }
 
+/// Appended to a `401 replayed_nonce`: the generator never repeats a nonce within a run, so
+/// the likely cause is outside it.
+pub(crate) const REPLAYED_NONCE_HINT: &str = " (likely cause: another process signing as this \
+device with the same nonces, e.g. a copy of the --state file used by an older vaultbench that \
+did not salt its sessions; use a separate --state file per concurrent run)";
+
 /// One request to send.
 #[derive(Clone)]
 pub(crate) struct Outgoing<'a> {
@@ -744,7 +775,10 @@ impl Answer {
     }
 
     pub fn into_error(self, route: Route) -> LoadError {
-        let (code, detail) = self.error_code();
+        let (code, mut detail) = self.error_code();
+        if code == protocol::ErrorCode::ReplayedNonce.as_str() {
+            detail.push_str(REPLAYED_NONCE_HINT);
+        }
         LoadError::Status {
             route: route.label().to_owned(),
             status: self.status,
@@ -755,8 +789,9 @@ impl Answer {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
+    use protocol::ErrorCode;
 
     #[test]
     fn nonce_streams_differ_per_device_and_session() {
@@ -811,6 +846,62 @@ mod tests {
             let sig = std::str::from_utf8(&s.sig).unwrap();
             assert!(protocol::sign::verify(&creds.secret, &canonical, sig));
         }
+    }
+
+    /// A listener that accepts and never answers (a hung target or hop); the accepted
+    /// sockets are kept open until the returned guard drops.
+    pub(crate) fn hanging_target() -> (Target, std::thread::JoinHandle<()>) {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        l.set_nonblocking(true).unwrap();
+        let t = std::thread::spawn(move || {
+            let mut held = Vec::new();
+            let until = Instant::now() + Duration::from_secs(20);
+            while Instant::now() < until {
+                match l.accept() {
+                    Ok((s, _)) => held.push(s),
+                    Err(_) => std::thread::sleep(Duration::from_millis(10)),
+                }
+            }
+        });
+        (Target::parse(&format!("http://{addr}"), false).unwrap(), t)
+    }
+
+    pub(crate) fn test_device(target: Target) -> Device {
+        let creds = DeviceCredentials {
+            device_id: "00112233445566778899aabbccddeeff".into(),
+            secret: std::array::from_fn(|i| i as u8),
+        };
+        Device::new(target, creds, 0, "d".repeat(32), nonce_rng(1, 0, 0))
+    }
+
+    /// Retries share the request's timeout: a hung target costs one timeout, not three.
+    #[tokio::test]
+    async fn retries_share_one_timeout() {
+        let (target, _t) = hanging_target();
+        let dev = test_device(target);
+        let rec = Recorder::new(false);
+        let t0 = Instant::now();
+        let req = Outgoing::new(Route::Changes, "/v1/changes").timeout(Duration::from_millis(600));
+        let e = dev.call(&rec, req, &[200]).await.unwrap_err();
+        let took = t0.elapsed();
+        assert!(matches!(e, LoadError::Transport { .. }), "{e:?}");
+        assert!(took < Duration::from_millis(1100), "{took:?}");
+    }
+
+    #[test]
+    fn replayed_nonce_points_at_the_likely_cause() {
+        let answer = |code: ErrorCode| Answer {
+            status: 401,
+            headers: HeaderMap::new(),
+            body: Bytes::from(
+                serde_json::to_vec(&protocol::error::ErrorBody::new(code, "seen")).unwrap(),
+            ),
+        };
+        let e = answer(ErrorCode::ReplayedNonce).into_error(Route::Changes);
+        assert!(e.to_string().contains("--state"), "{e}");
+        let e = answer(ErrorCode::BadSignature).into_error(Route::Changes);
+        assert!(!e.to_string().contains("--state"), "{e}");
     }
 
     #[test]

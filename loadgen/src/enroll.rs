@@ -13,7 +13,7 @@ use protocol::wire::{
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::client::{Device, Outgoing, nonce_rng};
+use crate::client::{Device, Outgoing, nonce_rng, session_nonce_rng};
 use crate::error::LoadError;
 use crate::stats::Recorder;
 use crate::target::Target;
@@ -247,10 +247,14 @@ pub struct StateFile {
     /// The target base URL the devices belong to.
     pub target: String,
     pub seed: u64,
-    /// Incremented by every invocation that loads the file; selects the nonce stream.
+    /// Incremented by every invocation that loads the file (under the state file's lock).
     pub session: u64,
     pub domain_id: String,
     pub devices: Vec<StateDevice>,
+    /// 64 bits from the operating system, drawn anew by every load and never saved: with
+    /// `seed` and `session` it keys this invocation's nonce streams (see [`nonce_rng`]).
+    #[serde(skip)]
+    pub salt: u64,
 }
 
 /// One enrolled device in the state file.
@@ -286,6 +290,7 @@ impl StateFile {
             target: target.base().to_owned(),
             seed,
             session: 0,
+            salt: 0,
             domain_id: devices
                 .first()
                 .map(|d| d.domain_id().to_owned())
@@ -311,6 +316,8 @@ impl StateFile {
             path: path.to_owned(),
             reason: format!("not a vaultbench state file: {e}"),
         })?;
+        let mut s = s;
+        s.salt = os_random_u64().map_err(|e| LoadError::io(Path::new("/dev/urandom"), e))?;
         if s.format_version != STATE_FORMAT {
             return Err(LoadError::State {
                 path: path.to_owned(),
@@ -349,10 +356,34 @@ impl StateFile {
                     creds,
                     i,
                     self.domain_id.clone(),
-                    nonce_rng(self.seed, i, self.session),
+                    session_nonce_rng(self.seed, i, self.session, self.salt),
                 ))
             })
             .collect()
+    }
+
+    /// Starts a session on the state file at `path`: under an exclusive lock on
+    /// `<path>.lock` (so concurrent runs sharing one file each get their own session number),
+    /// loads it, increments `session` and saves it. `Ok(None)` when there is no state file.
+    pub fn begin_session(path: &Path) -> Result<Option<StateFile>, LoadError> {
+        let lock_path = lock_path_of(path);
+        if let Some(dir) = lock_path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).map_err(|e| LoadError::io(dir, e))?;
+        }
+        let lock = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&lock_path)
+            .map_err(|e| LoadError::io(&lock_path, e))?;
+        lock.lock().map_err(|e| LoadError::io(&lock_path, e))?;
+        let Some(mut s) = StateFile::load(path)? else {
+            return Ok(None);
+        };
+        s.session += 1;
+        s.save(path)?;
+        drop(lock);
+        Ok(Some(s))
     }
 
     /// Writes the file with mode 0600 via a temp file beside it, fsync and rename.
@@ -360,6 +391,22 @@ impl StateFile {
         let json = serde_json::to_vec_pretty(self).expect("plain struct serialises");
         write_private_atomic(path, &json)
     }
+}
+
+/// The lock file beside a state file: `<name>.lock` (the state file itself is replaced by
+/// rename on every save, so a lock on it would not be held by the next reader).
+fn lock_path_of(path: &Path) -> PathBuf {
+    let mut name = path.file_name().unwrap_or_default().to_os_string();
+    name.push(".lock");
+    path.with_file_name(name)
+}
+
+/// 8 bytes from the operating system.
+fn os_random_u64() -> std::io::Result<u64> {
+    use std::io::Read as _;
+    let mut b = [0u8; 8];
+    std::fs::File::open("/dev/urandom")?.read_exact(&mut b)?;
+    Ok(u64::from_le_bytes(b))
 }
 
 /// temp (0600) + write + fsync + rename + directory fsync: never a half-written secret file.
@@ -382,6 +429,7 @@ mod tests {
             target: target.base().into(),
             seed: 5,
             session: 3,
+            salt: 0,
             domain_id: "ab".repeat(16),
             devices: vec![StateDevice {
                 device_id: "01".repeat(16),
@@ -392,7 +440,15 @@ mod tests {
         let mode = std::fs::metadata(&path).unwrap().permissions().mode();
         assert_eq!(mode & 0o777, 0o600);
         let back = StateFile::load(&path).unwrap().unwrap();
-        assert_eq!(back, s);
+        // Everything saved comes back; the salt is drawn anew by every load.
+        assert_ne!(back.salt, 0);
+        assert_eq!(
+            StateFile {
+                salt: 0,
+                ..back.clone()
+            },
+            s
+        );
         let devs = back.devices(&target, &path).unwrap();
         assert_eq!(devs[0].device_id(), "01".repeat(16));
         let other = Target::parse("http://127.0.0.1:10", false).unwrap();
@@ -402,6 +458,52 @@ mod tests {
         std::fs::write(&path, b"{").unwrap();
         let err = StateFile::load(&path).unwrap_err();
         assert!(err.to_string().contains("state.json"), "{err}");
+    }
+
+    /// Concurrent sessions on one state file get distinct session numbers (the lock), and a
+    /// restored older copy still gets fresh nonce streams (the salt).
+    #[test]
+    fn sessions_are_locked_and_salted() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.json");
+        let target = Target::parse("http://127.0.0.1:9", false).unwrap();
+        let s = StateFile {
+            format_version: STATE_FORMAT,
+            target: target.base().into(),
+            seed: 5,
+            session: 0,
+            salt: 0,
+            domain_id: "ab".repeat(16),
+            devices: vec![StateDevice {
+                device_id: "01".repeat(16),
+                device_secret: "02".repeat(32),
+            }],
+        };
+        s.save(&path).unwrap();
+        let backup = std::fs::read(&path).unwrap();
+        let threads: Vec<_> = (0..8)
+            .map(|_| {
+                let p = path.clone();
+                std::thread::spawn(move || StateFile::begin_session(&p).unwrap().unwrap().session)
+            })
+            .collect();
+        let mut sessions: Vec<u64> = threads.into_iter().map(|t| t.join().unwrap()).collect();
+        sessions.sort_unstable();
+        assert_eq!(sessions, (1..=8).collect::<Vec<_>>());
+        assert_eq!(StateFile::load(&path).unwrap().unwrap().session, 8);
+        // Restore the old copy: the same session number comes back, the nonces do not.
+        std::fs::write(&path, &backup).unwrap();
+        let a = StateFile::begin_session(&path).unwrap().unwrap();
+        std::fs::write(&path, &backup).unwrap();
+        let b = StateFile::begin_session(&path).unwrap().unwrap();
+        assert_eq!(a.session, b.session);
+        let nonce = |s: &StateFile| {
+            let mut r = session_nonce_rng(s.seed, 0, s.session, s.salt);
+            let mut n = [0u8; 16];
+            rand::Rng::fill_bytes(&mut r, &mut n);
+            n
+        };
+        assert_ne!(nonce(&a), nonce(&b));
     }
 
     #[test]

@@ -15,18 +15,23 @@
 //! - `manifest_ct` = base64 of the JSON `protocol::wire::ClientManifest {path, kind, size,
 //!   sha256}` (the server never reads it); `manifest_nonce` = 12 bytes (24 hex) from the
 //!   device's seeded stream. Folders: a version with no sids, `bytes` 0, kind `"dir"`.
-//! - Nonces: 16 bytes from a ChaCha8Rng seeded from the run seed with one stream per
-//!   (device index, session); the state file's session increases with every invocation, so
-//!   the sequence is deterministic yet never repeats against one server. Each closed-loop
-//!   worker draws from a child stream seeded with 32 bytes of its device's stream, workers
-//!   created in a fixed order, so nonces stay deterministic for a seed. `ts` is the real
-//!   wall clock in seconds (a [`Clock`] parameter in tests).
+//! - Nonces: 16 bytes from a ChaCha8Rng, one stream per device. Enrolment uses the run seed
+//!   (session 0). A run on a state file starts a session under the file's lock
+//!   (`<state>.lock`; [`StateFile::begin_session`]), and its streams are keyed by SHA-256 of
+//!   (seed, session, 64 bits the operating system gives every load): nonces must be *unique*
+//!   against one server (a replay is refused for 600 s), not reproducible, so neither
+//!   concurrent runs sharing a state file nor a restored older copy of it repeat one. Within a
+//!   run, each closed-loop worker draws from a child stream seeded with 32 bytes of its
+//!   device's stream, workers created in a fixed order. A `401 replayed_nonce` names the
+//!   likely cause. `ts` is the real wall clock in seconds (a [`Clock`] parameter in tests).
 //! - Closed-loop route load sends through a lean HTTP/1.1 connection per worker (`h1.rs`,
 //!   as wrk does: one reused buffer each way, every request still signed afresh); device
 //!   operations and the open loop use the per-device pooled hyper client.
 //! - Files are cut into fixed 1 MiB chunks; sid = SHA-256 of the chunk. Pulls read chunks
 //!   in batches of at most 3, pushes keep 4 files in flight (the real plugin's figures).
-//! - Every retry (transport error or 503; at most three attempts) is signed afresh.
+//! - Every retry (transport error or 503; at most three attempts) is signed afresh, and the
+//!   attempts share the request's one timeout. A route load's preparation is bounded by its
+//!   duration, so a hung target ends the run near `--duration`.
 
 mod client;
 mod enroll;

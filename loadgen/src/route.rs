@@ -426,7 +426,18 @@ pub async fn run_route_load(
         Mode::Closed { .. } => false,
         Mode::Open { .. } => true,
     };
-    let prep = prepare(devices, cfg).await?;
+    // `--duration` bounds preparation too: a target that hangs while the route's data is
+    // prepared ends the run after the duration, not after every request's retries.
+    let prep = tokio::time::timeout(cfg.duration, prepare(devices, cfg))
+        .await
+        .map_err(|_| LoadError::Transport {
+            route: cfg.route.name().to_owned(),
+            kind: "timeout",
+            detail: format!(
+                "preparing the route load did not finish within the run's duration ({:?})",
+                cfg.duration
+            ),
+        })??;
     let rec = Recorder::with_intervals(open);
     let t0 = rec.start();
     let run = Arc::new(Run {
@@ -540,6 +551,29 @@ mod tests {
     use super::*;
     use crate::client::nonce_rng;
     use crate::fake::{Script, start};
+
+    /// A target that accepts and never answers while the route's data is prepared: the run
+    /// ends near its duration, not after three 30 s retries per request.
+    #[tokio::test]
+    async fn duration_bounds_a_hung_preparation() {
+        let (target, _t) = crate::client::tests::hanging_target();
+        let dev = crate::client::tests::test_device(target);
+        let cfg = RouteLoadConfig {
+            route: Route::Changes,
+            mode: Mode::Closed { in_flight: 1 },
+            duration: Duration::from_secs(1),
+            max_requests: 10,
+            seed: 1,
+        };
+        let t0 = Instant::now();
+        let r = tokio::time::timeout(Duration::from_secs(15), run_route_load(&[dev], &cfg))
+            .await
+            .expect("the run ended by itself");
+        let took = t0.elapsed();
+        let e = r.unwrap_err();
+        assert!(e.to_string().contains("duration"), "{e}");
+        assert!(took < Duration::from_millis(1800), "{took:?}");
+    }
 
     fn device(addr: std::net::SocketAddr) -> Device {
         let target = crate::Target::parse(&format!("http://{addr}"), false).unwrap();

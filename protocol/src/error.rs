@@ -59,6 +59,7 @@ codes! {
     DomainMismatch = "domain_mismatch" => 409,
     TooManyHeads = "too_many_heads" => 409,
     EnvelopeConsumed = "envelope_consumed" => 410,
+    RequestTimeout = "request_timeout" => 408,
     LengthRequired = "length_required" => 411,
     BodyTooLarge = "body_too_large" => 413,
     RangeNotSatisfiable = "range_not_satisfiable" => 416,

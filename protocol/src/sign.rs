@@ -64,6 +64,14 @@ pub fn write_canonical(
     buf.extend_from_slice(body_sha256_hex);
 }
 
+/// Whether a request signed at `ts` is fresh at `now_s` (both unix seconds): at most
+/// `TS_SKEW_S` (300 s, protocol page "Device authentication") either way. The distance is
+/// taken with `abs_diff`, which cannot overflow: `now - ts` in `i64` wraps for a `ts` near
+/// `i64::MIN` or `i64::MAX`, and a wrapped distance would pass as fresh.
+pub fn ts_is_fresh(now_s: i64, ts: i64) -> bool {
+    now_s.abs_diff(ts) <= crate::limits::TS_SKEW_S.unsigned_abs()
+}
+
 /// A device's id and its 32-byte secret.
 #[derive(Clone, PartialEq, Eq)]
 pub struct DeviceCredentials {
@@ -180,6 +188,28 @@ mod tests {
             c,
             format!("obsync/v1\nGET\n/v1/changes?since=7\n1700000000\nab\n{EMPTY_BODY_SHA256}")
         );
+    }
+
+    #[test]
+    fn timestamps_far_from_now_are_stale_without_overflow() {
+        let now = 1_700_000_000i64;
+        assert!(ts_is_fresh(now, now));
+        assert!(ts_is_fresh(now, now - 300));
+        assert!(ts_is_fresh(now, now + 300));
+        assert!(!ts_is_fresh(now, now - 301));
+        assert!(!ts_is_fresh(now, now + 301));
+        // now - 2^63 and its neighbours: `(now - ts).abs()` would wrap here.
+        for ts in [
+            now.wrapping_sub(i64::MIN),
+            i64::MIN,
+            i64::MIN + 1,
+            i64::MAX,
+            -now,
+        ] {
+            assert!(!ts_is_fresh(now, ts), "{ts}");
+        }
+        assert!(!ts_is_fresh(i64::MIN, i64::MAX));
+        assert!(!ts_is_fresh(i64::MAX, i64::MIN));
     }
 
     #[test]

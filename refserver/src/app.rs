@@ -3,6 +3,7 @@
 
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
+use std::os::unix::fs::{DirBuilderExt as _, PermissionsExt as _};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -49,6 +50,8 @@ pub const SETUP_TOKEN_FILE: &str = "setup-token";
 pub const JOURNAL_FILE: &str = "journal";
 pub const NONCE_LOG_FILE: &str = "nonces.log";
 pub const CHUNKS_DIR: &str = "chunks";
+/// The data dir's mode: the server's user only.
+pub const DATA_DIR_MODE: u32 = 0o700;
 
 /// Shared server state, one per running server.
 #[derive(Debug)]
@@ -63,7 +66,12 @@ pub struct App {
     pub setup_token: String,
     pub clock: Arc<dyn Clock>,
     pub inject_delay_us: u64,
+    /// A request body must arrive whole within this long.
+    pub body_read_timeout: std::time::Duration,
     pub shutdown: tokio::sync::watch::Receiver<bool>,
+    data_dir: PathBuf,
+    /// When the free space of a volume marked low was last measured.
+    space_checked: Mutex<Option<std::time::Instant>>,
     /// Held for the server's life: the flock on `DATA/lock`.
     _lock: File,
 }
@@ -104,7 +112,7 @@ fn lock_data_dir(dir: &Path) -> Result<File, StartError> {
 pub(crate) fn write_atomic(path: &Path, data: &[u8]) -> std::io::Result<()> {
     let tmp = path.with_extension("tmp");
     {
-        let mut f = File::create(&tmp)?;
+        let mut f = crate::store::log::create_private(&tmp)?;
         f.write_all(data)?;
         f.sync_all()?;
     }
@@ -131,10 +139,19 @@ impl App {
         shutdown: tokio::sync::watch::Receiver<bool>,
     ) -> Result<App, StartError> {
         let dir = &cfg.data_dir;
-        std::fs::create_dir_all(dir).map_err(|source| StartError::NotWritable {
-            path: dir.clone(),
-            source,
-        })?;
+        // The data dir holds secrets (journal, setup token): 0700, also when it already
+        // existed with a wider mode.
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(DATA_DIR_MODE)
+            .create(dir)
+            .and_then(|()| {
+                std::fs::set_permissions(dir, std::fs::Permissions::from_mode(DATA_DIR_MODE))
+            })
+            .map_err(|source| StartError::NotWritable {
+                path: dir.clone(),
+                source,
+            })?;
         let lock = lock_data_dir(dir)?;
         let io = |path: PathBuf| move |source| StartError::Io { path, source };
         // A probe write: a read-only dir with a lock file left over must still be refused.
@@ -150,7 +167,15 @@ impl App {
         let mut rng = ChaCha8Rng::from_seed(os_seed().map_err(io(PathBuf::from("/dev/urandom")))?);
         let token_path = dir.join(SETUP_TOKEN_FILE);
         let setup_token = match std::fs::read_to_string(&token_path) {
-            Ok(t) if !t.trim().is_empty() => t.trim().to_owned(),
+            Ok(t) if !t.trim().is_empty() => {
+                // A token written by an older build may be world-readable.
+                std::fs::set_permissions(
+                    &token_path,
+                    std::fs::Permissions::from_mode(crate::store::log::PRIVATE_FILE_MODE),
+                )
+                .map_err(io(token_path.clone()))?;
+                t.trim().to_owned()
+            }
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
                 return Err(StartError::Io {
                     path: token_path,
@@ -210,6 +235,12 @@ impl App {
         }
         let chunks_path = dir.join(CHUNKS_DIR);
         let chunks = ChunkStore::open(&chunks_path, metrics.clone()).map_err(io(chunks_path))?;
+        // Started on a volume already short of space: refuse writes from the first one.
+        if free_bytes(dir).is_some_and(|f| f < MIN_FREE_BYTES) {
+            metrics
+                .low_space
+                .store(true, std::sync::atomic::Ordering::SeqCst);
+        }
         Ok(App {
             state: Mutex::new(state),
             journal,
@@ -221,9 +252,36 @@ impl App {
             setup_token,
             clock: cfg.clock.clone(),
             inject_delay_us: cfg.inject_delay_us,
+            body_read_timeout: cfg.body_read_timeout,
+            data_dir: dir.clone(),
+            space_checked: Mutex::new(None),
             shutdown,
             _lock: lock,
         })
+    }
+
+    /// `Err(free bytes)` while the volume is low on space: a writer met ENOSPC or could not
+    /// keep a log's reserve. At most once a second the free space is measured again, and
+    /// once it is back to `MIN_FREE_BYTES` the mark is cleared: the server recovers by
+    /// itself when space is freed.
+    pub fn check_space(&self) -> Result<(), u64> {
+        use std::sync::atomic::Ordering;
+        if !self.metrics.low_space.load(Ordering::SeqCst) {
+            return Ok(());
+        }
+        let mut checked = self.space_checked.lock().unwrap_or_else(|e| e.into_inner());
+        let now = std::time::Instant::now();
+        if checked.is_some_and(|t| now.duration_since(t) < SPACE_RECHECK) {
+            return Err(0);
+        }
+        *checked = Some(now);
+        let free = free_bytes(&self.data_dir).unwrap_or(0);
+        if free >= MIN_FREE_BYTES {
+            self.metrics.low_space.store(false, Ordering::SeqCst);
+            Ok(())
+        } else {
+            Err(free)
+        }
     }
 
     pub fn lock_state(&self) -> MutexGuard<'_, State> {
@@ -249,6 +307,23 @@ impl App {
         self.journal.close();
         self.nonces.close();
     }
+}
+
+/// Free space a volume marked low must have again before writes resume: two of the
+/// protocol's client-sized chunks (1 MiB each) plus a log reserve.
+const MIN_FREE_BYTES: u64 = 3 * 1024 * 1024;
+/// How often a volume marked low is measured again.
+const SPACE_RECHECK: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Bytes an unprivileged writer may still use on the volume holding `dir` (statvfs).
+fn free_bytes(dir: &Path) -> Option<u64> {
+    use std::os::unix::ffi::OsStrExt as _;
+    let c = std::ffi::CString::new(dir.as_os_str().as_bytes()).ok()?;
+    // SAFETY: statvfs(3) reads the NUL-terminated path `c` and fills a struct this function
+    // owns and zero-initialises.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    let rc = unsafe { libc::statvfs(c.as_ptr(), &mut st) };
+    (rc == 0).then(|| st.f_bavail.saturating_mul(st.f_frsize))
 }
 
 /// Resolves once shutdown has begun (the accept loop stopped; long polls end early).

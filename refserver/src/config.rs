@@ -5,6 +5,7 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
 use crate::clock::{Clock, SystemClock};
 
@@ -21,10 +22,25 @@ pub struct ServerConfig {
     pub allow_remote: bool,
     /// Wall clock for timestamps, nonce expiry and change times.
     pub clock: Arc<dyn Clock>,
+    /// A client must send a request head within this long of the connection opening or of
+    /// its previous answer; a partial head then gets `408`, an idle connection is closed.
+    pub header_read_timeout: Duration,
+    /// A request body must arrive whole within this long of its head (`408 request_timeout`).
+    pub body_read_timeout: Duration,
+    /// Open connections at most; `None`: derived from the open-file limit at start.
+    pub max_connections: Option<usize>,
 }
 
+/// Default [`ServerConfig::header_read_timeout`]: hyper's own default, which also reaps idle
+/// keep-alive connections (the load generator's pool drops idle ones after the same 30 s).
+pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
+/// Default [`ServerConfig::body_read_timeout`]: an 8 MiB chunk (the protocol's largest body)
+/// at 1 Mbit/s takes about 70 s; two minutes leaves room, and stalled bodies are bounded.
+pub const BODY_READ_TIMEOUT: Duration = Duration::from_secs(120);
+
 impl ServerConfig {
-    /// `127.0.0.1:0`, no group commit, no injected delay, the system clock.
+    /// `127.0.0.1:0`, no group commit, no injected delay, the system clock, the default
+    /// timeouts and a connection cap from the open-file limit.
     pub fn new(data_dir: impl Into<PathBuf>) -> ServerConfig {
         ServerConfig {
             listen: SocketAddr::from(([127, 0, 0, 1], 0)),
@@ -33,6 +49,9 @@ impl ServerConfig {
             inject_delay_us: 0,
             allow_remote: false,
             clock: Arc::new(SystemClock),
+            header_read_timeout: HEADER_READ_TIMEOUT,
+            body_read_timeout: BODY_READ_TIMEOUT,
+            max_connections: None,
         }
     }
 }

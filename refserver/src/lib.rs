@@ -14,6 +14,7 @@ mod body;
 pub mod cli;
 mod clock;
 mod config;
+mod conn;
 #[doc(hidden)]
 pub mod fuzzing;
 mod metrics;
@@ -24,7 +25,7 @@ mod store;
 
 pub use app::StartError;
 pub use clock::{Clock, ManualClock, SystemClock};
-pub use config::ServerConfig;
+pub use config::{BODY_READ_TIMEOUT, HEADER_READ_TIMEOUT, ServerConfig};
 pub use server::{Server, TestServer};
 
 /// The name of the server's tokio worker (and blocking-pool) threads. Linux keeps 15 bytes of a

@@ -74,6 +74,10 @@ pub struct Metrics {
     pub(crate) versions: AtomicU64,
     pub(crate) longpoll_wakeups: AtomicU64,
     pub(crate) head_seq: AtomicU64,
+    /// Not a counter and never rendered: set by any writer that met ENOSPC or could not
+    /// keep its log's preallocated reserve, cleared by `App::check_space` once the volume
+    /// has room again. It lives here because every writer already shares this `Arc`.
+    pub(crate) low_space: std::sync::atomic::AtomicBool,
 }
 
 impl Metrics {

@@ -108,16 +108,27 @@ impl Nonces {
             cache.insert(*key, *at);
             frame::encode_into(&mut buf, &encode(*at, key));
         }
+        // Start-up compaction drops expired nonces. It is an optimisation: on a full disk
+        // (or any write failure) the replayed log is kept as it is and appended to, so a
+        // restart never needs free space.
         let tmp = path.with_extension("compact");
-        {
+        let compacted = (|| -> std::io::Result<()> {
             use std::io::Write;
-            let mut f = std::fs::File::create(&tmp)?;
+            let mut f = crate::store::log::create_private(&tmp)?;
             f.write_all(&buf)?;
             f.sync_all()?;
-        }
-        std::fs::rename(&tmp, path)?;
-        if let Some(dir) = path.parent() {
-            std::fs::File::open(dir)?.sync_all()?;
+            std::fs::rename(&tmp, path)?;
+            if let Some(dir) = path.parent() {
+                std::fs::File::open(dir)?.sync_all()?;
+            }
+            Ok(())
+        })();
+        if let Err(e) = compacted {
+            let _ = std::fs::remove_file(&tmp);
+            eprintln!(
+                "obsync-refserver: kept {} uncompacted ({e})",
+                path.display()
+            );
         }
         Self::open_with(path, group_commit, metrics, cache, COMPACT_AT_BYTES).map(|n| (n, dropped))
     }

@@ -13,15 +13,16 @@ use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::TcpListener;
 
+use std::os::fd::AsRawFd as _;
+use std::sync::atomic::{AtomicU64, Ordering};
+
 use crate::app::{App, StartError, until_shutdown};
 use crate::config::ServerConfig;
+use crate::conn::{Admitted, Conns, connection_cap};
 
 /// How long shutdown waits for in-flight requests before dropping their connections. Posts
 /// already handed to the journal still become durable: the writer thread finishes its queue.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// A client must send its request headers within this long (bounds idle half-open clients).
-const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// A server with its data dir open and its socket bound, not yet serving.
 #[derive(Debug)]
@@ -30,6 +31,8 @@ pub struct Server {
     listener: TcpListener,
     addr: SocketAddr,
     shutdown_tx: tokio::sync::watch::Sender<bool>,
+    conns: Arc<Conns>,
+    header_read_timeout: Duration,
 }
 
 impl Server {
@@ -56,6 +59,8 @@ impl Server {
             listener,
             addr,
             shutdown_tx,
+            conns: Conns::new(connection_cap(cfg.max_connections)),
+            header_read_timeout: cfg.header_read_timeout,
         })
     }
 
@@ -74,6 +79,8 @@ impl Server {
             app,
             listener,
             shutdown_tx,
+            conns: admission,
+            header_read_timeout,
             ..
         } = self;
         let mut conns = tokio::task::JoinSet::new();
@@ -83,8 +90,17 @@ impl Server {
                 () = &mut shutdown => break,
                 r = listener.accept() => match r {
                     Ok((stream, peer)) => {
-                        let _ = stream.set_nodelay(true);
-                        conns.spawn(connection(app.clone(), stream, peer));
+                        // Over the caps with every connection proven: close it at once.
+                        if let Some(admitted) = admission.admit() {
+                            let _ = stream.set_nodelay(true);
+                            conns.spawn(connection(
+                                app.clone(),
+                                stream,
+                                peer,
+                                admitted,
+                                header_read_timeout,
+                            ));
+                        }
                     }
                     Err(e) => {
                         // EMFILE and friends: back off instead of spinning.
@@ -110,25 +126,140 @@ impl Server {
     }
 }
 
-async fn connection(app: Arc<App>, stream: tokio::net::TcpStream, peer: SocketAddr) {
+async fn connection(
+    app: Arc<App>,
+    stream: tokio::net::TcpStream,
+    peer: SocketAddr,
+    mut admitted: Admitted,
+    header_read_timeout: Duration,
+) {
+    let proven = admitted.proven.clone();
     let mut shutdown = app.shutdown.clone();
+    let fd = stream.as_raw_fd();
+    let read = Arc::new(AtomicU64::new(0));
+    // Bytes read when the last answer was handed back: more than that at a header timeout
+    // means a partial request head, which gets a 408; otherwise the connection was idle.
+    let answered_at = Arc::new(AtomicU64::new(0));
     let svc_app = app.clone();
-    let svc = service_fn(move |req| {
+    let (svc_read, svc_answered, svc_proven) = (read.clone(), answered_at.clone(), proven.clone());
+    let svc = service_fn(move |mut req| {
         let app = svc_app.clone();
-        async move { Ok::<_, Infallible>(crate::api::handle(app, peer, req).await) }
+        req.extensions_mut().insert(svc_proven.clone());
+        let (read, answered) = (svc_read.clone(), svc_answered.clone());
+        async move {
+            let resp = crate::api::handle(app, peer, req).await;
+            answered.store(read.load(Ordering::Relaxed), Ordering::Relaxed);
+            Ok::<_, Infallible>(resp)
+        }
     });
     let conn = http1::Builder::new()
         .timer(TokioTimer::new())
-        .header_read_timeout(HEADER_READ_TIMEOUT)
+        .header_read_timeout(header_read_timeout)
         .max_buf_size(protocol::limits::MAX_HEADER_BYTES)
-        .serve_connection(TokioIo::new(stream), svc);
+        .serve_connection(
+            TokioIo::new(Counted {
+                inner: stream,
+                read: read.clone(),
+            }),
+            svc,
+        );
     tokio::pin!(conn);
     tokio::select! {
-        _ = conn.as_mut() => {}
+        r = conn.as_mut() => {
+            if let Err(e) = r
+                && e.is_timeout()
+                && read.load(Ordering::Relaxed) > answered_at.load(Ordering::Relaxed)
+            {
+                // The connection (and so `fd`) is still open: `conn` is dropped below.
+                send_request_timeout(fd);
+            }
+        }
+        _ = &mut admitted.evicted => {}
         () = until_shutdown(&mut shutdown) => {
             conn.as_mut().graceful_shutdown();
             let _ = conn.await;
         }
+    }
+    drop(admitted);
+}
+
+/// Answers `408 request_timeout` on `fd` without waiting: a client that did not finish its
+/// request head in time learns why the connection closes (RFC 9110 §15.5.9).
+fn send_request_timeout(fd: std::os::fd::RawFd) {
+    let body = format!(
+        r#"{{"error":"{}","detail":"the request head did not arrive in time"}}"#,
+        protocol::ErrorCode::RequestTimeout.as_str()
+    );
+    let msg = format!(
+        "HTTP/1.1 408 Request Timeout\r\ncontent-type: application/json\r\ncache-control: no-store\r\nconnection: close\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    // SAFETY: `fd` is the open socket of a connection its caller still owns; send(2) reads
+    // `msg.len()` bytes from a live buffer and blocks neither (MSG_DONTWAIT) nor raises
+    // SIGPIPE (MSG_NOSIGNAL). A short or failed send only loses the courtesy answer.
+    let _ = unsafe {
+        libc::send(
+            fd,
+            msg.as_ptr().cast(),
+            msg.len(),
+            libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL,
+        )
+    };
+}
+
+/// A socket that counts the bytes read from it.
+struct Counted {
+    inner: tokio::net::TcpStream,
+    read: Arc<AtomicU64>,
+}
+
+impl tokio::io::AsyncRead for Counted {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        let r = std::pin::Pin::new(&mut self.inner).poll_read(cx, buf);
+        let n = buf.filled().len() - before;
+        self.read.fetch_add(n as u64, Ordering::Relaxed);
+        r
+    }
+}
+
+impl tokio::io::AsyncWrite for Counted {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        std::pin::Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+
+    fn poll_flush(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+
+    fn poll_write_vectored(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        std::pin::Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
     }
 }
 

@@ -10,6 +10,7 @@ use protocol::{ErrorCode, limits};
 
 use super::reply::ApiError;
 use crate::app::App;
+use crate::conn::Proven;
 use crate::nonces::NonceError;
 use crate::state::DeviceStatus;
 
@@ -27,6 +28,7 @@ pub(super) fn content_length(req: &hyper::http::request::Parts) -> Result<Option
 
 /// Reads a whole request body of at most `limit` bytes (`413 body_too_large` beyond).
 pub(super) async fn read_body(
+    app: &App,
     parts: &hyper::http::request::Parts,
     body: Incoming,
     limit: usize,
@@ -39,7 +41,11 @@ pub(super) async fn read_body(
             format!("body of {n} bytes is over the {limit}-byte limit"),
         ));
     }
-    match Limited::new(body, limit).collect().await {
+    let collected =
+        tokio::time::timeout(app.body_read_timeout, Limited::new(body, limit).collect())
+            .await
+            .map_err(|_| body_timeout(app))?;
+    match collected {
         Ok(c) => Ok(c.to_bytes()),
         Err(e) if e.is::<http_body_util::LengthLimitError>() => Err(ApiError::new(
             ErrorCode::BodyTooLarge,
@@ -50,6 +56,17 @@ pub(super) async fn read_body(
             format!("reading the body: {e}"),
         )),
     }
+}
+
+/// `408 request_timeout`: the body did not arrive within the server's body deadline.
+pub(super) fn body_timeout(app: &App) -> ApiError {
+    ApiError::new(
+        ErrorCode::RequestTimeout,
+        format!(
+            "the request body did not arrive within {} s",
+            app.body_read_timeout.as_secs_f64()
+        ),
+    )
 }
 
 /// The four authentication headers, checked for shape, of a device the server knows.
@@ -141,10 +158,14 @@ pub(super) async fn verify(
         ));
     }
     let now_s = app.clock.now_s();
-    if (now_s - c.ts).abs() > limits::TS_SKEW_S {
+    if !protocol::sign::ts_is_fresh(now_s, c.ts) {
         return Err(ApiError::new(
             ErrorCode::StaleTimestamp,
-            format!("timestamp {} is more than 300 s from {now_s}", c.ts),
+            format!(
+                "timestamp {} is more than {} s from {now_s}",
+                c.ts,
+                limits::TS_SKEW_S
+            ),
         ));
     }
     app.nonces
@@ -157,6 +178,10 @@ pub(super) async fn verify(
                 ApiError::new(ErrorCode::NonceLogUnavailable, e.to_string())
             }
         })?;
+    // Signed by a known device: this connection is no stranger (see `conn`).
+    if let Some(p) = parts.extensions.get::<Proven>() {
+        p.set();
+    }
     match c.status {
         DeviceStatus::Active => Ok(c.device_id),
         DeviceStatus::Pending if allow_pending => Ok(c.device_id),
@@ -177,7 +202,7 @@ pub(super) async fn auth_with_body(
 ) -> Result<(String, hyper::http::request::Parts, Bytes), ApiError> {
     let (parts, body) = req.into_parts();
     let c = claim(app, &parts)?;
-    let body = read_body(&parts, body, limit).await?;
+    let body = read_body(app, &parts, body, limit).await?;
     let device = verify(app, &parts, c, &protocol::sha256_hex(&body), allow_pending).await?;
     Ok((device, parts, body))
 }

@@ -8,7 +8,7 @@ use hyper::{Request, Response, StatusCode};
 use protocol::wire::{MissingResponse, SidsRequest};
 use protocol::{ErrorCode, limits};
 
-use super::auth::{auth_with_body, claim, content_length, verify};
+use super::auth::{auth_with_body, body_timeout, claim, content_length, verify};
 use super::reply::{ApiError, ApiResult, json, parse_json, status_only};
 use crate::app::App;
 use crate::body::{ChannelBody, full};
@@ -70,7 +70,10 @@ pub(super) async fn put_chunk(app: &App, req: Request<Incoming>, sid: &str) -> A
         }
         Some(_) => {}
     }
-    let temp = app.chunks.receive(body, limit).await.map_err(chunk_error)?;
+    let temp = tokio::time::timeout(app.body_read_timeout, app.chunks.receive(body, limit))
+        .await
+        .map_err(|_| body_timeout(app))?
+        .map_err(chunk_error)?;
     verify(app, &parts, c, &temp.sha256_hex, false).await?;
     if !protocol::version::is_sid(sid) {
         return Err(ApiError::new(

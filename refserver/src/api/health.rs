@@ -23,6 +23,12 @@ pub(super) fn readyz(app: &App) -> ApiResult {
             "a storage write failed; restart to replay the journal",
         ));
     }
+    if let Err(free) = app.check_space() {
+        return Err(ApiError::new(
+            ErrorCode::NotReady,
+            format!("the data volume is full ({free} bytes free); ready again once space is freed"),
+        ));
+    }
     json(
         StatusCode::OK,
         &ReadyResponse {
@@ -34,7 +40,8 @@ pub(super) fn readyz(app: &App) -> ApiResult {
 
 pub(super) fn metrics(app: &App, peer: SocketAddr) -> ApiResult {
     // Loopback peers only (issue 3): counters describe the server's internals.
-    if !peer.ip().is_loopback() {
+    // `to_canonical`: on a dual-stack socket an IPv4 loopback peer is `::ffff:127.0.0.1`.
+    if !peer.ip().to_canonical().is_loopback() {
         return Err(ApiError::new(
             ErrorCode::NotFound,
             "/metrics is served to loopback peers only",

@@ -65,6 +65,17 @@ async fn dispatch(
             )),
         );
     }
+    if writes(route)
+        && let Err(free) = app.check_space()
+    {
+        return (
+            Some(route),
+            Err(ApiError::new(
+                ErrorCode::VolumeFull,
+                format!("the data volume is full ({free} bytes free); reads still work"),
+            )),
+        );
+    }
     let param = matched.param.unwrap_or("").to_owned();
     let result = match route {
         Route::Livez => health::livez(),
@@ -85,6 +96,30 @@ async fn dispatch(
         Route::Changes => changes::changes(app, req).await,
     };
     (Some(route), result)
+}
+
+/// Routes that store something. On a full volume they are answered `507 volume_full` before
+/// anything else (authentication included: the answer tells nothing about the account), so
+/// writes fail alike whichever writer met ENOSPC first, while reads go on.
+fn writes(route: Route) -> bool {
+    match route {
+        Route::Setup
+        | Route::PairingCreate
+        | Route::PairingClaim
+        | Route::PairingApprove
+        | Route::PairingEnvelope
+        | Route::PutChunk
+        | Route::PostVersion => true,
+        Route::Livez
+        | Route::Readyz
+        | Route::Metrics
+        | Route::ChunksExists
+        | Route::ChunksGet
+        | Route::GetChunk
+        | Route::GetFile
+        | Route::ListFiles
+        | Route::Changes => false,
+    }
 }
 
 #[cfg(test)]

@@ -21,7 +21,7 @@ const PAIRING_TTL_MS: i64 = 10 * 60 * 1000;
 
 pub(super) async fn setup(app: &App, req: Request<Incoming>) -> ApiResult {
     let (parts, body) = req.into_parts();
-    let body = read_body(&parts, body, limits::MAX_JSON_BODY).await?;
+    let body = read_body(app, &parts, body, limits::MAX_JSON_BODY).await?;
     let r: SetupRequest = parse_json(&body)?;
     if !constant_time_eq(r.setup_token.trim().as_bytes(), app.setup_token.as_bytes()) {
         return Err(ApiError::new(ErrorCode::BadSetupToken, "wrong setup token"));
@@ -85,7 +85,7 @@ pub(super) async fn pairing_create(app: &App, req: Request<Incoming>) -> ApiResu
 
 pub(super) async fn pairing_claim(app: &App, req: Request<Incoming>, id: &str) -> ApiResult {
     let (parts, body) = req.into_parts();
-    let body = read_body(&parts, body, limits::MAX_JSON_BODY).await?;
+    let body = read_body(app, &parts, body, limits::MAX_JSON_BODY).await?;
     let r: ClaimRequest = parse_json(&body)?;
     let now = app.clock.now_ms();
     let device_id = app.random_hex(16);

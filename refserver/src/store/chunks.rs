@@ -109,9 +109,18 @@ impl ChunkStore {
     {
         let n = self.next_tmp.fetch_add(1, Ordering::Relaxed);
         let path = self.tmp.join(format!("{}-{n}", std::process::id()));
-        let io_err = |source: io::Error| ChunkError::Io {
-            path: path.display().to_string(),
-            source,
+        // ENOSPC/EDQUOT anywhere (create, a write, the buffered writer's final flush, which
+        // is the only write of a chunk under 256 KiB) is `507 volume_full`, never a 500.
+        let io_err = |source: io::Error| {
+            if is_full(&source) {
+                self.metrics.low_space.store(true, Ordering::SeqCst);
+                ChunkError::VolumeFull { sid: String::new() }
+            } else {
+                ChunkError::Io {
+                    path: path.display().to_string(),
+                    source,
+                }
+            }
         };
         let file = tokio::fs::File::create(&path).await.map_err(io_err)?;
         let mut temp = TempChunk {
@@ -132,13 +141,7 @@ impl ChunkStore {
                 return Err(ChunkError::TooLarge { limit });
             }
             hasher.update(&data);
-            file.write_all(&data).await.map_err(|e| {
-                if is_full(&e) {
-                    ChunkError::VolumeFull { sid: String::new() }
-                } else {
-                    io_err(e)
-                }
-            })?;
+            file.write_all(&data).await.map_err(io_err)?;
         }
         file.flush().await.map_err(io_err)?;
         temp.sha256_hex = hex::encode(hasher.finalize());
@@ -172,7 +175,10 @@ impl ChunkStore {
                 Metrics::add(&self.metrics.chunk_bytes_stored, len);
                 Ok(Stored::New)
             }
-            Err(e) if is_full(&e) => Err(ChunkError::VolumeFull { sid: sid_owned }),
+            Err(e) if is_full(&e) => {
+                self.metrics.low_space.store(true, Ordering::SeqCst);
+                Err(ChunkError::VolumeFull { sid: sid_owned })
+            }
             Err(e) => Err(ChunkError::Io {
                 path: self.path_of(&sid_owned).display().to_string(),
                 source: e,

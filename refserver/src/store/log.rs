@@ -8,6 +8,7 @@
 
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
+use std::os::unix::fs::{OpenOptionsExt as _, PermissionsExt as _};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -74,6 +75,20 @@ impl std::fmt::Debug for Job {
     }
 }
 
+/// Files that hold secrets (the journal holds device secrets; the nonce log and the setup
+/// token are credentials' traces) are readable by the server's user only.
+pub const PRIVATE_FILE_MODE: u32 = 0o600;
+
+/// Creates (truncating) a file only the server's user may read or write.
+pub fn create_private(path: &Path) -> std::io::Result<File> {
+    OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(PRIVATE_FILE_MODE)
+        .open(path)
+}
+
 /// Reads every intact record of the log at `path` (creating it if absent), truncates a torn
 /// tail (fsynced), and returns the records and the number of bytes dropped.
 pub fn replay(path: &Path) -> std::io::Result<(Vec<Vec<u8>>, u64)> {
@@ -82,7 +97,10 @@ pub fn replay(path: &Path) -> std::io::Result<(Vec<Vec<u8>>, u64)> {
         .write(true)
         .create(true)
         .truncate(false)
+        .mode(PRIVATE_FILE_MODE)
         .open(path)?;
+    // A log made by an older build may be world-readable: the journal holds device secrets.
+    file.set_permissions(std::fs::Permissions::from_mode(PRIVATE_FILE_MODE))?;
     let mut buf = Vec::new();
     file.read_to_end(&mut buf)?;
     let (frames, valid) = frame::decode_all(&buf);
@@ -105,7 +123,11 @@ impl Appender {
         durable_seq: Option<tokio::sync::watch::Sender<u64>>,
         compactor: Option<Compactor>,
     ) -> std::io::Result<Appender> {
-        let file = OpenOptions::new().append(true).create(true).open(path)?;
+        let file = OpenOptions::new()
+            .append(true)
+            .create(true)
+            .mode(PRIVATE_FILE_MODE)
+            .open(path)?;
         let len = file.metadata()?.len();
         let (tx, rx) = mpsc::channel::<Job>();
         let poisoned = Arc::new(AtomicBool::new(false));
@@ -119,8 +141,11 @@ impl Appender {
             path: path.display().to_string(),
             file_path: path.to_path_buf(),
             len,
+            alloc_end: 0,
             compactor,
         };
+        let mut writer = writer;
+        writer.keep_reserve();
         let name = match kind {
             LogKind::Journal => crate::WRITER_THREADS[0],
             LogKind::Nonce => crate::WRITER_THREADS[1],
@@ -217,7 +242,24 @@ struct Writer {
     file_path: PathBuf,
     /// Bytes in the file, for the compaction threshold.
     len: u64,
+    /// Blocks are preallocated up to here (`fallocate` keeping the size), so appends go on
+    /// while the volume is full: reads keep spending nonces, and the journal is not the
+    /// first writer to meet ENOSPC.
+    alloc_end: u64,
     compactor: Option<Compactor>,
+}
+
+/// Bytes preallocated past the end of each log. A nonce record is under 64 bytes and a
+/// version record about 1 KiB, so 1 MiB carries thousands of reads through a full volume
+/// while writes are answered `507` before they reach the journal.
+const LOG_RESERVE_BYTES: u64 = 1024 * 1024;
+
+/// ENOSPC or EDQUOT.
+pub(crate) fn is_full(e: &std::io::Error) -> bool {
+    matches!(
+        e.kind(),
+        std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded
+    )
 }
 
 impl Writer {
@@ -262,6 +304,7 @@ impl Writer {
             if result.is_ok() {
                 self.len += buf.len() as u64;
                 self.maybe_compact();
+                self.keep_reserve();
             }
         }
     }
@@ -278,7 +321,7 @@ impl Writer {
         let live = (c.live)();
         let tmp = self.file_path.with_extension("compact");
         let r = (|| -> std::io::Result<File> {
-            let mut f = File::create(&tmp)?;
+            let mut f = create_private(&tmp)?;
             f.write_all(&live)?;
             f.sync_all()?;
             std::fs::rename(&tmp, &self.file_path)?;
@@ -306,6 +349,29 @@ impl Writer {
         }
     }
 
+    /// Extends the preallocated reserve when less than half of it is left; a volume with no
+    /// room for it is marked low on space (writes are then refused before the journal).
+    fn keep_reserve(&mut self) {
+        if self.alloc_end >= self.len + LOG_RESERVE_BYTES / 2 {
+            return;
+        }
+        use std::os::fd::AsRawFd as _;
+        // SAFETY: fallocate(2) on a descriptor this writer owns; no memory is passed.
+        let rc = unsafe {
+            libc::fallocate(
+                self.file.as_raw_fd(),
+                libc::FALLOC_FL_KEEP_SIZE,
+                self.len as libc::off_t,
+                LOG_RESERVE_BYTES as libc::off_t,
+            )
+        };
+        if rc == 0 {
+            self.alloc_end = self.len + LOG_RESERVE_BYTES;
+        } else if is_full(&std::io::Error::last_os_error()) {
+            self.metrics.low_space.store(true, Ordering::SeqCst);
+        }
+    }
+
     fn write_and_sync(&mut self, buf: &[u8]) -> Result<(), AppendError> {
         if self.poisoned.load(Ordering::SeqCst) {
             return Err(AppendError {
@@ -319,6 +385,19 @@ impl Writer {
             .write_all(buf)
             .and_then(|()| self.file.sync_data());
         r.map_err(|e| {
+            if is_full(&e) {
+                self.metrics.low_space.store(true, Ordering::SeqCst);
+            }
+            // A nonce log with no room: cut the partial frame off and go on (a nonce that is
+            // not durable is refused, never answered, so nothing diverges). A journal record
+            // is already applied in memory: only a restart's replay makes them agree again.
+            if self.kind == LogKind::Nonce && is_full(&e) && self.file.set_len(self.len).is_ok() {
+                return AppendError {
+                    path: self.path.clone(),
+                    kind: e.kind(),
+                    msg: e.to_string(),
+                };
+            }
             self.poisoned.store(true, Ordering::SeqCst);
             AppendError {
                 path: self.path.clone(),

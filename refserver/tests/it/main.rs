@@ -6,7 +6,10 @@ mod client;
 mod codecs;
 mod durability;
 mod e2e;
+mod full_disk;
 mod group_commit;
+mod hardening;
+mod stalls;
 
 use refserver::{ServerConfig, TestServer};
 

@@ -42,6 +42,7 @@ mod target;
 
 pub mod bench;
 pub mod cli;
+pub mod webdav;
 
 pub use client::{Clock, Device, system_clock};
 pub use enroll::{StateDevice, StateFile, domain_id_for, enroll, probe};

@@ -18,7 +18,8 @@ use super::DavError;
 use super::multistatus::{DavEntry, parse_multistatus};
 use super::presets::BasicAuth;
 use crate::h1::{self, H1Conn};
-use crate::stats::{Recorder, Sample};
+pub use crate::stats::Recorder;
+use crate::stats::Sample;
 use crate::target::Target;
 
 /// Bound on one request, connect to last byte: the signed client's figure.
@@ -117,7 +118,8 @@ impl<'a> DavRequest<'a> {
     }
 }
 
-pub(crate) fn method(name: &'static str) -> Method {
+/// A WebDAV method (`PROPFIND`, `MKCOL`, `MOVE`) from its name.
+pub fn method(name: &'static str) -> Method {
     Method::from_bytes(name.as_bytes()).expect("WebDAV method names are valid tokens")
 }
 
@@ -175,6 +177,11 @@ impl DavClient {
         }
         for (k, v) in &req.headers {
             b = b.header(*k, v);
+        }
+        // hyper sends an empty PUT with no Content-Length at all, which nginx's dav module
+        // answers with 500 ("PUT request body must be in a file"); say 0, as browsers do.
+        if req.body.is_empty() && req.method == Method::PUT {
+            b = b.header(hyper::header::CONTENT_LENGTH, "0");
         }
         let bytes_sent = req.body.len() as u64;
         let request = b

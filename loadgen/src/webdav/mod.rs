@@ -35,7 +35,7 @@ pub use multistatus::{DavEntry, parse_multistatus};
 pub use ops::{
     Listing, PollReport, poll_until_changed, pull_vault, push_vault, rename, resync, walk,
 };
-pub use presets::{BasicAuth, Preset, ServerCommand, probe_ready};
+pub use presets::{BasicAuth, Preset, RunningServer, ServerCommand, probe_ready};
 pub use route::{DavRoute, DavRouteLoadConfig, DavRouteLoadReport, run_dav_route_load};
 
 /// Errors of the WebDAV adapter. A failed request during a route load is data (counted per

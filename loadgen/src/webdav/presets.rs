@@ -439,6 +439,136 @@ pub fn probe_ready(addr: SocketAddr, auth: Option<&BasicAuth>) -> bool {
     head.starts_with("http/1.1 2") && head.contains("\r\ndav:")
 }
 
+/// How long a preset may take to answer its first OPTIONS.
+pub const READY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+/// How long a stopped server's process group gets to exit after SIGTERM before SIGKILL.
+pub const STOP_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// A preset server started in its own process group (so its workers can be stopped with
+/// it), killed and reaped on drop. The harness's sample lifecycle starts presets its own way
+/// (from the same [`ServerCommand`]); this one serves tools and tests.
+pub struct RunningServer {
+    pub command: ServerCommand,
+    child: std::process::Child,
+    /// Spawn to the first 2xx OPTIONS answer.
+    pub ready_after: std::time::Duration,
+}
+
+impl ServerCommand {
+    /// Spawns the server (stdout and stderr to `DATA/server.out`) and waits until it answers
+    /// OPTIONS, bounded by [`READY_TIMEOUT`].
+    pub fn start(self, auth: Option<&BasicAuth>) -> Result<RunningServer, DavError> {
+        use std::os::unix::process::CommandExt;
+        use std::time::{Duration, Instant};
+        let out_path = self.log.with_file_name("server.out");
+        let out = std::fs::File::create(&out_path).map_err(|e| DavError::io(&out_path, e))?;
+        let err = out.try_clone().map_err(|e| DavError::io(&out_path, e))?;
+        let mut cmd = std::process::Command::new(&self.program);
+        cmd.args(&self.args)
+            .stdin(std::process::Stdio::null())
+            .stdout(out)
+            .stderr(err)
+            .process_group(0);
+        let t0 = Instant::now();
+        let child = cmd.spawn().map_err(|e| DavError::io(&self.program, e))?;
+        let mut server = RunningServer {
+            command: self,
+            child,
+            ready_after: Duration::ZERO,
+        };
+        loop {
+            if let Ok(Some(status)) = server.child.try_wait() {
+                return Err(DavError::Invalid {
+                    what: server.command.preset.name().to_owned(),
+                    reason: format!(
+                        "exited before it was ready ({status}): {}",
+                        server.last_log_line()
+                    ),
+                });
+            }
+            if probe_ready(server.command.addr, auth) {
+                break;
+            }
+            if t0.elapsed() > READY_TIMEOUT {
+                return Err(DavError::Invalid {
+                    what: server.command.preset.name().to_owned(),
+                    reason: format!(
+                        "not ready on {} within {} s: {}",
+                        server.command.addr,
+                        READY_TIMEOUT.as_secs(),
+                        server.last_log_line()
+                    ),
+                });
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        server.ready_after = t0.elapsed();
+        Ok(server)
+    }
+}
+
+impl RunningServer {
+    /// The master process's pid (the process group's id).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// The last non-empty line of the server's error log or its captured output.
+    pub fn last_log_line(&self) -> String {
+        let out = self.command.log.with_file_name("server.out");
+        [&self.command.log, &out]
+            .iter()
+            .filter_map(|p| std::fs::read(p).ok())
+            .flat_map(|b| {
+                String::from_utf8_lossy(&b)
+                    .lines()
+                    .map(str::trim)
+                    .filter(|l| !l.is_empty())
+                    .map(str::to_owned)
+                    .collect::<Vec<_>>()
+            })
+            .next_back()
+            .unwrap_or_else(|| "(no log output)".to_owned())
+    }
+
+    /// SIGTERM to the whole process group, SIGKILL after [`STOP_GRACE`], master reaped.
+    pub fn stop(mut self) -> std::process::ExitStatus {
+        self.stop_inner()
+    }
+
+    fn stop_inner(&mut self) -> std::process::ExitStatus {
+        use std::time::{Duration, Instant};
+        let pgid = self.child.id() as libc::pid_t;
+        // SAFETY: kill has no memory-safety preconditions; a negative pid names the group.
+        unsafe { libc::kill(-pgid, libc::SIGTERM) };
+        let t0 = Instant::now();
+        loop {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                // Workers that outlived their master (they should not) go too.
+                // SAFETY: as above.
+                unsafe { libc::kill(-pgid, libc::SIGKILL) };
+                return status;
+            }
+            if t0.elapsed() > STOP_GRACE {
+                // SAFETY: as above.
+                unsafe { libc::kill(-pgid, libc::SIGKILL) };
+                return self.child.wait().unwrap_or_else(|_| {
+                    std::os::unix::process::ExitStatusExt::from_raw(libc::SIGKILL)
+                });
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
+impl Drop for RunningServer {
+    fn drop(&mut self) {
+        if matches!(self.child.try_wait(), Ok(None)) {
+            self.stop_inner();
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

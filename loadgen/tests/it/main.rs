@@ -3,6 +3,8 @@
 
 mod cli;
 mod e2e;
+mod webdav_e2e;
+mod webdav_fixtures;
 
 use std::path::{Path, PathBuf};
 

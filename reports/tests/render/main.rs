@@ -1,8 +1,9 @@
 //! Render tests: fixtures, snapshots of the Markdown and JSON reports (timestamps redacted),
 //! HTML self-containment and charts, exports against their documented shapes, compare rules,
-//! history, A/B rendering, and the CI workflow files.
+//! history, A/B rendering, and the CI workflow files (structure, and actionlint).
 
 mod ab;
+mod actionlint;
 mod compare;
 mod exports;
 mod fixtures;

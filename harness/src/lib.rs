@@ -18,6 +18,7 @@ pub mod subprocess;
 pub mod target;
 pub mod vault;
 pub mod verify;
+pub mod webdav_phases;
 
 /// Reproducible, gated performance numbers for self-hosted note-vault sync servers.
 #[derive(Debug, Parser)]

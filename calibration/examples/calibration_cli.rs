@@ -25,7 +25,7 @@ enum Cmd {
 fn main() {
     let cli = Cli::parse();
     let result = match cli.command {
-        Cmd::Calibrate(args) => calibration::cli::run_calibrate(args),
+        Cmd::Calibrate(args) => calibration::cli::run_calibrate(args, &["calibrate"]),
         Cmd::Probe(cmd) => calibration::cli::run_probe(cmd),
     };
     let code = match result {

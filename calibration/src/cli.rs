@@ -145,8 +145,9 @@ pub enum ModeArg {
     Fdatasync,
 }
 
-/// How to re-execute this program for one reading or one trial sample. The default is the
-/// running executable with `calibrate <flag> DIR`; tests substitute their own binary.
+/// How to re-execute this program for one reading or one trial sample: the running
+/// executable with the binary's own subcommand words before `<flag> DIR` (the binary says
+/// which); tests substitute their own binary.
 #[derive(Debug, Clone)]
 pub struct SelfExec {
     pub program: PathBuf,
@@ -156,11 +157,11 @@ pub struct SelfExec {
 }
 
 impl SelfExec {
-    /// This executable, as `vaultbench calibrate ...`.
-    pub fn current() -> anyhow::Result<SelfExec> {
+    /// This executable, re-run with `subcommand` (e.g. `["calibrate"]`) before the flag.
+    pub fn current(subcommand: &[&str]) -> anyhow::Result<SelfExec> {
         Ok(SelfExec {
             program: std::env::current_exe().context("cannot find this executable to re-run it")?,
-            prefix: vec!["calibrate".into()],
+            prefix: subcommand.iter().map(OsString::from).collect(),
             env: Vec::new(),
         })
     }
@@ -242,7 +243,9 @@ pub fn run_json_child<T: for<'de> Deserialize<'de>>(
 }
 
 /// `vaultbench calibrate`.
-pub fn run_calibrate(args: CalibrateArgs) -> anyhow::Result<i32> {
+/// `subcommand`: the words that reach this command in the calling binary (`["calibrate"]` in
+/// `vaultbench`), used to re-run it for each reading and trial sample.
+pub fn run_calibrate(args: CalibrateArgs, subcommand: &[&str]) -> anyhow::Result<i32> {
     if let Some(dir) = &args.one_reading {
         let reading =
             read_channels(dir).with_context(|| format!("io channel in {}", dir.display()))?;
@@ -263,7 +266,7 @@ pub fn run_calibrate(args: CalibrateArgs) -> anyhow::Result<i32> {
         return Ok(0);
     }
     let dir = io_dir(args.dir.as_deref())?;
-    let exec = SelfExec::current()?;
+    let exec = SelfExec::current(subcommand)?;
     if let Some(k) = args.gate_trial {
         let report = gate_trial(&exec, &dir, k, args.samples, args.contender, &cfg, &args)?;
         if args.json {

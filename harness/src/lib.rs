@@ -2,23 +2,30 @@
 //!
 //! This crate is the glue: the CLI, sample subprocesses, server lifecycle, and the
 //! record / ab / verify / compare flows. It is the only crate that knows the others.
-//! The pipeline reads in module order: scenario -> vault -> sample -> gate -> recording -> report.
+//! The pipeline reads in module order: prepare (scenario, vault, target) -> sample -> gate ->
+//! recording; `commands` holds one file per subcommand on top of it. A module only imports
+//! modules above it in this list (tests/it/layout.rs checks that no file imports back).
 
 use clap::{Parser, Subcommand};
 
-pub mod ab;
+/// Durable atomic file writes (temp file, fsync, rename).
 pub mod atomic;
+/// One file per subcommand: argument structs and flows.
+pub mod commands;
+/// Exit codes of the binary.
 pub mod exit;
+/// The calibration gate over samples, and the A/B loop's retried gated sample.
+pub mod gate;
+/// Ctrl-C: a flag the loops poll, and the error that stops them.
 pub mod interrupt;
-pub mod phases;
-pub mod record;
-pub mod report_cmd;
+/// Resolving a run before any sample: scenario, cached vault, work dir, gate, reference.
+pub mod prepare;
+/// The record loop: samples through a runner, the gate, the written recording and ledger.
+pub mod recording;
+/// One sample: plan, runner seam, parent and child sides, phases, target server.
 pub mod sample;
-pub mod subprocess;
-pub mod target;
-pub mod vault;
-pub mod verify;
-pub mod webdav_phases;
+
+use commands::{ab, record, report as report_cmd, sample as sample_cmd, vault, verify};
 
 /// Reproducible, gated performance numbers for self-hosted note-vault sync servers.
 #[derive(Debug, Parser)]
@@ -54,7 +61,7 @@ pub enum Command {
     Verify(verify::VerifyArgs),
     /// Internal: run one sample plan in this fresh process (used by record and ab).
     #[command(hide = true)]
-    Sample(sample::SampleArgs),
+    Sample(sample_cmd::SampleArgs),
 }
 
 /// Runs one command and returns the process exit code (see [`exit`]).
@@ -63,14 +70,14 @@ pub fn run(cli: Cli) -> i32 {
         Command::Vault(cmd) => vault::run(cmd),
         Command::ServeRef(args) => refserver::cli::run(args),
         Command::Load(args) => loadgen::cli::run(args),
-        Command::Calibrate(args) => calibration::cli::run_calibrate(args),
+        Command::Calibrate(args) => calibration::cli::run_calibrate(args, &["calibrate"]),
         Command::Probe(cmd) => calibration::cli::run_probe(cmd),
         Command::Record(args) => record::run(args),
         Command::Verify(args) => verify::run(args),
         Command::Ab(args) => ab::run(args),
         Command::Report(args) => report_cmd::run_report(args),
         Command::Compare(args) => report_cmd::run_compare(args),
-        Command::Sample(args) => sample::run(args),
+        Command::Sample(args) => sample_cmd::run(args),
     };
     match result {
         Ok(code) => code,

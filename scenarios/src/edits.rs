@@ -5,7 +5,7 @@
 //!
 //! The stream tracks the vault's note paths as its own edits change them, so every edit
 //! names a file that exists at that point. Applying an edit to disk is the caller's job
-//! (`harness::vault::apply_edit`).
+//! (`harness::prepare::vault::apply_edit`).
 
 use std::collections::BTreeSet;
 

@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use harness::report_cmd::{CompareArgs, ReportArgs, run_compare, run_report};
+use harness::commands::report::{CompareArgs, ReportArgs, run_compare, run_report};
 use reports::render::Format;
 use reports::schema::{Baseline, Provenance, binding_digest, median};
 

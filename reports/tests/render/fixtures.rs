@@ -119,7 +119,7 @@ fn channel(
     })
 }
 
-/// The `small` scenario as the harness records it (keys as harness/src/phases.rs names them).
+/// The `small` scenario as the harness records it (keys as harness/src/sample/phases.rs names them).
 pub fn small() -> (Baseline, Provenance) {
     let mut g = Gen {
         rng: ChaCha8Rng::seed_from_u64(0x5eed),

@@ -18,8 +18,8 @@ use loadgen::webdav::{DavClient, DavRoute, DavRouteLoadConfig, Depth};
 use reports::schema::Better;
 use scenarios::scenario::{Phase, WebdavOptions};
 
-use crate::phases::{encode_histogram, nearest_rank};
-use crate::sample::{Metrics, SamplePlan, ms};
+use crate::sample::phases::{encode_histogram, nearest_rank};
+use crate::sample::plan::{Metrics, SamplePlan, ms};
 
 /// How long B waits for one edit before the sample fails.
 const EDIT_DEADLINE: Duration = Duration::from_secs(30);
@@ -56,7 +56,7 @@ pub async fn drive(
                     .context("cold pull")?;
                 transfer_metrics(name, &r, m);
                 let got =
-                    crate::vault::tree_digest(&pull_dir).context("hashing the pulled tree")?;
+                    crate::commands::vault::tree_digest(&pull_dir).context("hashing the pulled tree")?;
                 if got != plan.vault_digest {
                     bail!(
                         "cold pull: the pulled tree's digest {got} differs from the vault's {} ({} files pulled)",

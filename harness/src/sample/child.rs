@@ -4,66 +4,12 @@
 
 use anyhow::{Context, bail};
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::path::Path;
 
-use reports::schema::{Better, ChannelReading, FORMAT_VERSION, KIND_SAMPLE, Metric, SampleResult};
-use scenarios::scenario::Scenario;
+use reports::schema::{Better, ChannelReading, FORMAT_VERSION, KIND_SAMPLE, SampleResult};
 
-use crate::target::{Server, ServerUsage, TargetSpec};
-
-/// What the parent hands a sample subprocess.
-#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
-pub struct SamplePlan {
-    pub scenario: Scenario,
-    pub seed: u64,
-    pub target: TargetSpec,
-    pub vault_dir: PathBuf,
-    pub vault_digest: String,
-    pub work_dir: PathBuf,
-    pub index: u32,
-    pub warmup: bool,
-}
-
-/// Hidden: run one sample plan (the parent re-executes itself with this).
-#[derive(Debug, clap::Args)]
-pub struct SampleArgs {
-    #[arg(long)]
-    pub plan: PathBuf,
-}
-
-pub fn run(args: SampleArgs) -> anyhow::Result<i32> {
-    let text = std::fs::read(&args.plan)
-        .with_context(|| format!("reading sample plan {}", args.plan.display()))?;
-    let plan: SamplePlan = serde_json::from_slice(&text)
-        .with_context(|| format!("sample plan {}", args.plan.display()))?;
-    let result = execute(&plan);
-    println!("{}", serde_json::to_string(&result)?);
-    Ok(if result.errors.is_empty() {
-        crate::exit::OK
-    } else {
-        crate::exit::ERROR
-    })
-}
-
-/// Metric keys being built for one sample.
-#[derive(Default)]
-pub struct Metrics {
-    pub map: BTreeMap<String, Metric>,
-    pub histograms: BTreeMap<String, String>,
-}
-
-impl Metrics {
-    pub fn exact(&mut self, key: impl Into<String>, v: f64, unit: &str) {
-        self.map.insert(key.into(), Metric::exact(v, unit));
-    }
-    pub fn timing(&mut self, key: impl Into<String>, v: f64, unit: &str, better: Better) {
-        self.map.insert(key.into(), Metric::timing(v, unit, better));
-    }
-    pub fn resource(&mut self, key: impl Into<String>, v: f64, unit: &str) {
-        self.map.insert(key.into(), Metric::resource(v, unit));
-    }
-}
+use crate::sample::plan::{Metrics, SamplePlan};
+use crate::sample::target::{Server, ServerUsage};
 
 /// Runs the plan; never panics on a failing target: failures become `errors`.
 pub fn execute(plan: &SamplePlan) -> SampleResult {
@@ -135,7 +81,7 @@ fn measure(
         .enable_all()
         .build()
         .context("building the tokio runtime")?;
-    let driven = rt.block_on(crate::phases::drive(plan, &server, sample_dir, m));
+    let driven = rt.block_on(crate::sample::phases::drive(plan, &server, sample_dir, m));
     drop(rt);
     let crashed = !server.is_running();
     let stderr = server.stderr_line();
@@ -178,14 +124,4 @@ fn server_metrics(u: &ServerUsage, m: &mut Metrics) {
             .collect();
         m.resource(format!("server.thread_cpu_s.{clean}"), *s, "s");
     }
-}
-
-/// Milliseconds of a duration, as f64.
-pub fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1e3
-}
-
-/// Elapsed since `t0` in ms.
-pub fn since_ms(t0: Instant) -> f64 {
-    ms(t0.elapsed())
 }

@@ -8,12 +8,14 @@ use std::path::PathBuf;
 
 use reports::ab::{self as abstat, BalancePlan, DecisionRules, Order, Outcome};
 use reports::schema::{
-    AbExact, AbResult, AbRound, AbSample, Better, FORMAT_VERSION, KIND_AB, MetricClass,
-    SampleResult,
+    AbExact, AbResult, AbRound, Better, FORMAT_VERSION, KIND_AB, MetricClass, SampleResult,
 };
 
-use crate::record::{Prepared, RunOpts, load_scenario, now_rfc3339, prepare, progress};
-use crate::target::TargetSpec;
+use crate::gate::{gated_sample, judge};
+use crate::prepare::{Prepared, RunOpts, load_scenario, prepare, progress};
+use crate::recording::{harness_identity, now_rfc3339};
+use crate::sample::runner::{SampleRunner, SubprocessRunner};
+use crate::sample::target::TargetSpec;
 
 /// The practical threshold when neither `--tau` nor a stored A/A noise floor gives one: 5 %.
 /// (The seed decision rule guards "no other tracked metric > 3 % worse"; a 2-core shared
@@ -39,7 +41,7 @@ pub struct AbArgs {
     #[arg(long, default_value_t = 6)]
     pub rounds: usize,
     /// Seed of the order shuffle and the permutation draws.
-    #[arg(long, default_value = "0xab", value_parser = crate::record::parse_seed)]
+    #[arg(long, default_value = "0xab", value_parser = crate::prepare::parse_seed)]
     pub order_seed: u64,
     /// A/A mode: the same build in both arms, to measure false positives and the noise floor.
     #[arg(long)]
@@ -117,17 +119,50 @@ pub fn run(args: AbArgs) -> anyhow::Result<i32> {
     let (id_a, id_b) = (spec_a.identity()?, spec_b.identity()?);
     let _lock = calibration::MachineLock::acquire(None, !args.common.no_wait)?;
     let prep = prepare(scenario, &args.common)?;
+    let runner = SubprocessRunner {
+        work: prep.work.path().to_path_buf(),
+        timeout: prep.timeout,
+    };
+    let arms = Arms {
+        a: spec_a,
+        b: spec_b,
+        id_a,
+        id_b,
+    };
+    compare(&args, &prep, &arms, &orders, &rules, &runner)
+}
+
+/// The two builds of an A/B run: their parsed command lines and identities.
+pub struct Arms {
+    pub a: TargetSpec,
+    pub b: TargetSpec,
+    pub id_a: reports::schema::TargetIdentity,
+    pub id_b: reports::schema::TargetIdentity,
+}
+
+/// The A/B loop after preparation: a warm-up per build, the rounds in `orders` through
+/// `runner` (each sample gated and retried), drop-to-balance, the paired statistics, the
+/// decision; writes `--out` and returns the exit code.
+pub fn compare(
+    args: &AbArgs,
+    prep: &Prepared,
+    arms: &Arms,
+    orders: &[Order],
+    rules: &DecisionRules,
+    runner: &dyn SampleRunner,
+) -> anyhow::Result<i32> {
+    let (spec_a, spec_b) = (&arms.a, &arms.b);
     let loadavg_before = calibration::loadavg();
 
     // One discarded warm-up per build; it also gives the metric keys, so a rule naming an
     // unknown metric fails before the rounds are spent.
     progress("warm-up: A");
-    let warm_a = prep
-        .sample(&spec_a, 0, true)
+    let warm_a = runner
+        .run(&prep.plan(spec_a, 0, true))
         .context("warm-up sample of A")?;
     progress("warm-up: B");
-    let _warm_b = prep
-        .sample(&spec_b, 1, true)
+    let _warm_b = runner
+        .run(&prep.plan(spec_b, 1, true))
         .context("warm-up sample of B")?;
     let timing_keys: Vec<&str> = warm_a
         .metrics
@@ -148,9 +183,9 @@ pub fn run(args: AbArgs) -> anyhow::Result<i32> {
             if first_is_a { "A first" } else { "B first" }
         ));
         let arm = |is_a: bool| {
-            let spec = if is_a { &spec_a } else { &spec_b };
+            let spec = if is_a { spec_a } else { spec_b };
             let index = 2 + 2 * i as u32 + u32::from(!is_a);
-            gated_sample(&prep, spec, index, args.retries.max(1))
+            gated_sample(prep, runner, spec, index, args.retries.max(1))
         };
         let (first, second) = (arm(first_is_a), arm(!first_is_a));
         let (ra, rb) = if first_is_a {
@@ -193,7 +228,7 @@ pub fn run(args: AbArgs) -> anyhow::Result<i32> {
     }
     let loadavg_after = calibration::loadavg();
     let ok: Vec<bool> = results.iter().map(Option::is_some).collect();
-    let balance = abstat::drop_to_balance(&orders, &ok)?;
+    let balance = abstat::drop_to_balance(orders, &ok)?;
     for d in &balance.dropped {
         eprintln!(
             "round {} left out ({:?}, {:?})",
@@ -213,7 +248,7 @@ pub fn run(args: AbArgs) -> anyhow::Result<i32> {
         .collect();
     let kept_orders: Vec<Order> = balance.kept.iter().map(|&i| orders[i]).collect();
 
-    let stored_tau = aa_tau_path(&prep)
+    let stored_tau = aa_tau_path(prep)
         .and_then(|p| std::fs::read(p).ok())
         .and_then(|b| serde_json::from_slice::<BTreeMap<String, f64>>(&b).ok());
     let (tau_default, tau_source) = match (args.tau, &stored_tau) {
@@ -287,15 +322,15 @@ pub fn run(args: AbArgs) -> anyhow::Result<i32> {
     let decision = if rules.is_empty() {
         None
     } else {
-        Some(abstat::decide(&rules, &metrics)?)
+        Some(abstat::decide(rules, &metrics)?)
     };
     let all_samples: Vec<&SampleResult> = kept.iter().flat_map(|(a, b)| [a, b]).collect();
-    let gate = prep.judge(&all_samples);
+    let gate = judge(prep, &all_samples);
 
     if args.aa {
         // An A/A run measures this machine's noise floor: store it as the default tau.
         let floor = abstat::tau_from_aa(std::slice::from_ref(&metrics));
-        if let Some(p) = aa_tau_path(&prep) {
+        if let Some(p) = aa_tau_path(prep) {
             crate::atomic::write_atomic(&p, &serde_json::to_vec_pretty(&floor)?)?;
             eprintln!(
                 "stored this machine's A/A noise floor for {} in {}",
@@ -315,12 +350,12 @@ pub fn run(args: AbArgs) -> anyhow::Result<i32> {
         order_seed: args.order_seed,
         aa: args.aa,
         recorded_at: now_rfc3339(),
-        harness: crate::record::harness_identity(),
+        harness: harness_identity(),
         machine: serde_json::to_value(&prep.fingerprint)?,
         loadavg_before,
         loadavg_after,
-        a: id_a,
-        b: id_b,
+        a: arms.id_a.clone(),
+        b: arms.id_b.clone(),
         rounds_planned: orders.len(),
         rounds,
         balance: balance.clone(),
@@ -347,37 +382,6 @@ pub fn run(args: AbArgs) -> anyhow::Result<i32> {
         Some(Outcome::Reject) => crate::exit::REGRESSION,
         Some(Outcome::Inconclusive) => crate::exit::INCONCLUSIVE,
     })
-}
-
-/// One sample, retried while it fails or its own two calibration readings are refused.
-fn gated_sample(
-    prep: &Prepared,
-    spec: &TargetSpec,
-    index: u32,
-    attempts: u32,
-) -> anyhow::Result<(SampleResult, AbSample)> {
-    let mut why = Vec::new();
-    for attempt in 1..=attempts {
-        match prep.sample(spec, index, false) {
-            Ok(s) => {
-                let v = prep.judge(&[&s]);
-                if v.accepted {
-                    let meta = AbSample {
-                        pid: s.pid,
-                        server_pid: s.server_pid,
-                        attempts: attempt,
-                        calibration: s.calibration.clone(),
-                        retried_because: why,
-                    };
-                    return Ok((s, meta));
-                }
-                why.push(format!("refused by the gate: {}", v.failures.join("; ")));
-            }
-            Err(e) if e.downcast_ref::<crate::interrupt::Interrupted>().is_some() => return Err(e),
-            Err(e) => why.push(format!("{e:#}")),
-        }
-    }
-    bail!("{} attempts: {}", attempts, why.join(" | "))
 }
 
 fn fmt_pct(x: Option<f64>) -> String {
@@ -417,8 +421,8 @@ pub fn table(r: &AbResult, balance: &BalancePlan) -> String {
             .unwrap_or_else(|| "[n/a]".into());
         s.push_str(&format!(
             "  {k:<w$}  {:>12}  {:>12}  {:>28}  {:?}\n",
-            crate::record::fmt_value(m.a_median),
-            crate::record::fmt_value(m.b_median),
+            crate::commands::record::fmt_value(m.a_median),
+            crate::commands::record::fmt_value(m.b_median),
             format!("{} {ci}", fmt_pct(m.estimate_pct)),
             m.verdict
         ));
@@ -428,8 +432,8 @@ pub fn table(r: &AbResult, balance: &BalancePlan) -> String {
         for (k, e) in &r.exact_differences {
             s.push_str(&format!(
                 "  {k:<w$}  {} -> {} {}\n",
-                crate::record::fmt_value(e.diff.a),
-                crate::record::fmt_value(e.diff.b),
+                crate::commands::record::fmt_value(e.diff.a),
+                crate::commands::record::fmt_value(e.diff.b),
                 e.unit
             ));
         }
@@ -443,6 +447,212 @@ pub fn table(r: &AbResult, balance: &BalancePlan) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sample::runner::mock::{MockRunner, Step, noisy, ok, prepared};
+    use clap::Parser;
+    use reports::ab::DropReason;
+
+    #[derive(Parser)]
+    struct Cmd {
+        #[command(flatten)]
+        ab: AbArgs,
+    }
+
+    fn args(extra: &[&str], out: &std::path::Path) -> AbArgs {
+        let mut v = vec!["ab", "--a", "ref", "--b", "ref --x", "--scenario", "small"];
+        v.extend_from_slice(&["--tau", "5%", "--out", out.to_str().unwrap()]);
+        v.extend_from_slice(extra);
+        Cmd::parse_from(v).ab
+    }
+
+    fn arms() -> Arms {
+        let id = |c: &str| reports::schema::TargetIdentity {
+            command: c.into(),
+            executable: "vaultbench".into(),
+            sha256: "00".into(),
+            version: "0".into(),
+        };
+        Arms {
+            a: TargetSpec::parse("ref").unwrap(),
+            b: TargetSpec::parse("ref --x").unwrap(),
+            id_a: id("ref"),
+            id_b: id("ref --x"),
+        }
+    }
+
+    fn sample(t: f64, n: f64) -> Step {
+        Step::Sample { t, n, cpu: 1.0 }
+    }
+
+    fn read(out: &std::path::Path) -> AbResult {
+        serde_json::from_slice(&std::fs::read(out).unwrap()).unwrap()
+    }
+
+    fn calls(r: &MockRunner) -> Vec<(u32, bool, String)> {
+        r.calls.borrow().clone()
+    }
+
+    use Order::{AFirst, BFirst};
+
+    #[test]
+    fn a_failed_or_refused_sample_is_retried_and_the_retry_is_recorded() {
+        let d = tempfile::tempdir().unwrap();
+        let out = d.path().join("ab.json");
+        let prep = prepared();
+        let runner = MockRunner::new([
+            ok(1.0),
+            ok(1.0),
+            // round 0, A first: A fails once, then succeeds; B at once
+            Step::Fail("connection reset"),
+            ok(10.0),
+            ok(20.0),
+            // round 1, B first: B refused by the gate once; A at once
+            noisy(22.0),
+            ok(22.0),
+            ok(12.0),
+        ]);
+        let rules = DecisionRules::parse(None, &[]).unwrap();
+        let code = compare(
+            &args(&[], &out),
+            &prep,
+            &arms(),
+            &[AFirst, BFirst],
+            &rules,
+            &runner,
+        )
+        .unwrap();
+        assert_eq!(code, crate::exit::OK);
+        assert_eq!(runner.left(), 0);
+        let (a, b) = ("ref".to_owned(), "ref --x".to_owned());
+        assert_eq!(
+            calls(&runner),
+            vec![
+                (0, true, a.clone()),
+                (1, true, b.clone()),
+                (2, false, a.clone()),
+                (2, false, a.clone()),
+                (3, false, b.clone()),
+                (5, false, b.clone()),
+                (5, false, b.clone()),
+                (4, false, a.clone()),
+            ]
+        );
+        let r = read(&out);
+        let r0a = r.rounds[0].a.as_ref().unwrap();
+        assert_eq!(r0a.attempts, 2);
+        assert_eq!(r0a.retried_because, vec!["connection reset".to_owned()]);
+        assert_eq!(r.rounds[0].b.as_ref().unwrap().attempts, 1);
+        let r1b = r.rounds[1].b.as_ref().unwrap();
+        assert_eq!(r1b.attempts, 2);
+        assert_eq!(
+            r1b.retried_because,
+            vec![
+                "refused by the gate: cpu_ms has a reading that is not a positive number"
+                    .to_owned()
+            ]
+        );
+        assert_eq!(r.balance.kept, vec![0, 1]);
+        assert!(r.balance.dropped.is_empty());
+        assert_eq!(r.metrics["t.ms"].a_median, 11.0);
+        assert_eq!(r.metrics["t.ms"].b_median, 21.0);
+        assert_eq!(r.exact_same, vec!["n.count".to_owned()]);
+    }
+
+    #[test]
+    fn a_failed_round_is_dropped_and_the_latest_majority_round_goes_to_balance() {
+        let d = tempfile::tempdir().unwrap();
+        let out = d.path().join("ab.json");
+        let prep = prepared();
+        let runner = MockRunner::new([
+            ok(1.0),
+            ok(1.0),
+            sample(10.0, 3.0),       // round 0 A
+            sample(20.0, 4.0),       // round 0 B
+            Step::Fail("B crashed"), // round 1 B (B first), no retry
+            sample(11.0, 3.0),       // round 1 A still runs
+            sample(99.0, 3.0),       // round 2 A: dropped to balance
+            sample(99.0, 4.0),       // round 2 B
+            sample(14.0, 4.0),       // round 3 B
+            sample(12.0, 3.0),       // round 3 A
+        ]);
+        let rules = DecisionRules::parse(None, &[]).unwrap();
+        let orders = [AFirst, BFirst, AFirst, BFirst];
+        let code = compare(
+            &args(&["--retries", "1"], &out),
+            &prep,
+            &arms(),
+            &orders,
+            &rules,
+            &runner,
+        )
+        .unwrap();
+        assert_eq!(code, crate::exit::OK);
+        assert_eq!(runner.left(), 0);
+        let r = read(&out);
+        assert_eq!(r.balance.kept, vec![0, 3]);
+        let dropped: Vec<(usize, Order, DropReason)> = r
+            .balance
+            .dropped
+            .iter()
+            .map(|x| (x.round, x.order, x.reason))
+            .collect();
+        assert_eq!(
+            dropped,
+            vec![
+                (1, BFirst, DropReason::Failed),
+                (2, AFirst, DropReason::Balance)
+            ]
+        );
+        assert_eq!(
+            r.rounds[1].failure.as_deref(),
+            Some("B: 1 attempts: B crashed")
+        );
+        assert!(r.rounds[1].b.is_none());
+        // Medians over the kept rounds only: the 99s of round 2 are left out.
+        assert_eq!(r.metrics["t.ms"].a_median, 11.0);
+        assert_eq!(r.metrics["t.ms"].b_median, 17.0);
+        let diff = &r.exact_differences["n.count"].diff;
+        assert_eq!((diff.a, diff.b), (3.0, 4.0));
+    }
+
+    #[test]
+    fn fewer_than_two_balanced_rounds_refuse_and_write_nothing() {
+        let d = tempfile::tempdir().unwrap();
+        let out = d.path().join("ab.json");
+        let prep = prepared();
+        let runner = MockRunner::new([ok(1.0), ok(1.0), ok(10.0), noisy(20.0), ok(21.0), ok(11.0)]);
+        let rules = DecisionRules::parse(None, &[]).unwrap();
+        let code = compare(
+            &args(&["--retries", "1"], &out),
+            &prep,
+            &arms(),
+            &[AFirst, BFirst],
+            &rules,
+            &runner,
+        )
+        .unwrap();
+        assert_eq!(code, crate::exit::REFUSED);
+        assert!(!out.exists());
+    }
+
+    #[test]
+    fn an_interrupt_in_a_round_stops_and_writes_nothing() {
+        let d = tempfile::tempdir().unwrap();
+        let out = d.path().join("ab.json");
+        let prep = prepared();
+        let runner = MockRunner::new([ok(1.0), ok(1.0), Step::Interrupt, ok(2.0), ok(3.0)]);
+        let rules = DecisionRules::parse(None, &[]).unwrap();
+        let e = compare(
+            &args(&[], &out),
+            &prep,
+            &arms(),
+            &[AFirst, BFirst],
+            &rules,
+            &runner,
+        )
+        .expect_err("interrupted");
+        assert!(e.downcast_ref::<crate::interrupt::Interrupted>().is_some());
+        assert!(!out.exists());
+    }
 
     #[test]
     fn percentages() {

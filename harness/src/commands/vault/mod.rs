@@ -5,13 +5,12 @@
 //! scenarios, applies edits, and measures generation against the disk.
 
 mod bench;
-mod write;
 
 use std::path::PathBuf;
 
 use anyhow::{Context, bail};
 
-pub use write::{
+pub use crate::prepare::vault::{
     NamePairs, VaultSummary, apply_edit, check_name_pairs, ensure_cached_vault, manifest_of_dir,
     probe_name_pairs, write_vault,
 };

@@ -12,9 +12,9 @@ use std::time::Instant;
 use anyhow::{Context, bail};
 use serde::Serialize;
 
-use super::write::{install, sync_tree, temp_beside, write_vault};
 use super::{lookup_profile, parse_seed};
 use crate::exit;
+use crate::prepare::vault::{install, sync_tree, temp_beside, write_vault};
 
 #[derive(Debug, clap::Args)]
 pub struct BenchArgs {

@@ -13,8 +13,8 @@ use loadgen::{Device, PushOpts, Target, TransferReport};
 use reports::schema::Better;
 use scenarios::scenario::Phase;
 
-use crate::sample::{Metrics, SamplePlan, ms};
-use crate::target::Server;
+use crate::sample::plan::{Metrics, SamplePlan, ms};
+use crate::sample::target::Server;
 
 /// Runs every phase of the plan's scenario against `server`.
 pub async fn drive(
@@ -100,8 +100,8 @@ pub async fn drive(
                     .context("cold pull")?;
                 b_seq = r.last_seq;
                 transfer_metrics(name, &r, m);
-                let got =
-                    crate::vault::tree_digest(&pull_dir).context("hashing the pulled tree")?;
+                let got = crate::commands::vault::tree_digest(&pull_dir)
+                    .context("hashing the pulled tree")?;
                 if got != plan.vault_digest {
                     bail!(
                         "cold pull: the pulled tree's digest {got} differs from the vault's {}",

@@ -152,13 +152,17 @@ fn read_input(path: &Path) -> anyhow::Result<Input> {
         );
     }
     match kind {
-        KIND_BASELINE => Ok(Input::Recording(Box::new(crate::verify::read_pair(path)?))),
+        KIND_BASELINE => Ok(Input::Recording(Box::new(
+            crate::commands::verify::read_pair(path)?,
+        ))),
         KIND_PROVENANCE => {
-            let base = crate::verify::baseline_files(path)?
+            let base = crate::commands::verify::baseline_files(path)?
                 .into_iter()
                 .next()
                 .context("no baseline beside the sidecar")?;
-            Ok(Input::Recording(Box::new(crate::verify::read_pair(&base)?)))
+            Ok(Input::Recording(Box::new(
+                crate::commands::verify::read_pair(&base)?,
+            )))
         }
         KIND_AB => Ok(Input::Ab(v)),
         KIND_SAMPLE => bail!(
@@ -352,7 +356,7 @@ fn git_history(dir: &Path) -> anyhow::Result<Option<Vec<HistoryPoint>>> {
             && let Some(baseline) =
                 parse_versioned::<Baseline>(&text, KIND_BASELINE, &wt.display().to_string())?
         {
-            let side = crate::verify::sidecar_of(&wt);
+            let side = crate::commands::verify::sidecar_of(&wt);
             let provenance = match std::fs::read(&side) {
                 Ok(b) => {
                     parse_versioned::<Provenance>(&b, KIND_PROVENANCE, &side.display().to_string())?
@@ -425,7 +429,7 @@ fn dir_history(dir: &Path) -> anyhow::Result<Vec<HistoryPoint>> {
         else {
             continue;
         };
-        let side = crate::verify::sidecar_of(&f);
+        let side = crate::commands::verify::sidecar_of(&f);
         let provenance = match std::fs::read(&side) {
             Ok(b) => {
                 parse_versioned::<Provenance>(&b, KIND_PROVENANCE, &side.display().to_string())?
@@ -459,7 +463,7 @@ fn dir_history(dir: &Path) -> anyhow::Result<Vec<HistoryPoint>> {
 /// (when `scenario` is known) or exactly one baseline.
 fn resolve(path: &Path, scenario: Option<&str>) -> anyhow::Result<PathBuf> {
     if !path.is_dir() {
-        return Ok(crate::verify::baseline_files(path)?.remove(0));
+        return Ok(crate::commands::verify::baseline_files(path)?.remove(0));
     }
     if let Some(s) = scenario {
         let p = path.join(format!("{s}.json"));
@@ -468,7 +472,7 @@ fn resolve(path: &Path, scenario: Option<&str>) -> anyhow::Result<PathBuf> {
         }
         return Ok(p);
     }
-    let mut files = crate::verify::baseline_files(path)?;
+    let mut files = crate::commands::verify::baseline_files(path)?;
     if files.len() > 1 {
         bail!(
             "{} holds {} baselines: name the file",
@@ -482,9 +486,9 @@ fn resolve(path: &Path, scenario: Option<&str>) -> anyhow::Result<PathBuf> {
 pub fn run_compare(args: CompareArgs) -> anyhow::Result<i32> {
     let threshold = reports::compare::parse_threshold(&args.threshold)?;
     let rec_path = resolve(&args.recording, None)?;
-    let (rb, rp) = crate::verify::read_pair(&rec_path)?;
+    let (rb, rp) = crate::commands::verify::read_pair(&rec_path)?;
     let base_path = resolve(&args.baseline, Some(&rb.scenario))?;
-    let (bb, bp) = crate::verify::read_pair(&base_path)?;
+    let (bb, bp) = crate::commands::verify::read_pair(&base_path)?;
     // A hand-edited input would compare numbers that were never measured together.
     for (path, b, p) in [(&base_path, &bb, &bp), (&rec_path, &rb, &rp)] {
         if let Some(m) = reports::schema::verify_pair(b, p).first() {

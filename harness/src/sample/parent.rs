@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use reports::schema::{FORMAT_VERSION, KIND_SAMPLE, SampleResult};
 
 use crate::interrupt;
-use crate::sample::SamplePlan;
+use crate::sample::plan::SamplePlan;
 
 /// Runs `plan` in a fresh `vaultbench sample` process and returns its result. A child that
 /// fails, times out or prints no result gives an `Err` with the cause named.
@@ -36,7 +36,7 @@ pub fn run_sample(
         // (the sample and its server) ourselves, then reap.
         cmd.process_group(0);
     }
-    crate::target::set_parent_death_signal(&mut cmd);
+    crate::sample::target::set_parent_death_signal(&mut cmd);
     let mut child = cmd.spawn().context("spawning the sample subprocess")?;
     let pid = child.id();
     let mut stdout = child.stdout.take().expect("piped");

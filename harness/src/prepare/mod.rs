@@ -1,0 +1,161 @@
+//! Preparing a run before any sample: the scenario, the cached vault on disk, the work dir,
+//! the gate thresholds, the calibration reference and the machine fingerprint.
+
+pub mod vault;
+
+use anyhow::{Context, bail};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use scenarios::scenario::Scenario;
+
+use crate::sample::plan::SamplePlan;
+use crate::sample::target::TargetSpec;
+
+/// Options shared by `record` and `ab`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct RunOpts {
+    /// A scenario TOML file instead of a built-in.
+    #[arg(long, value_name = "FILE")]
+    pub scenario_file: Option<PathBuf>,
+    /// Counted samples (the scenario's default when absent); one warm-up runs first.
+    #[arg(long)]
+    pub samples: Option<u32>,
+    /// Vault seed (decimal or 0x hex); the scenario's seed when absent.
+    #[arg(long, value_parser = parse_seed)]
+    pub seed: Option<u64>,
+    /// Gate thresholds file (TOML); the built-in defaults when absent.
+    #[arg(long, value_name = "FILE")]
+    pub gate_config: Option<PathBuf>,
+    /// Calibration reference file (default under the user's data dir).
+    #[arg(long, value_name = "FILE")]
+    pub reference: Option<PathBuf>,
+    /// Fail at once (exit 5) instead of waiting when another recording holds the machine lock.
+    #[arg(long)]
+    pub no_wait: bool,
+    /// Where generated vaults are cached (default: $XDG_CACHE_HOME/vaultbench or ~/.cache/vaultbench).
+    #[arg(long, value_name = "DIR")]
+    pub cache_dir: Option<PathBuf>,
+    /// Where servers' data dirs live during samples; the io channel measures this filesystem.
+    #[arg(long, value_name = "DIR")]
+    pub work_dir: Option<PathBuf>,
+    /// Upper bound on one sample's run time, in seconds.
+    #[arg(long, default_value_t = 1800)]
+    pub sample_timeout: u64,
+}
+
+/// Seeds in decimal or `0x` hex, for clap (the one parser is `vault::parse_seed`).
+pub fn parse_seed(s: &str) -> Result<u64, String> {
+    crate::commands::vault::parse_seed(s).map_err(|e| e.to_string())
+}
+
+/// Loads the scenario named on the command line or from `--scenario-file`.
+pub fn load_scenario(name: Option<&str>, file: Option<&Path>) -> anyhow::Result<Scenario> {
+    match (name, file) {
+        (_, Some(f)) => {
+            let text = std::fs::read_to_string(f)
+                .with_context(|| format!("scenario file {}", f.display()))?;
+            Ok(scenarios::scenario::parse(&text, &f.display().to_string())?)
+        }
+        (Some(n), None) => Ok(scenarios::scenario::builtin(n)?),
+        (None, None) => bail!("name a scenario or pass --scenario-file"),
+    }
+}
+
+/// Everything a run of samples needs, resolved once.
+pub struct Prepared {
+    pub scenario: Scenario,
+    pub seed: u64,
+    pub vault_dir: PathBuf,
+    pub vault_digest: String,
+    pub work: tempfile::TempDir,
+    pub gate_cfg: calibration::GateConfig,
+    pub reference: Option<calibration::Reference>,
+    pub fingerprint: calibration::Fingerprint,
+    pub timeout: Duration,
+}
+
+/// Resolves the scenario's profile and seed, the cached vault, a fresh work dir, the gate
+/// thresholds, this machine's fingerprint and its calibration reference.
+pub fn prepare(scenario: Scenario, opts: &RunOpts) -> anyhow::Result<Prepared> {
+    let profile = scenarios::profile(&scenario.profile)
+        .with_context(|| format!("unknown profile {:?}", scenario.profile))?;
+    let seed = opts.seed.or(scenario.seed).unwrap_or(profile.default_seed);
+    let gate_cfg = calibration::GateConfig::load(opts.gate_config.as_deref())?;
+    let cache = opts.cache_dir.clone().unwrap_or_else(default_cache_dir);
+    progress(&format!(
+        "vault: {} seed {seed:#x} (cache {})",
+        profile.name,
+        cache.display()
+    ));
+    let (vault_dir, summary) = vault::ensure_cached_vault(&profile, seed, &cache.join("vaults"))?;
+    let work_parent = opts.work_dir.clone().unwrap_or_else(std::env::temp_dir);
+    std::fs::create_dir_all(&work_parent)
+        .with_context(|| format!("work dir {}", work_parent.display()))?;
+    let work = tempfile::Builder::new()
+        .prefix("vaultbench-run-")
+        .tempdir_in(&work_parent)
+        .with_context(|| format!("creating a temp dir in {}", work_parent.display()))?;
+    let fingerprint = calibration::fingerprint(work.path());
+    let reference = calibration::load_reference(opts.reference.as_deref(), &fingerprint)?;
+    Ok(Prepared {
+        scenario,
+        seed,
+        vault_dir,
+        vault_digest: summary.digest,
+        work,
+        gate_cfg,
+        reference,
+        fingerprint,
+        timeout: Duration::from_secs(opts.sample_timeout.max(1)),
+    })
+}
+
+fn default_cache_dir() -> PathBuf {
+    if let Some(d) = std::env::var_os("VAULTBENCH_CACHE") {
+        return PathBuf::from(d);
+    }
+    if let Some(d) = std::env::var_os("XDG_CACHE_HOME") {
+        return PathBuf::from(d).join("vaultbench");
+    }
+    match std::env::var_os("HOME") {
+        Some(h) => PathBuf::from(h).join(".cache").join("vaultbench"),
+        None => std::env::temp_dir().join("vaultbench-cache"),
+    }
+}
+
+impl Prepared {
+    /// The plan of one sample of `target` in this run.
+    pub fn plan(&self, target: &TargetSpec, index: u32, warmup: bool) -> SamplePlan {
+        SamplePlan {
+            scenario: self.scenario.clone(),
+            seed: self.seed,
+            target: target.clone(),
+            vault_dir: self.vault_dir.clone(),
+            vault_digest: self.vault_digest.clone(),
+            work_dir: self.work.path().to_path_buf(),
+            index,
+            warmup,
+        }
+    }
+}
+
+/// A progress line on stderr (progress bars only on a TTY; plain lines otherwise).
+pub fn progress(msg: &str) {
+    eprintln!("{msg}");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn seeds_parse() {
+        assert_eq!(parse_seed("0x5eed"), Ok(0x5eed));
+        assert_eq!(parse_seed("42"), Ok(42));
+        assert!(
+            parse_seed("0xZZ").unwrap_err().contains("0xZZ"),
+            "the message names the input"
+        );
+    }
+}

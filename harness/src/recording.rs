@@ -1,0 +1,456 @@
+//! The record loop: warm-up + N counted samples through a
+//! [`SampleRunner`](crate::sample::runner::SampleRunner), the calibration gate, and a baseline
+//! with its provenance sidecar written atomically — or a refusal that writes nothing but a line
+//! in the attempts ledger.
+
+use anyhow::Context;
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use reports::recording::{RecordingInput, sample_meta};
+use reports::schema::{
+    Attempts, Baseline, HarnessIdentity, Provenance, SampleResult, TargetIdentity, binding_digest,
+};
+
+use crate::atomic::write_atomic;
+use crate::prepare::Prepared;
+use crate::sample::runner::SampleRunner;
+use crate::sample::target::TargetSpec;
+
+/// One recording to make.
+pub struct RecordJob<'a> {
+    pub prep: &'a Prepared,
+    pub target: &'a TargetSpec,
+    pub identity: TargetIdentity,
+    /// Counted samples; one warm-up runs before them and is dropped.
+    pub samples: u32,
+    /// Directory of the baseline, its sidecar and the attempts ledger.
+    pub out: &'a Path,
+}
+
+/// How a recording ended.
+pub enum Recorded {
+    /// Baseline and sidecar written.
+    Written(Box<Written>),
+    /// A sample failed or the gate refused: nothing written but the ledger line.
+    Refused(String),
+}
+
+/// The written pair and where it went.
+pub struct Written {
+    pub baseline: Baseline,
+    pub provenance: Provenance,
+    pub baseline_path: PathBuf,
+    pub provenance_path: PathBuf,
+}
+
+/// Runs the warm-up and `job.samples` counted samples, gates them, and writes the recording.
+/// An interrupt stops at once with an error and writes nothing.
+pub fn record(job: RecordJob<'_>, runner: &dyn SampleRunner) -> anyhow::Result<Recorded> {
+    let (prep, n) = (job.prep, job.samples);
+    let name = prep.scenario.name.clone();
+    let loadavg_before = calibration::loadavg();
+    let bar = progress_bar(u64::from(n) + 1);
+    let mut metas = Vec::new();
+    let mut counted: Vec<SampleResult> = Vec::new();
+    let mut failure: Option<String> = None;
+    for i in 0..=n {
+        let warmup = i == 0;
+        bar.set_message(if warmup {
+            "warm-up sample".to_owned()
+        } else {
+            format!("sample {i}/{n}")
+        });
+        match runner.run(&prep.plan(job.target, i, warmup)) {
+            Ok(r) => {
+                metas.push(sample_meta(&r, true));
+                if !warmup {
+                    counted.push(r);
+                }
+            }
+            Err(e) if e.downcast_ref::<crate::interrupt::Interrupted>().is_some() => return Err(e),
+            Err(e) => {
+                failure = Some(format!("{e:#}"));
+                break;
+            }
+        }
+        bar.inc(1);
+    }
+    bar.finish_and_clear();
+    let loadavg_after = calibration::loadavg();
+    let ledger = job.out.join(format!("{name}.attempts.jsonl"));
+    if let Some(cause) = failure {
+        append_ledger(&ledger, &name, "failed", &cause)?;
+        eprintln!("refused: a sample failed, nothing written: {cause}");
+        return Ok(Recorded::Refused(cause));
+    }
+    let refs: Vec<&SampleResult> = counted.iter().collect();
+    let verdict = crate::gate::judge(prep, &refs);
+    for l in verdict.lines() {
+        eprintln!(
+            "{}",
+            if l.starts_with("gate:") {
+                l
+            } else {
+                format!("gate: {l}")
+            }
+        );
+    }
+    if !verdict.accepted {
+        let cause = verdict.failures.join("; ");
+        append_ledger(&ledger, &name, "refused", &cause)?;
+        eprintln!("refused: calibration channels too noisy, nothing written: {cause}");
+        return Ok(Recorded::Refused(cause));
+    }
+    let attempts = attempts_since_last_accept(&ledger);
+    let built = reports::recording::build(RecordingInput {
+        scenario: &name,
+        profile: &prep.scenario.profile,
+        seed: prep.seed,
+        vault_digest: &prep.vault_digest,
+        recorded_at: now_rfc3339(),
+        harness: harness_identity(),
+        counted: &counted,
+        metas: &metas,
+        attempts,
+    })?;
+    for key in &built.dropped {
+        eprintln!("note: {key} is missing from some samples and is not recorded");
+    }
+    let (baseline, mut prov) = (built.baseline, built.provenance);
+    prov.target = job.identity;
+    prov.machine = serde_json::to_value(&prep.fingerprint)?;
+    prov.loadavg_before = loadavg_before;
+    prov.loadavg_after = loadavg_after;
+    prov.gate = serde_json::json!({ "config": prep.gate_cfg, "verdict": verdict });
+    prov.digest = binding_digest(&baseline, &prov);
+    let baseline_path = job.out.join(format!("{name}.json"));
+    let provenance_path = job.out.join(format!("{name}.provenance.json"));
+    write_atomic(&provenance_path, &pretty(&prov)?)?;
+    write_atomic(&baseline_path, &pretty(&baseline)?)?;
+    append_ledger(&ledger, &name, "accepted", "")?;
+    Ok(Recorded::Written(Box::new(Written {
+        baseline,
+        provenance: prov,
+        baseline_path,
+        provenance_path,
+    })))
+}
+
+fn pretty<T: serde::Serialize>(v: &T) -> anyhow::Result<Vec<u8>> {
+    let mut b = serde_json::to_vec_pretty(v)?;
+    b.push(b'\n');
+    Ok(b)
+}
+
+/// The harness's version, git commit and dirty flag (when run from a checkout), and rustc.
+pub fn harness_identity() -> HarnessIdentity {
+    let git = |args: &[&str]| {
+        std::process::Command::new("git")
+            .args(args)
+            .stderr(std::process::Stdio::null())
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+    };
+    let commit = git(&["rev-parse", "HEAD"]);
+    let dirty = commit
+        .as_ref()
+        .and_then(|_| git(&["status", "--porcelain", "--untracked-files=no"]))
+        .map(|s| !s.is_empty());
+    let toolchain = std::process::Command::new("rustc")
+        .arg("-V")
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned());
+    HarnessIdentity {
+        version: env!("CARGO_PKG_VERSION").to_owned(),
+        git_commit: commit,
+        git_dirty: dirty,
+        toolchain,
+    }
+}
+
+/// UTC wall time as RFC 3339 (metadata only; never a measurement).
+pub fn now_rfc3339() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0) as i64;
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    let (y, m, d) = scenarios::civil_from_days(days);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+/// One JSON line per attempt: accepted, refused, or failed.
+fn append_ledger(path: &Path, scenario: &str, outcome: &str, cause: &str) -> anyhow::Result<()> {
+    use std::io::Write;
+    if let Some(d) = path.parent() {
+        std::fs::create_dir_all(d).with_context(|| format!("creating {}", d.display()))?;
+    }
+    let line = serde_json::json!({ "at": now_rfc3339(), "scenario": scenario, "outcome": outcome, "cause": cause });
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .with_context(|| format!("attempts ledger {}", path.display()))?;
+    writeln!(f, "{line}").with_context(|| format!("attempts ledger {}", path.display()))?;
+    f.sync_all().ok();
+    Ok(())
+}
+
+/// Attempts since the last accepted one, counting this accepted attempt.
+fn attempts_since_last_accept(path: &Path) -> Attempts {
+    let mut a = Attempts {
+        attempted: 1,
+        refused: 0,
+        failed: 0,
+    };
+    let Ok(text) = std::fs::read_to_string(path) else {
+        return a;
+    };
+    for line in text.lines().rev() {
+        let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else {
+            continue;
+        };
+        match v.get("outcome").and_then(|o| o.as_str()) {
+            Some("accepted") => break,
+            Some("refused") => {
+                a.attempted += 1;
+                a.refused += 1;
+            }
+            Some("failed") => {
+                a.attempted += 1;
+                a.failed += 1;
+            }
+            _ => {}
+        }
+    }
+    a
+}
+
+fn progress_bar(len: u64) -> indicatif::ProgressBar {
+    if std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none() {
+        let b = indicatif::ProgressBar::new(len);
+        b.set_style(
+            indicatif::ProgressStyle::with_template(
+                "{elapsed_precise} [{bar:30}] {pos}/{len} {msg}",
+            )
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        );
+        b.enable_steady_tick(Duration::from_millis(200));
+        b
+    } else {
+        indicatif::ProgressBar::hidden()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sample::runner::mock::{MockRunner, Step, noisy, ok, prepared};
+
+    fn job<'a>(prep: &'a Prepared, target: &'a TargetSpec, out: &'a Path, n: u32) -> RecordJob<'a> {
+        RecordJob {
+            prep,
+            target,
+            identity: TargetIdentity {
+                command: "ref".into(),
+                executable: "vaultbench".into(),
+                sha256: "00".into(),
+                version: "0".into(),
+            },
+            samples: n,
+            out,
+        }
+    }
+
+    fn spec() -> TargetSpec {
+        TargetSpec {
+            given: "ref".into(),
+            argv: vec!["ref".into()],
+        }
+    }
+
+    fn ledger(out: &Path, prep: &Prepared) -> Vec<String> {
+        let p = out.join(format!("{}.attempts.jsonl", prep.scenario.name));
+        std::fs::read_to_string(p)
+            .unwrap_or_default()
+            .lines()
+            .map(|l| {
+                let v: serde_json::Value = serde_json::from_str(l).unwrap();
+                format!(
+                    "{}:{}",
+                    v["outcome"].as_str().unwrap(),
+                    v["cause"].as_str().unwrap()
+                )
+            })
+            .collect()
+    }
+
+    fn files(out: &Path) -> Vec<String> {
+        let mut v: Vec<String> = std::fs::read_dir(out)
+            .map(|d| {
+                d.map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                    .collect()
+            })
+            .unwrap_or_default();
+        v.sort();
+        v
+    }
+
+    #[test]
+    fn warm_up_is_dropped_and_the_baseline_holds_the_medians_of_the_counted_samples() {
+        let (prep, t, out) = (prepared(), spec(), tempfile::tempdir().unwrap());
+        let runner = MockRunner::new([ok(999.0), ok(30.0), ok(10.0), ok(20.0)]);
+        let Recorded::Written(w) = record(job(&prep, &t, out.path(), 3), &runner).unwrap() else {
+            panic!("refused")
+        };
+        assert_eq!(
+            *runner.calls.borrow(),
+            vec![
+                (0, true, "ref".to_owned()),
+                (1, false, "ref".to_owned()),
+                (2, false, "ref".to_owned()),
+                (3, false, "ref".to_owned())
+            ]
+        );
+        assert_eq!(w.baseline.samples, 3);
+        assert_eq!(w.baseline.metrics["t.ms"].value, 20.0);
+        assert_eq!(w.baseline.metrics["n.count"].value, 3.0);
+        assert_eq!(w.provenance.raw["t.ms"], vec![30.0, 10.0, 20.0]);
+        let warm: Vec<(u32, bool)> = w
+            .provenance
+            .samples
+            .iter()
+            .map(|m| (m.index, m.warmup))
+            .collect();
+        assert_eq!(warm, vec![(0, true), (1, false), (2, false), (3, false)]);
+        assert_eq!(
+            w.provenance.attempts,
+            Attempts {
+                attempted: 1,
+                refused: 0,
+                failed: 0
+            }
+        );
+        assert_eq!(w.provenance.target.command, "ref");
+        assert_eq!(
+            w.provenance.digest,
+            binding_digest(&w.baseline, &w.provenance)
+        );
+        let on_disk: Baseline =
+            serde_json::from_slice(&std::fs::read(&w.baseline_path).unwrap()).unwrap();
+        assert_eq!(on_disk, w.baseline);
+        let name = &prep.scenario.name;
+        assert_eq!(
+            files(out.path()),
+            vec![
+                format!("{name}.attempts.jsonl"),
+                format!("{name}.json"),
+                format!("{name}.provenance.json")
+            ]
+        );
+        assert_eq!(ledger(out.path(), &prep), vec!["accepted:".to_owned()]);
+    }
+
+    #[test]
+    fn a_failed_sample_stops_the_loop_writes_nothing_and_is_ledgered() {
+        let (prep, t, out) = (prepared(), spec(), tempfile::tempdir().unwrap());
+        let runner = MockRunner::new([ok(1.0), ok(2.0), Step::Fail("server died"), ok(3.0)]);
+        let r = record(job(&prep, &t, out.path(), 3), &runner).unwrap();
+        assert!(matches!(&r, Recorded::Refused(c) if c == "server died"));
+        assert_eq!(runner.left(), 1, "no sample runs after a failure");
+        let name = &prep.scenario.name;
+        assert_eq!(files(out.path()), vec![format!("{name}.attempts.jsonl")]);
+        assert_eq!(
+            ledger(out.path(), &prep),
+            vec!["failed:server died".to_owned()]
+        );
+    }
+
+    #[test]
+    fn a_gate_refusal_writes_nothing_and_the_next_accept_counts_the_attempts() {
+        let (prep, t, out) = (prepared(), spec(), tempfile::tempdir().unwrap());
+        // The warm-up's readings are not judged: only a counted sample's bad reading refuses.
+        let refused = MockRunner::new([noisy(1.0), ok(2.0), noisy(3.0)]);
+        let r = record(job(&prep, &t, out.path(), 2), &refused).unwrap();
+        let Recorded::Refused(cause) = r else {
+            panic!("accepted a bad reading")
+        };
+        assert_eq!(cause, "cpu_ms has a reading that is not a positive number");
+        let name = &prep.scenario.name;
+        assert_eq!(files(out.path()), vec![format!("{name}.attempts.jsonl")]);
+
+        let failed = MockRunner::new([Step::Fail("timeout")]);
+        assert!(matches!(
+            record(job(&prep, &t, out.path(), 2), &failed).unwrap(),
+            Recorded::Refused(_)
+        ));
+        let fine = MockRunner::new([noisy(1.0), ok(2.0), ok(2.0)]);
+        let Recorded::Written(w) = record(job(&prep, &t, out.path(), 2), &fine).unwrap() else {
+            panic!("refused")
+        };
+        assert_eq!(
+            w.provenance.attempts,
+            Attempts {
+                attempted: 3,
+                refused: 1,
+                failed: 1
+            }
+        );
+        assert_eq!(
+            ledger(out.path(), &prep),
+            vec![
+                format!("refused:{cause}"),
+                "failed:timeout".to_owned(),
+                "accepted:".to_owned()
+            ]
+        );
+    }
+
+    #[test]
+    fn an_interrupt_stops_at_once_and_writes_nothing_not_even_the_ledger() {
+        let (prep, t, out) = (prepared(), spec(), tempfile::tempdir().unwrap());
+        let runner = MockRunner::new([ok(1.0), Step::Interrupt, ok(2.0)]);
+        let Err(e) = record(job(&prep, &t, out.path(), 2), &runner) else {
+            panic!("an interrupt is an error")
+        };
+        assert!(e.downcast_ref::<crate::interrupt::Interrupted>().is_some());
+        assert_eq!(runner.left(), 1);
+        assert!(files(out.path()).is_empty());
+    }
+
+    #[test]
+    fn rfc3339_shape() {
+        let t = now_rfc3339();
+        assert_eq!(t.len(), 20);
+        assert!(t.ends_with('Z') && t.as_bytes()[10] == b'T');
+    }
+
+    #[test]
+    fn ledger_counts_since_last_accept() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("s.attempts.jsonl");
+        append_ledger(&p, "s", "refused", "x").unwrap();
+        append_ledger(&p, "s", "accepted", "").unwrap();
+        append_ledger(&p, "s", "refused", "x").unwrap();
+        append_ledger(&p, "s", "failed", "y").unwrap();
+        assert_eq!(
+            attempts_since_last_accept(&p),
+            Attempts {
+                attempted: 3,
+                refused: 1,
+                failed: 1
+            }
+        );
+    }
+}

@@ -1,0 +1,53 @@
+//! What a sample is asked to do (the plan the parent hands the child) and the small pieces
+//! both the child and its phases build a result with.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use reports::schema::{Better, Metric};
+use scenarios::scenario::Scenario;
+
+use crate::sample::target::TargetSpec;
+
+/// What the parent hands a sample subprocess.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct SamplePlan {
+    pub scenario: Scenario,
+    pub seed: u64,
+    pub target: TargetSpec,
+    pub vault_dir: PathBuf,
+    pub vault_digest: String,
+    pub work_dir: PathBuf,
+    pub index: u32,
+    pub warmup: bool,
+}
+
+/// Metric keys being built for one sample.
+#[derive(Default)]
+pub struct Metrics {
+    pub map: BTreeMap<String, Metric>,
+    pub histograms: BTreeMap<String, String>,
+}
+
+impl Metrics {
+    pub fn exact(&mut self, key: impl Into<String>, v: f64, unit: &str) {
+        self.map.insert(key.into(), Metric::exact(v, unit));
+    }
+    pub fn timing(&mut self, key: impl Into<String>, v: f64, unit: &str, better: Better) {
+        self.map.insert(key.into(), Metric::timing(v, unit, better));
+    }
+    pub fn resource(&mut self, key: impl Into<String>, v: f64, unit: &str) {
+        self.map.insert(key.into(), Metric::resource(v, unit));
+    }
+}
+
+/// Milliseconds of a duration, as f64.
+pub fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+/// Elapsed since `t0` in ms.
+pub fn since_ms(t0: Instant) -> f64 {
+    ms(t0.elapsed())
+}

@@ -40,6 +40,8 @@ pub async fn drive(
     let pull_dir = sample_dir.join("pull-b");
     std::fs::create_dir_all(&pull_dir)
         .with_context(|| format!("creating {}", pull_dir.display()))?;
+    // The folder route load lists: the largest, under its new name once it was renamed.
+    let mut load_folder = largest_folder(&plan.vault_dir)?.unwrap_or_default();
     for phase in &plan.scenario.phases {
         let name = phase.name();
         match phase {
@@ -55,8 +57,8 @@ pub async fn drive(
                     .await
                     .context("cold pull")?;
                 transfer_metrics(name, &r, m);
-                let got =
-                    crate::commands::vault::tree_digest(&pull_dir).context("hashing the pulled tree")?;
+                let got = crate::commands::vault::tree_digest(&pull_dir)
+                    .context("hashing the pulled tree")?;
                 if got != plan.vault_digest {
                     bail!(
                         "cold pull: the pulled tree's digest {got} differs from the vault's {} ({} files pulled)",
@@ -122,6 +124,9 @@ pub async fn drive(
                     rec.snapshot().requests() as f64,
                     "count",
                 );
+                if load_folder == folder {
+                    load_folder = to;
+                }
             }
             Phase::RouteLoad {
                 routes,
@@ -129,7 +134,6 @@ pub async fn drive(
                 seconds,
                 max_requests,
             } => {
-                let folder = largest_folder(&plan.vault_dir)?.unwrap_or_default();
                 route_load(
                     client,
                     routes,
@@ -137,7 +141,7 @@ pub async fn drive(
                     *seconds,
                     *max_requests,
                     plan.seed,
-                    &folder,
+                    &load_folder,
                     m,
                 )
                 .await?;

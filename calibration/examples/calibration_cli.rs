@@ -2,7 +2,7 @@
 //!
 //! `cargo run --release -p calibration --example calibration_cli -- calibrate --gate-trial 20 --contender cpu`
 //! re-executes this same binary for every reading, exactly as `vaultbench` re-executes itself.
-//! Exit codes follow `harness/src/exit.rs`: 2 error, 3 refused, 5 lock busy.
+//! Exit codes are the contract's (`contract::exit`): 2 error, 3 refused, 5 lock busy.
 
 use clap::{Parser, Subcommand};
 
@@ -33,11 +33,11 @@ fn main() {
         Err(err) => {
             eprintln!("calibration_cli: {err:#}");
             if err.downcast_ref::<calibration::Refused>().is_some() {
-                3
+                contract::exit::REFUSED
             } else if err.downcast_ref::<calibration::LockBusy>().is_some() {
-                5
+                contract::exit::BUSY
             } else {
-                2
+                contract::exit::ERROR
             }
         }
     };

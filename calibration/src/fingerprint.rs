@@ -2,8 +2,12 @@
 //!
 //! Identity fields are the things that change what the channels measure: CPU model and
 //! count, memory, kernel, OS, virtualisation, the data dir's filesystem and the CPU
-//! governor. Everything is read from /proc, /sys and /etc on Linux; a field that cannot be
-//! read is recorded as `unknown` rather than failing, so the fingerprint works everywhere.
+//! governor. The portable parts come from `sysinfo` (CPU brand, total memory); the rest is
+//! read from /proc, /sys and /etc on Linux where `sysinfo` lacks the figure in the form the
+//! recorded fingerprints use (`os` is os-release's `PRETTY_NAME`, which `sysinfo` does not
+//! expose: it has `NAME` and `VERSION_ID`; the hypervisor flag, the mount's filesystem and
+//! the governor it does not read at all). A field that cannot be read is recorded as
+//! `unknown` rather than failing, so the fingerprint works everywhere.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -43,9 +47,17 @@ impl Fingerprint {
 pub fn fingerprint(data_dir: &Path) -> Fingerprint {
     let mut identity = BTreeMap::new();
     let cpuinfo = read("/proc/cpuinfo").unwrap_or_default();
-    let cpu_model = cpuinfo_field(&cpuinfo, "model name")
-        .or_else(|| cpuinfo_field(&cpuinfo, "Model"))
-        .or_else(|| cpuinfo_field(&cpuinfo, "cpu model"))
+    let sys = sysinfo::System::new_with_specifics(
+        sysinfo::RefreshKind::nothing()
+            .with_cpu(sysinfo::CpuRefreshKind::nothing())
+            .with_memory(sysinfo::MemoryRefreshKind::nothing().with_ram()),
+    )
+    .ok();
+    let cpu_model = sys
+        .as_ref()
+        .and_then(|s| s.cpus().first())
+        .map(|c| c.brand().trim().to_owned())
+        .filter(|b| !b.is_empty())
         .unwrap_or_else(|| UNKNOWN.to_owned());
     identity.insert("cpu_model".into(), cpu_model);
     let cpus = std::thread::available_parallelism()
@@ -54,7 +66,9 @@ pub fn fingerprint(data_dir: &Path) -> Fingerprint {
     identity.insert("logical_cpus".into(), cpus);
     identity.insert(
         "memory_gib".into(),
-        memory_gib().unwrap_or_else(|| UNKNOWN.into()),
+        sys.as_ref()
+            .and_then(|s| memory_gib(s.total_memory()))
+            .unwrap_or_else(|| UNKNOWN.into()),
     );
     identity.insert(
         "kernel".into(),
@@ -98,25 +112,10 @@ fn read(path: &str) -> Option<String> {
         .filter(|s| !s.is_empty())
 }
 
-fn cpuinfo_field(cpuinfo: &str, key: &str) -> Option<String> {
-    cpuinfo.lines().find_map(|line| {
-        let (k, v) = line.split_once(':')?;
-        (k.trim() == key).then(|| v.trim().to_owned())
-    })
-}
-
-/// MemTotal rounded to 0.1 GiB: the exact KiB figure moves by a few pages between kernels.
-fn memory_gib() -> Option<String> {
-    let meminfo = read("/proc/meminfo")?;
-    let kib: f64 = meminfo
-        .lines()
-        .find_map(|l| l.strip_prefix("MemTotal:"))?
-        .trim()
-        .trim_end_matches("kB")
-        .trim()
-        .parse()
-        .ok()?;
-    Some(format!("{:.1}", kib / (1024.0 * 1024.0)))
+/// Total memory (MemTotal, in bytes as `sysinfo` reports it) rounded to 0.1 GiB: the exact
+/// figure moves by a few pages between kernels. `None` when unknown (0).
+fn memory_gib(bytes: u64) -> Option<String> {
+    (bytes > 0).then(|| format!("{:.1}", bytes as f64 / (1024.0 * 1024.0 * 1024.0)))
 }
 
 fn os_name() -> String {
@@ -218,6 +217,39 @@ mod tests {
             fs_type_from_mountinfo(text, Path::new("/tmpx")).as_deref(),
             Some("xfs")
         );
+    }
+
+    /// What the hand parsers this replaced read (MemTotal from /proc/meminfo, the first
+    /// "model name" of /proc/cpuinfo): `sysinfo` must give the same identity values, or every
+    /// stored calibration reference and recorded fingerprint of this machine would change.
+    #[test]
+    fn sysinfo_agrees_with_proc() {
+        let dir = tempfile::tempdir().unwrap();
+        let fp = fingerprint(dir.path());
+        if let Some(meminfo) = read("/proc/meminfo") {
+            let kib: f64 = meminfo
+                .lines()
+                .find_map(|l| l.strip_prefix("MemTotal:"))
+                .unwrap()
+                .trim()
+                .trim_end_matches("kB")
+                .trim()
+                .parse()
+                .unwrap();
+            assert_eq!(
+                fp.identity["memory_gib"],
+                format!("{:.1}", kib / (1024.0 * 1024.0))
+            );
+        }
+        let cpuinfo = read("/proc/cpuinfo").unwrap_or_default();
+        if let Some(model) = cpuinfo.lines().find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            (k.trim() == "model name").then(|| v.trim().to_owned())
+        }) {
+            assert_eq!(fp.identity["cpu_model"], model);
+        }
+        assert_eq!(memory_gib(0), None);
+        assert_eq!(memory_gib(3 << 30).as_deref(), Some("3.0"));
     }
 
     #[test]

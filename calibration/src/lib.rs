@@ -20,10 +20,8 @@ pub use gate::{ChannelBounds, ChannelStats, ConfigError, GateConfig, GateVerdict
 pub use lock::MachineLock;
 pub use reference::{Reference, ReferenceError, load_reference, reference_path, store_reference};
 
-/// The gate refused a recording: the machine was too noisy. Maps to exit code 3.
-#[derive(Debug, thiserror::Error)]
-#[error("refused: {0}")]
-pub struct Refused(pub String);
+/// The gate refused: the machine was too noisy. The contract's one refusal type (exit code 3).
+pub use contract::exit::Refused;
 
 /// Another recording holds the machine lock and the caller would not wait. Exit code 5.
 #[derive(Debug, thiserror::Error)]

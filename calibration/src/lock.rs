@@ -1,13 +1,13 @@
 //! The machine lock: one recording at a time per machine, because two benchmarks at once measure each other.
 //!
-//! An exclusive `flock(2)` on a well-known file. The kernel drops the lock when the holder
+//! An exclusive `flock(2)` on a well-known file (`std::fs::File::lock`, which is `flock` on
+//! Linux). The kernel drops the lock when the holder
 //! exits, however it exits, so a crashed run never leaves a stale lock behind. Default path
 //! `/tmp/vaultbench-machine.lock` (shared by every user of the machine, which is the point);
 //! `$VAULTBENCH_LOCK` or an explicit path overrides it.
 
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, Write};
-use std::os::fd::AsRawFd;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
@@ -46,9 +46,7 @@ impl MachineLock {
     pub fn acquire(path: Option<&Path>, wait: bool) -> anyhow::Result<MachineLock> {
         let path = Self::path_for(path);
         let mut file = open(&path).with_context(|| format!("machine lock {}", path.display()))?;
-        if !flock(&file, libc::LOCK_EX | libc::LOCK_NB)
-            .with_context(|| format!("machine lock {}", path.display()))?
-        {
+        if !try_lock(&file).with_context(|| format!("machine lock {}", path.display()))? {
             let holder = holder(&mut file);
             if !wait {
                 return Err(LockBusy(format!("{}{holder}", path.display())).into());
@@ -57,8 +55,7 @@ impl MachineLock {
                 "vaultbench: waiting for the machine lock {}{holder} (another recording is running)",
                 path.display()
             );
-            flock(&file, libc::LOCK_EX)
-                .with_context(|| format!("machine lock {}", path.display()))?;
+            lock(&file).with_context(|| format!("machine lock {}", path.display()))?;
         }
         // Best effort: note who holds it, for the next waiter's message.
         if file.set_len(0).is_ok() {
@@ -90,19 +87,25 @@ fn open(path: &Path) -> std::io::Result<File> {
     }
 }
 
-/// `Ok(true)` when locked, `Ok(false)` when non-blocking and someone else holds it.
-fn flock(file: &File, op: libc::c_int) -> std::io::Result<bool> {
+/// `Ok(true)` when locked, `Ok(false)` when someone else holds it (a signal retries).
+fn try_lock(file: &File) -> std::io::Result<bool> {
     loop {
-        // SAFETY: flock on a file descriptor we own; no memory is passed.
-        let rc = unsafe { libc::flock(file.as_raw_fd(), op) };
-        if rc == 0 {
-            return Ok(true);
+        match file.try_lock() {
+            Ok(()) => return Ok(true),
+            Err(std::fs::TryLockError::WouldBlock) => return Ok(false),
+            Err(std::fs::TryLockError::Error(e)) if e.kind() == std::io::ErrorKind::Interrupted => {
+            }
+            Err(std::fs::TryLockError::Error(e)) => return Err(e),
         }
-        let err = std::io::Error::last_os_error();
-        match err.raw_os_error() {
-            Some(libc::EINTR) => continue,
-            Some(libc::EWOULDBLOCK) => return Ok(false),
-            _ => return Err(err),
+    }
+}
+
+/// Blocks until locked (a signal that interrupts the wait retries it).
+fn lock(file: &File) -> std::io::Result<()> {
+    loop {
+        match file.lock() {
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            other => return other,
         }
     }
 }

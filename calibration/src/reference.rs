@@ -6,7 +6,6 @@
 //! `~/.local/share/vaultbench/reference.json` (the XDG base-directory spec's default).
 
 use std::collections::BTreeMap;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -164,20 +163,9 @@ pub fn store_reference(
     std::fs::create_dir_all(&dir).map_err(io)?;
     let mut json = serde_json::to_vec_pretty(&file).map_err(|e| io(std::io::Error::other(e)))?;
     json.push(b'\n');
-    write_atomic(&dir, &path, &json).map_err(io)?;
+    // Owner-only, as the temp file it always was: a per-machine reference, not shared.
+    durable::write_atomic(&path, &json, durable::PRIVATE).map_err(io)?;
     Ok(path)
-}
-
-/// temp file in `dir` + write + fsync + rename + directory fsync.
-pub(crate) fn write_atomic(dir: &Path, path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let mut tmp = tempfile::Builder::new()
-        .prefix(".vaultbench-tmp-")
-        .tempfile_in(dir)?;
-    tmp.write_all(bytes)?;
-    tmp.as_file().sync_all()?;
-    tmp.persist(path).map_err(|e| e.error)?;
-    std::fs::File::open(dir)?.sync_all()?;
-    Ok(())
 }
 
 #[cfg(test)]

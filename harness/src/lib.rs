@@ -92,7 +92,7 @@ pub fn report_error(err: &anyhow::Error) -> i32 {
         return exit::INTERRUPTED;
     }
     eprintln!("vaultbench: {err:#}");
-    if err.downcast_ref::<calibration::Refused>().is_some() {
+    if err.downcast_ref::<contract::exit::Refused>().is_some() {
         return exit::REFUSED;
     }
     if err.downcast_ref::<calibration::LockBusy>().is_some() {

@@ -82,8 +82,9 @@ pub fn record(job: RecordJob<'_>, runner: &dyn SampleRunner) -> anyhow::Result<R
     let ledger = job.out.join(format!("{name}.attempts.jsonl"));
     if let Some(cause) = failure {
         append_ledger(&ledger, &name, "failed", &cause)?;
-        eprintln!("refused: a sample failed, nothing written: {cause}");
-        return Ok(Recorded::Refused(cause));
+        return Ok(Recorded::Refused(format!(
+            "a sample failed, nothing written: {cause}"
+        )));
     }
     let refs: Vec<&SampleResult> = counted.iter().collect();
     let verdict = crate::gate::judge(prep, &refs);
@@ -100,8 +101,9 @@ pub fn record(job: RecordJob<'_>, runner: &dyn SampleRunner) -> anyhow::Result<R
     if !verdict.accepted {
         let cause = verdict.failures.join("; ");
         append_ledger(&ledger, &name, "refused", &cause)?;
-        eprintln!("refused: calibration channels too noisy, nothing written: {cause}");
-        return Ok(Recorded::Refused(cause));
+        return Ok(Recorded::Refused(format!(
+            "calibration channels too noisy, nothing written: {cause}"
+        )));
     }
     let attempts = attempts_since_last_accept(&ledger);
     let built = reports::recording::build(RecordingInput {
@@ -180,14 +182,7 @@ pub fn now_rfc3339() -> String {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs())
         .unwrap_or(0) as i64;
-    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
-    let (y, m, d) = scenarios::civil_from_days(days);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
+    contract::time::rfc3339_utc(secs)
 }
 
 /// One JSON line per attempt: accepted, refused, or failed.
@@ -367,7 +362,9 @@ mod tests {
         let (prep, t, out) = (prepared(), spec(), tempfile::tempdir().unwrap());
         let runner = MockRunner::new([ok(1.0), ok(2.0), Step::Fail("server died"), ok(3.0)]);
         let r = record(job(&prep, &t, out.path(), 3), &runner).unwrap();
-        assert!(matches!(&r, Recorded::Refused(c) if c == "server died"));
+        assert!(
+            matches!(&r, Recorded::Refused(c) if c == "a sample failed, nothing written: server died")
+        );
         assert_eq!(runner.left(), 1, "no sample runs after a failure");
         let name = &prep.scenario.name;
         assert_eq!(files(out.path()), vec![format!("{name}.attempts.jsonl")]);
@@ -386,7 +383,11 @@ mod tests {
         let Recorded::Refused(cause) = r else {
             panic!("accepted a bad reading")
         };
-        assert_eq!(cause, "cpu_ms has a reading that is not a positive number");
+        assert_eq!(
+            cause,
+            "calibration channels too noisy, nothing written: \
+             cpu_ms has a reading that is not a positive number"
+        );
         let name = &prep.scenario.name;
         assert_eq!(files(out.path()), vec![format!("{name}.attempts.jsonl")]);
 

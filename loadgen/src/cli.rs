@@ -20,7 +20,7 @@ use crate::target::Target;
 /// The default run seed (design.md §4: "seed (default `0x5eed`)").
 pub const DEFAULT_SEED: u64 = 0x5eed;
 /// Longest accepted `--duration`: one day. Every load must stop by itself.
-pub const MAX_DURATION: Duration = Duration::from_secs(24 * 3600);
+pub const MAX_DURATION: Duration = contract::parse::MAX_DURATION;
 
 /// Drive a server with signed requests: route load, or a whole-vault push/pull.
 #[derive(Debug, clap::Args)]
@@ -124,43 +124,12 @@ pub struct TransferArgs {
 
 /// Parses `10s`, `500ms`, `2m`, `1h`, `1.5s`; a number without a unit is an error.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let t = s.trim();
-    let split = t
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .ok_or_else(|| format!("duration {s:?} has no unit (use ms, s, m or h)"))?;
-    let (num, unit) = t.split_at(split);
-    let n: f64 = num
-        .parse()
-        .map_err(|_| format!("duration {s:?} is not a number followed by a unit"))?;
-    let secs = match unit {
-        "ms" => n / 1000.0,
-        "s" => n,
-        "m" => n * 60.0,
-        "h" => n * 3600.0,
-        _ => {
-            return Err(format!(
-                "duration {s:?} has unknown unit {unit:?} (use ms, s, m or h)"
-            ));
-        }
-    };
-    let d =
-        Duration::try_from_secs_f64(secs).map_err(|_| format!("duration {s:?} is out of range"))?;
-    if d.is_zero() {
-        return Err(format!("duration {s:?} must be more than 0"));
-    }
-    if d > MAX_DURATION {
-        return Err(format!("duration {s:?} is longer than 24h"));
-    }
-    Ok(d)
+    contract::parse::duration(s)
 }
 
 /// Parses a seed in decimal or `0x` hex.
 pub fn parse_seed(s: &str) -> Result<u64, String> {
-    let r = match s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
-        Some(h) => u64::from_str_radix(h, 16),
-        None => s.parse(),
-    };
-    r.map_err(|_| format!("seed {s:?} is not a decimal or 0x-hex u64"))
+    contract::parse::seed(s)
 }
 
 /// Runs `vaultbench load ...` on its own tokio runtime and returns the exit code.
@@ -481,29 +450,9 @@ pub fn peak_rss_kib() -> Option<u64> {
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
 }
 
-/// temp beside the file + fsync + rename + directory fsync.
+/// temp beside the file + fsync + rename + directory fsync (the one `durable` write).
 pub(crate) fn write_atomic(path: &Path, data: &[u8]) -> std::io::Result<()> {
-    use std::io::Write;
-    let dir = match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p.to_owned(),
-        _ => PathBuf::from("."),
-    };
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
-    let res = (|| {
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(data)?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, path)?;
-        std::fs::File::open(&dir)?.sync_all()
-    })();
-    if res.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    res
+    durable::write_atomic(path, data, durable::SHARED)
 }
 
 #[cfg(test)]

@@ -14,7 +14,7 @@ use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use protocol::sign::DeviceCredentials;
-use protocol::{H_DEVICE, H_NONCE, H_SIG, H_TS};
+use protocol::{H_DEVICE, H_NONCE, H_SIG, H_TS, Route, RouteMethod};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use sha2::{Digest, Sha256};
@@ -316,7 +316,11 @@ impl Device {
         match outcome {
             Ok(Ok((parts, body))) => {
                 let status = parts.status.as_u16();
-                rec.record(req.route, status_label(status), sample(body.len() as u64));
+                rec.record(
+                    req.route.label(),
+                    status_label(status),
+                    sample(body.len() as u64),
+                );
                 Ok(Answer {
                     status,
                     headers: parts.headers,
@@ -324,11 +328,11 @@ impl Device {
                 })
             }
             Ok(Err((kind, detail))) => {
-                rec.record(req.route, kind, sample(0));
+                rec.record(req.route.label(), kind, sample(0));
                 Err(transport(req.route, kind, detail))
             }
             Err(_) => {
-                rec.record(req.route, "timeout", sample(0));
+                rec.record(req.route.label(), "timeout", sample(0));
                 Err(timed_out(req.route, req.timeout))
             }
         }
@@ -414,18 +418,18 @@ impl Device {
         match outcome {
             Some(Ok(reply)) => {
                 rec.record(
-                    req.route,
+                    req.route.label(),
                     status_label(reply.status),
                     sample(reply.body_bytes),
                 );
                 Ok(reply.status)
             }
             Some(Err((kind, detail))) => {
-                rec.record(req.route, kind, sample(0));
+                rec.record(req.route.label(), kind, sample(0));
                 Err(transport(req.route, kind, detail))
             }
             None => {
-                rec.record(req.route, "timeout", sample(0));
+                rec.record(req.route.label(), "timeout", sample(0));
                 Err(timed_out(req.route, req.timeout))
             }
         }
@@ -550,7 +554,8 @@ impl WorkerConn {
     }
 
     /// Signs one request of `dev` afresh: a new nonce from this worker's stream, the clock's
-    /// `ts`, and the HMAC of `protocol::canonical_string` (written into a reused buffer).
+    /// `ts`, and the HMAC of the canonical string, written into a reused buffer by
+    /// `protocol::write_canonical` (the same function `protocol::canonical_string` uses).
     pub fn sign(
         &mut self,
         dev: &Device,
@@ -565,16 +570,7 @@ impl WorkerConn {
         let ts = (dev.inner.clock)();
         let c = &mut self.canonical;
         c.clear();
-        c.extend_from_slice(b"obsync/v1\n");
-        c.extend_from_slice(method.as_bytes());
-        c.push(b'\n');
-        c.extend_from_slice(path_and_query.as_bytes());
-        c.push(b'\n');
-        h1::push_decimal(c, ts);
-        c.push(b'\n');
-        c.extend_from_slice(&nonce);
-        c.push(b'\n');
-        c.extend_from_slice(body_sha256_hex);
+        protocol::write_canonical(c, method, path_and_query, ts, &nonce, body_sha256_hex);
         LeanSig {
             nonce,
             ts,
@@ -593,15 +589,15 @@ pub(crate) struct LeanSig {
     pub sig: [u8; 64],
 }
 
-fn transport(route: &str, kind: &'static str, detail: String) -> LoadError {
+fn transport(route: Route, kind: &'static str, detail: String) -> LoadError {
     LoadError::Transport {
-        route: route.to_owned(),
+        route: route.label().to_owned(),
         kind,
         detail,
     }
 }
 
-fn timed_out(route: &str, after: Duration) -> LoadError {
+fn timed_out(route: Route, after: Duration) -> LoadError {
     transport(route, "timeout", format!("no answer within {after:?}"))
 }
 
@@ -657,10 +653,19 @@ fn status_label(status: u16) -> &'static str {
     }
 }
 
+/// The hyper method of a protocol route.
+fn method_of(route: Route) -> Method {
+    match route.method() {
+        RouteMethod::Get => Method::GET,
+        RouteMethod::Post => Method::POST,
+        RouteMethod::Put => Method::PUT,
+    }
+}
+
 /// One request to send.
 #[derive(Clone)]
 pub(crate) struct Outgoing<'a> {
-    pub route: &'a str,
+    pub route: Route,
     pub method: Method,
     pub path_and_query: &'a str,
     pub body: Bytes,
@@ -674,10 +679,11 @@ pub(crate) struct Outgoing<'a> {
 }
 
 impl<'a> Outgoing<'a> {
-    pub fn get(route: &'a str, path_and_query: &'a str) -> Self {
+    /// A bodiless request to `route` (its method), signed, with the default timeout.
+    pub fn new(route: Route, path_and_query: &'a str) -> Self {
         Outgoing {
             route,
-            method: Method::GET,
+            method: method_of(route),
             path_and_query,
             body: Bytes::new(),
             body_sha256: Some(protocol::sign::EMPTY_BODY_SHA256),
@@ -688,13 +694,13 @@ impl<'a> Outgoing<'a> {
         }
     }
 
-    pub fn post_json(route: &'a str, path_and_query: &'a str, body: Vec<u8>) -> Self {
+    /// A request to `route` with a JSON body.
+    pub fn post_json(route: Route, path_and_query: &'a str, body: Vec<u8>) -> Self {
         Outgoing {
-            method: Method::POST,
             body: Bytes::from(body),
             body_sha256: None,
             content_type: Some("application/json"),
-            ..Outgoing::get(route, path_and_query)
+            ..Outgoing::new(route, path_and_query)
         }
     }
 
@@ -719,9 +725,9 @@ pub(crate) struct Answer {
 
 impl Answer {
     /// Parses a JSON answer body.
-    pub fn json<T: serde::de::DeserializeOwned>(&self, route: &str) -> Result<T, LoadError> {
+    pub fn json<T: serde::de::DeserializeOwned>(&self, route: Route) -> Result<T, LoadError> {
         serde_json::from_slice(&self.body).map_err(|e| LoadError::BadAnswer {
-            route: route.to_owned(),
+            route: route.label().to_owned(),
             detail: format!("{e} (status {})", self.status),
         })
     }
@@ -737,10 +743,10 @@ impl Answer {
         }
     }
 
-    pub fn into_error(self, route: &str) -> LoadError {
+    pub fn into_error(self, route: Route) -> LoadError {
         let (code, detail) = self.error_code();
         LoadError::Status {
-            route: route.to_owned(),
+            route: route.label().to_owned(),
             status: self.status,
             code,
             detail,

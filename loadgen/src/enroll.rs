@@ -1,10 +1,10 @@
 //! Enrolment (setup for the first device, pairing for the rest) and the state file that
 //! keeps device secrets between separate CLI invocations.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use base64::Engine as _;
+use protocol::Route;
 use protocol::sign::DeviceCredentials;
 use protocol::wire::{
     ApproveRequest, ClaimRequest, ClaimResponse, DeviceInfo, EnvelopeResponse, PairingResponse,
@@ -51,7 +51,7 @@ pub async fn probe(target: &Target) -> Result<(), LoadError> {
     let a = d
         .send(
             &rec,
-            Outgoing::get("readyz", "/readyz")
+            Outgoing::new(Route::Readyz, "/readyz")
                 .unsigned()
                 .timeout(std::time::Duration::from_secs(5)),
         )
@@ -135,7 +135,7 @@ async fn setup(target: &Target, setup_token: &str, seed: u64) -> Result<Device, 
     let a = anon
         .send(
             &rec,
-            Outgoing::post_json("setup", "/v1/setup", body).unsigned(),
+            Outgoing::post_json(Route::Setup, "/v1/setup", body).unsigned(),
         )
         .await?;
     match (a.status, a.error_code().0.as_str()) {
@@ -149,10 +149,10 @@ async fn setup(target: &Target, setup_token: &str, seed: u64) -> Result<Device, 
             });
         }
     }
-    let r: SetupResponse = a.json("setup")?;
+    let r: SetupResponse = a.json(Route::Setup)?;
     let creds = DeviceCredentials::from_hex(&r.device_id, &r.device_secret).ok_or_else(|| {
         LoadError::BadAnswer {
-            route: "setup".into(),
+            route: Route::Setup.label().into(),
             detail: "device_id/device_secret are not 32/64 hex".into(),
         }
     })?;
@@ -176,11 +176,11 @@ pub(crate) async fn pair(
     let a = creator
         .call(
             &rec,
-            Outgoing::post_json("pairing", "/v1/pairing", b"{}".to_vec()),
+            Outgoing::post_json(Route::PairingCreate, "/v1/pairing", b"{}".to_vec()),
             &[201],
         )
         .await?;
-    let p: PairingResponse = a.json("pairing")?;
+    let p: PairingResponse = a.json(Route::PairingCreate)?;
     let claim_path = format!("/v1/pairing/{}/claim", p.pairing_id);
     let body = serde_json::to_vec(&ClaimRequest {
         enroll_token: p.enroll_token.clone(),
@@ -192,16 +192,16 @@ pub(crate) async fn pair(
     let a = creator
         .send(
             &rec,
-            Outgoing::post_json("claim", &claim_path, body).unsigned(),
+            Outgoing::post_json(Route::PairingClaim, &claim_path, body).unsigned(),
         )
         .await?;
     if a.status != 201 {
-        return Err(a.into_error("claim"));
+        return Err(a.into_error(Route::PairingClaim));
     }
-    let c: ClaimResponse = a.json("claim")?;
+    let c: ClaimResponse = a.json(Route::PairingClaim)?;
     let creds = DeviceCredentials::from_hex(&c.device_id, &c.device_secret).ok_or_else(|| {
         LoadError::BadAnswer {
-            route: "claim".into(),
+            route: Route::PairingClaim.label().into(),
             detail: "device_id/device_secret are not 32/64 hex".into(),
         }
     })?;
@@ -217,7 +217,7 @@ pub(crate) async fn pair(
     creator
         .call(
             &rec,
-            Outgoing::post_json("approve", &approve_path, approve),
+            Outgoing::post_json(Route::PairingApprove, &approve_path, approve),
             &[204, 200],
         )
         .await?;
@@ -230,9 +230,13 @@ pub(crate) async fn pair(
     );
     let env_path = format!("/v1/pairing/{}/envelope", p.pairing_id);
     let a = dev
-        .call(&rec, Outgoing::get("envelope", &env_path), &[200])
+        .call(
+            &rec,
+            Outgoing::new(Route::PairingEnvelope, &env_path),
+            &[200],
+        )
         .await?;
-    let _: EnvelopeResponse = a.json("envelope")?;
+    let _: EnvelopeResponse = a.json(Route::PairingEnvelope)?;
     Ok(dev)
 }
 
@@ -360,34 +364,7 @@ impl StateFile {
 
 /// temp (0600) + write + fsync + rename + directory fsync: never a half-written secret file.
 pub(crate) fn write_private_atomic(path: &Path, data: &[u8]) -> Result<(), LoadError> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let dir = match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p.to_owned(),
-        _ => PathBuf::from("."),
-    };
-    std::fs::create_dir_all(&dir).map_err(|e| LoadError::io(&dir, e))?;
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "state".into());
-    let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
-    let res = (|| {
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            .open(&tmp)?;
-        f.write_all(data)?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, path)?;
-        std::fs::File::open(&dir)?.sync_all()
-    })();
-    if let Err(e) = res {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(LoadError::io(path, e));
-    }
-    Ok(())
+    durable::write_atomic(path, data, durable::PRIVATE).map_err(|e| LoadError::io(path, e))
 }
 
 #[cfg(test)]

@@ -1,8 +1,8 @@
 //! A lean HTTP/1.1 client connection for the closed-loop route engine, built the way wrk
 //! builds its requests: one TCP stream per worker (no Nagle, keep-alive), the request written
-//! from a reused buffer in one `write`, the answer read into a reused buffer and parsed just
-//! enough (status line, `Content-Length`, `Transfer-Encoding: chunked`, `Connection: close`)
-//! to find where it ends. The body is counted and dropped (route load never reads it).
+//! from a reused buffer in one `write`, the answer read into a reused buffer and its head
+//! parsed with `httparse` (status line, `Content-Length`, `Transfer-Encoding: chunked`,
+//! `Connection: close`) to find where it ends. The body is counted and dropped (route load never reads it).
 //!
 //! hyper's client cost about twice wrk's CPU per request on `/livez` (a dispatcher task
 //! protocol, a header map and a body channel per request): issue 4's "never the bottleneck"
@@ -157,13 +157,11 @@ impl H1Conn {
     }
 
     async fn read_head(&mut self, stream: &mut TcpStream) -> Result<Head, Fail> {
-        let mut scanned = 0;
         loop {
             let buf = self.pending();
-            if let Some(end) = find_head_end(buf, scanned) {
-                return parse_head(&buf[..end]).map_err(|e| ("io", e));
+            if let Some(head) = parse_head(buf).map_err(|e| ("io", e))? {
+                return Ok(head);
             }
-            scanned = buf.len().saturating_sub(3);
             if buf.len() > MAX_HEAD_BYTES {
                 return Err(("io", format!("answer head is over {MAX_HEAD_BYTES} bytes")));
             }
@@ -257,61 +255,38 @@ impl H1Conn {
     }
 }
 
-/// The end of the head: the index just past the blank line that ends it, searching from
-/// `from`. Lines end in CRLF, or a bare LF, which recipients may accept (RFC 9112 §2.2).
-fn find_head_end(buf: &[u8], from: usize) -> Option<usize> {
-    let mut i = from;
-    while let Some(off) = buf.get(i..)?.iter().position(|&b| b == b'\n') {
-        let nl = i + off;
-        match buf.get(nl + 1..) {
-            Some([b'\n', ..]) => return Some(nl + 2),
-            Some([b'\r', b'\n', ..]) => return Some(nl + 3),
-            _ => i = nl + 1,
-        }
-    }
-    None
-}
+/// Headers read from one answer head; the obsync answers carry a handful.
+const MAX_HEADERS: usize = 64;
 
-/// Parses "HTTP/1.x SSS reason\r\n" and the headers that decide where the body ends.
-fn parse_head(head: &[u8]) -> Result<Head, String> {
-    // Bytes, not str: a header value may carry obs-text (RFC 9110 §5.5), which is not UTF-8
-    // but must not fail the answer.
-    let mut lines = head
-        .split(|&b| b == b'\n')
-        .map(|l| l.strip_suffix(b"\r").unwrap_or(l));
-    let status_line = lines.next().unwrap_or_default();
-    let bad_status = || {
-        format!(
-            "not an HTTP/1.x status line: {:?}",
-            String::from_utf8_lossy(&status_line[..status_line.len().min(80)])
-        )
-    };
-    let http10 = match status_line.get(..9) {
-        Some(b"HTTP/1.1 ") => false,
-        Some(b"HTTP/1.0 ") => true,
-        _ => return Err(bad_status()),
-    };
-    let rest = &status_line[9..];
-    let status = match rest.get(..3) {
-        Some(&[a, b, c]) if [a, b, c].iter().all(u8::is_ascii_digit) && a != b'0' => {
-            u16::from(a - b'0') * 100 + u16::from(b - b'0') * 10 + u16::from(c - b'0')
+/// Parses the answer head at the start of `buf` with `httparse` (status line, headers; lines
+/// end in CRLF or a bare LF, which recipients may accept, RFC 9112 §2.2) and reads the headers
+/// that decide where the body ends. `Ok(None)`: the head is not complete yet.
+fn parse_head(buf: &[u8]) -> Result<Option<Head>, String> {
+    let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+    let mut resp = httparse::Response::new(&mut headers);
+    let len = match resp.parse(buf) {
+        Ok(httparse::Status::Complete(n)) => n,
+        Ok(httparse::Status::Partial) => return Ok(None),
+        Err(e) => {
+            let line = buf.split(|&b| b == b'\n').next().unwrap_or_default();
+            return Err(format!(
+                "bad HTTP/1.x status line or header ({e}), answer starts {:?}",
+                String::from_utf8_lossy(&line[..line.len().min(80)])
+            ));
         }
-        _ => return Err(bad_status()),
     };
-    if rest.len() > 3 && rest[3] != b' ' {
-        return Err(bad_status());
+    let status = resp.code.unwrap_or(0);
+    if !(100..=999).contains(&status) {
+        return Err(format!("not an HTTP/1.x status line: status {status}"));
     }
+    let http10 = resp.version == Some(0);
     let (mut length, mut chunked, mut other_coding) = (None, false, false);
     let (mut says_close, mut says_keep_alive) = (false, false);
-    for line in lines.filter(|l| !l.is_empty()) {
-        let colon = line.iter().position(|&b| b == b':').ok_or_else(|| {
-            format!(
-                "bad header line {:?}",
-                String::from_utf8_lossy(&line[..line.len().min(80)])
-            )
-        })?;
-        let (name, value) = (&line[..colon], line[colon + 1..].trim_ascii());
-        if name.eq_ignore_ascii_case(b"content-length") {
+    // Bytes, not str: a header value may carry obs-text (RFC 9110 §5.5), which is not UTF-8
+    // but must not fail the answer.
+    for h in resp.headers.iter() {
+        let (name, value) = (h.name, h.value.trim_ascii());
+        if name.eq_ignore_ascii_case("content-length") {
             let n: u64 = std::str::from_utf8(value)
                 .ok()
                 .filter(|v| !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()))
@@ -323,14 +298,14 @@ fn parse_head(head: &[u8]) -> Result<Head, String> {
                 return Err("conflicting content-length headers".to_owned());
             }
             length = Some(n);
-        } else if name.eq_ignore_ascii_case(b"transfer-encoding") {
+        } else if name.eq_ignore_ascii_case("transfer-encoding") {
             // Chunked must be the final coding (RFC 9112 §6.1); anything else runs to close.
             chunked = value
                 .rsplit(|&b| b == b',')
                 .next()
                 .is_some_and(|c| c.trim_ascii().eq_ignore_ascii_case(b"chunked"));
             other_coding = !chunked;
-        } else if name.eq_ignore_ascii_case(b"connection") {
+        } else if name.eq_ignore_ascii_case("connection") {
             for token in value.split(|&b| b == b',').map(<[u8]>::trim_ascii) {
                 says_close |= token.eq_ignore_ascii_case(b"close");
                 says_keep_alive |= token.eq_ignore_ascii_case(b"keep-alive");
@@ -345,12 +320,12 @@ fn parse_head(head: &[u8]) -> Result<Head, String> {
         (false, Some(n)) => BodyLen::Known(n),
         (false, None) => BodyLen::UntilClose,
     };
-    Ok(Head {
+    Ok(Some(Head {
         status,
-        len: head.len(),
+        len,
         body,
         close,
-    })
+    }))
 }
 
 /// A chunk-size line: hex digits, optionally followed by `;extensions`.
@@ -366,23 +341,9 @@ fn parse_chunk_size(line: &[u8]) -> Result<u64, String> {
     u64::from_str_radix(hex, 16).map_err(|_| format!("bad chunk size {hex:?}"))
 }
 
-/// Appends the decimal form of `v` without going through `fmt`.
+/// Appends the decimal form of `v` without going through `fmt` (`itoa`).
 pub(crate) fn push_decimal(out: &mut Vec<u8>, v: i64) {
-    let mut digits = [0u8; 20];
-    let mut n = v.unsigned_abs();
-    let mut i = digits.len();
-    loop {
-        i -= 1;
-        digits[i] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    if v < 0 {
-        out.push(b'-');
-    }
-    out.extend_from_slice(&digits[i..]);
+    out.extend_from_slice(itoa::Buffer::new().format(v).as_bytes());
 }
 
 #[cfg(test)]
@@ -390,6 +351,26 @@ mod tests {
     use super::*;
     use tokio::io::AsyncReadExt;
     use tokio::net::TcpListener;
+
+    /// Test helper: a complete head parses.
+    fn parse_head(head: &[u8]) -> Result<Head, String> {
+        super::parse_head(head).map(|h| h.expect("a complete head"))
+    }
+
+    /// The end of the head: the index just past the blank line that ends it, searching from
+    /// `from` (the scripted server's framing).
+    fn find_head_end(buf: &[u8], from: usize) -> Option<usize> {
+        let mut i = from;
+        while let Some(off) = buf.get(i..)?.iter().position(|&b| b == b'\n') {
+            let nl = i + off;
+            match buf.get(nl + 1..) {
+                Some([b'\n', ..]) => return Some(nl + 2),
+                Some([b'\r', b'\n', ..]) => return Some(nl + 3),
+                _ => i = nl + 1,
+            }
+        }
+        None
+    }
 
     #[test]
     fn heads_parse() {
@@ -413,12 +394,20 @@ mod tests {
             parse_head(b"HTTP/1.0 200 OK\r\nConnection: keep-alive\r\nContent-Length: 0\r\n\r\n")
                 .unwrap();
         assert!(!h.close);
+        assert_eq!(
+            super::parse_head(b"HTTP/1.1 200 OK\r\ncontent-le"),
+            Ok(None)
+        );
+        assert_eq!(super::parse_head(b""), Ok(None));
+        let h = parse_head(b"HTTP/1.1 200 OK\r\n\r\nBODY").unwrap();
+        assert_eq!(h.len, 19, "the head ends before the body");
         let h = parse_head(b"HTTP/1.1 204\r\n\r\n").unwrap();
         assert_eq!(h.status, 204);
         // obs-text in a value, bare LF line ends: still an answer.
         let h = parse_head(b"HTTP/1.1 200 OK\nx-note: caf\xe9\ncontent-length: 2\n\n").unwrap();
         assert_eq!((h.status, h.body), (200, BodyLen::Known(2)));
         for bad in [
+            b"HTTP/1.1 200 OK\r\nbad name: 1\r\n\r\n",
             &b"HTTP/2 200 OK\r\n\r\n"[..],
             b"HTTP/1.1 2000 OK\r\n\r\n",
             b"HTTP/1.1 abc\r\n\r\n",
@@ -430,7 +419,7 @@ mod tests {
             b"SSH-2.0-OpenSSH\r\n\r\n",
         ] {
             assert!(
-                parse_head(bad).is_err(),
+                super::parse_head(bad).is_err(),
                 "{:?}",
                 String::from_utf8_lossy(bad)
             );

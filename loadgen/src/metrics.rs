@@ -2,6 +2,8 @@
 
 use std::collections::BTreeMap;
 
+use protocol::Route;
+
 use crate::client::{Device, Outgoing, nonce_rng};
 use crate::error::LoadError;
 use crate::stats::Recorder;
@@ -56,16 +58,16 @@ pub async fn scrape_metrics(target: &Target) -> Result<BTreeMap<String, f64>, Lo
     let a = d
         .call(
             &rec,
-            Outgoing::get("metrics", "/metrics").unsigned(),
+            Outgoing::new(Route::Metrics, "/metrics").unsigned(),
             &[200],
         )
         .await?;
     let text = std::str::from_utf8(&a.body).map_err(|_| LoadError::BadAnswer {
-        route: "metrics".into(),
+        route: Route::Metrics.label().into(),
         detail: "not UTF-8".into(),
     })?;
     parse_metrics_text(text).map_err(|detail| LoadError::BadAnswer {
-        route: "metrics".into(),
+        route: Route::Metrics.label().into(),
         detail,
     })
 }

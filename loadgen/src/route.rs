@@ -11,6 +11,7 @@ use base64::Engine as _;
 use bytes::Bytes;
 use hdrhistogram::Histogram;
 use hyper::Method;
+use protocol::Route as ProtoRoute;
 use protocol::wire::{SidsRequest, VersionPost};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -72,17 +73,23 @@ impl Route {
         Route::Livez,
     ];
 
-    /// The route's name in reports and interval-log tags.
-    pub fn name(self) -> &'static str {
+    /// The protocol route this load drives.
+    pub fn protocol(self) -> ProtoRoute {
         match self {
-            Route::PutChunk => "put-chunk",
-            Route::PostVersion => "post-version",
-            Route::Changes => "changes",
-            Route::GetChunk => "get-chunk",
-            Route::ChunksGet => "chunks-get",
-            Route::ChunksExists => "chunks-exists",
-            Route::Livez => "livez",
+            Route::PutChunk => ProtoRoute::PutChunk,
+            Route::PostVersion => ProtoRoute::PostVersion,
+            Route::Changes => ProtoRoute::Changes,
+            Route::GetChunk => ProtoRoute::GetChunk,
+            Route::ChunksGet => ProtoRoute::ChunksGet,
+            Route::ChunksExists => ProtoRoute::ChunksExists,
+            Route::Livez => ProtoRoute::Livez,
         }
+    }
+
+    /// The route's name in reports and interval-log tags: the protocol route's generator
+    /// label ([`protocol::Route::label`]).
+    pub fn name(self) -> &'static str {
+        self.protocol().label()
     }
 }
 
@@ -181,11 +188,10 @@ async fn put_chunk(dev: &Device, rec: &Recorder, body: Bytes, sid: &str) -> Resu
     dev.call(
         rec,
         Outgoing {
-            method: Method::PUT,
             body,
             body_sha256: Some(sid),
             content_type: Some("application/octet-stream"),
-            ..Outgoing::get("put-chunk", &pq)
+            ..Outgoing::new(ProtoRoute::PutChunk, &pq)
         },
         &[200, 201],
     )
@@ -243,7 +249,7 @@ async fn prepare(devices: &[Device], cfg: &RouteLoadConfig) -> Result<Prep, Load
                 version_body(dev, &prep.sids[i % PREP_CHUNKS], &path, dev.random_hex(12));
             dev.call(
                 &rec,
-                Outgoing::post_json("post-version", &pq, body),
+                Outgoing::post_json(ProtoRoute::PostVersion, &pq, body),
                 &[200, 201],
             )
             .await?;
@@ -353,7 +359,7 @@ impl Run {
             .min(hard_stop.saturating_duration_since(Instant::now()))
             .max(Duration::from_millis(1));
         Outgoing {
-            route: self.route.name(),
+            route: self.route.protocol(),
             method: p.method.clone(),
             path_and_query: &p.path_and_query,
             body: p.body.clone(),

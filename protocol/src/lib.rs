@@ -1,18 +1,23 @@
 //! The obsync wire protocol v1, as the load generator and the reference server both speak it.
 //!
 //! One implementation of the parts that must agree byte for byte on both sides: the
+//! routes with their methods and labels ([`route`]), the
 //! canonical string and HMAC device signatures ([`sign`]), the server-recomputed
 //! `version_id` ([`version`]), the JSON bodies ([`wire`]) and the error codes ([`error`]).
 //! The source is `shared/protocol-obsync-v1.md` (obsync `docs/protocol.md`, 2026-09-07).
 //! No I/O and no clock: timestamps and nonces are parameters.
 
 pub mod error;
+pub mod route;
 pub mod sign;
 pub mod version;
 pub mod wire;
 
 pub use error::ErrorCode;
-pub use sign::{DeviceCredentials, SignedHeaders, canonical_string, sha256_hex, sign_request};
+pub use route::{Matched, Route, RouteMethod};
+pub use sign::{
+    DeviceCredentials, SignedHeaders, canonical_string, sha256_hex, sign_request, write_canonical,
+};
 pub use version::version_id;
 
 /// Request header carrying the device id (32 hex).

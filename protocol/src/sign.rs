@@ -27,7 +27,41 @@ pub fn canonical_string(
     nonce: &str,
     body_sha256_hex: &str,
 ) -> String {
-    format!("obsync/v1\n{method}\n{path_and_query}\n{ts}\n{nonce}\n{body_sha256_hex}")
+    let mut buf = Vec::with_capacity(96 + path_and_query.len());
+    write_canonical(
+        &mut buf,
+        method,
+        path_and_query,
+        ts,
+        nonce.as_bytes(),
+        body_sha256_hex.as_bytes(),
+    );
+    // Every piece is UTF-8 (`&str`, decimal digits, ASCII separators), so this never fails.
+    String::from_utf8(buf).unwrap_or_default()
+}
+
+/// Appends the canonical string to `buf` (not cleared first) without allocating when `buf`
+/// has room: the load generator's fast path signs from one reused buffer per worker.
+/// `nonce` and `body_sha256_hex` are the hex digits as bytes. [`canonical_string`] is this
+/// function into a fresh buffer, so the two signing paths cannot drift apart.
+pub fn write_canonical(
+    buf: &mut Vec<u8>,
+    method: &str,
+    path_and_query: &str,
+    ts: i64,
+    nonce: &[u8],
+    body_sha256_hex: &[u8],
+) {
+    buf.extend_from_slice(b"obsync/v1\n");
+    buf.extend_from_slice(method.as_bytes());
+    buf.push(b'\n');
+    buf.extend_from_slice(path_and_query.as_bytes());
+    buf.push(b'\n');
+    buf.extend_from_slice(itoa::Buffer::new().format(ts).as_bytes());
+    buf.push(b'\n');
+    buf.extend_from_slice(nonce);
+    buf.push(b'\n');
+    buf.extend_from_slice(body_sha256_hex);
 }
 
 /// A device's id and its 32-byte secret.
@@ -146,6 +180,24 @@ mod tests {
             c,
             format!("obsync/v1\nGET\n/v1/changes?since=7\n1700000000\nab\n{EMPTY_BODY_SHA256}")
         );
+    }
+
+    #[test]
+    fn written_canonical_equals_the_formatted_one() {
+        let mut buf = b"stale".to_vec();
+        buf.clear();
+        for ts in [0i64, -5, 1_700_000_000, i64::MIN, i64::MAX] {
+            buf.clear();
+            write_canonical(&mut buf, "PUT", "/v1/chunks/aa?x=1", ts, b"n0", b"h1");
+            assert_eq!(
+                buf,
+                format!("obsync/v1\nPUT\n/v1/chunks/aa?x=1\n{ts}\nn0\nh1").into_bytes()
+            );
+            assert_eq!(
+                buf,
+                canonical_string("PUT", "/v1/chunks/aa?x=1", ts, "n0", "h1").into_bytes()
+            );
+        }
     }
 
     /// Fixed vectors. They were computed independently with Python's `hmac` module:

@@ -10,9 +10,9 @@ use rand::{Rng as _, SeedableRng as _};
 use rand_chacha::ChaCha8Rng;
 
 use crate::clock::Clock;
+use crate::config::ServerConfig;
 use crate::metrics::Metrics;
 use crate::nonces::Nonces;
-use crate::server::ServerConfig;
 use crate::state::{ReplayError, State};
 use crate::store::chunks::ChunkStore;
 use crate::store::log::{Appender, LogKind, replay};
@@ -249,4 +249,9 @@ impl App {
         self.journal.close();
         self.nonces.close();
     }
+}
+
+/// Resolves once shutdown has begun (the accept loop stopped; long polls end early).
+pub(crate) async fn until_shutdown(rx: &mut tokio::sync::watch::Receiver<bool>) {
+    let _ = rx.wait_for(|s| *s).await;
 }

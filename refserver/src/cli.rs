@@ -7,7 +7,8 @@ use std::path::PathBuf;
 
 use anyhow::Context as _;
 
-use crate::server::{Server, ServerConfig};
+use crate::config::ServerConfig;
+use crate::server::Server;
 
 /// Largest `--inject-delay-us`: one second per version post is already far beyond any
 /// sensitivity test, and keeps a typo from wedging the server.

@@ -2,15 +2,18 @@
 //!
 //! Really durable (chunks: temp file + fsync + rename + directory fsync; an fsynced journal of
 //! CRC-framed records; an fsynced nonce log), with optional group commit and Prometheus
-//! counters at `/metrics`. Read in this order: [`cli`] → `server` (bind, accept, shutdown,
-//! [`TestServer`]) → `app` (opening a data dir) → `api` (routes and authentication) →
-//! `state` (the model and its journal records) → `store` (frames, logs, chunks) → `nonces`.
+//! counters at `/metrics`. Read in this order: [`cli`] → `config` ([`ServerConfig`]) →
+//! `server` (bind, accept, shutdown, [`TestServer`]) → `app` (opening a data dir) → `api`
+//! (the router over `protocol::Route`, one module per resource) → `state` (the model and its
+//! journal records) → `store` (frames, logs, chunks) → `nonces`. No module imports one
+//! that imports it back.
 
 mod api;
 mod app;
 mod body;
 pub mod cli;
 mod clock;
+mod config;
 mod metrics;
 mod nonces;
 mod server;
@@ -19,5 +22,5 @@ mod store;
 
 pub use app::StartError;
 pub use clock::{Clock, ManualClock, SystemClock};
-pub use metrics::ROUTES;
-pub use server::{Server, ServerConfig, TestServer};
+pub use config::ServerConfig;
+pub use server::{Server, TestServer};

@@ -18,7 +18,7 @@ fn main() {
         Ok(code) => code,
         Err(err) => {
             eprintln!("obsync-refserver: {err:#}");
-            2
+            contract::exit::ERROR
         }
     };
     std::process::exit(code)

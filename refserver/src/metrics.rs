@@ -8,34 +8,43 @@ use std::fmt::Write as _;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// Every route label, in the order `/metrics` prints them.
-pub const ROUTES: &[&str] = &[
-    "livez",
-    "readyz",
-    "metrics",
-    "setup",
-    "pairing_create",
-    "pairing_claim",
-    "pairing_approve",
-    "pairing_envelope",
-    "chunks_exists",
-    "put_chunk",
-    "get_chunk",
-    "chunks_get",
-    "post_version",
-    "get_file",
-    "list_files",
-    "changes",
-    "other",
-];
+use protocol::Route;
+
+/// The label of requests no route has a path for (answered `404`).
+pub const OTHER: &str = "other";
+
+/// The label a request is counted under.
+fn label(route: Option<Route>) -> &'static str {
+    route.map_or(OTHER, Route::metric_label)
+}
+
+/// Every route label, in the order of the protocol page, then [`OTHER`].
+fn labels() -> impl Iterator<Item = Option<Route>> {
+    Route::ALL.into_iter().map(Some).chain([None])
+}
 
 /// The status each route answers on success; its line is printed (as 0) from start.
-fn success_status(route: &str) -> u16 {
+fn success_status(route: Option<Route>) -> u16 {
+    let Some(route) = route else {
+        return 404;
+    };
     match route {
-        "setup" | "pairing_create" | "pairing_claim" | "put_chunk" | "post_version" => 201,
-        "pairing_approve" => 204,
-        "other" => 404,
-        _ => 200,
+        Route::Setup
+        | Route::PairingCreate
+        | Route::PairingClaim
+        | Route::PutChunk
+        | Route::PostVersion => 201,
+        Route::PairingApprove => 204,
+        Route::Livez
+        | Route::Readyz
+        | Route::Metrics
+        | Route::PairingEnvelope
+        | Route::ChunksExists
+        | Route::ChunksGet
+        | Route::GetChunk
+        | Route::GetFile
+        | Route::ListFiles
+        | Route::Changes => 200,
     }
 }
 
@@ -72,16 +81,17 @@ impl Metrics {
         let m = Metrics::default();
         {
             let mut r = m.requests.lock().unwrap_or_else(|e| e.into_inner());
-            for route in ROUTES {
-                r.insert((route, success_status(route)), 0);
+            for route in labels() {
+                r.insert((label(route), success_status(route)), 0);
             }
         }
         m
     }
 
-    pub fn count_request(&self, route: &'static str, status: u16) {
+    /// Counts one answer; `None` is a request no route has a path for.
+    pub fn count_request(&self, route: Option<Route>, status: u16) {
         let mut r = self.requests.lock().unwrap_or_else(|e| e.into_inner());
-        *r.entry((route, status)).or_insert(0) += 1;
+        *r.entry((label(route), status)).or_insert(0) += 1;
     }
 
     pub fn fsync(&self, kind: FsyncKind) {
@@ -193,8 +203,10 @@ mod tests {
     #[test]
     fn every_line_is_present_from_start() {
         let text = Metrics::new().render();
-        for route in ROUTES {
-            assert!(text.contains(&format!("route=\"{route}\"")), "{route}");
+        for route in labels() {
+            let l = label(route);
+            let line = format!("route=\"{l}\",status=\"{}\"}} 0", success_status(route));
+            assert!(text.contains(&line), "{line}");
         }
         for name in [
             "obsync_fsyncs_total{kind=\"chunk_file\"} 0",
@@ -218,13 +230,15 @@ mod tests {
     #[test]
     fn requests_are_counted_by_route_and_status() {
         let m = Metrics::new();
-        m.count_request("put_chunk", 201);
-        m.count_request("put_chunk", 201);
-        m.count_request("put_chunk", 422);
+        m.count_request(Some(Route::PutChunk), 201);
+        m.count_request(Some(Route::PutChunk), 201);
+        m.count_request(Some(Route::PutChunk), 422);
+        m.count_request(None, 404);
         m.fsync(FsyncKind::Journal);
         let text = m.render();
         assert!(text.contains("obsync_requests_total{route=\"put_chunk\",status=\"201\"} 2\n"));
         assert!(text.contains("obsync_requests_total{route=\"put_chunk\",status=\"422\"} 1\n"));
+        assert!(text.contains("obsync_requests_total{route=\"other\",status=\"404\"} 1\n"));
         assert!(text.contains("obsync_fsyncs_total{kind=\"journal\"} 1\n"));
     }
 }

@@ -13,8 +13,8 @@ use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::TcpListener;
 
-use crate::app::{App, StartError};
-use crate::clock::{Clock, SystemClock};
+use crate::app::{App, StartError, until_shutdown};
+use crate::config::ServerConfig;
 
 /// How long shutdown waits for in-flight requests before dropping their connections. Posts
 /// already handed to the journal still become durable: the writer thread finishes its queue.
@@ -22,35 +22,6 @@ const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// A client must send its request headers within this long (bounds idle half-open clients).
 const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
-
-/// Everything a server needs to start.
-#[derive(Debug, Clone)]
-pub struct ServerConfig {
-    pub listen: SocketAddr,
-    pub data_dir: PathBuf,
-    /// Batch concurrent journal and nonce records into one write + one fsync.
-    pub group_commit: bool,
-    /// Busy-wait this many µs in every version post (A/B sensitivity tests).
-    pub inject_delay_us: u64,
-    /// Allow a non-loopback listen address.
-    pub allow_remote: bool,
-    /// Wall clock for timestamps, nonce expiry and change times.
-    pub clock: Arc<dyn Clock>,
-}
-
-impl ServerConfig {
-    /// `127.0.0.1:0`, no group commit, no injected delay, the system clock.
-    pub fn new(data_dir: impl Into<PathBuf>) -> ServerConfig {
-        ServerConfig {
-            listen: SocketAddr::from(([127, 0, 0, 1], 0)),
-            data_dir: data_dir.into(),
-            group_commit: false,
-            inject_delay_us: 0,
-            allow_remote: false,
-            clock: Arc::new(SystemClock),
-        }
-    }
-}
 
 /// A server with its data dir open and its socket bound, not yet serving.
 #[derive(Debug)]
@@ -159,11 +130,6 @@ async fn connection(app: Arc<App>, stream: tokio::net::TcpStream, peer: SocketAd
             let _ = conn.await;
         }
     }
-}
-
-/// Resolves once shutdown has begun.
-pub(crate) async fn until_shutdown(rx: &mut tokio::sync::watch::Receiver<bool>) {
-    let _ = rx.wait_for(|s| *s).await;
 }
 
 /// An in-process server on its own thread and tokio runtime. Dropping it shuts it down.

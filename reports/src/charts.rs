@@ -6,7 +6,6 @@
 //! beside it) through plotters' `ab_glyph` feature, so labels render on a machine with no font
 //! packages at all (see shared/crates-notes.md: without it, PNG panics and fontconfig is needed).
 
-use base64::Engine;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::FontStyle;
@@ -194,18 +193,10 @@ impl Chart {
 
 /// Decodes a persisted histogram (base64 of HdrHistogram V2 + DEFLATE, values in µs).
 pub fn decode_histogram(key: &str, b64: &str) -> Result<hdrhistogram::Histogram<u64>, ChartError> {
-    let bytes = base64::engine::general_purpose::STANDARD
-        .decode(b64.trim())
-        .map_err(|e| ChartError::Histogram {
-            key: key.to_owned(),
-            detail: format!("not base64: {e}"),
-        })?;
-    hdrhistogram::serialization::Deserializer::new()
-        .deserialize(&mut std::io::Cursor::new(bytes))
-        .map_err(|e| ChartError::Histogram {
-            key: key.to_owned(),
-            detail: format!("not an HdrHistogram V2 serialisation: {e:?}"),
-        })
+    contract::histogram::decode(b64).map_err(|e| ChartError::Histogram {
+        key: key.to_owned(),
+        detail: e.to_string(),
+    })
 }
 
 /// The percentile curve of a histogram: quantiles spaced evenly on the "nines" axis
@@ -687,14 +678,7 @@ mod tests {
         for v in 1..=1000u64 {
             h.record(v * 10).unwrap();
         }
-        let mut buf = Vec::new();
-        hdrhistogram::serialization::Serializer::serialize(
-            &mut hdrhistogram::serialization::V2DeflateSerializer::new(),
-            &h,
-            &mut buf,
-        )
-        .unwrap();
-        let b64 = base64::engine::general_purpose::STANDARD.encode(buf);
+        let b64 = contract::histogram::encode(&h).unwrap();
         let back = decode_histogram("k", &b64).unwrap();
         let curve = percentile_curve(&back);
         assert_eq!(curve.first().unwrap().0, 0.0);

@@ -91,22 +91,8 @@ pub enum CompareError {
 
 /// Parses `5%`, `2.5%` or a fraction `0.05` (a bare number of 1 or more is refused as ambiguous).
 pub fn parse_threshold(s: &str) -> Result<f64, CompareError> {
-    let t = s.trim();
-    let bad = || CompareError::Threshold(s.to_owned());
-    let v = match t.strip_suffix('%') {
-        Some(p) => p.trim().parse::<f64>().map_err(|_| bad())? / 100.0,
-        None => {
-            let v = t.parse::<f64>().map_err(|_| bad())?;
-            if v >= 1.0 {
-                return Err(bad());
-            }
-            v
-        }
-    };
-    if !v.is_finite() || v < 0.0 {
-        return Err(bad());
-    }
-    Ok(v)
+    contract::parse::percent(s, contract::parse::BareNumber::Fraction)
+        .map_err(|_| CompareError::Threshold(s.to_owned()))
 }
 
 /// Compares a recording with a baseline (both with their sidecars).

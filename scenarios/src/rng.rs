@@ -180,19 +180,8 @@ pub(crate) fn date(days: u32) -> String {
     format!("{y:04}-{m:02}-{d:02}")
 }
 
-/// (year, month, day) of a day count since 1970-01-01 (Howard Hinnant's civil-from-days).
-/// Public so the harness formats its wall-clock metadata with the same arithmetic.
-pub fn civil_from_days(days: i64) -> (i64, i64, i64) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    (yoe + era * 400 + i64::from(m <= 2), m, d)
-}
+/// (year, month, day) of a day count since 1970-01-01: the contract's one civil date.
+pub use contract::time::civil_from_days;
 
 #[cfg(test)]
 mod tests {

@@ -69,17 +69,7 @@ pub struct AbArgs {
 
 /// `3%`, `+3%`, `0.5%` -> a fraction.
 pub fn parse_pct(s: &str) -> Result<f64, String> {
-    let t = s.trim().trim_start_matches('+');
-    let v: f64 = t
-        .strip_suffix('%')
-        .unwrap_or(t)
-        .trim()
-        .parse()
-        .map_err(|_| format!("{s:?} is not a percentage like 3%"))?;
-    if !v.is_finite() || v < 0.0 {
-        return Err(format!("{s:?} must be a finite non-negative percentage"));
-    }
-    Ok(v / 100.0)
+    contract::parse::percent(s, contract::parse::BareNumber::Percent)
 }
 
 fn better(b: Better) -> abstat::Better {
@@ -239,8 +229,10 @@ pub fn compare(
         );
     }
     if balance.kept.len() < 2 {
-        eprintln!("refused: fewer than 2 balanced rounds survived; nothing to compare");
-        return Ok(crate::exit::REFUSED);
+        return Err(contract::exit::Refused(
+            "fewer than 2 balanced rounds survived; nothing to compare".to_owned(),
+        )
+        .into());
     }
     let kept: Vec<&(SampleResult, SampleResult)> = balance
         .kept

@@ -4,7 +4,7 @@
 use anyhow::bail;
 use std::path::PathBuf;
 
-use reports::schema::{Baseline, MetricClass};
+use reports::schema::Baseline;
 
 use crate::prepare::{RunOpts, load_scenario, prepare};
 use crate::recording::{RecordJob, Recorded, record};
@@ -61,7 +61,7 @@ pub fn run(args: RecordArgs) -> anyhow::Result<i32> {
         out: &args.out,
     };
     let w = match record(job, &runner)? {
-        Recorded::Refused(_) => return Ok(crate::exit::REFUSED),
+        Recorded::Refused(cause) => return Err(contract::exit::Refused(cause).into()),
         Recorded::Written(w) => w,
     };
     eprint!("{}", summary_table(&w.baseline));
@@ -99,11 +99,7 @@ pub fn summary_table(b: &Baseline) -> String {
         "metric", "value", "unit", "class"
     ));
     for (k, m) in &b.metrics {
-        let class = match m.class {
-            MetricClass::Exact => "exact",
-            MetricClass::Timing => "timing",
-            MetricClass::Resource => "resource",
-        };
+        let class = m.class.as_str();
         let better = match m.better {
             reports::schema::Better::Lower => "lower",
             reports::schema::Better::Higher => "higher",

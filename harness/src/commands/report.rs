@@ -7,9 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use reports::render::{Document, Format, HistoryPoint};
-use reports::schema::{
-    Baseline, FORMAT_VERSION, KIND_AB, KIND_BASELINE, KIND_PROVENANCE, KIND_SAMPLE, Provenance,
-};
+use reports::schema::{Baseline, KIND_AB, KIND_BASELINE, KIND_PROVENANCE, KIND_SAMPLE, Provenance};
 
 use crate::atomic::write_atomic;
 
@@ -140,18 +138,12 @@ fn read_input(path: &Path) -> anyhow::Result<Input> {
     let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
     let v: serde_json::Value = serde_json::from_slice(&bytes)
         .map_err(|_| anyhow::anyhow!("{} is not JSON: {}", path.display(), sniff(&bytes)))?;
-    let kind = v.get("kind").and_then(|k| k.as_str()).unwrap_or("");
-    let version = v
-        .get("format_version")
-        .and_then(|k| k.as_u64())
-        .unwrap_or(0);
-    if kind.starts_with("vaultbench.") && version > u64::from(FORMAT_VERSION) {
-        bail!(
-            "{} has format_version {version}, newer than this build's {FORMAT_VERSION}: upgrade vaultbench",
-            path.display()
-        );
+    let header = contract::format::Header::of(&v);
+    if header.is_ours() {
+        contract::format::check_version(header.version)
+            .map_err(|e| anyhow::anyhow!("{} {e}", path.display()))?;
     }
-    match kind {
+    match header.kind {
         KIND_BASELINE => Ok(Input::Recording(Box::new(
             crate::commands::verify::read_pair(path)?,
         ))),
@@ -385,21 +377,12 @@ fn parse_versioned<T: serde::de::DeserializeOwned>(
     let Ok(v) = serde_json::from_slice::<serde_json::Value>(bytes) else {
         return Ok(None);
     };
-    if v.get("kind").and_then(|k| k.as_str()) != Some(kind) {
+    if contract::format::Header::of(&v).kind != kind {
         return Ok(None);
     }
-    let version = v
-        .get("format_version")
-        .and_then(|k| k.as_u64())
-        .unwrap_or(0);
-    if version > u64::from(FORMAT_VERSION) {
-        bail!(
-            "{what} has format_version {version}, newer than this build's {FORMAT_VERSION}: upgrade vaultbench"
-        );
-    }
-    Ok(Some(serde_json::from_value(v).with_context(|| {
-        format!("{what} does not match the {kind} schema")
-    })?))
+    contract::format::decode(v, kind)
+        .map(Some)
+        .map_err(|e| anyhow::anyhow!("{what} {e}"))
 }
 
 /// Recordings under `dir` (two levels deep: `results/<run>/<scenario>.json`), by recording time.

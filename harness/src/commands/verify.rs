@@ -4,9 +4,9 @@
 use anyhow::{Context, bail};
 use std::path::{Path, PathBuf};
 
-use reports::schema::{Baseline, FORMAT_VERSION, Provenance, verify_pair};
+use reports::schema::{Baseline, Provenance, verify_pair};
 
-/// Verify committed baselines: a hand-edited value fails and names the key (exit 1).
+/// Verify committed baselines: a hand-edited value fails and names the key (exit 6, `MISMATCH`).
 #[derive(Debug, clap::Args)]
 pub struct VerifyArgs {
     /// A baseline (`<scenario>.json`), its sidecar, or a directory of baselines.
@@ -62,26 +62,9 @@ pub fn read_pair(path: &Path) -> anyhow::Result<(Baseline, Provenance)> {
 }
 
 fn read_versioned<T: serde::de::DeserializeOwned>(path: &Path, kind: &str) -> anyhow::Result<T> {
-    let text =
-        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-    let v: serde_json::Value =
-        serde_json::from_str(&text).with_context(|| format!("{} is not JSON", path.display()))?;
-    let got = v.get("kind").and_then(|k| k.as_str()).unwrap_or("");
-    if got != kind {
-        bail!("{} is not a {kind} document (kind {got:?})", path.display());
-    }
-    let version = v
-        .get("format_version")
-        .and_then(|k| k.as_u64())
-        .unwrap_or(0);
-    if version > u64::from(FORMAT_VERSION) {
-        bail!(
-            "{} has format_version {version}, newer than this build's {FORMAT_VERSION}: upgrade vaultbench",
-            path.display()
-        );
-    }
-    serde_json::from_value(v)
-        .with_context(|| format!("{} does not match the {kind} schema", path.display()))
+    let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+    contract::format::decode_slice(&bytes, kind)
+        .map_err(|e| anyhow::anyhow!("{} {e}", path.display()))
 }
 
 pub fn run(args: VerifyArgs) -> anyhow::Result<i32> {
@@ -113,6 +96,6 @@ pub fn run(args: VerifyArgs) -> anyhow::Result<i32> {
     Ok(if all_ok {
         crate::exit::OK
     } else {
-        crate::exit::REGRESSION
+        crate::exit::MISMATCH
     })
 }

@@ -44,9 +44,9 @@ pub struct RunOpts {
     pub sample_timeout: u64,
 }
 
-/// Seeds in decimal or `0x` hex, for clap (the one parser is `vault::parse_seed`).
+/// Seeds in decimal or `0x` hex, for clap (the one parser is `contract::parse::seed`).
 pub fn parse_seed(s: &str) -> Result<u64, String> {
-    crate::commands::vault::parse_seed(s).map_err(|e| e.to_string())
+    contract::parse::seed(s)
 }
 
 /// Loads the scenario named on the command line or from `--scenario-file`.

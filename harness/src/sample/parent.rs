@@ -7,7 +7,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use reports::schema::{FORMAT_VERSION, KIND_SAMPLE, SampleResult};
+use reports::schema::{KIND_SAMPLE, SampleResult};
 
 use crate::interrupt;
 use crate::sample::plan::SamplePlan;
@@ -96,7 +96,9 @@ pub fn run_sample(
         ),
         Err(e) => bail!("sample {} printed no result ({e}): {err_line}", plan.index),
     };
-    if result.kind != KIND_SAMPLE || result.format_version != FORMAT_VERSION {
+    if result.kind != KIND_SAMPLE
+        || contract::format::check_version(result.format_version.into()).is_err()
+    {
         bail!(
             "sample {} printed a {} v{} document, not a sample",
             plan.index,

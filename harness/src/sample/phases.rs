@@ -4,7 +4,6 @@
 //! (fsyncs by kind, journal flushes, ...) are read from `/metrics` before and after.
 
 use anyhow::{Context, bail};
-use base64::Engine;
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -261,16 +260,9 @@ fn counter_delta(
     out
 }
 
-/// Persists a histogram as base64 of its V2 + DEFLATE serialisation.
+/// Persists a histogram through the contract's codec (base64 of V2 + DEFLATE).
 pub fn encode_histogram(h: &hdrhistogram::Histogram<u64>) -> Option<String> {
-    let mut buf = Vec::new();
-    hdrhistogram::serialization::Serializer::serialize(
-        &mut hdrhistogram::serialization::V2DeflateSerializer::new(),
-        h,
-        &mut buf,
-    )
-    .ok()?;
-    Some(base64::engine::general_purpose::STANDARD.encode(buf))
+    contract::histogram::encode(h)
 }
 
 fn transfer_metrics(p: &str, r: &TransferReport, m: &mut Metrics) {

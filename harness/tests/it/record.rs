@@ -127,7 +127,7 @@ fn verify_catches_edits_by_key() {
             .arg("verify")
             .arg(dir.path())
             .assert()
-            .code(1)
+            .code(6)
             .get_output()
             .clone();
         String::from_utf8(out.stderr).unwrap()

@@ -283,7 +283,7 @@ fn verify_names_the_first_differing_path() {
     vb().args(["vault", "verify", "--profile", "personal", "--seed", "1"])
         .arg(&v)
         .assert()
-        .code(1);
+        .code(6);
 
     // Change one attachment byte: verify names that path.
     let m = scenarios::manifest(&scenarios::profile("personal").unwrap(), 0x5eed);
@@ -301,7 +301,7 @@ fn verify_names_the_first_differing_path() {
         .args(["vault", "verify", "--profile", "personal"])
         .arg(&v)
         .assert()
-        .code(1)
+        .code(6)
         .get_output()
         .stdout
         .clone();
@@ -319,7 +319,7 @@ fn verify_names_the_first_differing_path() {
         .args(["vault", "verify", "--profile", "personal", "--json"])
         .arg(&v)
         .assert()
-        .code(1)
+        .code(6)
         .get_output()
         .stdout
         .clone();
@@ -339,7 +339,7 @@ fn verify_names_the_first_differing_path() {
         .args(["vault", "verify", "--profile", "personal"])
         .arg(&v)
         .assert()
-        .code(1)
+        .code(6)
         .get_output()
         .stdout
         .clone();

@@ -7,6 +7,7 @@ use serde::Serialize;
 use std::collections::BTreeMap;
 
 use crate::schema::{Attempts, Baseline, Better, MetricClass, Provenance};
+use contract::key::RouteLoadKey;
 
 /// Identifies the JSON report document.
 pub const KIND_REPORT: &str = "vaultbench.report";
@@ -317,14 +318,8 @@ fn phase_routes(b: &Baseline, p: &Provenance) -> Vec<RouteRow> {
 fn route_load(b: &Baseline, p: &Provenance) -> Vec<LoadRow> {
     let mut levels: Vec<(String, u32)> = Vec::new();
     for k in b.metrics.keys() {
-        let parts: Vec<&str> = k.split('.').collect();
-        if parts.len() == 4
-            && parts[0] == "route"
-            && let Some(n) = parts[2]
-                .strip_prefix('c')
-                .and_then(|n| n.parse::<u32>().ok())
-        {
-            let id = (parts[1].to_owned(), n);
+        if let Ok(key) = k.parse::<RouteLoadKey>() {
+            let id = (key.route, key.in_flight);
             if !levels.contains(&id) {
                 levels.push(id);
             }
@@ -334,7 +329,7 @@ fn route_load(b: &Baseline, p: &Provenance) -> Vec<LoadRow> {
     levels
         .into_iter()
         .map(|(route, n)| {
-            let c = |what: &str| cell(b, p, &format!("route.{route}.c{n}.{what}"));
+            let c = |what: &str| cell(b, p, &RouteLoadKey::new(&route, n, what).to_string());
             LoadRow {
                 p50_us: c("p50_us"),
                 p99_us: c("p99_us"),

@@ -1,19 +1,8 @@
 //! Descriptive helpers (median, MAD, mean, SD, CV) used by the A/B analysis and reports.
 
 /// Median (mean of the two middle values for even n); `None` for empty input or any NaN.
-pub fn median(xs: &[f64]) -> Option<f64> {
-    if xs.is_empty() || xs.iter().any(|x| x.is_nan()) {
-        return None;
-    }
-    let mut v = xs.to_vec();
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    Some(if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    })
-}
+/// The one median of the workspace's statistics is the contract's (baselines are medians).
+pub use contract::schema::median;
 
 /// Raw median absolute deviation from the median (no 1.4826 consistency factor: multiply by it
 /// to estimate a normal SD, as R's `mad()` does by default).

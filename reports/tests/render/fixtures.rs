@@ -3,7 +3,6 @@
 //! a real recording. `VAULTBENCH_UPDATE_FIXTURES=1 cargo test -p reports --test render` rewrites
 //! the files; otherwise the test fails if the committed files drift from this generator.
 
-use base64::Engine;
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use reports::schema::{
@@ -83,14 +82,7 @@ fn histogram(rng: &mut ChaCha8Rng, n: usize, p50_us: f64) -> String {
         h.record((p50_us * (0.35 * z).exp() * tail).max(1.0) as u64)
             .unwrap();
     }
-    let mut buf = Vec::new();
-    hdrhistogram::serialization::Serializer::serialize(
-        &mut hdrhistogram::serialization::V2DeflateSerializer::new(),
-        &h,
-        &mut buf,
-    )
-    .unwrap();
-    base64::engine::general_purpose::STANDARD.encode(buf)
+    contract::histogram::encode(&h).unwrap()
 }
 
 fn channel(

@@ -22,7 +22,7 @@ pub enum VaultCmd {
     /// Write a seeded synthetic vault to DIR (refuses a non-empty DIR unless --force).
     Gen(GenArgs),
     /// Check a vault on disk against what the generator would produce; names the first
-    /// differing path (exit 1 on a mismatch).
+    /// differing path (exit 6, `MISMATCH`, on a mismatch).
     Verify(VerifyArgs),
     /// Time generating `large` and `vault100k` against writing the same files from a plain
     /// buffer (the disk's floor), and report peak memory.
@@ -83,14 +83,7 @@ pub fn run(cmd: VaultCmd) -> anyhow::Result<i32> {
 
 /// Parses a seed: decimal, or hex with a `0x` prefix.
 pub fn parse_seed(s: &str) -> anyhow::Result<u64> {
-    let t = s.trim();
-    let parsed = match t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
-        Some(hex) => u64::from_str_radix(&hex.replace('_', ""), 16),
-        None => t.replace('_', "").parse::<u64>(),
-    };
-    parsed.map_err(|_| {
-        anyhow::anyhow!("bad seed {s:?}: expected a decimal or 0x-prefixed hex number below 2^64")
-    })
+    contract::parse::seed(s).map_err(anyhow::Error::msg)
 }
 
 /// Looks up a profile by name, naming the known ones on failure.
@@ -183,7 +176,7 @@ fn verify_cmd(a: VerifyArgs) -> anyhow::Result<i32> {
                     p.name
                 );
             }
-            Ok(exit::REGRESSION)
+            Ok(exit::MISMATCH)
         }
     }
 }

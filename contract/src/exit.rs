@@ -1,0 +1,66 @@
+//! The exit codes of `vaultbench` (and of `obsync-refserver` and the calibration example,
+//! which use the same numbers), documented once. README.md's table is checked against these
+//! constants by a test.
+//!
+//! | code | meaning |
+//! |---|---|
+//! | 0 | success; `ab`: KEEP or no rule; `compare`: no regression; `verify`: every pair verifies |
+//! | 1 | `compare`: a regression beyond threshold; `ab`: the rule said REJECT |
+//! | 2 | usage or runtime error (one line naming the input): a target that would not start, I/O failure |
+//! | 3 | refused: the calibration gate judged the machine too noisy, a sample failed, or too few balanced `ab` rounds survived; nothing written |
+//! | 4 | `ab`: INCONCLUSIVE, the rule could not decide at this sensitivity |
+//! | 5 | busy: another recording holds the machine lock and `--no-wait` was given |
+//! | 6 | `verify` / `vault verify`: a baseline does not match its sidecar (edited value, digest, version), or a vault differs from its manifest |
+//! | 130 | interrupted (SIGINT/SIGTERM): children killed and reaped, nothing half-written |
+//!
+//! 6 is the first free number after the existing ones: a mismatch is not a regression (the
+//! numbers may be fine, the file is not what was recorded), so scripts must be able to tell
+//! them apart; and it stays below 126, where shells start to give codes their own meanings.
+//! 130 is the shell's 128 + SIGINT.
+
+/// Success.
+pub const OK: i32 = 0;
+/// `compare` found a regression beyond threshold; `ab`'s rule said REJECT.
+pub const REGRESSION: i32 = 1;
+/// Usage or runtime error.
+pub const ERROR: i32 = 2;
+/// Refused by the gate (or a failed sample): nothing was written.
+pub const REFUSED: i32 = 3;
+/// `ab`'s rule could not decide.
+pub const INCONCLUSIVE: i32 = 4;
+/// The machine lock is held and the caller would not wait.
+pub const BUSY: i32 = 5;
+/// `verify` found a baseline that does not match its sidecar.
+pub const MISMATCH: i32 = 6;
+/// Interrupted by SIGINT or SIGTERM (128 + 2, as shells report it).
+pub const INTERRUPTED: i32 = 130;
+
+/// Every code with its constant's name, in numeric order (the README test compares this).
+pub const ALL: [(i32, &str); 8] = [
+    (OK, "OK"),
+    (REGRESSION, "REGRESSION"),
+    (ERROR, "ERROR"),
+    (REFUSED, "REFUSED"),
+    (INCONCLUSIVE, "INCONCLUSIVE"),
+    (BUSY, "BUSY"),
+    (MISMATCH, "MISMATCH"),
+    (INTERRUPTED, "INTERRUPTED"),
+];
+
+/// The one way out for a refusal: a command returns `Err(Refused(..).into())` and the binary
+/// maps it to [`REFUSED`]. Commands never return the code itself for a refusal.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("refused: {0}")]
+pub struct Refused(pub String);
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn codes_are_distinct_and_ordered() {
+        let codes: Vec<i32> = super::ALL.iter().map(|c| c.0).collect();
+        let mut sorted = codes.clone();
+        sorted.sort_unstable();
+        sorted.dedup();
+        assert_eq!(codes, sorted);
+    }
+}

@@ -1,0 +1,15 @@
+//! The contract of vaultbench, in the manner of `nextest-metadata`: every persisted document
+//! as a serde type, the kind/format-version check, the histogram codec, the metric-key
+//! grammar and metric classes, the exit codes, and the small parsers every command shares.
+//!
+//! Pure: no file system, no clock, no RNG. It sits at the bottom of the crate star:
+//! `calibration`, `reports`, `scenarios` and `harness` read and write through it, and
+//! nothing here depends on them.
+
+pub mod exit;
+pub mod format;
+pub mod histogram;
+pub mod key;
+pub mod parse;
+pub mod schema;
+pub mod time;

@@ -1,0 +1,479 @@
+//! The persisted formats of a recording, owned here once: a sample's result, a baseline, its
+//! provenance sidecar, and the binding digest. Every document carries `kind` and
+//! `format_version`, checked by [`crate::format::decode`].
+//!
+//! A baseline is a recording, not a config file: the sidecar keeps every raw series and a
+//! snapshot of every exact-class key, and a digest binds both files. `verify` recomputes the
+//! medians and the digest, so a hand-edited value fails with its key named. The digest is a
+//! coherence check, not a signature: it stops quiet edits, not a forger who re-runs the tool.
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use std::collections::BTreeMap;
+
+/// The format version this build writes and the newest it reads.
+pub const FORMAT_VERSION: u32 = 1;
+
+pub const KIND_SAMPLE: &str = "vaultbench.sample";
+pub const KIND_BASELINE: &str = "vaultbench.baseline";
+pub const KIND_PROVENANCE: &str = "vaultbench.provenance";
+pub const KIND_AB: &str = "vaultbench.ab";
+
+/// How a metric behaves under load (design.md §4).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum MetricClass {
+    /// Deterministic counts for a build + seed: requests, bytes, files, fsyncs. Load-independent.
+    Exact,
+    /// Latencies, phase wall times, throughput.
+    Timing,
+    /// Server CPU, RSS, syscalls, I/O bytes.
+    Resource,
+    /// Instructions retired by the target, per phase and per request, counted under an
+    /// instruction counter (callgrind or a hardware counter) in a separate cost sample, never
+    /// in a timed one: the counter slows the target by an order of magnitude. Nearly
+    /// noise-free, but not exact (allocator and scheduler paths move it by a little), so
+    /// `compare` and `ab` treat it as they treat `resource`: a median with a threshold.
+    Cost,
+}
+
+impl MetricClass {
+    /// Every class, in declaration order.
+    pub const ALL: [MetricClass; 4] = [
+        MetricClass::Exact,
+        MetricClass::Timing,
+        MetricClass::Resource,
+        MetricClass::Cost,
+    ];
+
+    /// The persisted spelling (`exact`, `timing`, `resource`, `cost`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MetricClass::Exact => "exact",
+            MetricClass::Timing => "timing",
+            MetricClass::Resource => "resource",
+            MetricClass::Cost => "cost",
+        }
+    }
+}
+
+impl std::fmt::Display for MetricClass {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Which direction is an improvement.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Better {
+    Lower,
+    Higher,
+}
+
+/// One metric's value with its meaning attached.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Metric {
+    pub value: f64,
+    pub unit: String,
+    pub class: MetricClass,
+    pub better: Better,
+}
+
+impl Metric {
+    pub fn new(value: f64, unit: &str, class: MetricClass, better: Better) -> Metric {
+        Metric {
+            value,
+            unit: unit.to_owned(),
+            class,
+            better,
+        }
+    }
+    pub fn exact(value: f64, unit: &str) -> Metric {
+        Metric::new(value, unit, MetricClass::Exact, Better::Lower)
+    }
+    pub fn timing(value: f64, unit: &str, better: Better) -> Metric {
+        Metric::new(value, unit, MetricClass::Timing, better)
+    }
+    pub fn resource(value: f64, unit: &str) -> Metric {
+        Metric::new(value, unit, MetricClass::Resource, Better::Lower)
+    }
+    /// An instruction count of the target (unit `instructions`); lower is better.
+    pub fn cost(value: f64, unit: &str) -> Metric {
+        Metric::new(value, unit, MetricClass::Cost, Better::Lower)
+    }
+}
+
+/// One calibration reading (both channels, milliseconds).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct ChannelReading {
+    pub cpu_ms: f64,
+    pub io_ms: f64,
+}
+
+/// What one sample subprocess prints: one JSON document on stdout.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SampleResult {
+    pub kind: String,
+    pub format_version: u32,
+    pub scenario: String,
+    pub index: u32,
+    pub warmup: bool,
+    /// The sample subprocess's own pid (each sample is a fresh process).
+    pub pid: u32,
+    /// The server process's pid (each sample starts a fresh server).
+    pub server_pid: u32,
+    pub vault_digest: String,
+    pub metrics: BTreeMap<String, Metric>,
+    /// Readings before and after the measurement, in this process.
+    pub calibration: Vec<ChannelReading>,
+    /// Empty when the sample succeeded; otherwise each cause, named.
+    pub errors: Vec<String>,
+    /// Latency histograms per key, HdrHistogram V2 deflate + base64, for reports.
+    #[serde(default)]
+    pub histograms: BTreeMap<String, String>,
+}
+
+/// `baselines/<scenario>.json`: the medians.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Baseline {
+    pub kind: String,
+    pub format_version: u32,
+    pub scenario: String,
+    pub seed: u64,
+    pub samples: u32,
+    pub metrics: BTreeMap<String, Metric>,
+}
+
+/// Who and what built the target.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TargetIdentity {
+    /// The command line template as given (`{addr}`, `{data}` placeholders).
+    pub command: String,
+    pub executable: String,
+    pub sha256: String,
+    pub version: String,
+}
+
+/// The harness that made the recording.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HarnessIdentity {
+    pub version: String,
+    pub git_commit: Option<String>,
+    pub git_dirty: Option<bool>,
+    pub toolchain: Option<String>,
+}
+
+/// One sample as the sidecar remembers it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SampleMeta {
+    pub index: u32,
+    pub warmup: bool,
+    pub pid: u32,
+    pub server_pid: u32,
+    pub ok: bool,
+    pub errors: Vec<String>,
+    pub calibration: Vec<ChannelReading>,
+}
+
+/// Recording attempts, including refused ones, since the previous accepted recording here.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Attempts {
+    pub attempted: u32,
+    pub refused: u32,
+    pub failed: u32,
+}
+
+/// `baselines/<scenario>.provenance.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Provenance {
+    pub kind: String,
+    pub format_version: u32,
+    pub scenario: String,
+    pub profile: String,
+    pub seed: u64,
+    pub vault_digest: String,
+    /// Wall-clock time of the recording (RFC 3339, UTC): metadata only.
+    pub recorded_at: String,
+    pub harness: HarnessIdentity,
+    pub target: TargetIdentity,
+    /// Machine fingerprint (calibration crate's shape).
+    pub machine: serde_json::Value,
+    pub loadavg_before: Option<[f64; 3]>,
+    pub loadavg_after: Option<[f64; 3]>,
+    /// Gate thresholds and the verdict with each channel's statistics.
+    pub gate: serde_json::Value,
+    pub attempts: Attempts,
+    pub samples: Vec<SampleMeta>,
+    /// Every counted sample's value per key, in sample order.
+    pub raw: BTreeMap<String, Vec<f64>>,
+    /// Every exact-class key at record time.
+    pub exact_snapshot: BTreeMap<String, f64>,
+    /// Per-key latency histograms of the median-nearest sample (base64 HdrHistogram V2 deflate).
+    #[serde(default)]
+    pub histograms: BTreeMap<String, String>,
+    /// SHA-256 binding the baseline's canonical JSON and this sidecar (without this field).
+    pub digest: String,
+}
+
+/// Median of a series (mean of the middle two for an even count). `None` when empty or NaN.
+pub fn median(xs: &[f64]) -> Option<f64> {
+    if xs.is_empty() || xs.iter().any(|x| x.is_nan()) {
+        return None;
+    }
+    let mut v = xs.to_vec();
+    v.sort_by(|a, b| a.total_cmp(b));
+    let n = v.len();
+    Some(if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    })
+}
+
+/// Canonical bytes of a document: serde_json with sorted keys (no `preserve_order`), compact.
+pub fn canonical_json<T: Serialize>(doc: &T) -> Vec<u8> {
+    // Round-trip through Value so every map is a sorted BTreeMap.
+    let v = serde_json::to_value(doc).expect("schema types always serialise");
+    serde_json::to_vec(&v).expect("a Value always serialises")
+}
+
+/// The digest binding baseline and sidecar (the sidecar's own `digest` field excluded).
+pub fn binding_digest(baseline: &Baseline, provenance: &Provenance) -> String {
+    let mut p = provenance.clone();
+    p.digest = String::new();
+    let mut h = Sha256::new();
+    h.update(b"vaultbench/binding/v1\n");
+    h.update(canonical_json(baseline));
+    h.update(b"\n");
+    h.update(canonical_json(&p));
+    hex::encode(h.finalize())
+}
+
+/// One reason a baseline does not verify.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Mismatch {
+    /// The metric key, or a field name such as `digest`.
+    pub key: String,
+    pub detail: String,
+}
+
+/// Checks a baseline against its sidecar: kinds and versions, every timing/resource value is the
+/// median of its raw series, every exact key equals its snapshot (and its series), the key sets
+/// agree, and the binding digest. Returns every mismatch, keys named.
+pub fn verify_pair(baseline: &Baseline, provenance: &Provenance) -> Vec<Mismatch> {
+    let mut out = Vec::new();
+    let mut miss = |key: &str, detail: String| {
+        out.push(Mismatch {
+            key: key.to_owned(),
+            detail,
+        })
+    };
+    if baseline.kind != KIND_BASELINE {
+        miss(
+            "kind",
+            format!(
+                "baseline kind is {:?}, expected {KIND_BASELINE:?}",
+                baseline.kind
+            ),
+        );
+    }
+    if provenance.kind != KIND_PROVENANCE {
+        miss(
+            "kind",
+            format!(
+                "sidecar kind is {:?}, expected {KIND_PROVENANCE:?}",
+                provenance.kind
+            ),
+        );
+    }
+    for (what, v) in [
+        ("baseline", baseline.format_version),
+        ("sidecar", provenance.format_version),
+    ] {
+        if let Err(e) = crate::format::check_version(v.into()) {
+            miss("format_version", format!("{what} {e}"));
+        }
+    }
+    if baseline.scenario != provenance.scenario || baseline.seed != provenance.seed {
+        miss(
+            "scenario",
+            "baseline and sidecar name different scenarios or seeds".to_owned(),
+        );
+    }
+    for (key, m) in &baseline.metrics {
+        let Some(series) = provenance.raw.get(key) else {
+            miss(key, "no raw series in the sidecar".to_owned());
+            continue;
+        };
+        match median(series) {
+            Some(med) if close(med, m.value) => {}
+            Some(med) => miss(
+                key,
+                format!(
+                    "value {} is not the median {} of its raw series",
+                    m.value, med
+                ),
+            ),
+            None => miss(key, "raw series is empty".to_owned()),
+        }
+        if m.class == MetricClass::Exact {
+            match provenance.exact_snapshot.get(key) {
+                Some(s) if close(*s, m.value) => {}
+                Some(s) => miss(
+                    key,
+                    format!("exact value {} differs from its snapshot {}", m.value, s),
+                ),
+                None => miss(key, "exact key missing from the snapshot".to_owned()),
+            }
+        }
+    }
+    for key in provenance.raw.keys() {
+        if !baseline.metrics.contains_key(key) {
+            miss(key, "raw series has no value in the baseline".to_owned());
+        }
+    }
+    for key in provenance.exact_snapshot.keys() {
+        match baseline.metrics.get(key) {
+            Some(m) if m.class == MetricClass::Exact => {}
+            Some(_) => miss(
+                key,
+                "snapshot key is not exact-class in the baseline".to_owned(),
+            ),
+            None => miss(key, "snapshot key missing from the baseline".to_owned()),
+        }
+    }
+    let digest = binding_digest(baseline, provenance);
+    if digest != provenance.digest {
+        miss(
+            "digest",
+            format!(
+                "binding digest {} does not match the recomputed {}",
+                provenance.digest, digest
+            ),
+        );
+    }
+    out
+}
+
+fn close(a: f64, b: f64) -> bool {
+    a == b || (a - b).abs() <= 1e-9 * a.abs().max(b.abs())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pair() -> (Baseline, Provenance) {
+        let mut metrics = BTreeMap::new();
+        metrics.insert(
+            "a.wall_ms".to_owned(),
+            Metric::timing(2.0, "ms", Better::Lower),
+        );
+        metrics.insert("a.fsyncs".to_owned(), Metric::exact(5.0, "count"));
+        let baseline = Baseline {
+            kind: KIND_BASELINE.into(),
+            format_version: FORMAT_VERSION,
+            scenario: "s".into(),
+            seed: 1,
+            samples: 3,
+            metrics,
+        };
+        let mut raw = BTreeMap::new();
+        raw.insert("a.wall_ms".to_owned(), vec![3.0, 1.0, 2.0]);
+        raw.insert("a.fsyncs".to_owned(), vec![5.0, 5.0, 5.0]);
+        let mut provenance = Provenance {
+            kind: KIND_PROVENANCE.into(),
+            format_version: FORMAT_VERSION,
+            scenario: "s".into(),
+            profile: "small".into(),
+            seed: 1,
+            vault_digest: "d".into(),
+            recorded_at: "2026-11-30T00:00:00Z".into(),
+            harness: HarnessIdentity {
+                version: "0".into(),
+                git_commit: None,
+                git_dirty: None,
+                toolchain: None,
+            },
+            target: TargetIdentity {
+                command: "c".into(),
+                executable: "e".into(),
+                sha256: "h".into(),
+                version: "v".into(),
+            },
+            machine: serde_json::json!({}),
+            loadavg_before: None,
+            loadavg_after: None,
+            gate: serde_json::json!({}),
+            attempts: Attempts::default(),
+            samples: vec![],
+            raw,
+            exact_snapshot: [("a.fsyncs".to_owned(), 5.0)].into_iter().collect(),
+            histograms: BTreeMap::new(),
+            digest: String::new(),
+        };
+        provenance.digest = binding_digest(&baseline, &provenance);
+        (baseline, provenance)
+    }
+
+    #[test]
+    fn a_coherent_pair_verifies() {
+        let (b, p) = pair();
+        assert_eq!(verify_pair(&b, &p), vec![]);
+    }
+
+    #[test]
+    fn an_edited_timing_value_is_named() {
+        let (mut b, p) = pair();
+        b.metrics.get_mut("a.wall_ms").unwrap().value = 1.5;
+        let m = verify_pair(&b, &p);
+        assert_eq!(m[0].key, "a.wall_ms");
+        assert!(m.iter().any(|m| m.key == "digest"));
+    }
+
+    #[test]
+    fn an_edited_exact_value_is_named() {
+        let (mut b, mut p) = pair();
+        // Even with the raw series edited to match, the snapshot disagrees.
+        b.metrics.get_mut("a.fsyncs").unwrap().value = 4.0;
+        p.raw.insert("a.fsyncs".into(), vec![4.0, 4.0, 4.0]);
+        let m = verify_pair(&b, &p);
+        assert_eq!(m[0].key, "a.fsyncs");
+        assert!(m[0].detail.contains("snapshot"));
+    }
+
+    #[test]
+    fn an_edited_sidecar_fails_the_digest() {
+        let (b, mut p) = pair();
+        p.raw.insert("a.wall_ms".into(), vec![3.0, 0.5, 2.0]); // same median
+        let m = verify_pair(&b, &p);
+        assert_eq!(m.len(), 1);
+        assert_eq!(m[0].key, "digest");
+    }
+
+    #[test]
+    fn a_newer_format_is_refused() {
+        let (mut b, p) = pair();
+        b.format_version = FORMAT_VERSION + 1;
+        assert!(
+            verify_pair(&b, &p)
+                .iter()
+                .any(|m| m.key == "format_version" && m.detail.contains("upgrade"))
+        );
+    }
+
+    #[test]
+    fn class_spellings_match_serde() {
+        for c in MetricClass::ALL {
+            assert_eq!(serde_json::to_string(&c).unwrap(), format!("\"{c}\""));
+        }
+    }
+
+    #[test]
+    fn median_even_and_odd() {
+        assert_eq!(median(&[3.0, 1.0, 2.0]), Some(2.0));
+        assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), Some(2.5));
+        assert_eq!(median(&[]), None);
+    }
+}

@@ -135,6 +135,7 @@ pub fn parse_seed(s: &str) -> Result<u64, String> {
 /// Runs `vaultbench load ...` on its own tokio runtime and returns the exit code.
 pub fn run(args: LoadArgs) -> anyhow::Result<i32> {
     let rt = tokio::runtime::Builder::new_multi_thread()
+        .thread_name(crate::WORKER_THREAD)
         .enable_all()
         .build()
         .context("starting the tokio runtime")?;

@@ -60,3 +60,15 @@ pub use sync::{
     wait_changes,
 };
 pub use target::Target;
+
+/// The name of the load generator's tokio worker threads, within Linux's 15-byte thread-name
+/// limit (`prctl(2)` `PR_SET_NAME`), so `/proc` and `top -H` show it whole.
+pub const WORKER_THREAD: &str = "loadgen-worker";
+
+#[cfg(test)]
+mod thread_name_tests {
+    #[test]
+    fn the_worker_thread_name_fits_the_linux_comm_limit() {
+        assert!(super::WORKER_THREAD.len() <= 15, "{}", super::WORKER_THREAD);
+    }
+}

@@ -24,3 +24,22 @@ pub use app::StartError;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use config::ServerConfig;
 pub use server::{Server, TestServer};
+
+/// The name of the server's tokio worker (and blocking-pool) threads. Linux keeps 15 bytes of a
+/// thread name (`TASK_COMM_LEN` is 16 with the NUL, see `prctl(2)` `PR_SET_NAME`): every name
+/// the server gives fits, so per-thread CPU keys read `/proc` and get the name given here.
+pub const WORKER_THREAD: &str = "refsrv-worker";
+/// The names of the journal and nonce-log writer threads (each within the same 15 bytes).
+pub const WRITER_THREADS: [&str; 2] = ["journal-writer", "nonce-writer"];
+
+#[cfg(test)]
+mod tests {
+    /// Linux cuts a thread name at 15 bytes; a longer one would show up cut in `/proc`, in
+    /// `top -H` and in the per-thread CPU keys.
+    #[test]
+    fn thread_names_fit_the_linux_comm_limit() {
+        for name in std::iter::once(super::WORKER_THREAD).chain(super::WRITER_THREADS) {
+            assert!(name.len() <= 15, "{name} is {} bytes", name.len());
+        }
+    }
+}

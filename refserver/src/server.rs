@@ -153,7 +153,7 @@ impl TestServer {
             .spawn(move || {
                 let rt = match tokio::runtime::Builder::new_multi_thread()
                     .worker_threads(2)
-                    .thread_name("refserver-worker")
+                    .thread_name(crate::WORKER_THREAD)
                     .enable_all()
                     .build()
                 {

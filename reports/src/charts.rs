@@ -4,7 +4,15 @@
 //!
 //! Text is drawn with an embedded DejaVu Sans (`assets/DejaVuSans.ttf`, Bitstream Vera licence
 //! beside it) through plotters' `ab_glyph` feature, so labels render on a machine with no font
-//! packages at all (see shared/crates-notes.md: without it, PNG panics and fontconfig is needed).
+//! packages at all (without a font feature, plotters' PNG backend panics and fontconfig is
+//! needed). PNG text is rasterised by `glyphs.rs` with the font's bearings and kerning. An SVG
+//! carries a subset of the same font (`assets/DejaVuSans-subset.ttf`, made by
+//! `scripts/subset-font.sh`) as an `@font-face` data URI, so a browser draws the text with the
+//! metrics the layout was computed with; the HTML report carries that face once for all charts.
+//!
+//! Log axes put their ticks on 1-2-5 values and label times in the unit that reads best
+//! (`200 µs`, `1.5 ms`, `2 s`). Percentile plots mark the median (p50) on every curve; a phase
+//! bar chart whose bars span more than [`LOG_BARS_RATIO`] switches to a log axis.
 
 use plotters::coord::Shift;
 use plotters::prelude::*;
@@ -13,9 +21,18 @@ use plotters::style::text_anchor::{HPos, Pos, VPos};
 use std::sync::Once;
 
 /// The embedded font (DejaVu Sans 2.37; licence in `assets/DejaVuSans-LICENSE.txt`).
-static FONT: &[u8] = include_bytes!("../assets/DejaVuSans.ttf");
-/// The family name charts ask for; registered to the embedded font.
-const FAMILY: &str = "sans-serif";
+pub(crate) static FONT: &[u8] = include_bytes!("../assets/DejaVuSans.ttf");
+/// The subset an SVG embeds (Latin-1, punctuation, arrows, math signs, µ; see
+/// `scripts/subset-font.sh`): 39 KB instead of 760 KB.
+static FONT_SUBSET: &[u8] = include_bytes!("../assets/DejaVuSans-subset.ttf");
+/// The family name charts ask for: registered to the embedded font for plotters, and declared
+/// by the SVG's `@font-face` for browsers.
+const FAMILY: &str = "DejaVu Sans";
+
+/// Bars spanning more than this ratio (largest / smallest) get a log axis: at 30x a linear
+/// axis leaves the smallest bar under 3 % of the plot height, about 10 px, and its whisker
+/// and label unreadable.
+pub const LOG_BARS_RATIO: f64 = 30.0;
 
 /// Chart size in pixels (SVG user units and PNG pixels alike).
 pub const WIDTH: u32 = 960;
@@ -47,6 +64,8 @@ pub enum ChartError {
 pub struct PercentileSeries {
     pub name: String,
     pub points: Vec<(f64, f64)>,
+    /// The median (p50) in µs, marked on the curve.
+    pub p50: Option<f64>,
 }
 
 /// A bar with the spread of its raw series.
@@ -114,6 +133,15 @@ pub struct Chart {
     pub kind: ChartKind,
 }
 
+/// The CSS `@font-face` rule that gives browsers the charts' font (the subset, as a data URI).
+/// A page with several inline SVG charts carries it once.
+pub fn font_face_css() -> String {
+    format!(
+        "@font-face{{font-family:'{FAMILY}';src:url(data:font/ttf;base64,{}) format('truetype')}}",
+        base64::Engine::encode(&base64::engine::general_purpose::STANDARD, FONT_SUBSET)
+    )
+}
+
 /// Registers the embedded font once per process; plotters' `ab_glyph` text needs it.
 pub fn register_fonts() {
     static ONCE: Once = Once::new();
@@ -134,13 +162,27 @@ impl Chart {
         }
     }
 
-    /// The chart as an SVG document.
+    /// The chart as a standalone SVG document, its font embedded.
     pub fn svg(&self) -> Result<String, ChartError> {
+        let svg = self.svg_without_font()?;
+        let style = format!("<defs><style>{}</style></defs>", font_face_css());
+        // After the opening tag: the first '>' ends `<svg ...>` (plotters writes no prolog).
+        Ok(match svg.find('>') {
+            Some(i) => format!("{}{style}{}", &svg[..=i], &svg[i + 1..]),
+            None => svg,
+        })
+    }
+
+    /// The chart as SVG that relies on its page for the font ([`font_face_css`]).
+    pub fn svg_without_font(&self) -> Result<String, ChartError> {
         register_fonts();
         let mut out = String::new();
         {
-            let root =
-                SVGBackend::with_string(&mut out, (WIDTH, self.height())).into_drawing_area();
+            let backend = crate::glyphs::Text {
+                inner: SVGBackend::with_string(&mut out, (WIDTH, self.height())),
+                raster: false,
+            };
+            let root = backend.into_drawing_area();
             self.draw(&root)?;
             root.present().map_err(|e| self.err(e))?;
         }
@@ -153,7 +195,11 @@ impl Chart {
         let height = self.height();
         let mut rgb = vec![0u8; (WIDTH * height * 3) as usize];
         {
-            let root = BitMapBackend::with_buffer(&mut rgb, (WIDTH, height)).into_drawing_area();
+            let backend = crate::glyphs::Text {
+                inner: BitMapBackend::with_buffer(&mut rgb, (WIDTH, height)),
+                raster: true,
+            };
+            let root = backend.into_drawing_area();
             self.draw(&root)?;
             root.present().map_err(|e| self.err(e))?;
         }
@@ -245,6 +291,95 @@ fn short(v: f64) -> String {
     crate::render::fmt::num(v)
 }
 
+/// Microseconds per unit for the time units keys use; `None` for other units.
+fn us_per(unit: &str) -> Option<f64> {
+    match unit {
+        "ns" => Some(1e-3),
+        "us" | "µs" => Some(1.0),
+        "ms" => Some(1e3),
+        "s" => Some(1e6),
+        _ => None,
+    }
+}
+
+/// A number with at most three significant decimals, trailing zeros dropped.
+fn plain(v: f64) -> String {
+    let s = if v.abs() >= 100.0 {
+        format!("{v:.0}")
+    } else {
+        format!("{v:.2}")
+    };
+    if s.contains('.') {
+        s.trim_end_matches('0').trim_end_matches('.').to_owned()
+    } else {
+        s
+    }
+}
+
+/// A duration given in µs, in the unit that reads best: `200 µs`, `1.5 ms`, `2 s`.
+pub fn time_label_us(us: f64) -> String {
+    let (v, unit) = if us.abs() >= 1e6 {
+        (us / 1e6, "s")
+    } else if us.abs() >= 1e3 {
+        (us / 1e3, "ms")
+    } else {
+        (us, "µs")
+    };
+    format!("{} {unit}", plain(v))
+}
+
+/// An axis label for a value in `unit`: times in their best unit, anything else as a number.
+fn value_label(unit: &str, v: f64) -> String {
+    match us_per(unit) {
+        Some(f) => time_label_us(v * f),
+        None => short(v),
+    }
+}
+
+/// Tick values for a log axis over `lo..=hi` (positive): 1-2-5 per decade, denser mantissas
+/// when that gives fewer than four ticks, only powers of ten when it gives more than twelve.
+pub fn log_ticks(lo: f64, hi: f64) -> Vec<f64> {
+    if !(lo > 0.0 && hi > lo && hi.is_finite()) {
+        return Vec::new();
+    }
+    let ticks = |mantissas: &[f64]| {
+        let mut out = Vec::new();
+        let mut e = lo.log10().floor() as i32;
+        while 10f64.powi(e) <= hi {
+            let p = 10f64.powi(e);
+            out.extend(
+                mantissas
+                    .iter()
+                    .map(|m| m * p)
+                    .filter(|v| *v >= lo && *v <= hi),
+            );
+            e += 1;
+        }
+        out
+    };
+    let t = ticks(&[1.0, 2.0, 5.0]);
+    if t.len() > 12 {
+        return ticks(&[1.0]);
+    }
+    if t.len() >= 4 {
+        return t;
+    }
+    let t = ticks(&[1.0, 1.5, 2.0, 3.0, 5.0, 7.0]);
+    if t.len() >= 4 {
+        return t;
+    }
+    ticks(&[1.0, 1.2, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0])
+}
+
+/// The percentiles a percentile plot labels, as positions on its 1/(1−q) axis, up to `x_max`.
+fn percentile_ticks(x_max: f64) -> Vec<f64> {
+    [0.0, 0.5, 0.9, 0.99, 0.999, 0.9999]
+        .iter()
+        .map(|q| 1.0 / (1.0 - q))
+        .filter(|x| *x <= x_max)
+        .collect()
+}
+
 fn draw_percentiles<DB: DrawingBackend>(
     root: &DrawingArea<DB, Shift>,
     title: &str,
@@ -265,24 +400,50 @@ fn draw_percentiles<DB: DrawingBackend>(
     let x_max = series
         .iter()
         .flat_map(|s| s.points.iter().map(|p| 1.0 / (1.0 - p.0)))
-        .fold(10.0f64, f64::max);
+        .fold(10.0f64, f64::max)
+        * 1.1;
     let mut chart = ChartBuilder::on(root)
         .caption(title, (FAMILY, 20))
         .margin(12)
         .x_label_area_size(44)
         .y_label_area_size(78)
-        .build_cartesian_2d((1.0f64..x_max * 1.1).log_scale(), (lo..hi).log_scale())
+        .build_cartesian_2d(
+            (1.0f64..x_max)
+                .log_scale()
+                .with_key_points(percentile_ticks(x_max)),
+            (lo..hi).log_scale().with_key_points(log_ticks(lo, hi)),
+        )
         .map_err(e2s)?;
     chart
         .configure_mesh()
-        .light_line_style(RGBColor(240, 240, 240))
+        .bold_line_style(RGBColor(225, 225, 225))
         .x_desc("percentile (log of 1/(1-q): 90%, 99%, 99.9% evenly spaced)")
-        .y_desc("latency (µs, log)")
+        .y_desc("latency (log scale)")
         .x_label_formatter(&|x| percentile_label(*x))
-        .y_label_formatter(&|y| short(*y))
+        .y_label_formatter(&|y| time_label_us(*y))
         .label_style((FAMILY, 13))
         .axis_desc_style((FAMILY, 14))
         .draw()
+        .map_err(e2s)?;
+    // The median: a dashed vertical line at 50 %, and a ring on every curve at its p50.
+    let grey = RGBColor(110, 110, 110);
+    chart
+        .draw_series(DashedLineSeries::new(
+            [(2.0, lo), (2.0, hi)],
+            6,
+            4,
+            grey.stroke_width(1),
+        ))
+        .map_err(e2s)?;
+    chart
+        .draw_series(std::iter::once(Text::new(
+            "median",
+            (2.0 * 1.04, hi / 1.04),
+            (FAMILY, 13)
+                .into_font()
+                .color(&grey)
+                .pos(Pos::new(HPos::Left, VPos::Top)),
+        )))
         .map_err(e2s)?;
     for (i, s) in series.iter().enumerate() {
         let color = PALETTE[i % PALETTE.len()];
@@ -304,6 +465,13 @@ fn draw_percentiles<DB: DrawingBackend>(
             .legend(move |(x, y)| {
                 PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(3))
             });
+        chart
+            .draw_series(
+                s.p50
+                    .filter(|v| *v > 0.0)
+                    .map(|v| Circle::new((2.0, v), 5, color.stroke_width(2))),
+            )
+            .map_err(e2s)?;
     }
     chart
         .configure_series_labels()
@@ -354,15 +522,51 @@ fn draw_bars<DB: DrawingBackend>(
     unit: &str,
     bars: &[Bar],
 ) -> DrawResult {
-    let labels: Vec<String> = bars.iter().map(|b| b.label.clone()).collect();
     let (_, hi) = value_range(bars.iter().flat_map(|b| [b.value, b.high]), true);
+    let positive = bars
+        .iter()
+        .flat_map(|b| [b.value, b.low])
+        .filter(|v| *v > 0.0);
+    let smallest = positive.fold(f64::INFINITY, f64::min);
+    let largest = bars.iter().map(|b| b.value).fold(0.0f64, f64::max);
+    if smallest.is_finite() && largest / smallest > LOG_BARS_RATIO {
+        // Log axis: bars rise from below the smallest value; values sit above the whiskers.
+        let (lo, top) = (smallest / 2.0, hi * 3.0);
+        let y = (lo..top).log_scale().with_key_points(log_ticks(lo, top));
+        let desc = format!("{unit}, log scale");
+        bars_on(root, title, &desc, unit, bars, y, lo, &|high| high * 1.12)
+    } else {
+        let top = hi * 1.06;
+        let label_at = move |high: f64| high + hi * 0.03;
+        bars_on(root, title, unit, unit, bars, 0.0..top, 0.0, &label_at)
+    }
+}
+
+/// Phase bars on a given value axis (linear from zero, or log); `label_at` places each bar's
+/// value above its whisker.
+#[allow(clippy::too_many_arguments)]
+fn bars_on<DB: DrawingBackend, Y>(
+    root: &DrawingArea<DB, Shift>,
+    title: &str,
+    y_desc: &str,
+    unit: &str,
+    bars: &[Bar],
+    y: Y,
+    base: f64,
+    label_at: &dyn Fn(f64) -> f64,
+) -> DrawResult
+where
+    Y: plotters::coord::ranged1d::AsRangedCoord<Value = f64>,
+    Y::CoordDescType: plotters::coord::ranged1d::ValueFormatter<f64>,
+{
+    let labels: Vec<String> = bars.iter().map(|b| b.label.clone()).collect();
     let n = bars.len().max(1);
     let mut chart = ChartBuilder::on(root)
         .caption(title, (FAMILY, 20))
         .margin(12)
         .x_label_area_size(44)
         .y_label_area_size(78)
-        .build_cartesian_2d(categories(n).into_segmented(), 0.0..hi * 1.06)
+        .build_cartesian_2d(categories(n).into_segmented(), y)
         .map_err(e2s)?;
     chart
         .configure_mesh()
@@ -370,8 +574,8 @@ fn draw_bars<DB: DrawingBackend>(
         .disable_x_mesh()
         .x_labels(n)
         .x_label_formatter(&|v| segment_label(&labels, v))
-        .y_label_formatter(&|y| short(*y))
-        .y_desc(unit)
+        .y_label_formatter(&|y| value_label(unit, *y))
+        .y_desc(y_desc)
         .label_style((FAMILY, 13))
         .axis_desc_style((FAMILY, 14))
         .draw()
@@ -380,8 +584,8 @@ fn draw_bars<DB: DrawingBackend>(
         .draw_series(bars.iter().enumerate().map(|(i, b)| {
             let mut r = Rectangle::new(
                 [
-                    (SegmentValue::Exact(i), 0.0),
-                    (SegmentValue::Exact(i + 1), b.value),
+                    (SegmentValue::Exact(i), base),
+                    (SegmentValue::Exact(i + 1), b.value.max(base)),
                 ],
                 PALETTE[0].mix(0.8).filled(),
             );
@@ -394,8 +598,8 @@ fn draw_bars<DB: DrawingBackend>(
         .draw_series(bars.iter().enumerate().map(|(i, b)| {
             PathElement::new(
                 vec![
-                    (SegmentValue::CenterOf(i), b.low),
-                    (SegmentValue::CenterOf(i), b.high),
+                    (SegmentValue::CenterOf(i), b.low.max(base)),
+                    (SegmentValue::CenterOf(i), b.high.max(base)),
                 ],
                 BLACK.stroke_width(2),
             )
@@ -405,8 +609,8 @@ fn draw_bars<DB: DrawingBackend>(
         .draw_series(bars.iter().enumerate().map(|(i, b)| {
             // Above the whisker, so the number never sits on the bar's edge.
             Text::new(
-                short(b.value),
-                (SegmentValue::CenterOf(i), b.high + hi * 0.03),
+                value_label(unit, b.value),
+                (SegmentValue::CenterOf(i), label_at(b.high.max(base))),
                 (FAMILY, 13)
                     .into_font()
                     .color(&BLACK)
@@ -664,6 +868,31 @@ mod tests {
     }
 
     #[test]
+    fn the_svg_font_subset_parses_and_has_the_label_characters() {
+        use ab_glyph::Font;
+        let f = ab_glyph::FontRef::try_from_slice(FONT_SUBSET).unwrap();
+        for c in "Az09%µ–−±×≤≥…→".chars() {
+            assert_ne!(f.glyph_id(c).0, 0, "{c} is missing from the subset");
+        }
+    }
+
+    #[test]
+    fn log_axes_label_times_below_a_millisecond_in_microseconds() {
+        assert_eq!(time_label_us(200.0), "200 µs");
+        assert_eq!(time_label_us(1500.0), "1.5 ms");
+        assert_eq!(time_label_us(2_000_000.0), "2 s");
+        assert_eq!(value_label("ms", 0.5), "500 µs");
+        assert_eq!(value_label("count", 3.0), short(3.0));
+        // 300 µs .. 4 ms: ticks below 1 ms exist, 1-2-5 spaced.
+        assert_eq!(
+            log_ticks(300.0, 4000.0),
+            vec![300.0, 500.0, 700.0, 1000.0, 1500.0, 2000.0, 3000.0]
+        );
+        // Many decades: powers of ten only.
+        assert_eq!(log_ticks(1.0, 1e7).len(), 8);
+    }
+
+    #[test]
     fn percentile_labels_read_as_nines() {
         assert_eq!(percentile_label(1.0), "0%");
         assert_eq!(percentile_label(10.0), "90%");
@@ -695,6 +924,40 @@ mod tests {
         );
     }
 
+    fn bars(values: &[f64]) -> Chart {
+        Chart {
+            slug: "bars".into(),
+            title: "Phase wall time".into(),
+            kind: ChartKind::Bars {
+                unit: "ms".into(),
+                bars: values
+                    .iter()
+                    .enumerate()
+                    .map(|(i, v)| Bar {
+                        label: format!("phase{i}"),
+                        value: *v,
+                        low: v * 0.9,
+                        high: v * 1.1,
+                    })
+                    .collect(),
+            },
+        }
+    }
+
+    #[test]
+    fn a_phase_300_times_another_gets_a_log_axis() {
+        let svg = bars(&[1.0, 300.0, 40.0]).svg_without_font().unwrap();
+        assert!(
+            svg.contains("ms, log scale"),
+            "the axis says it is logarithmic"
+        );
+        // The 1 ms bar's value and a sub-millisecond tick are labelled.
+        assert!(svg.contains("\n1 ms\n"), "{svg}");
+        assert!(svg.contains("\n500 µs\n"), "a tick below 1 ms, in µs");
+        let linear = bars(&[10.0, 30.0]).svg_without_font().unwrap();
+        assert!(!linear.contains("log scale"));
+    }
+
     #[test]
     fn charts_render_svg_with_text_and_png_with_ink() {
         let chart = Chart {
@@ -714,6 +977,10 @@ mod tests {
         assert!(
             svg.contains("<svg") && svg.contains("Phase wall time") && svg.contains("cold_push")
         );
+        // The standalone SVG carries its font; the text asks for it by name.
+        assert!(svg.contains("@font-face{font-family:'DejaVu Sans';src:url(data:font/ttf;base64,"));
+        assert!(svg.contains("font-family=\"DejaVu Sans\""));
+        assert!(!chart.svg_without_font().unwrap().contains("@font-face"));
         let png = chart.png().unwrap();
         assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
     }

@@ -6,7 +6,11 @@
 //! named `<scenario>/<key>`; the measure is a slug of the key's unit (`milliseconds`,
 //! `microseconds`, `files-per-second`, ...), which Bencher creates on first use — the built-in
 //! `latency` measure is in nanoseconds and would misread our milliseconds. `lower_value` and
-//! `upper_value` are the raw series' min and max (the recording's own noise).
+//! `upper_value` are the raw series' min and max (the recording's own noise). BMF carries no
+//! direction: Bencher sets it per threshold (upper or lower boundary) on a measure. Each
+//! measure therefore holds keys of one direction only: `files-per-second`, `req-per-second` and
+//! `checks-passed` (unit `bool`: 1 = passed, e.g. `cold_pull.byte_identical`) are
+//! higher-is-better and want a lower-boundary threshold; every other measure is lower-is-better.
 //!
 //! github-action-benchmark `customSmallerIsBetter` (its README, "Examples"): a JSON array of
 //! `{ "name", "unit", "value", "range"?, "extra"? }`. Only lower-is-better metrics belong in
@@ -41,6 +45,8 @@ pub fn measure_slug(unit: &str) -> String {
         "MiB" => "mebibytes".into(),
         "bytes" => "bytes".into(),
         "count" => "count".into(),
+        // A passed check (1 = passed): higher is better, unlike every other unit-named measure.
+        "bool" => "checks-passed".into(),
         other => {
             let s = other
                 .replace('/', "-per-")
@@ -150,6 +156,7 @@ mod tests {
         assert_eq!(measure_slug("req/s"), "req-per-second");
         assert_eq!(measure_slug("fsyncs/file"), "fsyncs-per-file");
         assert_eq!(measure_slug("ms"), "milliseconds");
+        assert_eq!(measure_slug("bool"), "checks-passed");
     }
 
     #[test]

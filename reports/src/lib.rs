@@ -6,6 +6,7 @@ pub mod ab;
 pub mod charts;
 pub mod compare;
 pub mod export;
+mod glyphs;
 pub mod recording;
 pub mod render;
 pub mod schema;

@@ -85,11 +85,7 @@ pub fn build(input: RecordingInput<'_>) -> Result<Built, NoSamples> {
         metrics.insert(key.clone(), m);
         raw.insert(key.clone(), series);
     }
-    // Histograms of the middle sample in run order, for reports.
-    let histograms = counted
-        .get(counted.len() / 2)
-        .map(|s| s.histograms.clone())
-        .unwrap_or_default();
+    let histograms = median_histograms(counted);
     let baseline = Baseline {
         kind: KIND_BASELINE.into(),
         format_version: FORMAT_VERSION,
@@ -129,6 +125,39 @@ pub fn build(input: RecordingInput<'_>) -> Result<Built, NoSamples> {
         provenance,
         dropped,
     })
+}
+
+/// For each histogram key `K`, the histogram of the sample whose `K.p50_us` is the median of
+/// that key over the counted samples (for an even count, the nearer of the two middle ones;
+/// ties go to the earlier sample), so a report's percentile curve and its p50 column agree.
+/// (A key without a p50 metric takes the first sample that has it.)
+pub fn median_histograms(counted: &[SampleResult]) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    let keys: std::collections::BTreeSet<&String> =
+        counted.iter().flat_map(|s| s.histograms.keys()).collect();
+    for key in keys {
+        let p50_key = format!("{key}.p50_us");
+        let with: Vec<(f64, &String)> = counted
+            .iter()
+            .filter_map(|s| {
+                let h = s.histograms.get(key)?;
+                let v = s.metrics.get(&p50_key).map_or(0.0, |m| m.value);
+                Some((v, h))
+            })
+            .collect();
+        let values: Vec<f64> = with.iter().map(|w| w.0).collect();
+        let Some(mid) = median(&values) else {
+            continue;
+        };
+        // min_by keeps the first of equal distances: the earlier sample wins a tie.
+        if let Some((_, h)) = with
+            .iter()
+            .min_by(|a, b| (a.0 - mid).abs().total_cmp(&(b.0 - mid).abs()))
+        {
+            out.insert(key.clone(), (*h).clone());
+        }
+    }
+    out
 }
 
 #[cfg(test)]
@@ -190,7 +219,7 @@ mod tests {
     }
 
     #[test]
-    fn medians_raw_series_exact_snapshot_and_middle_histograms() {
+    fn medians_raw_series_exact_snapshot_and_histograms() {
         let counted = [
             sample(1, &[("t", 30.0), ("exact.n", 5.0)]),
             sample(2, &[("t", 10.0), ("exact.n", 5.0)]),
@@ -205,7 +234,10 @@ mod tests {
             b.provenance.exact_snapshot,
             BTreeMap::from([("exact.n".to_owned(), 5.0)])
         );
-        assert_eq!(b.provenance.histograms, counted[1].histograms);
+        // Each sample has its own histogram key here, so each key comes from its one sample.
+        let all: BTreeMap<String, String> =
+            counted.iter().flat_map(|s| s.histograms.clone()).collect();
+        assert_eq!(b.provenance.histograms, all);
         assert_eq!(b.provenance.samples, metas);
         assert!(b.dropped.is_empty());
     }
@@ -226,5 +258,44 @@ mod tests {
     fn no_samples_is_an_error_naming_the_scenario() {
         let e = build(input(&[], &[])).unwrap_err();
         assert!(e.to_string().contains("\"s\""), "{e}");
+    }
+
+    fn with_p50(index: u32, p50: &[(&str, f64)]) -> SampleResult {
+        let mut s = sample(index, &[]);
+        for (k, v) in p50 {
+            s.metrics.insert(
+                format!("{k}.p50_us"),
+                Metric::timing(*v, "us", Better::Lower),
+            );
+            s.histograms.insert((*k).to_owned(), format!("{k}@{index}"));
+        }
+        s
+    }
+
+    #[test]
+    fn each_histogram_comes_from_the_sample_that_is_median_for_its_key() {
+        // Sample 1 is the middle one in time, but the median of neither key.
+        let counted = [
+            with_p50(0, &[("a", 500.0), ("b", 90.0)]),
+            with_p50(1, &[("a", 900.0), ("b", 10.0)]),
+            with_p50(2, &[("a", 100.0), ("b", 50.0)]),
+        ];
+        let h = median_histograms(&counted);
+        assert_eq!(
+            h["a"], "a@0",
+            "a's p50 series 500, 900, 100 has its median in sample 0"
+        );
+        assert_eq!(
+            h["b"], "b@2",
+            "b's p50 series 90, 10, 50 has its median in sample 2"
+        );
+        // Four samples: the median is between the middle two; the nearer one, else the earlier.
+        let four = [
+            with_p50(0, &[("a", 40.0)]),
+            with_p50(1, &[("a", 10.0)]),
+            with_p50(2, &[("a", 20.0)]),
+            with_p50(3, &[("a", 30.0)]),
+        ];
+        assert_eq!(median_histograms(&four)["a"], "a@2");
     }
 }

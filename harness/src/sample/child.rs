@@ -94,6 +94,7 @@ fn measure(
     );
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
+        .thread_name(loadgen::WORKER_THREAD)
         .enable_all()
         .build()
         .context("building the tokio runtime")?;

@@ -107,7 +107,8 @@ pub async fn drive(
                         plan.vault_digest
                     );
                 }
-                m.exact(format!("{name}.byte_identical"), 1.0, "bool");
+                // Checked above: a pulled tree that differs fails the sample.
+                m.passed(format!("{name}.byte_identical"));
             }
             Phase::IdleResync => {
                 let r = loadgen::resync(b, &pull_dir, b_seq)
@@ -515,12 +516,8 @@ async fn route_load(
                 "req/s",
                 Better::Higher,
             );
-            m.timing(
-                format!("{key}.errors"),
-                stats.errors() as f64,
-                "count",
-                Better::Lower,
-            );
+            // A count of failed requests, not a timing (any failure also fails the sample).
+            m.exact(format!("{key}.errors"), stats.errors() as f64, "count");
             if let Some(h) = encode_histogram(stats.headline()) {
                 m.histograms.insert(key, h);
             }

@@ -40,6 +40,20 @@ impl Metrics {
     pub fn resource(&mut self, key: impl Into<String>, v: f64, unit: &str) {
         self.map.insert(key.into(), Metric::resource(v, unit));
     }
+    /// A check the sample passed (unit `bool`, 1 = passed; higher is better). A failed check
+    /// fails the sample instead, so a recording only ever holds 1; the direction still says
+    /// which way is good, for `compare`, A/B and the dashboard exports.
+    pub fn passed(&mut self, key: impl Into<String>) {
+        self.map.insert(
+            key.into(),
+            Metric::new(
+                1.0,
+                "bool",
+                reports::schema::MetricClass::Exact,
+                Better::Higher,
+            ),
+        );
+    }
 }
 
 /// Milliseconds of a duration, as f64.

@@ -586,6 +586,9 @@ fn group_pids(pgid: u32) -> Vec<u32> {
 }
 
 /// CPU seconds per thread name from `/proc/<pid>/task/*/stat` (utime + stime, clock ticks).
+/// Linux keeps 15 bytes of a thread name; the reference server names its threads to fit. The
+/// main thread's name is the executable's, which may be longer: it is keyed by the executable's
+/// file name from `/proc/<pid>/exe` instead of its cut copy.
 fn thread_cpu(pid: u32) -> std::collections::BTreeMap<String, f64> {
     let mut out = std::collections::BTreeMap::new();
     // SAFETY: sysconf has no preconditions.
@@ -597,11 +600,24 @@ fn thread_cpu(pid: u32) -> std::collections::BTreeMap<String, f64> {
         let Ok(stat) = std::fs::read_to_string(e.path().join("stat")) else {
             continue;
         };
-        if let Some((name, ticks)) = parse_task_stat(&stat) {
+        if let Some((mut name, ticks)) = parse_task_stat(&stat) {
+            if e.file_name().to_str() == Some(pid.to_string().as_str())
+                && let Some(exe) = exe_name(pid)
+            {
+                name = exe;
+            }
             *out.entry(name).or_insert(0.0) += ticks as f64 / hz;
         }
     }
     out
+}
+
+/// The file name of a process's executable, whole (its `comm` is cut at 15 bytes).
+fn exe_name(pid: u32) -> Option<String> {
+    let exe = std::fs::read_link(format!("/proc/{pid}/exe")).ok()?;
+    let name = exe.file_name()?.to_string_lossy();
+    // A replaced executable reads as "name (deleted)".
+    Some(name.trim_end_matches(" (deleted)").to_owned())
 }
 
 /// (comm with digits folded to `N`, utime + stime) from a /proc stat line.

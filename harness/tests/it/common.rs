@@ -1,5 +1,6 @@
-//! Helpers shared by the end-to-end tests: an isolated `vaultbench` command, the slow-test
-//! switch, and gate and scenario files.
+//! Helpers shared by the end-to-end tests: an isolated `vaultbench` command and gate and
+//! scenario files. Slow end-to-end tests are `#[ignore = "slow: ..."]`; `-- --include-ignored`
+//! runs them.
 
 use std::path::Path;
 
@@ -15,11 +16,6 @@ pub fn vb(home: &Path) -> Command {
         .env_remove("VAULTBENCH_REFERENCE")
         .env_remove("VAULTBENCH_GATE_CONFIG");
     c
-}
-
-/// End-to-end tests run only with `VAULTBENCH_SLOW_TESTS=1` (CI sets it).
-pub fn slow() -> bool {
-    std::env::var_os("VAULTBENCH_SLOW_TESTS").is_some_and(|v| v == "1")
 }
 
 /// Bounds so wide no machine is refused: what gets written must not depend on how busy the

@@ -234,10 +234,8 @@ fn enrolment_errors_are_named() {
 /// Slow: the `personal` profile (attachments, `.obsidian` config, a heavy note) pushed with
 /// four files in flight and pulled byte-identical by a second device, then an idle resync.
 #[test]
+#[ignore = "slow: pushes and pulls the personal profile through a real server"]
 fn slow_personal_vault_round_trip() {
-    if std::env::var("VAULTBENCH_SLOW_TESTS").as_deref() != Ok("1") {
-        return;
-    }
     let (srv, _data) = server();
     let target = Target::parse(&srv.url(), false).unwrap();
     let src = tempfile::tempdir().unwrap();

@@ -122,8 +122,8 @@ impl Appender {
             compactor,
         };
         let name = match kind {
-            LogKind::Journal => "journal-writer",
-            LogKind::Nonce => "nonce-writer",
+            LogKind::Journal => crate::WRITER_THREADS[0],
+            LogKind::Nonce => crate::WRITER_THREADS[1],
         };
         let thread = std::thread::Builder::new()
             .name(name.into())

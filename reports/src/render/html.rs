@@ -1,5 +1,6 @@
 //! Self-contained HTML: inline CSS, charts as inline SVG, no scripts, no external references
-//! and no URLs at all (the SVG namespace attribute is dropped: inline SVG in HTML needs none).
+//! and no URLs except one `data:` URI, the charts' font (an `@font-face` in the page's style,
+//! shared by every chart); the SVG namespace attribute is dropped: inline SVG in HTML needs none.
 
 use super::RenderError;
 use super::fmt::{html_escape, html_inline, html_table};
@@ -20,8 +21,9 @@ tbody tr:nth-child(even){background:#fafafa}.chart{margin:1em 0}.chart svg{max-w
 /// Opens a page.
 pub(crate) fn head(title: &str) -> String {
     format!(
-        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>{}</title>\n<style>{CSS}</style>\n</head>\n<body>\n",
-        html_escape(title)
+        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>{}</title>\n<style>{}{CSS}</style>\n</head>\n<body>\n",
+        html_escape(title),
+        crate::charts::font_face_css()
     )
 }
 
@@ -29,7 +31,7 @@ pub(crate) const TAIL: &str = "</body>\n</html>\n";
 
 /// A chart as inline SVG in a figure.
 pub(crate) fn figure(c: &Chart) -> Result<String, RenderError> {
-    let svg = c.svg()?;
+    let svg = c.svg_without_font()?;
     let svg = svg.replacen(" xmlns=\"http://www.w3.org/2000/svg\"", "", 1);
     Ok(format!(
         "<figure class=\"chart\" id=\"{}\">\n{}\n</figure>\n",
@@ -48,7 +50,7 @@ pub fn recording(r: &RecordingReport, charts: &[Chart]) -> Result<String, Render
         r.samples,
         html_escape(&r.recorded_at)
     ));
-    s.push_str("<h2>Charts</h2>\n<p class=\"muted\">Latency distributions are percentile plots from the median sample's HdrHistograms: the x axis spreads the tail (90%, 99%, 99.9% are evenly spaced), both axes are logarithmic.</p>\n");
+    s.push_str("<h2>Charts</h2>\n<p class=\"muted\">Latency distributions are percentile plots from HdrHistograms: each curve comes from the sample whose p50 for that route is the recording's median p50 (a legend entry says so when it does not), and the ring on each curve marks that median. The x axis spreads the tail (90%, 99%, 99.9% are evenly spaced); both axes are logarithmic. A phase chart whose bars differ more than 30-fold uses a log axis (its axis title says so).</p>\n");
     for c in charts {
         s.push_str(&figure(c)?);
     }

@@ -193,9 +193,20 @@ fn recording_charts(b: &Baseline, p: &Provenance) -> Result<Vec<Chart>, ChartErr
             ),
             _ => ("transfer phases".to_owned(), key.clone()),
         };
+        // The curve should come from the sample whose p50 is the recorded median; a recording
+        // made before that rule may hold another sample's: then the legend says so.
+        let p50 = h.value_at_quantile(0.5) as f64;
+        let median_p50 = b.metrics.get(&format!("{key}.p50_us")).map(|m| m.value);
+        let name = match median_p50 {
+            Some(m) if (m - p50).abs() > 1e-6 * m.abs().max(1.0) => {
+                format!("{name} (not the median sample)")
+            }
+            _ => name,
+        };
         groups.entry(group).or_default().push(PercentileSeries {
             name,
             points: percentile_curve(&h),
+            p50: (!h.is_empty()).then_some(p50),
         });
     }
     let mut out = Vec::new();
@@ -207,7 +218,10 @@ fn recording_charts(b: &Baseline, p: &Provenance) -> Result<Vec<Chart>, ChartErr
     for (group, series) in ordered {
         out.push(Chart {
             slug: format!("latency-{}", slug(&group)),
-            title: format!("{}: latency distribution, {}", b.scenario, group),
+            title: format!(
+                "{}: latency distribution, {} (median sample)",
+                b.scenario, group
+            ),
             kind: ChartKind::Percentiles(series),
         });
     }

@@ -113,3 +113,47 @@ fn exports_refuse_documents_that_are_not_recordings() {
         .to_string();
     assert_eq!(err, "--format bmf exports a recording, not an a/b result");
 }
+
+/// BMF has no direction field: Bencher reads a direction from the threshold set on a measure,
+/// so no measure may mix lower- and higher-is-better keys. A pass/fail key is higher-is-better
+/// in BMF and left out of the smaller-is-better gab series, so corruption never reads as an
+/// improvement.
+#[test]
+fn each_bmf_measure_has_one_direction_and_pass_fail_keys_are_higher_is_better() {
+    let (b, p) = small();
+    let mut directions: std::collections::BTreeMap<String, reports::schema::Better> =
+        std::collections::BTreeMap::new();
+    for m in b.metrics.values() {
+        let slug = reports::export::measure_slug(&m.unit);
+        let d = *directions.entry(slug.clone()).or_insert(m.better);
+        assert_eq!(d, m.better, "measure {slug} mixes directions");
+    }
+    assert_eq!(
+        directions.get("checks-passed"),
+        Some(&reports::schema::Better::Higher)
+    );
+    let doc = Document::Recording {
+        baseline: &b,
+        provenance: &p,
+    };
+    let bmf: Value = serde_json::from_str(&render(&doc, Format::Bmf).unwrap()).unwrap();
+    assert_eq!(
+        bmf["small/cold_pull.byte_identical"]["checks-passed"]["value"],
+        1.0
+    );
+    let gab = reports::export::gab(&b, Some(&p));
+    assert!(
+        gab.omitted.contains(&"cold_pull.byte_identical".to_owned()),
+        "a pass/fail key is not smaller-is-better"
+    );
+    assert!(
+        gab.entries
+            .iter()
+            .any(|e| e.name == "small/route.changes.c1.errors" && e.unit == "count"),
+        "an error count stays in the smaller-is-better series"
+    );
+    assert_eq!(
+        b.metrics["route.changes.c1.errors"].class,
+        reports::schema::MetricClass::Exact
+    );
+}

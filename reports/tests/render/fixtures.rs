@@ -178,7 +178,13 @@ pub fn small() -> (Baseline, Provenance) {
         g.timing(&format!("cold_pull.{route}.p99_us"), p50 * 2.6, "us");
     }
     g.exact("cold_pull.errors", 0.0, "count");
-    g.exact("cold_pull.byte_identical", 1.0, "bool");
+    // A passed check (1 = the pulled tree is byte-identical): higher is better.
+    g.metrics.insert(
+        "cold_pull.byte_identical".into(),
+        Metric::new(1.0, "bool", MetricClass::Exact, Better::Higher),
+    );
+    g.raw
+        .insert("cold_pull.byte_identical".into(), vec![1.0; SAMPLES]);
     g.exact("cold_pull.server.fsyncs.nonce", 282.0, "count");
     // Idle resync, edit propagation, folder rename.
     g.exact("idle_resync.requests", 1.0, "count");
@@ -217,12 +223,13 @@ pub fn small() -> (Baseline, Provenance) {
                 f64::from(level) * 1e6 / p50 * 0.92,
                 "req/s",
             );
+            // An exact count (noisy() with no spread keeps the fixture's random stream).
             g.noisy(
                 &format!("{k}.errors"),
                 0.0,
                 0.0,
                 "count",
-                MetricClass::Timing,
+                MetricClass::Exact,
                 Better::Lower,
             );
         }

@@ -4,7 +4,7 @@ use reports::render::{Document, Format, HistoryPoint, charts, history_report, re
 
 use crate::fixtures::small;
 
-fn versions() -> Vec<HistoryPoint> {
+pub fn versions() -> Vec<HistoryPoint> {
     (0..3)
         .map(|i| {
             let (mut b, mut p) = small();

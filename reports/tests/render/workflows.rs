@@ -1,5 +1,7 @@
 //! The CI workflows parse, and carry the triggers, concurrency and permissions we rely on:
-//! ci.yml runs fmt, clippy -D warnings, the tests with --locked and slow tests on, and verify;
+//! ci.yml runs fmt, clippy -D warnings, the README's test command (slow tests included with
+//! `--include-ignored`, the same command `.ci/run` runs), keeps the report screenshots, and
+//! verifies; no test skips itself on an environment variable (slow ones are `#[ignore]`);
 //! perf-baseline.yml runs after merge and on manual dispatch with a scenario input, in one
 //! queueing (never cancelling) concurrency group, and uploads the recording and report.
 
@@ -43,23 +45,91 @@ fn ci_runs_fmt_clippy_locked_tests_and_verify_read_only() {
         "ci runs on push and pull requests"
     );
     assert_eq!(v["permissions"]["contents"].as_str(), Some("read"));
-    let env_slow = v["env"]["VAULTBENCH_SLOW_TESTS"]
-        .as_str()
-        .map(str::to_owned)
-        .or_else(|| {
-            v["env"]["VAULTBENCH_SLOW_TESTS"]
-                .as_u64()
-                .map(|n| n.to_string())
-        });
-    assert_eq!(env_slow.as_deref(), Some("1"), "slow tests on in CI");
     let run = steps_text(&v);
+    let test_cmd = readme_test_command();
     for needle in [
         "cargo fmt --all -- --check",
         "-D warnings",
-        "cargo test --workspace --locked",
+        test_cmd.as_str(),
         "verify baselines/",
+        "actions/upload-artifact",
     ] {
         assert!(run.contains(needle), "ci.yml lacks {needle:?}");
+    }
+    // The screenshots of the Chromium test are kept, also when the tests fail.
+    let (_, raw) = load("ci.yml");
+    let upload = raw["jobs"]["test"]["steps"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .find(|s| {
+            s.get("uses")
+                .and_then(Value::as_str)
+                .is_some_and(|u| u.starts_with("actions/upload-artifact"))
+        })
+        .expect("an upload step");
+    assert_eq!(
+        upload["with"]["path"].as_str(),
+        Some("target/report-screenshots/")
+    );
+    assert_eq!(upload["if"].as_str(), Some("always()"));
+}
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// The README's test command: the second line of the Quickstart block.
+fn readme_test_command() -> String {
+    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
+    let quick = readme
+        .split("## Quickstart")
+        .nth(1)
+        .and_then(|s| s.split("```sh\n").nth(1))
+        .and_then(|s| s.split("```").next())
+        .expect("a Quickstart code block");
+    let lines: Vec<&str> = quick.lines().collect();
+    assert_eq!(lines.len(), 2, "two commands: {lines:?}");
+    assert_eq!(lines[0], "cargo run --release -- record small");
+    lines[1].to_owned()
+}
+
+#[test]
+fn ci_runs_exactly_the_readme_test_command_with_slow_tests_included() {
+    let cmd = readme_test_command();
+    assert!(cmd.ends_with("-- --include-ignored"), "{cmd}");
+    let script = std::fs::read_to_string(root().join(".ci/run")).unwrap();
+    let last = script.lines().rev().find(|l| !l.trim().is_empty()).unwrap();
+    assert_eq!(last, cmd, ".ci/run ends with the README's test command");
+}
+
+/// Slow tests are `#[ignore = "slow: ..."]`, never an early return on an environment
+/// variable: a skipped test must show as ignored, not as passed.
+#[test]
+fn no_test_skips_itself_on_an_environment_switch() {
+    let mut files = Vec::new();
+    let mut stack = vec![root()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            let p = e.path();
+            let name = e.file_name().to_string_lossy().into_owned();
+            if p.is_dir() && !name.starts_with('.') && name != "target" {
+                stack.push(p);
+            } else if name.ends_with(".rs") {
+                files.push(p);
+            }
+        }
+    }
+    assert!(files.len() > 20, "found the sources: {}", files.len());
+    // Spelled in two halves so this file does not match itself.
+    let switch = ["VAULTBENCH_", "SLOW_TESTS"].concat();
+    for f in files {
+        let text = std::fs::read_to_string(&f).unwrap();
+        assert!(
+            !text.contains(&switch),
+            "{} still reads {switch}",
+            f.display()
+        );
     }
 }
 

@@ -49,6 +49,7 @@ pub mod bench;
 pub mod cli;
 #[doc(hidden)]
 pub mod internals;
+pub mod webdav;
 
 pub use client::{Clock, Device, system_clock};
 pub use enroll::{StateDevice, StateFile, domain_id_for, enroll, probe};

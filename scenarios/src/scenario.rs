@@ -23,8 +23,72 @@ pub struct Scenario {
     /// Enrolled devices (A pushes, B pulls, all of them share route load).
     #[serde(default = "default_devices")]
     pub devices: usize,
+    /// The protocol the devices speak: the signed obsync-v1 protocol (default) or WebDAV
+    /// against a WebDAV target (`apache-webdav`, `nginx-webdav`, `rclone-webdav`).
+    #[serde(default, skip_serializing_if = "Protocol::is_obsync")]
+    pub protocol: Protocol,
+    /// WebDAV options (only with `protocol = "webdav"`; defaults when absent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub webdav: Option<WebdavOptions>,
     #[serde(rename = "phase")]
     pub phases: Vec<Phase>,
+}
+
+/// Which client the phases use.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum Protocol {
+    /// Signed devices, content-addressed chunks, a long-poll change feed.
+    #[default]
+    #[serde(rename = "obsync-v1")]
+    ObsyncV1,
+    /// MKCOL/PUT/GET/PROPFIND/MOVE/DELETE as the Remotely Save plugin syncs.
+    #[serde(rename = "webdav")]
+    Webdav,
+}
+
+impl Protocol {
+    pub fn is_obsync(&self) -> bool {
+        *self == Protocol::ObsyncV1
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Protocol::ObsyncV1 => "obsync-v1",
+            Protocol::Webdav => "webdav",
+        }
+    }
+}
+
+/// How the WebDAV client walks and waits.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WebdavOptions {
+    /// PROPFIND depth of the pull and resync walks: `"1"` (folder by folder, as the
+    /// Remotely Save plugin lists) or `"infinity"` (one request; Apache and nginx refuse it).
+    #[serde(default = "default_depth")]
+    pub depth: String,
+    /// Edit propagation: how often B polls the edited note's folder with PROPFIND, in ms.
+    /// WebDAV has no long poll, so the measured delay is bounded below by this interval.
+    #[serde(default = "default_poll_ms")]
+    pub poll_ms: u64,
+}
+
+impl Default for WebdavOptions {
+    fn default() -> Self {
+        WebdavOptions {
+            depth: default_depth(),
+            poll_ms: default_poll_ms(),
+        }
+    }
+}
+
+fn default_depth() -> String {
+    "1".into()
+}
+/// 100 ms: fine enough to resolve a round's delay to a tenth of a second, while B's polls
+/// (at most ten PROPFINDs a second of one folder) stay a small load next to A's PUT.
+fn default_poll_ms() -> u64 {
+    100
 }
 
 fn default_samples() -> u32 {
@@ -114,6 +178,14 @@ pub const BUILTIN: &[(&str, &str)] = &[
     ("large", include_str!("../scenarios/large.toml")),
     ("vault100k", include_str!("../scenarios/vault100k.toml")),
     ("hazards", include_str!("../scenarios/hazards.toml")),
+    (
+        "small-webdav",
+        include_str!("../scenarios/small-webdav.toml"),
+    ),
+    (
+        "personal-webdav",
+        include_str!("../scenarios/personal-webdav.toml"),
+    ),
 ];
 
 /// Names of the built-in scenarios.
@@ -162,6 +234,20 @@ pub fn parse(text: &str, origin: &str) -> Result<Scenario, ScenarioError> {
     }
     if s.phases.is_empty() {
         return invalid("no phases".into());
+    }
+    if let Some(w) = &s.webdav {
+        if s.protocol != Protocol::Webdav {
+            return invalid("[webdav] options need protocol = \"webdav\"".into());
+        }
+        if w.depth != "1" && w.depth != "infinity" {
+            return invalid(format!(
+                "webdav depth {:?} must be \"1\" or \"infinity\"",
+                w.depth
+            ));
+        }
+        if w.poll_ms == 0 || w.poll_ms > 60_000 {
+            return invalid(format!("webdav poll_ms {} must be in 1..=60000", w.poll_ms));
+        }
     }
     for p in &s.phases {
         match p {
@@ -244,6 +330,43 @@ mod tests {
         );
         assert_eq!(s.seed, Some(0x5eed));
         assert_eq!(s.devices, 4);
+    }
+
+    #[test]
+    fn webdav_scenarios_name_their_protocol_and_routes() {
+        for (name, profile) in [("small-webdav", "small"), ("personal-webdav", "personal")] {
+            let s = builtin(name).unwrap();
+            assert_eq!(s.protocol, Protocol::Webdav, "{name}");
+            assert_eq!(s.profile, profile);
+            let w = s.webdav.clone().unwrap_or_default();
+            assert_eq!((w.depth.as_str(), w.poll_ms), ("1", 100));
+            let Some(Phase::RouteLoad {
+                routes, in_flight, ..
+            }) = s.phases.last()
+            else {
+                panic!("{name}: no route load last");
+            };
+            assert_eq!(routes, &["propfind-depth1", "put-file", "get-file", "move"]);
+            assert_eq!(in_flight, &[1, 4]);
+        }
+        // The obsync scenarios serialise as before: no protocol or webdav key.
+        let json = serde_json::to_string(&builtin("small").unwrap()).unwrap();
+        assert!(
+            !json.contains("protocol") && !json.contains("webdav"),
+            "{json}"
+        );
+        let e = parse(
+            "name='x'\ndoc='d'\nprofile='small'\n[webdav]\npoll_ms=5\n[[phase]]\nkind='cold_start'\n",
+            "f.toml",
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("protocol"), "{e}");
+        let e = parse(
+            "name='x'\ndoc='d'\nprofile='small'\nprotocol='webdav'\n[webdav]\ndepth='2'\n[[phase]]\nkind='cold_start'\n",
+            "f.toml",
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("depth"), "{e}");
     }
 
     #[test]

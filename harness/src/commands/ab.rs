@@ -26,7 +26,8 @@ pub const DEFAULT_TAU: f64 = 0.05;
 /// Compare two server builds with interleaved, order-balanced rounds and paired statistics.
 #[derive(Debug, clap::Args)]
 pub struct AbArgs {
-    /// Build A: `ref`, `ref FLAGS`, a binary path, or a command line with {addr} and {data}.
+    /// Build A: `ref`, `ref FLAGS`, a binary path, a command line with {addr} and {data}, or a
+    /// WebDAV preset (`apache-webdav`, `nginx-webdav`, `rclone-webdav`).
     #[arg(long)]
     pub a: String,
     /// Build B (same forms as --a).
@@ -623,7 +624,10 @@ mod tests {
         )
         .unwrap_err();
         // A refusal leaves by one path: the `Refused` error, which the binary maps to exit 3.
-        assert!(err.downcast_ref::<contract::exit::Refused>().is_some(), "{err:#}");
+        assert!(
+            err.downcast_ref::<contract::exit::Refused>().is_some(),
+            "{err:#}"
+        );
         assert!(!out.exists());
     }
 

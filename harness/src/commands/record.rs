@@ -15,12 +15,14 @@ use crate::sample::target::TargetSpec;
 /// gated by the calibration channels; writes `<out>/<scenario>.json` and its sidecar.
 #[derive(Debug, clap::Args)]
 pub struct RecordArgs {
-    /// A built-in scenario: small, assets, personal, vault1k, fixture, large, vault100k, hazards.
+    /// A built-in scenario: small, assets, personal, vault1k, fixture, large, vault100k, hazards;
+    /// over WebDAV (with a WebDAV `--target`): small-webdav, personal-webdav.
     #[arg(required_unless_present = "scenario_file")]
     pub scenario: Option<String>,
     /// Server to measure: `ref` (default, the reference server), `ref FLAGS`, or a command line
     /// with `{addr}` and `{data}` placeholders (a bare executable path gets
-    /// `--listen {addr} --data {data}`).
+    /// `--listen {addr} --data {data}`), or a WebDAV preset: `apache-webdav`, `nginx-webdav`,
+    /// `rclone-webdav`.
     #[arg(long, default_value = "ref")]
     pub target: String,
     #[command(flatten)]

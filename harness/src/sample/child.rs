@@ -1,5 +1,6 @@
 //! One sample, run inside a fresh `vaultbench sample` subprocess: calibration reading, a fresh
-//! server with a fresh data dir, the scenario's phases driven with signed devices, the server
+//! server with a fresh data dir, the scenario's phases driven with signed devices (or the
+//! WebDAV client, for a WebDAV scenario against a WebDAV preset), the server
 //! stopped and reaped for its rusage, a second reading; one JSON result on stdout.
 
 use anyhow::{Context, bail};
@@ -7,6 +8,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use reports::schema::{Better, ChannelReading, FORMAT_VERSION, KIND_SAMPLE, SampleResult};
+use scenarios::scenario::Protocol;
 
 use crate::sample::plan::{Metrics, SamplePlan};
 use crate::sample::target::{Server, ServerUsage};
@@ -67,6 +69,20 @@ fn measure(
 ) -> anyhow::Result<()> {
     std::fs::create_dir_all(sample_dir)
         .with_context(|| format!("creating {}", sample_dir.display()))?;
+    let webdav = plan.scenario.protocol == Protocol::Webdav;
+    match (webdav, plan.target.preset()) {
+        (true, None) => bail!(
+            "scenario {} speaks WebDAV: choose a WebDAV target (apache-webdav, nginx-webdav, rclone-webdav), not {:?}",
+            plan.scenario.name,
+            plan.target.given
+        ),
+        (false, Some(p)) => bail!(
+            "target {} speaks WebDAV: choose a WebDAV scenario (small-webdav, personal-webdav), not {}",
+            p.name(),
+            plan.scenario.name
+        ),
+        _ => {}
+    }
     // Started on this (main) thread: PR_SET_PDEATHSIG follows the spawning thread.
     let mut server = Server::start(&plan.target, &sample_dir.join("data"))?;
     *server_pid = server.pid;
@@ -82,7 +98,16 @@ fn measure(
         .enable_all()
         .build()
         .context("building the tokio runtime")?;
-    let driven = rt.block_on(crate::sample::phases::drive(plan, &server, sample_dir, m));
+    let driven = if webdav {
+        let target = loadgen::Target::parse(&server.url(), false)?;
+        let client =
+            loadgen::webdav::DavClient::new(target, Some(&crate::sample::target::preset_auth()));
+        rt.block_on(crate::sample::webdav_phases::drive(
+            plan, &client, sample_dir, m,
+        ))
+    } else {
+        rt.block_on(crate::sample::phases::drive(plan, &server, sample_dir, m))
+    };
     drop(rt);
     let crashed = !server.is_running();
     let stderr = server.stderr_line();

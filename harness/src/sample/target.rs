@@ -3,7 +3,10 @@
 //! A target is `ref` (the embedded reference server: this very executable's `serve-ref`),
 //! `ref ARGS...` (the same with extra flags, e.g. `ref --group-commit`), or a command line
 //! template with `{addr}` and `{data}` placeholders. A bare path to an executable gets
-//! ` --listen {addr} --data {data}` appended (the obsync convention).
+//! ` --listen {addr} --data {data}` appended (the obsync convention). A WebDAV preset name
+//! (`apache-webdav`, `nginx-webdav`, `rclone-webdav`) starts that third-party server from a
+//! configuration generated into the data dir (`loadgen::webdav::presets`), in its own process
+//! group so its workers are measured and stopped with it.
 
 use anyhow::{Context, bail};
 use sha2::{Digest, Sha256};
@@ -15,6 +18,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use loadgen::webdav::{BasicAuth, Preset};
 use reports::schema::TargetIdentity;
 
 /// A parsed target.
@@ -26,6 +30,12 @@ pub struct TargetSpec {
     pub argv: Vec<String>,
 }
 
+/// The basic-auth credentials every WebDAV preset is configured with (loopback only: they
+/// prove the auth path is exercised, not that anything is secret).
+pub fn preset_auth() -> BasicAuth {
+    BasicAuth::new("vaultbench", "vaultbench")
+}
+
 impl TargetSpec {
     pub fn parse(given: &str) -> anyhow::Result<TargetSpec> {
         let words = split_command(given).with_context(|| format!("target {given:?}"))?;
@@ -33,7 +43,10 @@ impl TargetSpec {
             bail!("target {given:?} is empty")
         };
         let mut argv: Vec<String>;
-        if first == "ref" {
+        if words.len() == 1 && Preset::parse(first).is_some() {
+            // A preset is its name alone; the command line is generated per start.
+            argv = words.clone();
+        } else if first == "ref" {
             let exe = std::env::current_exe().context("cannot find the vaultbench executable")?;
             argv = vec![
                 exe.display().to_string(),
@@ -66,8 +79,20 @@ impl TargetSpec {
         })
     }
 
-    /// The executable, resolved through PATH.
+    /// The WebDAV preset this target names, if any.
+    pub fn preset(&self) -> Option<Preset> {
+        match self.argv.as_slice() {
+            [one] => Preset::parse(one),
+            _ => None,
+        }
+    }
+
+    /// The executable, resolved through PATH (a preset: its server binary, or one line
+    /// naming the Debian packages to install).
     pub fn executable(&self) -> anyhow::Result<PathBuf> {
+        if let Some(p) = self.preset() {
+            return Ok(p.locate()?);
+        }
         resolve_executable(&self.argv[0]).with_context(|| {
             format!(
                 "target {:?}: executable {:?} not found",
@@ -82,6 +107,25 @@ impl TargetSpec {
         let bytes = std::fs::read(&exe)
             .with_context(|| format!("reading target executable {}", exe.display()))?;
         let sha = hex::encode(Sha256::digest(&bytes));
+        if let Some(p) = self.preset() {
+            // nginx prints its version on stderr, the others on stdout.
+            let version = Command::new(&exe)
+                .args(p.version_args())
+                .stdin(Stdio::null())
+                .output()
+                .map(|o| {
+                    let mut t = String::from_utf8_lossy(&o.stdout).into_owned();
+                    t.push_str(&String::from_utf8_lossy(&o.stderr));
+                    t.lines().next().unwrap_or("").trim().to_owned()
+                })
+                .unwrap_or_default();
+            return Ok(TargetIdentity {
+                command: self.given.clone(),
+                executable: exe.display().to_string(),
+                sha256: sha,
+                version,
+            });
+        }
         let mut cmd = Command::new(&exe);
         if self.argv.get(1).map(String::as_str) == Some("serve-ref") {
             cmd.arg("serve-ref");
@@ -204,7 +248,10 @@ pub struct Server {
     child: Option<Child>,
     stderr_tail: Arc<std::sync::Mutex<Vec<u8>>>,
     rss_stop: Arc<AtomicBool>,
-    rss_thread: Option<std::thread::JoinHandle<(f64, u64)>>,
+    rss_thread: Option<std::thread::JoinHandle<RssSamples>>,
+    /// A preset: the server runs in its own process group (master plus workers), measured
+    /// and stopped as a whole.
+    group: bool,
 }
 
 /// How long a server may take to become ready before the sample fails.
@@ -217,12 +264,26 @@ impl Server {
         std::fs::create_dir_all(data_dir)
             .with_context(|| format!("creating data dir {}", data_dir.display()))?;
         let addr = reserve_port()?;
-        let argv = spec.argv_for(addr, data_dir);
+        let preset = spec.preset();
+        let auth = preset_auth();
+        let argv = match preset {
+            Some(p) => {
+                let c = p.prepare(data_dir, addr, Some(&auth))?;
+                let mut argv = vec![c.program.display().to_string()];
+                argv.extend(c.args);
+                argv
+            }
+            None => spec.argv_for(addr, data_dir),
+        };
         let mut cmd = Command::new(&argv[0]);
         cmd.args(&argv[1..])
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped());
+        if preset.is_some() {
+            use std::os::unix::process::CommandExt;
+            cmd.process_group(0);
+        }
         set_parent_death_signal(&mut cmd);
         let t0 = Instant::now();
         let mut child = cmd
@@ -256,6 +317,7 @@ impl Server {
             stderr_tail,
             rss_stop: Arc::new(AtomicBool::new(false)),
             rss_thread: None,
+            group: preset.is_some(),
         };
         loop {
             if let Some(child) = server.child.as_mut()
@@ -267,7 +329,11 @@ impl Server {
                     server.stderr_line()
                 );
             }
-            if probe_ready(addr) {
+            let ready = match preset {
+                Some(_) => loadgen::webdav::probe_ready(addr, Some(&auth)),
+                None => probe_ready(addr),
+            };
+            if ready {
                 break;
             }
             if t0.elapsed() > READY_TIMEOUT {
@@ -282,7 +348,8 @@ impl Server {
         }
         server.ready_after = t0.elapsed();
         let stop = server.rss_stop.clone();
-        server.rss_thread = Some(std::thread::spawn(move || sample_rss(pid, &stop)));
+        let group = server.group;
+        server.rss_thread = Some(std::thread::spawn(move || sample_rss(pid, group, &stop)));
         Ok(server)
     }
 
@@ -310,23 +377,37 @@ impl Server {
     /// Reads per-thread CPU and /proc io, sends SIGTERM, waits (bounded; then SIGKILL) and
     /// reaps with `wait4` to get the child's own rusage.
     pub fn stop(mut self) -> anyhow::Result<ServerUsage> {
-        let mut usage = ServerUsage {
-            thread_cpu_s: thread_cpu(self.pid),
-            io: proc_io(self.pid),
-            ..Default::default()
+        let pids = if self.group {
+            group_pids(self.pid)
+        } else {
+            vec![self.pid]
         };
+        let mut usage = ServerUsage::default();
+        for &p in &pids {
+            for (k, v) in thread_cpu(p) {
+                *usage.thread_cpu_s.entry(k).or_insert(0.0) += v;
+            }
+            for (k, v) in proc_io(p) {
+                *usage.io.entry(k).or_insert(0) += v;
+            }
+        }
         self.rss_stop.store(true, Ordering::SeqCst);
+        let mut sampled_peak = 0;
         if let Some(h) = self.rss_thread.take()
-            && let Ok((mean, _)) = h.join()
+            && let Ok(r) = h.join()
         {
-            usage.mean_rss_kib = mean;
+            usage.mean_rss_kib = r.mean_kib;
+            sampled_peak = r.peak_kib;
         }
         let Some(mut child) = self.child.take() else {
             return Ok(usage);
         };
         let pid = child.id() as libc::pid_t;
-        // SAFETY: kill(2) on our own child's pid, which is not reaped yet (we hold `child`).
-        unsafe { libc::kill(pid, libc::SIGTERM) };
+        // A preset's master stops its workers on SIGTERM and reaps them, so their CPU is in
+        // the master's rusage below; the group gets the signal too in case one is stuck.
+        let target = if self.group { -pid } else { pid };
+        // SAFETY: kill(2) on our own child's pid (or its process group), not reaped yet.
+        unsafe { libc::kill(target, libc::SIGTERM) };
         let deadline = Instant::now() + Duration::from_secs(10);
         let (status, ru) = loop {
             let (done, status, ru) = wait4_nohang(pid)?;
@@ -335,7 +416,7 @@ impl Server {
             }
             if Instant::now() > deadline {
                 // SAFETY: as above.
-                unsafe { libc::kill(pid, libc::SIGKILL) };
+                unsafe { libc::kill(target, libc::SIGKILL) };
             }
             std::thread::sleep(Duration::from_millis(5));
         };
@@ -344,7 +425,13 @@ impl Server {
         let _ = child.wait();
         usage.cpu_user_s = tv_s(ru.ru_utime);
         usage.cpu_sys_s = tv_s(ru.ru_stime);
-        usage.peak_rss_kib = ru.ru_maxrss.max(0) as u64;
+        // ru_maxrss is one process's peak; a process group's is the sampled peak of the sum.
+        usage.peak_rss_kib = (ru.ru_maxrss.max(0) as u64).max(sampled_peak);
+        if self.group {
+            // Workers that outlived their master (they should not) go too.
+            // SAFETY: kill(2) on our own process group.
+            unsafe { libc::kill(-pid, libc::SIGKILL) };
+        }
         usage.exit_status = Some(status);
         Ok(usage)
     }
@@ -354,6 +441,10 @@ impl Drop for Server {
     fn drop(&mut self) {
         self.rss_stop.store(true, Ordering::SeqCst);
         if let Some(mut c) = self.child.take() {
+            if self.group {
+                // SAFETY: kill(2) on our own, unreaped child's process group.
+                unsafe { libc::kill(-(c.id() as libc::pid_t), libc::SIGKILL) };
+            }
             let _ = c.kill();
             let _ = c.wait();
         }
@@ -424,26 +515,74 @@ fn probe_ready(addr: SocketAddr) -> bool {
     got >= 12 && &buf[9..12] == b"200"
 }
 
-/// Samples resident memory every 20 ms until told to stop: (mean KiB, samples).
-fn sample_rss(pid: u32, stop: &AtomicBool) -> (f64, u64) {
-    let (mut sum, mut n) = (0.0, 0u64);
+/// What the RSS sampler saw: mean and peak resident KiB (of the process, or the sum over its
+/// process group), and how many samples.
+struct RssSamples {
+    mean_kib: f64,
+    peak_kib: u64,
+}
+
+fn rss_kib(pid: u32) -> Option<f64> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    s.lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next()?.parse::<f64>().ok())
+}
+
+/// Samples resident memory every 20 ms until told to stop; with `group`, the sum over every
+/// process in `pid`'s process group (a master and its workers).
+fn sample_rss(pid: u32, group: bool, stop: &AtomicBool) -> RssSamples {
+    let (mut sum, mut n, mut peak) = (0.0, 0u64, 0.0f64);
     while !stop.load(Ordering::SeqCst) {
-        match std::fs::read_to_string(format!("/proc/{pid}/status")) {
-            Ok(s) => {
-                if let Some(kib) = s
-                    .lines()
-                    .find_map(|l| l.strip_prefix("VmRSS:"))
-                    .and_then(|v| v.split_whitespace().next()?.parse::<f64>().ok())
-                {
-                    sum += kib;
-                    n += 1;
-                }
+        let kib = if group {
+            let pids = group_pids(pid);
+            if pids.is_empty() {
+                break;
             }
-            Err(_) => break,
+            Some(pids.into_iter().filter_map(rss_kib).sum())
+        } else {
+            match std::fs::read_to_string(format!("/proc/{pid}/status")) {
+                Ok(_) => rss_kib(pid),
+                Err(_) => break,
+            }
+        };
+        if let Some(k) = kib {
+            sum += k;
+            n += 1;
+            peak = peak.max(k);
         }
         std::thread::sleep(Duration::from_millis(20));
     }
-    (if n == 0 { 0.0 } else { sum / n as f64 }, n)
+    RssSamples {
+        mean_kib: if n == 0 { 0.0 } else { sum / n as f64 },
+        peak_kib: peak as u64,
+    }
+}
+
+/// The live processes whose process group is `pgid` (field 5 of `/proc/<pid>/stat`).
+fn group_pids(pgid: u32) -> Vec<u32> {
+    let mut out = Vec::new();
+    let Ok(rd) = std::fs::read_dir("/proc") else {
+        return out;
+    };
+    for e in rd.flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        // After "pid (comm) ": state ppid pgrp ...
+        let pgrp = stat
+            .rfind(')')
+            .and_then(|i| stat[i + 1..].split_whitespace().nth(2))
+            .and_then(|v| v.parse::<u32>().ok());
+        if pgrp == Some(pgid) {
+            out.push(pid);
+        }
+    }
+    out.sort_unstable();
+    out
 }
 
 /// CPU seconds per thread name from `/proc/<pid>/task/*/stat` (utime + stime, clock ticks).

@@ -6,3 +6,4 @@ mod layout;
 mod record;
 mod report;
 mod vault;
+mod webdav;

@@ -4,6 +4,8 @@
 mod cli;
 mod e2e;
 mod h1_answer;
+mod webdav_e2e;
+mod webdav_fixtures;
 
 use std::path::{Path, PathBuf};
 

@@ -1,0 +1,157 @@
+//! Recording and A/B against the real third-party WebDAV servers (slow: real servers, so
+//! `#[ignore]`d; `.ci/run` installs the servers and runs them): a `small-webdav` recording
+//! against `rclone-webdav` that `verify` accepts, an A/B between two presets at R = 2, and the
+//! refusals of a protocol mismatch.
+
+use std::path::Path;
+
+use serde_json::Value;
+
+use crate::common::{LOOSE_GATE, vb};
+
+fn read(p: &Path) -> Value {
+    serde_json::from_slice(&std::fs::read(p).unwrap()).unwrap()
+}
+
+#[test]
+#[ignore = "slow: real servers"]
+fn small_webdav_against_rclone_records_and_verifies() {
+    let home = tempfile::tempdir().unwrap();
+    let gate = home.path().join("gate.toml");
+    std::fs::write(&gate, LOOSE_GATE).unwrap();
+    let out = home.path().join("out");
+    vb(home.path())
+        .args([
+            "record",
+            "small-webdav",
+            "--target",
+            "rclone-webdav",
+            "--samples",
+            "2",
+            "--gate-config",
+        ])
+        .arg(&gate)
+        .arg("--out")
+        .arg(&out)
+        .arg("--work-dir")
+        .arg(home.path().join("work"))
+        .timeout(std::time::Duration::from_secs(600))
+        .assert()
+        .success();
+    vb(home.path()).arg("verify").arg(&out).assert().success();
+    let b = read(&out.join("small-webdav.json"));
+    let value = |k: &str| {
+        b["metrics"][k]["value"]
+            .as_f64()
+            .unwrap_or_else(|| panic!("{k} missing: {}", b["metrics"]))
+    };
+    assert_eq!(value("cold_pull.byte_identical"), 1.0);
+    assert_eq!(value("cold_push.files"), 100.0);
+    assert_eq!(value("idle_resync.mismatched"), 0.0);
+    // A Depth 1 walk is one PROPFIND per folder plus the root.
+    assert_eq!(
+        value("idle_resync.requests"),
+        value("cold_push.requests.mkcol") + 1.0
+    );
+    assert_eq!(value("edit.poll_interval_ms"), 100.0);
+    assert_eq!(value("folder_rename.requests"), 1.0);
+    for key in [
+        "route.propfind-depth1.c4.p50_us",
+        "route.put-file.c1.p50_us",
+        "route.get-file.c4.rps",
+        "route.move.c1.p99_us",
+        "server.cpu_s",
+        "server.peak_rss_mib",
+    ] {
+        assert!(value(key) > 0.0, "{key}");
+    }
+    let prov = read(&out.join("small-webdav.provenance.json"));
+    let text = prov.to_string();
+    assert!(
+        text.contains("rclone v"),
+        "the version output is the build identity"
+    );
+}
+
+#[test]
+#[ignore = "slow: real servers"]
+fn ab_between_two_presets_writes_a_result() {
+    let home = tempfile::tempdir().unwrap();
+    let gate = home.path().join("gate.toml");
+    std::fs::write(&gate, LOOSE_GATE).unwrap();
+    let res = home.path().join("ab.json");
+    let o = vb(home.path())
+        .args([
+            "ab",
+            "--a",
+            "apache-webdav",
+            "--b",
+            "nginx-webdav",
+            "--scenario",
+            "small-webdav",
+            "--rounds",
+            "2",
+            "--json",
+            "--gate-config",
+        ])
+        .arg(&gate)
+        .arg("--out")
+        .arg(&res)
+        .arg("--work-dir")
+        .arg(home.path().join("work"))
+        .timeout(std::time::Duration::from_secs(900))
+        .assert()
+        .get_output()
+        .clone();
+    assert!(
+        o.status.code().is_some_and(|c| c == 0 || c == 1),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let doc = read(&res);
+    assert_eq!(doc["kind"], "vaultbench.ab");
+    assert_eq!(doc["rounds"].as_array().unwrap().len(), 2);
+    for key in ["cold_push.wall_ms", "cold_pull.wall_ms", "server.cpu_s"] {
+        assert!(doc["metrics"][key].is_object(), "{key}: {}", doc["metrics"]);
+    }
+    let text = doc.to_string();
+    assert!(
+        text.contains("Apache/") && text.contains("nginx/"),
+        "identities"
+    );
+}
+
+#[test]
+#[ignore = "slow: real servers"]
+fn a_protocol_mismatch_is_refused_naming_both() {
+    let home = tempfile::tempdir().unwrap();
+    let gate = home.path().join("gate.toml");
+    std::fs::write(&gate, LOOSE_GATE).unwrap();
+    for (scenario, target, want) in [
+        ("small", "nginx-webdav", "choose a WebDAV scenario"),
+        ("small-webdav", "ref", "choose a WebDAV target"),
+    ] {
+        let o = vb(home.path())
+            .args(["record", scenario, "--target", target, "--samples", "1"])
+            .arg("--gate-config")
+            .arg(&gate)
+            .arg("--out")
+            .arg(home.path().join("out"))
+            .arg("--work-dir")
+            .arg(home.path().join("work"))
+            .timeout(std::time::Duration::from_secs(300))
+            .assert()
+            .failure()
+            .get_output()
+            .clone();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains(want), "{scenario} on {target}: {err}");
+        assert!(
+            !home
+                .path()
+                .join("out")
+                .join(format!("{scenario}.json"))
+                .exists()
+        );
+    }
+}

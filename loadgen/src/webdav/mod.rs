@@ -1,0 +1,83 @@
+//! The WebDAV protocol adapter: a client shaped like the Remotely Save plugin's sync (it
+//! lists with PROPFIND and moves files with MKCOL, PUT, GET, MOVE and DELETE through the
+//! `webdav` npm client), whole-vault operations on top of it, a route load over the same lean
+//! HTTP/1.1 connection the signed client uses, and the three third-party servers the harness
+//! can start as targets.
+//!
+//! Read in this order: [`presets`] (configure and start Apache, nginx, rclone) →
+//! [`multistatus`] (parse PROPFIND answers) → [`client`] (one request: encode, send, time,
+//! count) → [`ops`] (push, walk, pull, resync, rename, poll) → [`route`] (route load).
+//!
+//! # Client conventions
+//! - Vault paths are `/`-separated and relative (`Wiki/Café crème.md`); on the wire each
+//!   segment is percent-encoded as UTF-8 bytes, everything but RFC 3986's unreserved
+//!   characters, and collections end in `/` (nginx's dav module refuses MKCOL, DELETE and
+//!   MOVE of a collection without it). Names are never normalised.
+//! - PROPFIND is sent as the `webdav` npm client's `getDirectoryContents` sends it: no body
+//!   (RFC 4918 §9.1: an empty body means allprop), `Accept: text/plain`, `Depth: 1` or
+//!   `Depth: infinity`.
+//! - Push: MKCOL every folder (parents first, one at a time), then PUT the files with four
+//!   in flight, the same figure the signed client uses. Pull: a PROPFIND walk, then GET with
+//!   four in flight, each answer's length checked against the listing.
+//! - Operations that must succeed retry a transport error or a 503 up to three attempts
+//!   with 50/100 ms back-off, as the signed client does.
+
+pub mod client;
+pub mod multistatus;
+pub mod ops;
+pub mod presets;
+pub mod route;
+
+use std::path::PathBuf;
+
+pub use client::{DavAnswer, DavClient, Depth};
+pub use multistatus::{DavEntry, parse_multistatus};
+pub use ops::{
+    Listing, PollReport, poll_until_changed, pull_vault, push_vault, rename, resync, walk,
+};
+pub use presets::{BasicAuth, Preset, RunningServer, ServerCommand, probe_ready};
+pub use route::{DavRoute, DavRouteLoadConfig, DavRouteLoadReport, run_dav_route_load};
+
+/// Errors of the WebDAV adapter. A failed request during a route load is data (counted per
+/// status), never one of these.
+#[derive(Debug, thiserror::Error)]
+pub enum DavError {
+    #[error("{preset} is not installed: apt-get install {packages}")]
+    NotInstalled {
+        preset: &'static str,
+        packages: &'static str,
+    },
+    #[error("{what}: {reason}")]
+    BadMultistatus { what: String, reason: String },
+    #[error("{route} {path}: transport error ({kind}): {detail}")]
+    Transport {
+        route: String,
+        path: String,
+        kind: &'static str,
+        detail: String,
+    },
+    #[error("{route} {path}: unexpected answer {status}: {detail}")]
+    Status {
+        route: String,
+        path: String,
+        status: u16,
+        detail: String,
+    },
+    #[error("{}: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{what}: {reason}")]
+    Invalid { what: String, reason: String },
+}
+
+impl DavError {
+    pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        DavError::Io {
+            path: path.into(),
+            source,
+        }
+    }
+}

@@ -331,3 +331,74 @@ fn record_with(
         .arg(&out);
     (cmd, out)
 }
+
+/// An executable script in `dir` that never answers anything, `--version` included.
+fn hung_target(dir: &Path) -> std::path::PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let p = dir.join("hung-target");
+    std::fs::write(&p, "#!/bin/sh\nwhile :; do sleep 1; done\n").unwrap();
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    p
+}
+
+#[test]
+fn a_target_that_never_answers_version_fails_in_one_line() {
+    let home = tempfile::tempdir().unwrap();
+    let target = hung_target(home.path());
+    let t0 = std::time::Instant::now();
+    let out = vb(home.path())
+        .args(["record", "small", "--target"])
+        .arg(&target)
+        .timeout(std::time::Duration::from_secs(60))
+        .assert()
+        .code(2)
+        .get_output()
+        .clone();
+    let took = t0.elapsed();
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("--version") && err.contains("10 s"), "{err}");
+    assert!(took >= std::time::Duration::from_secs(10), "{took:?}");
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let marker = target.display().to_string();
+    assert!(procs_with(&marker).is_empty(), "{:?}", procs_with(&marker));
+}
+
+#[test]
+fn sigint_during_the_version_probe_exits_130() {
+    let home = tempfile::tempdir().unwrap();
+    let target = hung_target(home.path());
+    let marker = target.display().to_string();
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin!("vaultbench"))
+        .args(["record", "small", "--target"])
+        .arg(&target)
+        .env("VAULTBENCH_CACHE", home.path().join("cache"))
+        .env("VAULTBENCH_LOCK", home.path().join("machine.lock"))
+        .env("XDG_DATA_HOME", home.path().join("data"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while procs_with(&marker).is_empty() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert!(!procs_with(&marker).is_empty(), "the probe never started");
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let t0 = std::time::Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if t0.elapsed() > std::time::Duration::from_secs(5) {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("SIGINT did not end the --version probe within 5 s");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    assert_eq!(status.code(), Some(130));
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert!(procs_with(&marker).is_empty(), "{:?}", procs_with(&marker));
+}

@@ -402,3 +402,34 @@ fn sigint_during_the_version_probe_exits_130() {
     std::thread::sleep(std::time::Duration::from_millis(300));
     assert!(procs_with(&marker).is_empty(), "{:?}", procs_with(&marker));
 }
+
+#[test]
+fn a_scenario_name_that_is_not_a_plain_file_name_is_refused_at_load() {
+    let home = tempfile::tempdir().unwrap();
+    let out = home.path().join("out");
+    for bad in ["../escaped/pwned", "/abs", ""] {
+        let file = home.path().join("bad.toml");
+        std::fs::write(
+            &file,
+            PUSH_ONLY.replace("name = \"push-only\"", &format!("name = {bad:?}")),
+        )
+        .unwrap();
+        let o = vb(home.path())
+            .args(["record", "--scenario-file"])
+            .arg(&file)
+            .arg("--out")
+            .arg(&out)
+            .timeout(std::time::Duration::from_secs(60))
+            .assert()
+            .code(2)
+            .get_output()
+            .clone();
+        let err = String::from_utf8(o.stderr).unwrap();
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(
+            err.contains(&file.display().to_string()) && err.contains(&format!("{bad:?}")),
+            "{err}"
+        );
+        assert!(!out.exists() && !home.path().join("escaped").exists());
+    }
+}

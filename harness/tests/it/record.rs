@@ -433,3 +433,29 @@ fn a_scenario_name_that_is_not_a_plain_file_name_is_refused_at_load() {
         assert!(!out.exists() && !home.path().join("escaped").exists());
     }
 }
+
+#[test]
+fn an_out_that_is_a_file_fails_before_any_sample() {
+    let home = tempfile::tempdir().unwrap();
+    let out = home.path().join("out");
+    std::fs::write(&out, "not a dir").unwrap();
+    let work = home.path().join("work");
+    let o = vb(home.path())
+        .args(["record", "small", "--out"])
+        .arg(&out)
+        .arg("--work-dir")
+        .arg(&work)
+        .timeout(std::time::Duration::from_secs(60))
+        .assert()
+        .code(2)
+        .get_output()
+        .clone();
+    let err = String::from_utf8(o.stderr).unwrap();
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("--out") && err.contains(&out.display().to_string()),
+        "{err}"
+    );
+    // No sample ran: nothing was prepared in the work dir.
+    assert!(!work.exists(), "a sample started");
+}

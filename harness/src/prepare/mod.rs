@@ -39,8 +39,8 @@ pub struct RunOpts {
     /// Where servers' data dirs live during samples; the io channel measures this filesystem.
     #[arg(long, value_name = "DIR")]
     pub work_dir: Option<PathBuf>,
-    /// Upper bound on one sample's run time, in seconds.
-    #[arg(long, default_value_t = 1800)]
+    /// Upper bound on one sample's run time, in seconds (at least 1).
+    #[arg(long, default_value_t = 1800, value_parser = clap::value_parser!(u64).range(1..))]
     pub sample_timeout: u64,
 }
 
@@ -107,7 +107,7 @@ pub fn prepare(scenario: Scenario, opts: &RunOpts) -> anyhow::Result<Prepared> {
         gate_cfg,
         reference,
         fingerprint,
-        timeout: Duration::from_secs(opts.sample_timeout.max(1)),
+        timeout: Duration::from_secs(opts.sample_timeout),
     })
 }
 

@@ -459,3 +459,23 @@ fn an_out_that_is_a_file_fails_before_any_sample() {
     // No sample ran: nothing was prepared in the work dir.
     assert!(!work.exists(), "a sample started");
 }
+
+#[test]
+fn a_zero_sample_timeout_is_a_usage_error() {
+    let home = tempfile::tempdir().unwrap();
+    let work = home.path().join("work");
+    let o = vb(home.path())
+        .args(["record", "small", "--sample-timeout", "0", "--work-dir"])
+        .arg(&work)
+        .timeout(std::time::Duration::from_secs(60))
+        .assert()
+        .code(2)
+        .get_output()
+        .clone();
+    let err = String::from_utf8(o.stderr).unwrap();
+    assert!(
+        err.contains("--sample-timeout") && err.contains('0'),
+        "{err}"
+    );
+    assert!(!work.exists(), "a sample started");
+}

@@ -52,10 +52,22 @@ pub fn parse_seed(s: &str) -> Result<u64, String> {
 /// Loads the scenario named on the command line or from `--scenario-file`.
 pub fn load_scenario(name: Option<&str>, file: Option<&Path>) -> anyhow::Result<Scenario> {
     match (name, file) {
-        (_, Some(f)) => {
+        (named, Some(f)) => {
             let text = std::fs::read_to_string(f)
                 .with_context(|| format!("scenario file {}", f.display()))?;
-            Ok(scenarios::scenario::parse(&text, &f.display().to_string())?)
+            let s = scenarios::scenario::parse(&text, &f.display().to_string())?;
+            // Both given: they must agree, or the recording would be filed under a name the
+            // user did not ask for.
+            if let Some(n) = named
+                && n != s.name
+            {
+                bail!(
+                    "scenario {n:?} was named but --scenario-file {} holds scenario {:?}: pass one or the other",
+                    f.display(),
+                    s.name
+                );
+            }
+            Ok(s)
         }
         (Some(n), None) => Ok(scenarios::scenario::builtin(n)?),
         (None, None) => bail!("name a scenario or pass --scenario-file"),

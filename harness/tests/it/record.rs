@@ -479,3 +479,27 @@ fn a_zero_sample_timeout_is_a_usage_error() {
     );
     assert!(!work.exists(), "a sample started");
 }
+
+#[test]
+fn a_named_scenario_and_a_file_holding_another_are_refused() {
+    let home = tempfile::tempdir().unwrap();
+    let (_, scen) = crate::common::loose_files(home.path());
+    let work = home.path().join("work");
+    let o = vb(home.path())
+        .args(["record", "small", "--scenario-file"])
+        .arg(&scen)
+        .arg("--work-dir")
+        .arg(&work)
+        .timeout(std::time::Duration::from_secs(60))
+        .assert()
+        .code(2)
+        .get_output()
+        .clone();
+    let err = String::from_utf8(o.stderr).unwrap();
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("\"small\"") && err.contains("\"push-only\""),
+        "{err}"
+    );
+    assert!(!work.exists(), "a sample started");
+}

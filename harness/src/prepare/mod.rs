@@ -49,8 +49,37 @@ pub fn parse_seed(s: &str) -> Result<u64, String> {
     contract::parse::seed(s)
 }
 
-/// Loads the scenario named on the command line or from `--scenario-file`.
+/// Loads the scenario named on the command line or from `--scenario-file`, and checks its
+/// route loads name routes the load generator knows (a usage error here, not a failed sample).
 pub fn load_scenario(name: Option<&str>, file: Option<&Path>) -> anyhow::Result<Scenario> {
+    let s = read_scenario(name, file)?;
+    let origin = file.map_or_else(
+        || format!("built-in {}", s.name),
+        |f| f.display().to_string(),
+    );
+    let known: Vec<&str> = if s.protocol.is_obsync() {
+        loadgen::Route::ALL.iter().map(|r| r.name()).collect()
+    } else {
+        loadgen::webdav::DavRoute::ALL
+            .iter()
+            .map(|r| r.name())
+            .collect()
+    };
+    for p in &s.phases {
+        if let scenarios::scenario::Phase::RouteLoad { routes, .. } = p
+            && let Some(bad) = routes.iter().find(|r| !known.contains(&r.as_str()))
+        {
+            bail!(
+                "scenario {origin}: route_load route {bad:?} is unknown for protocol {} (known: {})",
+                s.protocol.name(),
+                known.join(", ")
+            );
+        }
+    }
+    Ok(s)
+}
+
+fn read_scenario(name: Option<&str>, file: Option<&Path>) -> anyhow::Result<Scenario> {
     match (name, file) {
         (named, Some(f)) => {
             let text = std::fs::read_to_string(f)

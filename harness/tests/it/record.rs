@@ -503,3 +503,33 @@ fn a_named_scenario_and_a_file_holding_another_are_refused() {
     );
     assert!(!work.exists(), "a sample started");
 }
+
+#[test]
+fn an_unknown_route_load_route_is_a_usage_error_at_load() {
+    let home = tempfile::tempdir().unwrap();
+    let file = home.path().join("routes.toml");
+    std::fs::write(
+        &file,
+        PUSH_ONLY.to_owned()
+            + "[[phase]]\nkind = \"route_load\"\nroutes = [\"no-such-route\"]\nin_flight = [1]\nseconds = 1.0\nmax_requests = 10\n",
+    )
+    .unwrap();
+    let work = home.path().join("work");
+    let o = vb(home.path())
+        .args(["record", "--scenario-file"])
+        .arg(&file)
+        .arg("--work-dir")
+        .arg(&work)
+        .timeout(std::time::Duration::from_secs(60))
+        .assert()
+        .code(2)
+        .get_output()
+        .clone();
+    let err = String::from_utf8(o.stderr).unwrap();
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("no-such-route") && err.contains(&file.display().to_string()),
+        "{err}"
+    );
+    assert!(!work.exists(), "a sample started");
+}

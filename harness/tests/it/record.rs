@@ -537,3 +537,30 @@ fn an_unknown_route_load_route_is_a_usage_error_at_load() {
     );
     assert!(!work.exists(), "a sample started");
 }
+
+#[test]
+fn verify_refuses_a_baseline_filed_under_another_scenario() {
+    let home = tempfile::tempdir().unwrap();
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../baselines");
+    let dir = home.path().join("b");
+    std::fs::create_dir(&dir).unwrap();
+    // The committed `small` baseline, filed as `personal`.
+    std::fs::copy(src.join("small.json"), dir.join("personal.json")).unwrap();
+    std::fs::copy(
+        src.join("small.provenance.json"),
+        dir.join("personal.provenance.json"),
+    )
+    .unwrap();
+    let o = vb(home.path())
+        .arg("verify")
+        .arg(dir.join("personal.json"))
+        .assert()
+        .code(6)
+        .get_output()
+        .clone();
+    let err = String::from_utf8(o.stderr).unwrap();
+    assert!(
+        err.contains("\"personal\"") && err.contains("\"small\"") && err.contains("scenario"),
+        "{err}"
+    );
+}

@@ -204,6 +204,32 @@ pub fn builtin(name: &str) -> Result<Scenario, ScenarioError> {
     }
 }
 
+/// The longest scenario name: its files (`NAME.json`, `NAME.provenance.json`,
+/// `NAME.attempts.jsonl`) stay well under the 255-byte file-name limit of Linux file systems.
+pub const MAX_NAME_LEN: usize = 64;
+
+/// A scenario name must be a plain file name: it becomes `<out>/NAME.json`. ASCII letters,
+/// digits, `-`, `_` and `.`, not starting with `.` (no `..`, no hidden files), at most
+/// [`MAX_NAME_LEN`] bytes; so no `/`, no NUL, nothing absolute, never empty.
+pub fn check_file_name(name: &str) -> Result<(), &'static str> {
+    if name.is_empty() {
+        return Err("is empty");
+    }
+    if name.len() > MAX_NAME_LEN {
+        return Err("is longer than 64 bytes");
+    }
+    if name.starts_with('.') {
+        return Err("starts with '.'");
+    }
+    if !name
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+    {
+        return Err("may hold only ASCII letters, digits, '-', '_' and '.'");
+    }
+    Ok(())
+}
+
 /// Parses and validates a scenario; `origin` names it in errors (a path or "built-in X").
 pub fn parse(text: &str, origin: &str) -> Result<Scenario, ScenarioError> {
     let s: Scenario = toml::from_str(text).map_err(|e| ScenarioError::Parse {
@@ -219,6 +245,12 @@ pub fn parse(text: &str, origin: &str) -> Result<Scenario, ScenarioError> {
             message,
         })
     };
+    if let Err(why) = check_file_name(&s.name) {
+        return invalid(format!(
+            "name {:?} {why}: it names the baseline file under --out",
+            s.name
+        ));
+    }
     if crate::profile(&s.profile).is_none() {
         return invalid(format!(
             "unknown profile {:?} (known: {})",
@@ -398,5 +430,41 @@ mod tests {
         )
         .unwrap_err();
         assert!(e.to_string().contains("cold_push"), "{e}");
+    }
+
+    #[test]
+    fn names_must_be_plain_file_names() {
+        for bad in [
+            "../escaped/pwned",
+            "/abs",
+            "",
+            "..",
+            ".hidden",
+            "a/b",
+            "a\0b",
+            "a b",
+            "é",
+        ] {
+            // A TOML basic string: NUL as `\u0000` (TOML has no `\0`).
+            let quoted = format!("\"{}\"", bad.replace('\0', "\\u0000"));
+            let text =
+                format!("name={quoted}\ndoc='d'\nprofile='small'\n[[phase]]\nkind='cold_start'\n");
+            let e = parse(&text, "x.toml").expect_err(bad).to_string();
+            assert!(
+                e.contains("x.toml") && e.contains(&format!("{bad:?}")),
+                "{e}"
+            );
+            assert_eq!(e.lines().count(), 1, "{e}");
+        }
+        let long = "a".repeat(MAX_NAME_LEN + 1);
+        assert!(check_file_name(&long).is_err());
+        for good in [
+            "small",
+            "small-webdav",
+            "push_only.v2",
+            &"a".repeat(MAX_NAME_LEN),
+        ] {
+            assert_eq!(check_file_name(good), Ok(()), "{good}");
+        }
     }
 }

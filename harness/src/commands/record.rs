@@ -41,6 +41,12 @@ pub fn run(args: RecordArgs) -> anyhow::Result<i32> {
         args.scenario.as_deref(),
         args.common.scenario_file.as_deref(),
     )?;
+    if args.out.exists() && !args.out.is_dir() {
+        bail!(
+            "--out {} is not a directory: it takes the baseline and its sidecar",
+            args.out.display()
+        );
+    }
     let target = TargetSpec::parse(&args.target)?;
     let identity = target.identity()?;
     let n = args.common.samples.unwrap_or(scenario.samples);

@@ -73,7 +73,23 @@ pub fn run(args: VerifyArgs) -> anyhow::Result<i32> {
     let mut report = serde_json::Map::new();
     for f in &files {
         let (b, p) = read_pair(f)?;
-        let mismatches = verify_pair(&b, &p);
+        let mut mismatches = verify_pair(&b, &p);
+        // A baseline is filed as `<scenario>.json`: one under another scenario's name would be
+        // compared against the wrong runs.
+        let stem = f
+            .file_name()
+            .and_then(|n| n.to_str())
+            .and_then(|n| n.strip_suffix(".json"))
+            .unwrap_or("");
+        if stem != b.scenario {
+            mismatches.push(reports::schema::Mismatch {
+                key: "scenario".into(),
+                detail: format!(
+                    "the file is named for scenario {stem:?} but holds scenario {:?}",
+                    b.scenario
+                ),
+            });
+        }
         if mismatches.is_empty() {
             eprintln!(
                 "ok  {} ({} keys, {} samples, digest {})",

@@ -39,8 +39,8 @@ pub struct RunOpts {
     /// Where servers' data dirs live during samples; the io channel measures this filesystem.
     #[arg(long, value_name = "DIR")]
     pub work_dir: Option<PathBuf>,
-    /// Upper bound on one sample's run time, in seconds.
-    #[arg(long, default_value_t = 1800)]
+    /// Upper bound on one sample's run time, in seconds (at least 1).
+    #[arg(long, default_value_t = 1800, value_parser = clap::value_parser!(u64).range(1..))]
     pub sample_timeout: u64,
 }
 
@@ -49,13 +49,54 @@ pub fn parse_seed(s: &str) -> Result<u64, String> {
     contract::parse::seed(s)
 }
 
-/// Loads the scenario named on the command line or from `--scenario-file`.
+/// Loads the scenario named on the command line or from `--scenario-file`, and checks its
+/// route loads name routes the load generator knows (a usage error here, not a failed sample).
 pub fn load_scenario(name: Option<&str>, file: Option<&Path>) -> anyhow::Result<Scenario> {
+    let s = read_scenario(name, file)?;
+    let origin = file.map_or_else(
+        || format!("built-in {}", s.name),
+        |f| f.display().to_string(),
+    );
+    let known: Vec<&str> = if s.protocol.is_obsync() {
+        loadgen::Route::ALL.iter().map(|r| r.name()).collect()
+    } else {
+        loadgen::webdav::DavRoute::ALL
+            .iter()
+            .map(|r| r.name())
+            .collect()
+    };
+    for p in &s.phases {
+        if let scenarios::scenario::Phase::RouteLoad { routes, .. } = p
+            && let Some(bad) = routes.iter().find(|r| !known.contains(&r.as_str()))
+        {
+            bail!(
+                "scenario {origin}: route_load route {bad:?} is unknown for protocol {} (known: {})",
+                s.protocol.name(),
+                known.join(", ")
+            );
+        }
+    }
+    Ok(s)
+}
+
+fn read_scenario(name: Option<&str>, file: Option<&Path>) -> anyhow::Result<Scenario> {
     match (name, file) {
-        (_, Some(f)) => {
+        (named, Some(f)) => {
             let text = std::fs::read_to_string(f)
                 .with_context(|| format!("scenario file {}", f.display()))?;
-            Ok(scenarios::scenario::parse(&text, &f.display().to_string())?)
+            let s = scenarios::scenario::parse(&text, &f.display().to_string())?;
+            // Both given: they must agree, or the recording would be filed under a name the
+            // user did not ask for.
+            if let Some(n) = named
+                && n != s.name
+            {
+                bail!(
+                    "scenario {n:?} was named but --scenario-file {} holds scenario {:?}: pass one or the other",
+                    f.display(),
+                    s.name
+                );
+            }
+            Ok(s)
         }
         (Some(n), None) => Ok(scenarios::scenario::builtin(n)?),
         (None, None) => bail!("name a scenario or pass --scenario-file"),
@@ -107,7 +148,7 @@ pub fn prepare(scenario: Scenario, opts: &RunOpts) -> anyhow::Result<Prepared> {
         gate_cfg,
         reference,
         fingerprint,
-        timeout: Duration::from_secs(opts.sample_timeout.max(1)),
+        timeout: Duration::from_secs(opts.sample_timeout),
     })
 }
 

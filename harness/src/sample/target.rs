@@ -109,16 +109,12 @@ impl TargetSpec {
         let sha = hex::encode(Sha256::digest(&bytes));
         if let Some(p) = self.preset() {
             // nginx prints its version on stderr, the others on stdout.
-            let version = Command::new(&exe)
-                .args(p.version_args())
-                .stdin(Stdio::null())
-                .output()
-                .map(|o| {
-                    let mut t = String::from_utf8_lossy(&o.stdout).into_owned();
-                    t.push_str(&String::from_utf8_lossy(&o.stderr));
-                    t.lines().next().unwrap_or("").trim().to_owned()
-                })
-                .unwrap_or_default();
+            let mut cmd = Command::new(&exe);
+            cmd.args(p.version_args());
+            let version = match probe_version(cmd, true, &self.given, VERSION_TIMEOUT)? {
+                Some(t) => t.lines().next().unwrap_or("").trim().to_owned(),
+                None => String::new(),
+            };
             return Ok(TargetIdentity {
                 command: self.given.clone(),
                 executable: exe.display().to_string(),
@@ -130,15 +126,10 @@ impl TargetSpec {
         if self.argv.get(1).map(String::as_str) == Some("serve-ref") {
             cmd.arg("serve-ref");
         }
-        let out = cmd
-            .arg("--version")
-            .stdin(Stdio::null())
-            .stderr(Stdio::null())
-            .output();
-        let version = match out {
-            Ok(o) => String::from_utf8_lossy(&o.stdout).trim().to_owned(),
-            Err(_) => String::new(),
-        };
+        cmd.arg("--version");
+        let version = probe_version(cmd, false, &self.given, VERSION_TIMEOUT)?
+            .map(|t| t.trim().to_owned())
+            .unwrap_or_default();
         // The embedded server's identity also carries its flags: `ref` and `ref --group-commit`
         // are two builds of the same executable.
         let flags: Vec<&str> = self
@@ -169,6 +160,81 @@ impl TargetSpec {
             })
             .collect()
     }
+}
+
+/// How long a target may take to answer `--version` before the run fails. A real server
+/// prints its version in milliseconds; ten seconds leaves room for a cold disk cache on a busy
+/// machine while keeping a hung target from blocking `record` and `ab` for good.
+pub const VERSION_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Runs a version probe in its own process group with its output in a temp file (so a
+/// grandchild holding the descriptor cannot block the read). `Ok(None)` when it could not be
+/// started. Past `timeout` the group is killed and reaped and the run fails with one line; on
+/// SIGINT/SIGTERM the same, with [`crate::interrupt::Interrupted`].
+fn probe_version(
+    mut cmd: Command,
+    with_stderr: bool,
+    given: &str,
+    timeout: Duration,
+) -> anyhow::Result<Option<String>> {
+    use std::io::{Seek, SeekFrom};
+    use std::os::unix::process::CommandExt;
+    let mut out = tempfile::tempfile().context("creating a temp file for the --version probe")?;
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::from(out.try_clone()?))
+        .process_group(0);
+    if with_stderr {
+        cmd.stderr(Stdio::from(out.try_clone()?));
+    } else {
+        cmd.stderr(Stdio::null());
+    }
+    set_parent_death_signal(&mut cmd);
+    let Ok(mut child) = cmd.spawn() else {
+        return Ok(None);
+    };
+    let deadline = Instant::now() + timeout;
+    loop {
+        match child.try_wait() {
+            Ok(Some(_)) => break,
+            Ok(None) => {}
+            Err(e) => {
+                kill_probe(&mut child);
+                return Err(e).with_context(|| format!("target {given:?}: waiting for --version"));
+            }
+        }
+        if crate::interrupt::requested() {
+            kill_probe(&mut child);
+            return Err(crate::interrupt::Interrupted.into());
+        }
+        if Instant::now() >= deadline {
+            kill_probe(&mut child);
+            bail!(
+                "target {given:?} gave no --version answer within {} s (killed): is it a server that hangs?",
+                timeout.as_secs()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    // The probe's own group may have left children writing; they go with it.
+    kill_group(&child);
+    let mut text = Vec::new();
+    out.seek(SeekFrom::Start(0))?;
+    // A version is a line; 64 KiB bounds a target that prints without end.
+    out.take(64 * 1024).read_to_end(&mut text)?;
+    Ok(Some(String::from_utf8_lossy(&text).into_owned()))
+}
+
+/// SIGKILL to a probe's process group (its pid is the group id).
+fn kill_group(child: &Child) {
+    // SAFETY: kill(2) on the process group our own child leads.
+    unsafe { libc::kill(-(child.id() as libc::pid_t), libc::SIGKILL) };
+}
+
+/// Kills a probe's process group and reaps the probe.
+fn kill_probe(child: &mut Child) {
+    kill_group(child);
+    let _ = child.kill();
+    let _ = child.wait();
 }
 
 fn resolve_executable(name: &str) -> Option<PathBuf> {

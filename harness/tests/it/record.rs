@@ -331,3 +331,236 @@ fn record_with(
         .arg(&out);
     (cmd, out)
 }
+
+/// An executable script in `dir` that never answers anything, `--version` included.
+fn hung_target(dir: &Path) -> std::path::PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let p = dir.join("hung-target");
+    std::fs::write(&p, "#!/bin/sh\nwhile :; do sleep 1; done\n").unwrap();
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    p
+}
+
+#[test]
+fn a_target_that_never_answers_version_fails_in_one_line() {
+    let home = tempfile::tempdir().unwrap();
+    let target = hung_target(home.path());
+    let t0 = std::time::Instant::now();
+    let out = vb(home.path())
+        .args(["record", "small", "--target"])
+        .arg(&target)
+        .timeout(std::time::Duration::from_secs(60))
+        .assert()
+        .code(2)
+        .get_output()
+        .clone();
+    let took = t0.elapsed();
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("--version") && err.contains("10 s"), "{err}");
+    assert!(took >= std::time::Duration::from_secs(10), "{took:?}");
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let marker = target.display().to_string();
+    assert!(procs_with(&marker).is_empty(), "{:?}", procs_with(&marker));
+}
+
+#[test]
+fn sigint_during_the_version_probe_exits_130() {
+    let home = tempfile::tempdir().unwrap();
+    let target = hung_target(home.path());
+    let marker = target.display().to_string();
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin!("vaultbench"))
+        .args(["record", "small", "--target"])
+        .arg(&target)
+        .env("VAULTBENCH_CACHE", home.path().join("cache"))
+        .env("VAULTBENCH_LOCK", home.path().join("machine.lock"))
+        .env("XDG_DATA_HOME", home.path().join("data"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // The probe: a process naming the script that is not vaultbench itself (whose own
+    // command line names it too, after `--target`).
+    let me = child.id().to_string();
+    let probe_running = || procs_with(&marker).iter().any(|p| *p != me);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !probe_running() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert!(probe_running(), "the probe never started");
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let t0 = std::time::Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if t0.elapsed() > std::time::Duration::from_secs(5) {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("SIGINT did not end the --version probe within 5 s");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    assert_eq!(status.code(), Some(130));
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert!(procs_with(&marker).is_empty(), "{:?}", procs_with(&marker));
+}
+
+#[test]
+fn a_scenario_name_that_is_not_a_plain_file_name_is_refused_at_load() {
+    let home = tempfile::tempdir().unwrap();
+    let out = home.path().join("out");
+    for bad in ["../escaped/pwned", "/abs", ""] {
+        let file = home.path().join("bad.toml");
+        std::fs::write(
+            &file,
+            PUSH_ONLY.replace("name = \"push-only\"", &format!("name = {bad:?}")),
+        )
+        .unwrap();
+        let o = vb(home.path())
+            .args(["record", "--scenario-file"])
+            .arg(&file)
+            .arg("--out")
+            .arg(&out)
+            .timeout(std::time::Duration::from_secs(60))
+            .assert()
+            .code(2)
+            .get_output()
+            .clone();
+        let err = String::from_utf8(o.stderr).unwrap();
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(
+            err.contains(&file.display().to_string()) && err.contains(&format!("{bad:?}")),
+            "{err}"
+        );
+        assert!(!out.exists() && !home.path().join("escaped").exists());
+    }
+}
+
+#[test]
+fn an_out_that_is_a_file_fails_before_any_sample() {
+    let home = tempfile::tempdir().unwrap();
+    let out = home.path().join("out");
+    std::fs::write(&out, "not a dir").unwrap();
+    let work = home.path().join("work");
+    let o = vb(home.path())
+        .args(["record", "small", "--out"])
+        .arg(&out)
+        .arg("--work-dir")
+        .arg(&work)
+        .timeout(std::time::Duration::from_secs(60))
+        .assert()
+        .code(2)
+        .get_output()
+        .clone();
+    let err = String::from_utf8(o.stderr).unwrap();
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("--out") && err.contains(&out.display().to_string()),
+        "{err}"
+    );
+    // No sample ran: nothing was prepared in the work dir.
+    assert!(!work.exists(), "a sample started");
+}
+
+#[test]
+fn a_zero_sample_timeout_is_a_usage_error() {
+    let home = tempfile::tempdir().unwrap();
+    let work = home.path().join("work");
+    let o = vb(home.path())
+        .args(["record", "small", "--sample-timeout", "0", "--work-dir"])
+        .arg(&work)
+        .timeout(std::time::Duration::from_secs(60))
+        .assert()
+        .code(2)
+        .get_output()
+        .clone();
+    let err = String::from_utf8(o.stderr).unwrap();
+    assert!(
+        err.contains("--sample-timeout") && err.contains('0'),
+        "{err}"
+    );
+    assert!(!work.exists(), "a sample started");
+}
+
+#[test]
+fn a_named_scenario_and_a_file_holding_another_are_refused() {
+    let home = tempfile::tempdir().unwrap();
+    let (_, scen) = crate::common::loose_files(home.path());
+    let work = home.path().join("work");
+    let o = vb(home.path())
+        .args(["record", "small", "--scenario-file"])
+        .arg(&scen)
+        .arg("--work-dir")
+        .arg(&work)
+        .timeout(std::time::Duration::from_secs(60))
+        .assert()
+        .code(2)
+        .get_output()
+        .clone();
+    let err = String::from_utf8(o.stderr).unwrap();
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("\"small\"") && err.contains("\"push-only\""),
+        "{err}"
+    );
+    assert!(!work.exists(), "a sample started");
+}
+
+#[test]
+fn an_unknown_route_load_route_is_a_usage_error_at_load() {
+    let home = tempfile::tempdir().unwrap();
+    let file = home.path().join("routes.toml");
+    std::fs::write(
+        &file,
+        PUSH_ONLY.to_owned()
+            + "[[phase]]\nkind = \"route_load\"\nroutes = [\"no-such-route\"]\nin_flight = [1]\nseconds = 1.0\nmax_requests = 10\n",
+    )
+    .unwrap();
+    let work = home.path().join("work");
+    let o = vb(home.path())
+        .args(["record", "--scenario-file"])
+        .arg(&file)
+        .arg("--work-dir")
+        .arg(&work)
+        .timeout(std::time::Duration::from_secs(60))
+        .assert()
+        .code(2)
+        .get_output()
+        .clone();
+    let err = String::from_utf8(o.stderr).unwrap();
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("no-such-route") && err.contains(&file.display().to_string()),
+        "{err}"
+    );
+    assert!(!work.exists(), "a sample started");
+}
+
+#[test]
+fn verify_refuses_a_baseline_filed_under_another_scenario() {
+    let home = tempfile::tempdir().unwrap();
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../baselines");
+    let dir = home.path().join("b");
+    std::fs::create_dir(&dir).unwrap();
+    // The committed `small` baseline, filed as `personal`.
+    std::fs::copy(src.join("small.json"), dir.join("personal.json")).unwrap();
+    std::fs::copy(
+        src.join("small.provenance.json"),
+        dir.join("personal.provenance.json"),
+    )
+    .unwrap();
+    let o = vb(home.path())
+        .arg("verify")
+        .arg(dir.join("personal.json"))
+        .assert()
+        .code(6)
+        .get_output()
+        .clone();
+    let err = String::from_utf8(o.stderr).unwrap();
+    assert!(
+        err.contains("\"personal\"") && err.contains("\"small\"") && err.contains("scenario"),
+        "{err}"
+    );
+}

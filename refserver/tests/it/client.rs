@@ -65,7 +65,12 @@ impl Api {
     pub fn new(base: &str, seed: u64) -> Api {
         Api {
             base: base.trim_end_matches('/').to_owned(),
-            http: Client::builder(TokioExecutor::new()).build_http(),
+            // No idle connection reuse: the server may close a connection after an answer it
+            // gave without reading the body (507, 413), and a pooled client that sends the next
+            // request on it races that close (`IncompleteMessage`).
+            http: Client::builder(TokioExecutor::new())
+                .pool_max_idle_per_host(0)
+                .build_http(),
             rng: Mutex::new(ChaCha8Rng::seed_from_u64(seed)),
             ts_offset: 0,
         }

@@ -1,4 +1,6 @@
-//! The variance gate: per channel CV, max/median and drift from the machine reference, against bounds from one config file.
+//! The variance gate: per channel CV, max/median and drift from the machine reference, and the
+//! in-sample contention channels (run-queue delay, PSI, steal over each sample's measured
+//! window), against bounds from one config file.
 //!
 //! The default bounds are the recorded practice in `shared/seeds/mcp-server-perf-baselines.txt`
 //! ("cpuMs CV 0.20, max/median 1.6, reference tolerance 0.5; ioMs 0.45, 2.5, 1.0"); the io
@@ -8,6 +10,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
+use contract::schema::{ChannelReading, Contention, GateFigure, SampleVerdict};
 use serde::{Deserialize, Serialize};
 
 use crate::reference::Reference;
@@ -16,6 +19,43 @@ use crate::reference::Reference;
 pub const CPU: &str = "cpu_ms";
 /// See [`CPU`].
 pub const IO: &str = "io_ms";
+/// In-sample channel: run-queue delay of the server's threads / their CPU time.
+pub const SERVER_RUN_DELAY: &str = "server_run_delay";
+/// In-sample channel: run-queue delay of the generator's threads / their CPU time.
+pub const GENERATOR_RUN_DELAY: &str = "generator_run_delay";
+/// In-sample channel: PSI cpu `some` stall / window.
+pub const PSI_CPU_SOME: &str = "psi_cpu_some";
+/// In-sample channel: PSI io `some` stall / window.
+pub const PSI_IO_SOME: &str = "psi_io_some";
+/// In-sample channel: steal / all CPU time.
+pub const STEAL: &str = "steal";
+/// The in-sample channels, in the order they are reported.
+pub const IN_SAMPLE: [&str; 5] = [
+    SERVER_RUN_DELAY,
+    GENERATOR_RUN_DELAY,
+    PSI_CPU_SOME,
+    PSI_IO_SOME,
+    STEAL,
+];
+
+/// The value of one in-sample channel in a sample's contention reading.
+pub fn in_sample_value(c: &Contention, channel: &str) -> Option<f64> {
+    match channel {
+        SERVER_RUN_DELAY => c.server_run_delay,
+        GENERATOR_RUN_DELAY => c.generator_run_delay,
+        PSI_CPU_SOME => c.psi_cpu_some,
+        PSI_IO_SOME => c.psi_io_some,
+        STEAL => c.steal,
+        _ => None,
+    }
+}
+
+/// The bound of one in-sample channel: the largest share any one sample may show.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ShareBound {
+    pub max_share: f64,
+}
 
 /// The bounds one channel must stay within over a recording.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -35,6 +75,43 @@ pub struct ChannelBounds {
 pub struct GateConfig {
     pub cpu_ms: ChannelBounds,
     pub io_ms: ChannelBounds,
+    #[serde(default = "defaults::server_run_delay")]
+    pub server_run_delay: ShareBound,
+    #[serde(default = "defaults::generator_run_delay")]
+    pub generator_run_delay: ShareBound,
+    #[serde(default = "defaults::psi_cpu_some")]
+    pub psi_cpu_some: ShareBound,
+    #[serde(default = "defaults::psi_io_some")]
+    pub psi_io_some: ShareBound,
+    #[serde(default = "defaults::steal")]
+    pub steal: ShareBound,
+}
+
+/// Default bounds of the in-sample channels. Where each comes from is in `calibration/gate.toml`
+/// and README "In-sample contention": the quiet and contended figures measured with
+/// `calibrate --gate-trial` on the project's 2-core VM.
+mod defaults {
+    use super::ShareBound;
+    pub fn server_run_delay() -> ShareBound {
+        ShareBound { max_share: SERVER_RUN_DELAY }
+    }
+    pub fn generator_run_delay() -> ShareBound {
+        ShareBound { max_share: GENERATOR_RUN_DELAY }
+    }
+    pub fn psi_cpu_some() -> ShareBound {
+        ShareBound { max_share: PSI_CPU_SOME }
+    }
+    pub fn psi_io_some() -> ShareBound {
+        ShareBound { max_share: PSI_IO_SOME }
+    }
+    pub fn steal() -> ShareBound {
+        ShareBound { max_share: STEAL }
+    }
+    pub const SERVER_RUN_DELAY: f64 = 0.5;
+    pub const GENERATOR_RUN_DELAY: f64 = 0.5;
+    pub const PSI_CPU_SOME: f64 = 0.5;
+    pub const PSI_IO_SOME: f64 = 0.9;
+    pub const STEAL: f64 = 0.1;
 }
 
 impl Default for GateConfig {
@@ -51,6 +128,11 @@ impl Default for GateConfig {
                 max_over_median: 2.5,
                 reference_tolerance: 1.0,
             },
+            server_run_delay: defaults::server_run_delay(),
+            generator_run_delay: defaults::generator_run_delay(),
+            psi_cpu_some: defaults::psi_cpu_some(),
+            psi_io_some: defaults::psi_io_some(),
+            steal: defaults::steal(),
         }
     }
 }
@@ -114,6 +196,26 @@ impl GateConfig {
                 })?;
         let mut cfg = GateConfig::default();
         for (section, value) in &table {
+            let Some(inner) = value.as_table() else {
+                return Err(ConfigError::BadValue {
+                    path: path.to_owned(),
+                    key: section.clone(),
+                    problem: "found a value where a table was expected".into(),
+                });
+            };
+            if let Some(share) = cfg.share_bound_mut(section) {
+                for (key, value) in inner {
+                    let full = format!("{section}.{key}");
+                    if key != "max_share" {
+                        return Err(ConfigError::UnknownKey {
+                            path: path.to_owned(),
+                            key: full,
+                        });
+                    }
+                    share.max_share = bound_number(path, &full, value)?;
+                }
+                continue;
+            }
             let bounds = match section.as_str() {
                 CPU => &mut cfg.cpu_ms,
                 IO => &mut cfg.io_ms,
@@ -123,13 +225,6 @@ impl GateConfig {
                         key: section.clone(),
                     });
                 }
-            };
-            let Some(inner) = value.as_table() else {
-                return Err(ConfigError::BadValue {
-                    path: path.to_owned(),
-                    key: section.clone(),
-                    problem: "found a value where a table was expected".into(),
-                });
             };
             for (key, value) in inner {
                 let full = format!("{section}.{key}");
@@ -144,28 +239,33 @@ impl GateConfig {
                         });
                     }
                 };
-                let number = match value {
-                    toml::Value::Float(f) => *f,
-                    toml::Value::Integer(i) => *i as f64,
-                    other => {
-                        return Err(ConfigError::BadValue {
-                            path: path.to_owned(),
-                            key: full,
-                            problem: format!("found a {}", other.type_str()),
-                        });
-                    }
-                };
-                if !number.is_finite() || number < 0.0 {
-                    return Err(ConfigError::BadValue {
-                        path: path.to_owned(),
-                        key: full,
-                        problem: format!("found {number}, bounds must be finite and >= 0"),
-                    });
-                }
-                *slot = number;
+                *slot = bound_number(path, &full, value)?;
             }
         }
         Ok(cfg)
+    }
+
+    /// The bound of one in-sample channel by name.
+    pub fn share_bound(&self, channel: &str) -> Option<&ShareBound> {
+        match channel {
+            SERVER_RUN_DELAY => Some(&self.server_run_delay),
+            GENERATOR_RUN_DELAY => Some(&self.generator_run_delay),
+            PSI_CPU_SOME => Some(&self.psi_cpu_some),
+            PSI_IO_SOME => Some(&self.psi_io_some),
+            STEAL => Some(&self.steal),
+            _ => None,
+        }
+    }
+
+    fn share_bound_mut(&mut self, channel: &str) -> Option<&mut ShareBound> {
+        match channel {
+            SERVER_RUN_DELAY => Some(&mut self.server_run_delay),
+            GENERATOR_RUN_DELAY => Some(&mut self.generator_run_delay),
+            PSI_CPU_SOME => Some(&mut self.psi_cpu_some),
+            PSI_IO_SOME => Some(&mut self.psi_io_some),
+            STEAL => Some(&mut self.steal),
+            _ => None,
+        }
     }
 
     /// The bounds of one channel by name.
@@ -182,6 +282,29 @@ impl GateConfig {
         // Serialising two flat tables of floats cannot fail.
         toml::to_string(self).unwrap_or_default()
     }
+}
+
+/// A bound's value from the config file: a finite, non-negative number.
+fn bound_number(path: &Path, full: &str, value: &toml::Value) -> Result<f64, ConfigError> {
+    let number = match value {
+        toml::Value::Float(f) => *f,
+        toml::Value::Integer(i) => *i as f64,
+        other => {
+            return Err(ConfigError::BadValue {
+                path: path.to_owned(),
+                key: full.to_owned(),
+                problem: format!("found a {}", other.type_str()),
+            });
+        }
+    };
+    if !number.is_finite() || number < 0.0 {
+        return Err(ConfigError::BadValue {
+            path: path.to_owned(),
+            key: full.to_owned(),
+            problem: format!("found {number}, bounds must be finite and >= 0"),
+        });
+    }
+    Ok(number)
 }
 
 /// One channel's statistics over a recording and how they compare with the bounds.
@@ -220,7 +343,31 @@ pub struct GateVerdict {
     /// Fingerprint id of the reference used, if any.
     pub reference_id: Option<String>,
     pub channels: BTreeMap<String, ChannelStats>,
+    /// The in-sample contention channels over every sample's measured window.
+    #[serde(default)]
+    pub in_sample: BTreeMap<String, InSampleStats>,
+    /// In-sample counters this kernel (or a sample) did not offer, named; those channels were
+    /// not judged, and the kernels alone stood for them.
+    #[serde(default)]
+    pub unavailable: Vec<String>,
     /// All failures of all channels, in channel order.
+    pub failures: Vec<String>,
+}
+
+/// One in-sample channel over a recording's samples.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct InSampleStats {
+    /// Samples that had this counter.
+    pub n: usize,
+    pub median: f64,
+    pub max: f64,
+    /// The bound every sample must stay within.
+    pub max_share: f64,
+    /// max / max_share: the worst sample as a share of the allowance.
+    pub share: f64,
+    /// Each sample's value in sample order (`None`: not offered in that sample).
+    pub per_sample: Vec<Option<f64>>,
+    /// Each sample that broke the bound, e.g. `psi_cpu_some 0.620 > 0.50 in sample 3`.
     pub failures: Vec<String>,
 }
 
@@ -246,8 +393,194 @@ pub fn judge(
         drift_checked: reference.is_some(),
         reference_id: reference.map(|r| r.fingerprint_id.clone()),
         channels,
+        in_sample: BTreeMap::new(),
+        unavailable: Vec::new(),
         failures,
     }
+}
+
+/// Judges a recording: both kernels over all readings, and every sample's in-sample contention
+/// (`contention[i]` is sample i's, `None` when it had none).
+pub fn judge_with_contention(
+    cpu: &[f64],
+    io: &[f64],
+    contention: &[Option<&Contention>],
+    reference: Option<&Reference>,
+    cfg: &GateConfig,
+) -> GateVerdict {
+    let mut v = judge(cpu, io, reference, cfg);
+    let (in_sample, unavailable) = in_sample_stats(contention, cfg);
+    for stats in in_sample.values() {
+        v.failures.extend(stats.failures.iter().cloned());
+    }
+    v.in_sample = in_sample;
+    v.unavailable = unavailable;
+    v.accepted = v.failures.is_empty();
+    v
+}
+
+fn in_sample_stats(
+    contention: &[Option<&Contention>],
+    cfg: &GateConfig,
+) -> (BTreeMap<String, InSampleStats>, Vec<String>) {
+    let mut out = BTreeMap::new();
+    let mut unavailable: Vec<String> = Vec::new();
+    let missing = contention.iter().filter(|c| c.is_none()).count();
+    if missing > 0 {
+        unavailable.push(format!(
+            "{missing} of {} samples have no in-sample reading",
+            contention.len()
+        ));
+    }
+    for c in contention.iter().flatten() {
+        for u in &c.unavailable {
+            if !unavailable.contains(u) {
+                unavailable.push(u.clone());
+            }
+        }
+    }
+    for name in IN_SAMPLE {
+        let Some(bound) = cfg.share_bound(name) else {
+            continue;
+        };
+        let per_sample: Vec<Option<f64>> = contention
+            .iter()
+            .map(|c| c.and_then(|c| in_sample_value(c, name)))
+            .collect();
+        let values: Vec<f64> = per_sample.iter().flatten().copied().collect();
+        if values.is_empty() {
+            continue;
+        }
+        let max = values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        let failures = per_sample
+            .iter()
+            .enumerate()
+            .filter_map(|(i, v)| {
+                let v = (*v)?;
+                exceeds(v, bound.max_share).then(|| {
+                    format!("{name} {v:.3} > {:.2} in sample {}", bound.max_share, i + 1)
+                })
+            })
+            .collect();
+        out.insert(
+            name.to_owned(),
+            InSampleStats {
+                n: values.len(),
+                median: median(&values),
+                max,
+                max_share: bound.max_share,
+                share: max / bound.max_share,
+                per_sample,
+                failures,
+            },
+        );
+    }
+    (out, unavailable)
+}
+
+/// Judges one A/B sample on its own: each in-sample channel against its bound, and each
+/// kernel reading against the run's pooled readings so far (`pool`: earlier samples' readings,
+/// warm-ups included) with this machine's reference median as one more pooled value, by the
+/// channel's max/median bound. A slow reading is judged against what the run and the machine
+/// normally read, not against the sample's one other reading.
+pub fn judge_sample(
+    readings: &[ChannelReading],
+    contention: Option<&Contention>,
+    pool: &[ChannelReading],
+    reference: Option<&Reference>,
+    cfg: &GateConfig,
+) -> SampleVerdict {
+    let mut v = SampleVerdict::default();
+    match contention {
+        None => v
+            .notes
+            .push("no in-sample reading: judged by the kernels alone".to_owned()),
+        Some(c) => {
+            for u in &c.unavailable {
+                v.notes.push(format!("not offered: {u}"));
+            }
+            for name in IN_SAMPLE {
+                let (Some(value), Some(bound)) = (in_sample_value(c, name), cfg.share_bound(name))
+                else {
+                    continue;
+                };
+                if exceeds(value, bound.max_share) {
+                    v.failures
+                        .push(format!("{name} {value:.3} > {:.2}", bound.max_share));
+                }
+                v.figures.push(GateFigure {
+                    channel: name.to_owned(),
+                    figure: "share".to_owned(),
+                    value,
+                    bound: bound.max_share,
+                    share: value / bound.max_share,
+                });
+            }
+        }
+    }
+    type Pick = fn(&ChannelReading) -> f64;
+    let kernels: [(&str, Pick, &ChannelBounds, Option<f64>); 2] = [
+        (CPU, |r| r.cpu_ms, &cfg.cpu_ms, reference.map(|r| r.cpu_ms)),
+        (IO, |r| r.io_ms, &cfg.io_ms, reference.map(|r| r.io_ms)),
+    ];
+    for (name, pick, bounds, reference_median) in kernels {
+        let mine: Vec<f64> = readings.iter().map(pick).collect();
+        if mine.is_empty() || mine.iter().any(|x| !x.is_finite() || *x <= 0.0) {
+            v.failures
+                .push(format!("{name} has a reading that is not a positive number"));
+            continue;
+        }
+        let mut pooled: Vec<f64> = pool
+            .iter()
+            .map(pick)
+            .filter(|x| x.is_finite() && *x > 0.0)
+            .collect();
+        pooled.extend(reference_median);
+        if pooled.is_empty() {
+            v.notes.push(format!(
+                "{name}: no pooled readings yet and no machine reference, not judged"
+            ));
+            continue;
+        }
+        let base = median(&pooled);
+        let worst = mine.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        let ratio = worst / base;
+        if exceeds(ratio, bounds.max_over_median) {
+            v.failures.push(format!(
+                "{name} {worst:.2} ms = {ratio:.2} x the pooled median {base:.2} ms > {:.2}",
+                bounds.max_over_median
+            ));
+        }
+        v.figures.push(GateFigure {
+            channel: name.to_owned(),
+            figure: "over_pooled_median".to_owned(),
+            value: ratio,
+            bound: bounds.max_over_median,
+            share: (ratio - 1.0).max(0.0) / (bounds.max_over_median - 1.0),
+        });
+        if let Some(r) = reference_median {
+            let drift = median(&mine) / r - 1.0;
+            if exceeds(drift.abs(), bounds.reference_tolerance) {
+                v.failures.push(format!(
+                    "{name} drift {drift:+.3} from reference {r:.3} ms, |drift| > {:.2}",
+                    bounds.reference_tolerance
+                ));
+            }
+            v.figures.push(GateFigure {
+                channel: name.to_owned(),
+                figure: "drift_from_reference".to_owned(),
+                value: drift,
+                bound: bounds.reference_tolerance,
+                share: drift.abs() / bounds.reference_tolerance,
+            });
+        } else {
+            v.notes.push(format!(
+                "{name}: no machine reference, drift not judged"
+            ));
+        }
+    }
+    v.accepted = v.failures.is_empty();
+    v
 }
 
 /// Median of a non-empty slice (mean of the middle two for even lengths).
@@ -365,6 +698,22 @@ impl GateVerdict {
             }
             out.push(line);
         }
+        for (name, s) in &self.in_sample {
+            out.push(format!(
+                "{name:<7} n {}  median {:.3}  max {:.3} = {:.1} % of allowance (bound {:.2})",
+                s.n,
+                s.median,
+                s.max,
+                s.share * 100.0,
+                s.max_share
+            ));
+        }
+        if !self.unavailable.is_empty() {
+            out.push(format!(
+                "in-sample channels not judged ({}): the kernels alone stood for them",
+                self.unavailable.join("; ")
+            ));
+        }
         if !self.drift_checked {
             out.push(
                 "no calibration reference for this machine: drift was not checked (run `vaultbench calibrate`)"
@@ -377,6 +726,27 @@ impl GateVerdict {
             out.push(format!("gate: refused: {}", self.failures.join("; ")));
         }
         out
+    }
+
+    /// The refusal as one line that says what to do next: the failing channels; whether this
+    /// machine's reference was used and where it lives (`reference_file`, the resolved path,
+    /// `None` when no path could be resolved); to retry when quiet or after `vaultbench
+    /// calibrate` on a quiet machine; and how to loosen the bounds knowingly.
+    pub fn refusal(&self, reference_file: Option<&Path>) -> String {
+        let file = reference_file.map_or_else(
+            || "no reference path (set $VAULTBENCH_REFERENCE or $HOME)".to_owned(),
+            |p| p.display().to_string(),
+        );
+        let reference = match &self.reference_id {
+            Some(id) => format!("judged against this machine's reference {id} in {file}"),
+            None => format!(
+                "no reference for this machine in {file}, so drift was not judged"
+            ),
+        };
+        format!(
+            "calibration gate refused, nothing written: {}. {reference}. Next: retry when the machine is quiet (nothing else compiling, testing or syncing), or run `vaultbench calibrate` on a quiet machine to store its reference, then retry; to loosen the bounds knowingly, write them out with `vaultbench calibrate --print-config > gate.toml`, edit, and pass `--gate-config gate.toml` (the recording's report names every loosened bound)",
+            self.failures.join("; ")
+        )
     }
 
     /// The failures as one line, for an error message.

@@ -111,6 +111,65 @@ pub struct ChannelReading {
     pub io_ms: f64,
 }
 
+/// In-sample contention over one sample's measured window, read from `/proc` (per-task
+/// schedstat, PSI, `/proc/stat`): what the calibration kernels beside the sample cannot see.
+/// Every figure is a share; `None` when this kernel does not offer the counter (the gate then
+/// says so and judges the kernels alone).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct Contention {
+    /// Length of the measured window (first phase start to last phase end), ms.
+    pub window_ms: f64,
+    /// CPU time of the server's whole process tree in the window, ms.
+    pub server_cpu_ms: f64,
+    /// CPU time of the generator's threads (the sample process) in the window, ms.
+    pub generator_cpu_ms: f64,
+    /// Run-queue delay of the server's threads / their CPU time.
+    pub server_run_delay: Option<f64>,
+    /// Run-queue delay of the generator's threads / their CPU time.
+    pub generator_run_delay: Option<f64>,
+    /// PSI cpu `some` stall / window.
+    pub psi_cpu_some: Option<f64>,
+    /// PSI io `some` stall / window.
+    pub psi_io_some: Option<f64>,
+    /// Steal / all CPU time of the system.
+    pub steal: Option<f64>,
+    /// The counters this kernel did not offer, each named with why.
+    #[serde(default)]
+    pub unavailable: Vec<String>,
+    /// CPUs the server's process tree was pinned to (empty: not pinned).
+    #[serde(default)]
+    pub server_cpus: Vec<usize>,
+    /// CPUs the generator was pinned to (empty: not pinned).
+    #[serde(default)]
+    pub generator_cpus: Vec<usize>,
+}
+
+/// One figure the gate judged: a value against its bound, and the value as a share of the
+/// allowance (the gate refuses above 1).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GateFigure {
+    /// Channel name (`cpu_ms`, `server_run_delay`, ...).
+    pub channel: String,
+    /// What was measured (`share`, `over_pooled_median`, ...).
+    pub figure: String,
+    pub value: f64,
+    pub bound: f64,
+    /// value / bound (for ratios >= 1: (value - 1) / (bound - 1)).
+    pub share: f64,
+}
+
+/// The per-sample gate's judgement of one A/B sample: its in-sample channels, and each of its
+/// kernel readings against the run's pooled readings and this machine's reference.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct SampleVerdict {
+    pub accepted: bool,
+    pub figures: Vec<GateFigure>,
+    /// Each bound a figure broke, e.g. `psi_cpu_some 0.62 > 0.40`.
+    pub failures: Vec<String>,
+    /// What could not be judged and why (no PSI, no pool yet, no reference).
+    pub notes: Vec<String>,
+}
+
 /// What one sample subprocess prints: one JSON document on stdout.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SampleResult {
@@ -127,6 +186,9 @@ pub struct SampleResult {
     pub metrics: BTreeMap<String, Metric>,
     /// Readings before and after the measurement, in this process.
     pub calibration: Vec<ChannelReading>,
+    /// In-sample contention over the measured window (absent from older samples).
+    #[serde(default)]
+    pub contention: Option<Contention>,
     /// Empty when the sample succeeded; otherwise each cause, named.
     pub errors: Vec<String>,
     /// Latency histograms per key, HdrHistogram V2 deflate + base64, for reports.
@@ -174,6 +236,9 @@ pub struct SampleMeta {
     pub ok: bool,
     pub errors: Vec<String>,
     pub calibration: Vec<ChannelReading>,
+    /// In-sample contention over the measured window (absent from older sidecars).
+    #[serde(default)]
+    pub contention: Option<Contention>,
 }
 
 /// Recording attempts, including refused ones, since the previous accepted recording here.

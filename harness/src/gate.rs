@@ -3,7 +3,7 @@
 
 use anyhow::bail;
 
-use reports::schema::{AbSample, SampleResult};
+use reports::schema::{AbSample, ChannelReading, SampleResult};
 
 use crate::prepare::Prepared;
 use crate::sample::runner::SampleRunner;
@@ -19,28 +19,48 @@ pub fn judge(prep: &Prepared, samples: &[&SampleResult]) -> calibration::GateVer
         .iter()
         .flat_map(|s| s.calibration.iter().map(|r| r.io_ms))
         .collect();
-    calibration::judge(&cpu, &io, prep.reference.as_ref(), &prep.gate_cfg)
+    let contention: Vec<_> = samples.iter().map(|s| s.contention.as_ref()).collect();
+    calibration::gate::judge_with_contention(
+        &cpu,
+        &io,
+        &contention,
+        prep.reference.as_ref(),
+        &prep.gate_cfg,
+    )
 }
 
-/// One sample, retried while it fails or its own two calibration readings are refused.
+/// One sample, retried while it fails or the per-sample gate refuses it: its in-sample
+/// contention channels against their bounds, and its kernel readings against `pool` (the run's
+/// readings so far, warm-ups included) and this machine's reference
+/// ([`calibration::gate::judge_sample`]). A kept sample's readings join the pool.
 pub fn gated_sample(
     prep: &Prepared,
     runner: &dyn SampleRunner,
     spec: &TargetSpec,
     index: u32,
     attempts: u32,
+    pool: &mut Vec<ChannelReading>,
 ) -> anyhow::Result<(SampleResult, AbSample)> {
     let mut why = Vec::new();
     for attempt in 1..=attempts {
         match runner.run(&prep.plan(spec, index, false)) {
             Ok(s) => {
-                let v = judge(prep, &[&s]);
+                let v = calibration::gate::judge_sample(
+                    &s.calibration,
+                    s.contention.as_ref(),
+                    pool,
+                    prep.reference.as_ref(),
+                    &prep.gate_cfg,
+                );
                 if v.accepted {
+                    pool.extend(s.calibration.iter().copied());
                     let meta = AbSample {
                         pid: s.pid,
                         server_pid: s.server_pid,
                         attempts: attempt,
                         calibration: s.calibration.clone(),
+                        contention: s.contention.clone(),
+                        verdict: Some(v),
                         retried_because: why,
                     };
                     return Ok((s, meta));

@@ -101,9 +101,9 @@ pub fn record(job: RecordJob<'_>, runner: &dyn SampleRunner) -> anyhow::Result<R
     if !verdict.accepted {
         let cause = verdict.failures.join("; ");
         append_ledger(&ledger, &name, "refused", &cause)?;
-        return Ok(Recorded::Refused(format!(
-            "calibration channels too noisy, nothing written: {cause}"
-        )));
+        return Ok(Recorded::Refused(
+            verdict.refusal(prep.reference_file.as_deref()),
+        ));
     }
     let attempts = attempts_since_last_accept(&ledger);
     let built = reports::recording::build(RecordingInput {
@@ -383,11 +383,23 @@ mod tests {
         let Recorded::Refused(cause) = r else {
             panic!("accepted a bad reading")
         };
-        assert_eq!(
-            cause,
-            "calibration channels too noisy, nothing written: \
-             cpu_ms has a reading that is not a positive number"
+        // The refusal names the failing channel, says the reference was not found (and
+        // where it would live), and says what to do next: retry quiet, calibrate, or loosen.
+        assert!(
+            cause.starts_with(
+                "calibration gate refused, nothing written: \
+                 cpu_ms has a reading that is not a positive number. \
+                 no reference for this machine in /nonexistent-reference.json"
+            ),
+            "{cause}"
         );
+        for next in [
+            "retry when the machine is quiet",
+            "run `vaultbench calibrate` on a quiet machine",
+            "--gate-config",
+        ] {
+            assert!(cause.contains(next), "{next} missing from {cause}");
+        }
         let name = &prep.scenario.name;
         assert_eq!(files(out.path()), vec![format!("{name}.attempts.jsonl")]);
 

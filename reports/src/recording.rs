@@ -49,6 +49,7 @@ pub fn sample_meta(r: &SampleResult, ok: bool) -> SampleMeta {
         ok,
         errors: r.errors.clone(),
         calibration: r.calibration.clone(),
+        contention: r.contention.clone(),
     }
 }
 
@@ -190,6 +191,7 @@ mod tests {
                 cpu_ms: 1.0,
                 io_ms: 1.0,
             }],
+            contention: None,
             errors: Vec::new(),
             histograms: BTreeMap::from([(format!("h{index}"), format!("enc{index}"))]),
         }

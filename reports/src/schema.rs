@@ -16,6 +16,13 @@ pub struct AbSample {
     /// Attempts it took (1 = first try); refused or failed attempts are retried a bounded number of times.
     pub attempts: u32,
     pub calibration: Vec<ChannelReading>,
+    /// In-sample contention over the kept attempt's measured window.
+    #[serde(default)]
+    pub contention: Option<Contention>,
+    /// The per-sample gate's figures for the kept attempt (in-sample channels, and its kernel
+    /// readings against the run's pooled readings and the machine's reference).
+    #[serde(default)]
+    pub verdict: Option<SampleVerdict>,
     /// Why earlier attempts of this sample were not used.
     pub retried_because: Vec<String>,
 }

@@ -174,6 +174,147 @@ mod gate {
     }
 }
 
+mod in_sample {
+    use super::*;
+    use calibration::gate::{judge_sample, judge_with_contention};
+    use contract::schema::{ChannelReading, Contention};
+
+    fn quiet() -> Contention {
+        Contention {
+            window_ms: 1000.0,
+            server_cpu_ms: 400.0,
+            generator_cpu_ms: 200.0,
+            server_run_delay: Some(0.05),
+            generator_run_delay: Some(0.04),
+            psi_cpu_some: Some(0.03),
+            psi_io_some: Some(0.2),
+            steal: Some(0.0),
+            ..Contention::default()
+        }
+    }
+
+    fn r(cpu_ms: f64, io_ms: f64) -> ChannelReading {
+        ChannelReading { cpu_ms, io_ms }
+    }
+
+    #[test]
+    fn a_contended_sample_refuses_the_recording_and_names_channel_and_sample() {
+        let busy = Contention {
+            psi_cpu_some: Some(0.9),
+            server_run_delay: Some(1.2),
+            ..quiet()
+        };
+        let (q, b) = (quiet(), busy);
+        let cfg = GateConfig::default();
+        let v = judge_with_contention(
+            &[10.0, 10.1, 10.0, 9.9],
+            &[5.0, 5.1, 5.0, 4.9],
+            &[Some(&q), Some(&b)],
+            None,
+            &cfg,
+        );
+        assert!(!v.accepted);
+        assert_eq!(
+            v.failures,
+            vec![
+                format!("server_run_delay 1.200 > {:.2} in sample 2", cfg.server_run_delay.max_share),
+                format!("psi_cpu_some 0.900 > {:.2} in sample 2", cfg.psi_cpu_some.max_share),
+            ]
+        );
+        let psi = &v.in_sample["psi_cpu_some"];
+        assert_eq!((psi.n, psi.max), (2, 0.9));
+        assert!(close(psi.share, 0.9 / cfg.psi_cpu_some.max_share));
+        assert_eq!(psi.per_sample, vec![Some(0.03), Some(0.9)]);
+        // Quiet samples and the same kernels pass.
+        let v = judge_with_contention(
+            &[10.0, 10.1, 10.0, 9.9],
+            &[5.0, 5.1, 5.0, 4.9],
+            &[Some(&q), Some(&q)],
+            None,
+            &cfg,
+        );
+        assert!(v.accepted, "{:?}", v.failures);
+        let json = serde_json::to_string(&v).unwrap();
+        let back: calibration::GateVerdict = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, v);
+    }
+
+    #[test]
+    fn without_psi_or_schedstat_the_kernels_judge_alone_and_the_verdict_says_so() {
+        let bare = Contention {
+            window_ms: 1000.0,
+            unavailable: vec!["PSI cpu (/proc/pressure/cpu: kernel without CONFIG_PSI, or psi=0)".into()],
+            ..Contention::default()
+        };
+        let v = judge_with_contention(
+            &[10.0, 10.1],
+            &[5.0, 5.1],
+            &[Some(&bare), None],
+            None,
+            &GateConfig::default(),
+        );
+        assert!(v.accepted);
+        assert!(v.in_sample.is_empty());
+        assert_eq!(
+            v.unavailable,
+            vec![
+                "1 of 2 samples have no in-sample reading".to_owned(),
+                "PSI cpu (/proc/pressure/cpu: kernel without CONFIG_PSI, or psi=0)".to_owned(),
+            ]
+        );
+        assert!(v.lines().iter().any(|l| l.contains("the kernels alone")));
+        // The kernels still refuse on their own.
+        let v = judge_with_contention(&[10.0, 30.0], &[5.0, 5.1], &[None, None], None, &GateConfig::default());
+        assert!(!v.accepted);
+    }
+
+    #[test]
+    fn a_sample_is_judged_against_the_pool_not_its_own_two_readings() {
+        let cfg = GateConfig::default();
+        let pool = [r(10.0, 2.0), r(10.2, 30.0), r(9.8, 2.2), r(10.1, 2.1)];
+        // Two readings 17x apart, but the slow one is the pool's normal: accepted (a two-point
+        // CV of 1.26 refused this before).
+        let v = judge_sample(&[r(10.0, 1.8), r(10.0, 31.0)], Some(&quiet()), &pool, None, &cfg);
+        assert!(v.accepted, "{:?}", v.failures);
+        // A reading 3x the pooled median is refused by the max/median bound (2.5 for io).
+        let v = judge_sample(&[r(10.0, 2.0), r(10.0, 60.0)], Some(&quiet()), &pool, None, &cfg);
+        assert!(!v.accepted);
+        assert!(v.failures[0].starts_with("io_ms 60.00 ms ="), "{:?}", v.failures);
+        // With no pool the reference stands in; drift from it is judged.
+        let v = judge_sample(&[r(16.0, 2.0), r(16.0, 2.0)], None, &[], Some(&reference(10.0, 2.0)), &cfg);
+        assert!(!v.accepted);
+        assert!(v.failures.iter().any(|f| f.starts_with("cpu_ms drift +0.600")), "{:?}", v.failures);
+        assert!(v.notes.iter().any(|n| n.contains("no in-sample reading")));
+        // With neither, only the in-sample channels judge, and the notes say so.
+        let v = judge_sample(&[r(10.0, 2.0), r(40.0, 9.0)], Some(&quiet()), &[], None, &cfg);
+        assert!(v.accepted);
+        assert!(v.notes.iter().any(|n| n.contains("not judged")), "{:?}", v.notes);
+        // An in-sample channel over its bound refuses the sample.
+        let busy = Contention { psi_io_some: Some(0.99), ..quiet() };
+        let v = judge_sample(&[r(10.0, 2.0), r(10.0, 2.0)], Some(&busy), &pool, None, &cfg);
+        assert_eq!(v.failures, vec![format!("psi_io_some 0.990 > {:.2}", cfg.psi_io_some.max_share)]);
+    }
+
+    #[test]
+    fn the_refusal_says_what_to_do_next() {
+        let v = judge(&[10.0, 30.0], &[5.0, 5.1], Some(&reference(10.0, 5.0)), &GateConfig::default());
+        let msg = v.refusal(Some(Path::new("/home/u/.local/share/vaultbench/reference.json")));
+        assert!(!msg.contains('\n'));
+        for part in [
+            "cpu_ms cv",
+            "judged against this machine's reference",
+            "/home/u/.local/share/vaultbench/reference.json",
+            "retry when the machine is quiet",
+            "`vaultbench calibrate` on a quiet machine",
+            "--gate-config",
+        ] {
+            assert!(msg.contains(part), "{part} missing: {msg}");
+        }
+        let v = judge(&[10.0, 30.0], &[5.0, 5.1], None, &GateConfig::default());
+        assert!(v.refusal(None).contains("no reference for this machine in no reference path"));
+    }
+}
+
 mod config {
     use super::*;
 
@@ -192,6 +333,20 @@ mod config {
             parse(&GateConfig::default().to_toml()).unwrap(),
             GateConfig::default()
         );
+    }
+
+    #[test]
+    fn in_sample_bounds_parse_and_refuse_unknown_keys() {
+        let cfg = parse("[psi_io_some]\nmax_share = 0.95\n[steal]\nmax_share = 0\n").unwrap();
+        assert_eq!(cfg.psi_io_some.max_share, 0.95);
+        assert_eq!(cfg.steal.max_share, 0.0);
+        assert_eq!(cfg.psi_cpu_some, GateConfig::default().psi_cpu_some);
+        let err = parse("[psi_cpu_some]\nmax_cv = 0.3\n").unwrap_err().to_string();
+        assert_eq!(err, "gate config /etc/gate.toml: unknown key `psi_cpu_some.max_cv`");
+        let err = parse("[steal]\nmax_share = -1\n").unwrap_err().to_string();
+        assert!(err.contains("`steal.max_share` must be a number"), "{err}");
+        let err = parse("steal = 1\n").unwrap_err().to_string();
+        assert!(err.contains("where a table was expected"), "{err}");
     }
 
     #[test]

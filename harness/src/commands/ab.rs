@@ -152,7 +152,7 @@ pub fn compare(
         .run(&prep.plan(spec_a, 0, true))
         .context("warm-up sample of A")?;
     progress("warm-up: B");
-    let _warm_b = runner
+    let warm_b = runner
         .run(&prep.plan(spec_b, 1, true))
         .context("warm-up sample of B")?;
     let timing_keys: Vec<&str> = warm_a
@@ -163,6 +163,13 @@ pub fn compare(
         .collect();
     rules.check_metrics(timing_keys.iter().copied())?;
 
+    // The per-sample gate judges each reading against the run's readings so far.
+    let mut pool: Vec<_> = warm_a
+        .calibration
+        .iter()
+        .chain(&warm_b.calibration)
+        .copied()
+        .collect();
     let mut rounds = Vec::with_capacity(orders.len());
     let mut results: Vec<Option<(SampleResult, SampleResult)>> = Vec::new();
     for (i, order) in orders.iter().enumerate() {
@@ -173,10 +180,10 @@ pub fn compare(
             orders.len(),
             if first_is_a { "A first" } else { "B first" }
         ));
-        let arm = |is_a: bool| {
+        let mut arm = |is_a: bool| {
             let spec = if is_a { spec_a } else { spec_b };
             let index = 2 + 2 * i as u32 + u32::from(!is_a);
-            gated_sample(prep, runner, spec, index, args.retries.max(1))
+            gated_sample(prep, runner, spec, index, args.retries.max(1), &mut pool)
         };
         let (first, second) = (arm(first_is_a), arm(!first_is_a));
         let (ra, rb) = if first_is_a {

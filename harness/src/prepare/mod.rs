@@ -42,6 +42,10 @@ pub struct RunOpts {
     /// Upper bound on one sample's run time, in seconds (at least 1).
     #[arg(long, default_value_t = 1800, value_parser = clap::value_parser!(u64).range(1..))]
     pub sample_timeout: u64,
+    /// Do not pin the server's process tree and the generator to disjoint CPU sets (pinning
+    /// is on by default on a machine with at least 2 CPUs; the sets are in the sidecar).
+    #[arg(long)]
+    pub no_pin: bool,
 }
 
 /// Seeds in decimal or `0x` hex, for clap (the one parser is `contract::parse::seed`).
@@ -112,8 +116,12 @@ pub struct Prepared {
     pub work: tempfile::TempDir,
     pub gate_cfg: calibration::GateConfig,
     pub reference: Option<calibration::Reference>,
+    /// Where this machine's reference lives (or would), for the refusal message.
+    pub reference_file: Option<PathBuf>,
     pub fingerprint: calibration::Fingerprint,
     pub timeout: Duration,
+    /// `--no-pin`.
+    pub no_pin: bool,
 }
 
 /// Resolves the scenario's profile and seed, the cached vault, a fresh work dir, the gate
@@ -147,8 +155,10 @@ pub fn prepare(scenario: Scenario, opts: &RunOpts) -> anyhow::Result<Prepared> {
         work,
         gate_cfg,
         reference,
+        reference_file: calibration::reference_path(opts.reference.as_deref()).ok(),
         fingerprint,
         timeout: Duration::from_secs(opts.sample_timeout),
+        no_pin: opts.no_pin,
     })
 }
 
@@ -177,6 +187,7 @@ impl Prepared {
             work_dir: self.work.path().to_path_buf(),
             index,
             warmup,
+            no_pin: self.no_pin,
         }
     }
 }

@@ -1,7 +1,9 @@
 //! One sample, run inside a fresh `vaultbench sample` subprocess: calibration reading, a fresh
 //! server with a fresh data dir, the scenario's phases driven with signed devices (or the
 //! WebDAV client, for a WebDAV scenario against a WebDAV preset), the server
-//! stopped and reaped for its rusage, a second reading; one JSON result on stdout.
+//! stopped and reaped for its rusage, a second reading; one JSON result on stdout. The
+//! measured phases are bracketed by two `/proc` snapshots (in-sample contention), and the
+//! server and the generator run on disjoint CPU sets unless the plan says not to pin.
 
 use anyhow::{Context, bail};
 use std::collections::BTreeMap;
@@ -10,6 +12,7 @@ use std::path::Path;
 use reports::schema::{Better, ChannelReading, FORMAT_VERSION, KIND_SAMPLE, SampleResult};
 use scenarios::scenario::Protocol;
 
+use crate::sample::contention::{self, Window};
 use crate::sample::plan::{Metrics, SamplePlan};
 use crate::sample::target::{Server, ServerUsage};
 
@@ -26,6 +29,7 @@ pub fn execute(plan: &SamplePlan) -> SampleResult {
         vault_digest: plan.vault_digest.clone(),
         metrics: BTreeMap::new(),
         calibration: Vec::new(),
+        contention: None,
         errors: Vec::new(),
         histograms: BTreeMap::new(),
     };
@@ -37,22 +41,32 @@ pub fn execute(plan: &SamplePlan) -> SampleResult {
             .push(format!("calibration reading before: {e:#}")),
     }
     let mut m = Metrics::default();
-    if let Err(e) = measure(plan, &sample_dir, &mut m, &mut result.server_pid) {
+    if let Err(e) = measure(
+        plan,
+        &sample_dir,
+        &mut m,
+        &mut result.server_pid,
+        &mut result.contention,
+    ) {
         result.errors.push(format!("{e:#}"));
     }
-    let _ = std::fs::remove_dir_all(&sample_dir);
     match read_channels(&plan.work_dir) {
         Ok(r) => result.calibration.push(r),
         Err(e) => result
             .errors
             .push(format!("calibration reading after: {e:#}")),
     }
+    // After the reading, not before: deleting the data dir first put its unlinks' journal
+    // commit and writeback under the io kernel's flushes (README, "In-sample contention").
+    let _ = std::fs::remove_dir_all(&sample_dir);
     result.metrics = m.map;
     result.histograms = m.histograms;
     result
 }
 
 fn read_channels(dir: &Path) -> anyhow::Result<ChannelReading> {
+    // Writeback left by the previous sample or this one is flushed outside the timed kernels.
+    contention::settle(dir).with_context(|| format!("syncfs on {}", dir.display()))?;
     let r = calibration::read_channels(dir)
         .with_context(|| format!("calibration channels in {}", dir.display()))?;
     Ok(ChannelReading {
@@ -66,6 +80,7 @@ fn measure(
     sample_dir: &Path,
     m: &mut Metrics,
     server_pid: &mut u32,
+    in_sample: &mut Option<reports::schema::Contention>,
 ) -> anyhow::Result<()> {
     std::fs::create_dir_all(sample_dir)
         .with_context(|| format!("creating {}", sample_dir.display()))?;
@@ -83,9 +98,29 @@ fn measure(
         ),
         _ => {}
     }
+    // Pinning: this thread takes the server's set before the spawn (the server's tree inherits
+    // it) and the generator's set after (the runtime's threads inherit that); the guard puts
+    // the original set back before the second calibration reading.
+    let allowed = contention::allowed_cpus().context("reading this process's CPU set")?;
+    let _restore = Restore(allowed.clone());
+    let split = if plan.no_pin {
+        None
+    } else {
+        contention::split_cpus(&allowed)
+    };
+    if let Some((server_cpus, _)) = &split {
+        contention::pin_this_thread(server_cpus).context("pinning the server's CPU set")?;
+    }
     // Started on this (main) thread: PR_SET_PDEATHSIG follows the spawning thread.
     let mut server = Server::start(&plan.target, &sample_dir.join("data"))?;
     *server_pid = server.pid;
+    if let Some((_, generator_cpus)) = &split {
+        contention::pin_this_thread(generator_cpus).context("pinning the generator's CPU set")?;
+    }
+    let threads = contention::generator_threads(
+        split.as_ref().map_or(allowed.len(), |(_, g)| g.len()),
+        contention::connections(&plan.scenario),
+    );
     m.timing(
         "cold_start.ready_ms",
         server.ready_after.as_secs_f64() * 1e3,
@@ -93,11 +128,12 @@ fn measure(
         Better::Lower,
     );
     let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
+        .worker_threads(threads)
         .thread_name(loadgen::WORKER_THREAD)
         .enable_all()
         .build()
         .context("building the tokio runtime")?;
+    let window = Window::start();
     let driven = if webdav {
         let target = loadgen::Target::parse(&server.url(), false)?;
         let client =
@@ -108,6 +144,18 @@ fn measure(
     } else {
         rt.block_on(crate::sample::phases::drive(plan, &server, sample_dir, m))
     };
+    let mut reading = window.finish(server.pid).unwrap_or_else(|e| {
+        reports::schema::Contention {
+            unavailable: vec![e],
+            ..Default::default()
+        }
+    });
+    if let Some((server_cpus, generator_cpus)) = split {
+        reading.server_cpus = server_cpus;
+        reading.generator_cpus = generator_cpus;
+    }
+    *in_sample = Some(reading);
+    m.resource("generator.threads", threads as f64, "count");
     drop(rt);
     let crashed = !server.is_running();
     let stderr = server.stderr_line();
@@ -121,6 +169,15 @@ fn measure(
     driven?;
     server_metrics(&usage, m);
     Ok(())
+}
+
+/// Puts this thread's original CPU set back when dropped.
+struct Restore(Vec<usize>);
+
+impl Drop for Restore {
+    fn drop(&mut self) {
+        let _ = contention::pin_this_thread(&self.0);
+    }
 }
 
 fn server_metrics(u: &ServerUsage, m: &mut Metrics) {

@@ -1,9 +1,11 @@
 //! One sample: the plan; the runner seam the loops call; the parent side that spawns a fresh
 //! `vaultbench sample` process; the child side that starts the target server (`target`),
 //! drives the scenario's phases (`phases`, or `webdav_phases` for a WebDAV scenario) and prints
-//! the result.
+//! the result; `contention` reads the in-sample contention over the measured window and
+//! pins the server and the generator to disjoint CPUs.
 
 pub mod child;
+pub mod contention;
 pub mod parent;
 pub mod phases;
 pub mod plan;

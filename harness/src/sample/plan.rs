@@ -21,6 +21,9 @@ pub struct SamplePlan {
     pub work_dir: PathBuf,
     pub index: u32,
     pub warmup: bool,
+    /// Run the server and the generator on the same CPUs (`--no-pin`).
+    #[serde(default)]
+    pub no_pin: bool,
 }
 
 /// Metric keys being built for one sample.

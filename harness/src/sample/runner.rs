@@ -134,6 +134,7 @@ pub mod mock {
                     };
                     2
                 ],
+                contention: None,
                 errors: Vec::new(),
                 histograms: BTreeMap::new(),
             })
@@ -153,8 +154,10 @@ pub mod mock {
             work,
             gate_cfg: calibration::GateConfig::load(None).expect("default gate"),
             reference: None,
+            reference_file: Some(PathBuf::from("/nonexistent-reference.json")),
             fingerprint,
             timeout: Duration::from_secs(1),
+            no_pin: false,
         }
     }
 }

@@ -49,6 +49,30 @@ pub(crate) struct AbView {
     pub calibration: super::recording::Calibration,
 }
 
+/// Every kept sample's in-sample contention from an A/B result's rounds (`round N A`).
+fn round_contention(v: &Value) -> Vec<super::recording::ContentionRow> {
+    let Some(rounds) = v.get("rounds").and_then(Value::as_array) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for (i, r) in rounds.iter().enumerate() {
+        for arm in ["a", "b"] {
+            let c = r
+                .get(arm)
+                .and_then(|s| s.get("contention"))
+                .filter(|c| !c.is_null())
+                .and_then(|c| serde_json::from_value(c.clone()).ok());
+            if let Some(contention) = c {
+                out.push(super::recording::ContentionRow {
+                    sample: format!("round {} {}", i + 1, arm.to_uppercase()),
+                    contention,
+                });
+            }
+        }
+    }
+    out
+}
+
 fn f(v: &Value, k: &str) -> Option<f64> {
     v.get(k).and_then(Value::as_f64)
 }
@@ -132,7 +156,11 @@ impl AbView {
                         .collect()
                 })
                 .unwrap_or_default(),
-            calibration: super::recording::calibration(v.get("gate").unwrap_or(&Value::Null)),
+            calibration: {
+                let mut c = super::recording::calibration(v.get("gate").unwrap_or(&Value::Null));
+                c.samples = round_contention(v);
+                c
+            },
             decision: v
                 .get("decision")
                 .filter(|d| !d.is_null())
@@ -272,7 +300,9 @@ pub(crate) fn markdown(r: &AbView) -> String {
         out.push_str(&md_table(&["key", "unit", "A", "B"], &rows));
     }
     let cal = super::md::calibration_section(&r.calibration);
-    if !cal.rows.is_empty() {
+    let mut sections = vec![cal];
+    sections.extend(super::md::contention_sections(&r.calibration));
+    for cal in sections.iter().filter(|c| !c.rows.is_empty()) {
         out.push_str(&format!("\n## {}\n\n{}\n\n", cal.heading, cal.intro));
         out.push_str(&md_table(&cal.headers, &cal.rows));
     }
@@ -441,7 +471,9 @@ pub(crate) fn html(r: &AbView, charts: &[Chart]) -> Result<String, RenderError> 
         s.push_str(&html_table(&["key", "unit", "A", "B"], &rows));
     }
     let cal = super::md::calibration_section(&r.calibration);
-    if !cal.rows.is_empty() {
+    let mut sections = vec![cal];
+    sections.extend(super::md::contention_sections(&r.calibration));
+    for cal in sections.iter().filter(|c| !c.rows.is_empty()) {
         s.push_str(&format!(
             "<h2>{}</h2>\n<p>{}</p>\n",
             cal.heading,

@@ -113,6 +113,7 @@ pub(crate) fn recording_sections(r: &RecordingReport) -> Vec<Section> {
             .collect(),
     });
     out.push(calibration_section(&r.calibration));
+    out.extend(contention_sections(&r.calibration));
     let p = &r.provenance;
     let la = |l: Option<[f64; 3]>| {
         l.map_or("–".into(), |l| {
@@ -200,6 +201,85 @@ pub(crate) fn recording_sections(r: &RecordingReport) -> Vec<Section> {
                     num(x.min),
                     num(x.max),
                     opt(x.spread, pct),
+                ]
+            })
+            .collect(),
+    });
+    out
+}
+
+/// The in-sample contention channels: the gate's figures per channel, then every sample's
+/// readings (recordings and A/B runs). Empty for a sidecar from before these channels.
+pub(crate) fn contention_sections(cal: &super::recording::Calibration) -> Vec<Section> {
+    let mut out = Vec::new();
+    if cal.in_sample.is_empty() && cal.samples.is_empty() {
+        return out;
+    }
+    let missing = if cal.unavailable.is_empty() {
+        String::new()
+    } else {
+        format!(
+            " Not offered here, so the kernels alone stood for them: {}.",
+            cal.unavailable.join("; ")
+        )
+    };
+    out.push(Section {
+        heading: "In-sample contention",
+        intro: format!(
+            "Read from /proc over each sample's measured window: run-queue delay of the server's and the generator's threads as a share of their CPU time, PSI cpu and io `some` stall as a share of the window, steal as a share of all CPU time. Every sample must stay within the bound; the share is the worst sample's.{missing}"
+        ),
+        headers: vec!["channel", "n", "median", "max", "bound", "of allowance"],
+        rows: cal
+            .in_sample
+            .iter()
+            .map(|c| {
+                vec![
+                    c.channel.clone(),
+                    c.n.map_or("–".into(), |n| n.to_string()),
+                    opt(c.median, num),
+                    opt(c.max, num),
+                    opt(c.max_share, num),
+                    opt(c.share, pct),
+                ]
+            })
+            .collect(),
+    });
+    let cpus = |c: &[usize]| {
+        if c.is_empty() {
+            "–".to_owned()
+        } else {
+            c.iter().map(|x| x.to_string()).collect::<Vec<_>>().join(",")
+        }
+    };
+    out.push(Section {
+        heading: "In-sample contention by sample",
+        intro: "Each sample's window and its channels (shares); CPU sets are those the server's process tree and the generator were pinned to (– : not pinned).".into(),
+        headers: vec![
+            "sample",
+            "window ms",
+            "server run delay",
+            "generator run delay",
+            "PSI cpu some",
+            "PSI io some",
+            "steal",
+            "server CPUs",
+            "generator CPUs",
+        ],
+        rows: cal
+            .samples
+            .iter()
+            .map(|r| {
+                let c = &r.contention;
+                vec![
+                    r.sample.clone(),
+                    num(c.window_ms),
+                    opt(c.server_run_delay, num),
+                    opt(c.generator_run_delay, num),
+                    opt(c.psi_cpu_some, num),
+                    opt(c.psi_io_some, num),
+                    opt(c.steal, num),
+                    cpus(&c.server_cpus),
+                    cpus(&c.generator_cpus),
                 ]
             })
             .collect(),

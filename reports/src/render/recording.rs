@@ -6,7 +6,7 @@
 use serde::Serialize;
 use std::collections::BTreeMap;
 
-use crate::schema::{Attempts, Baseline, Better, MetricClass, Provenance};
+use crate::schema::{Attempts, Baseline, Better, Contention, MetricClass, Provenance};
 use contract::key::RouteLoadKey;
 
 /// Identifies the JSON report document.
@@ -112,12 +112,39 @@ pub struct ChannelRow {
     pub failures: Vec<String>,
 }
 
+/// One in-sample contention channel over the samples, against its bound.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct InSampleRow {
+    pub channel: String,
+    pub n: Option<u64>,
+    pub median: Option<f64>,
+    pub max: Option<f64>,
+    pub max_share: Option<f64>,
+    /// The worst sample as a share of the allowance.
+    pub share: Option<f64>,
+    pub failures: Vec<String>,
+}
+
+/// One sample's in-sample contention, as the sidecar kept it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ContentionRow {
+    /// `3`, `3 (warm-up)`, or `round 2 A` in an A/B result.
+    pub sample: String,
+    pub contention: Contention,
+}
+
 /// The gate's verdict as the sidecar recorded it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Calibration {
     pub accepted: Option<bool>,
     pub drift_checked: Option<bool>,
     pub channels: Vec<ChannelRow>,
+    /// The in-sample contention channels, judged over every sample's measured window.
+    pub in_sample: Vec<InSampleRow>,
+    /// In-sample counters this kernel did not offer (the kernels alone stood for them).
+    pub unavailable: Vec<String>,
+    /// Every sample's in-sample contention.
+    pub samples: Vec<ContentionRow>,
 }
 
 /// Who, what and where.
@@ -168,7 +195,21 @@ pub struct RecordingReport {
 pub fn recording_report(b: &Baseline, p: &Provenance) -> RecordingReport {
     let metrics: Vec<Row> = b.metrics.keys().filter_map(|k| row(b, p, k)).collect();
     let provenance = provenance_summary(p);
-    let calibration = calibration(&p.gate);
+    let mut calibration = calibration(&p.gate);
+    calibration.samples = p
+        .samples
+        .iter()
+        .filter_map(|m| {
+            Some(ContentionRow {
+                sample: if m.warmup {
+                    format!("{} (warm-up)", m.index)
+                } else {
+                    m.index.to_string()
+                },
+                contention: m.contention.clone()?,
+            })
+        })
+        .collect();
     let mut report = RecordingReport {
         kind: KIND_REPORT.into(),
         report: "recording".into(),
@@ -420,6 +461,32 @@ pub(crate) fn calibration(gate: &serde_json::Value) -> Calibration {
             });
         }
     }
+    let strings = |v: Option<&serde_json::Value>| -> Vec<String> {
+        v.and_then(|x| x.as_array())
+            .map(|a| {
+                a.iter()
+                    .filter_map(|s| s.as_str().map(str::to_owned))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let in_sample = verdict
+        .and_then(|v| v.get("in_sample"))
+        .and_then(|c| c.as_object())
+        .map(|chs| {
+            chs.iter()
+                .map(|(name, ch)| InSampleRow {
+                    channel: name.clone(),
+                    n: ch.get("n").and_then(serde_json::Value::as_u64),
+                    median: f(Some(ch), "median"),
+                    max: f(Some(ch), "max"),
+                    max_share: f(Some(ch), "max_share"),
+                    share: f(Some(ch), "share"),
+                    failures: strings(ch.get("failures")),
+                })
+                .collect()
+        })
+        .unwrap_or_default();
     Calibration {
         accepted: verdict
             .and_then(|v| v.get("accepted"))
@@ -428,6 +495,9 @@ pub(crate) fn calibration(gate: &serde_json::Value) -> Calibration {
             .and_then(|v| v.get("drift_checked"))
             .and_then(serde_json::Value::as_bool),
         channels,
+        in_sample,
+        unavailable: strings(verdict.and_then(|v| v.get("unavailable"))),
+        samples: Vec::new(),
     }
 }
 

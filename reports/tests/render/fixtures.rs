@@ -289,6 +289,7 @@ pub fn small() -> (Baseline, Provenance) {
             ok: true,
             errors: vec![],
             calibration,
+            contention: None,
         });
     }
     let gate = serde_json::json!({

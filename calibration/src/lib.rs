@@ -7,7 +7,6 @@
 //! overlapping; [`probe`](mod@probe) measures what the storage can flush.
 
 pub mod channels;
-pub mod cli;
 pub mod fingerprint;
 pub mod gate;
 pub mod lock;

@@ -24,8 +24,12 @@ pub mod prepare;
 pub mod recording;
 /// One sample: plan, runner seam, parent and child sides, phases, target server.
 pub mod sample;
+/// Child processes that answer with one JSON document, under a deadline.
+pub mod subprocess;
 
-use commands::{ab, record, report as report_cmd, sample as sample_cmd, vault, verify};
+use commands::{
+    ab, calibrate, load, probe, record, report as report_cmd, sample as sample_cmd, vault, verify,
+};
 
 /// Reproducible, gated performance numbers for self-hosted note-vault sync servers.
 #[derive(Debug, Parser)]
@@ -43,12 +47,12 @@ pub enum Command {
     /// Run the reference obsync-v1 server (the default target).
     ServeRef(refserver::cli::ServeArgs),
     /// Drive a server with signed requests: route load, or a whole-vault push/pull.
-    Load(loadgen::cli::LoadArgs),
+    Load(load::LoadArgs),
     /// Measure this machine's calibration channels while quiet and store the reference.
-    Calibrate(calibration::cli::CalibrateArgs),
+    Calibrate(calibrate::CalibrateArgs),
     /// Probe what this machine can do (fsync throughput).
     #[command(subcommand)]
-    Probe(calibration::cli::ProbeCmd),
+    Probe(probe::ProbeCmd),
     /// Record a scenario into a gated baseline with a provenance sidecar.
     Record(record::RecordArgs),
     /// Compare two server builds by interleaved, order-balanced A/B rounds.
@@ -69,9 +73,9 @@ pub fn run(cli: Cli) -> i32 {
     let result = match cli.command {
         Command::Vault(cmd) => vault::run(cmd),
         Command::ServeRef(args) => refserver::cli::run(args),
-        Command::Load(args) => loadgen::cli::run(args),
-        Command::Calibrate(args) => calibration::cli::run_calibrate(args, &["calibrate"]),
-        Command::Probe(cmd) => calibration::cli::run_probe(cmd),
+        Command::Load(args) => load::run(args),
+        Command::Calibrate(args) => calibrate::run(args, &["calibrate"]),
+        Command::Probe(cmd) => probe::run(cmd),
         Command::Record(args) => record::run(args),
         Command::Verify(args) => verify::run(args),
         Command::Ab(args) => ab::run(args),

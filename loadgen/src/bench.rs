@@ -1,4 +1,4 @@
-//! `vaultbench load bench-peer`: is the generator ever the bottleneck? Drives the same
+//! The side-by-side ratio behind `vaultbench load bench-peer`: is the generator ever the bottleneck? Drives the same
 //! trivial endpoint (`GET /livez`) with vaultbench (signing every request) and with `wrk`
 //! at the same connection count, alternating, and prints the requests/s ratio, CPU-µs per
 //! request of each, and the signing cost (issue 4, "Speed"; target ≥ 0.8x the peer).
@@ -15,33 +15,25 @@ use crate::client::{Device, WorkerConn, nonce_rng};
 use crate::route::{Mode, Route, RouteLoadConfig, run_route_load};
 use crate::target::Target;
 
-/// `bench-peer` flags.
-#[derive(Debug, Clone, clap::Args)]
-pub struct BenchArgs {
-    /// Server to drive; default: start `vaultbench serve-ref` on a temp data dir.
-    #[arg(long)]
+/// What `bench-peer` runs (the harness's `load bench-peer` flags).
+#[derive(Debug, Clone)]
+pub struct BenchConfig {
+    /// Server to drive; `None`: start `BIN serve-ref` on a temp data dir.
     pub target: Option<String>,
     /// Allow a target outside loopback.
-    #[arg(long)]
     pub allow_remote: bool,
     /// Binary that serves the reference server as `BIN serve-ref --data DIR`
-    /// (default: this executable).
-    #[arg(long, value_name = "BIN")]
+    /// (`None`: this executable).
     pub server_bin: Option<PathBuf>,
     /// Connections (requests in flight) for both generators.
-    #[arg(long, default_value_t = 8)]
     pub connections: usize,
-    /// Length of each run, whole seconds (wrk's resolution): e.g. 5s.
-    #[arg(long, default_value = "5s", value_parser = crate::cli::parse_duration)]
+    /// Length of each run, whole seconds (wrk's resolution).
     pub duration: Duration,
     /// Rounds; each runs both generators, order alternating.
-    #[arg(long, default_value_t = 3)]
     pub rounds: usize,
     /// The wrk binary.
-    #[arg(long, default_value = "wrk")]
     pub wrk: PathBuf,
     /// Print one JSON document on stdout.
-    #[arg(long)]
     pub json: bool,
 }
 
@@ -212,7 +204,7 @@ fn sign_loop_ns(dev: &Device) -> (f64, f64) {
 }
 
 /// Runs the comparison and prints it.
-pub async fn run(a: BenchArgs) -> anyhow::Result<i32> {
+pub async fn run(a: BenchConfig) -> anyhow::Result<()> {
     if a.connections == 0 {
         bail!("--connections 0: must be at least 1");
     }
@@ -360,5 +352,5 @@ pub async fn run(a: BenchArgs) -> anyhow::Result<i32> {
             report.signing_mean_us, report.device_sign_loop_ns, report.sign_loop_ns
         );
     }
-    Ok(0)
+    Ok(())
 }

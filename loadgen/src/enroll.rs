@@ -166,7 +166,7 @@ async fn setup(target: &Target, setup_token: &str, seed: u64) -> Result<Device, 
 }
 
 /// Pairs one more device (`index`) using `creator`: create, claim, approve, fetch envelope.
-pub(crate) async fn pair(
+pub async fn pair(
     creator: &Device,
     index: usize,
     seed: u64,

@@ -46,13 +46,12 @@ mod sync;
 mod target;
 
 pub mod bench;
-pub mod cli;
 #[doc(hidden)]
 pub mod internals;
 pub mod webdav;
 
 pub use client::{Clock, Device, system_clock};
-pub use enroll::{StateDevice, StateFile, domain_id_for, enroll, probe};
+pub use enroll::{StateDevice, StateFile, domain_id_for, enroll, pair, probe};
 pub use error::LoadError;
 pub use metrics::{parse_metrics_text, scrape_metrics};
 pub use protocol::wire::{Change, ChangesResponse};

@@ -43,7 +43,7 @@ pub const LATE_START: Duration = Duration::from_millis(2);
 pub const DRAIN_GRACE: Duration = Duration::from_secs(2);
 
 /// A route under load.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Route {
     /// `PUT /v1/chunks/{sid}`, a fresh 1.5 KiB chunk each time

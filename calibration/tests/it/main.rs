@@ -1,16 +1,14 @@
-//! Integration tests of the calibration crate: gate arithmetic on fixed readings, config errors, the machine lock across two processes, calibrate in fresh subprocesses, and the fsync probe.
+//! Integration tests of the calibration crate: gate arithmetic on fixed readings, config errors, the machine lock across two processes and the fsync probe (the `calibrate` and `probe` commands are tested in the harness).
 //!
 //! Tests that need a second process re-run this test binary with `--exact <the same test>`
 //! and an env var telling it to play the child's part, so no other binary is needed.
 
 use std::collections::BTreeMap;
-use std::ffi::OsString;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use calibration::cli::{CalibrateOutcome, SelfExec, calibrate};
 use calibration::gate::{ChannelBounds, ConfigError};
 use calibration::probe::{ProbeConfig, SyncMode, run_fsync_probe};
 use calibration::{
@@ -482,89 +480,6 @@ fn lock_is_exclusive_across_processes() {
     waiter.join().unwrap().unwrap();
 }
 
-#[test]
-fn calibrate_takes_readings_in_fresh_processes_and_stores_the_reference() {
-    const ENV: &str = "VB_IT_READING_CHILD";
-    if std::env::var_os(ENV).is_some() {
-        // Child: libtest passes everything after `--` through as filters, and
-        // `calibrate` appended `--one-reading DIR` there; act on it like vaultbench would.
-        let args: Vec<OsString> = std::env::args_os().collect();
-        let at = args.iter().position(|a| a == "--one-reading").unwrap();
-        let reading = calibration::read_channels(Path::new(&args[at + 1])).unwrap();
-        // A line of its own: libtest has already printed "test <name> ... ".
-        println!("\n{}", serde_json::to_string(&reading).unwrap());
-        return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let ref_path = dir.path().join("data/reference.json");
-    let exec = SelfExec {
-        program: std::env::current_exe().unwrap(),
-        prefix: [
-            "--exact",
-            "calibrate_takes_readings_in_fresh_processes_and_stores_the_reference",
-            "--nocapture",
-            "--test-threads=1",
-            "--",
-        ]
-        .map(OsString::from)
-        .to_vec(),
-        env: vec![(ENV.into(), "1".into())],
-    };
-    // A gate that cannot pass (cv must be 0): refused, and nothing is stored.
-    let strict = GateConfig {
-        cpu_ms: ChannelBounds {
-            max_cv: 0.0,
-            ..GateConfig::default().cpu_ms
-        },
-        ..GateConfig::default()
-    };
-    let refused: CalibrateOutcome =
-        calibrate(&exec, dir.path(), 3, &strict, Some(&ref_path)).unwrap();
-    assert!(!refused.verdict.accepted);
-    assert!(refused.verdict.failures[0].starts_with("cpu_ms cv "));
-    assert_eq!(refused.stored_at, None);
-    assert!(!ref_path.exists());
-
-    // An accepting gate: the medians are stored under this machine's fingerprint.
-    let lax = GateConfig {
-        cpu_ms: ChannelBounds {
-            max_cv: 100.0,
-            max_over_median: 100.0,
-            reference_tolerance: 1.0,
-        },
-        io_ms: ChannelBounds {
-            max_cv: 100.0,
-            max_over_median: 100.0,
-            reference_tolerance: 1.0,
-        },
-    };
-    let ok = calibrate(&exec, dir.path(), 3, &lax, Some(&ref_path)).unwrap();
-    assert_eq!(ok.readings.len(), 3);
-    assert!(ok.readings.iter().all(|r| r.cpu_ms > 0.0 && r.io_ms > 0.0));
-    assert_eq!(ok.stored_at.as_deref(), Some(ref_path.as_path()));
-    let stored = load_reference(Some(&ref_path), &ok.fingerprint)
-        .unwrap()
-        .unwrap();
-    assert_eq!(Some(&stored), ok.reference.as_ref());
-    assert_eq!(
-        stored.fingerprint_id,
-        calibration::fingerprint(dir.path()).id()
-    );
-    assert!(close(stored.cpu_ms, ok.verdict.channels["cpu_ms"].median));
-
-    // A corrupt reference file stops calibrate before any reading, naming the file.
-    std::fs::write(&ref_path, "{\"format_version\":1,").unwrap();
-    let err = calibrate(&exec, dir.path(), 3, &lax, Some(&ref_path)).unwrap_err();
-    assert!(format!("{err:#}").starts_with(&format!(
-        "calibration reference {}: corrupt",
-        ref_path.display()
-    )));
-
-    // Bad counts are refused up front.
-    let err = calibrate(&exec, dir.path(), 1, &lax, Some(&ref_path)).unwrap_err();
-    assert_eq!(err.to_string(), "--readings 1: must be 2..=1000");
-}
-
 mod probe {
     use super::*;
 
@@ -638,61 +553,5 @@ mod probe {
             0,
             "probe left files behind"
         );
-    }
-
-    #[test]
-    fn the_cli_parses_and_rejects_bad_input_by_name() {
-        use clap::Parser;
-        #[derive(Parser)]
-        struct Cli {
-            #[command(subcommand)]
-            cmd: calibration::cli::ProbeCmd,
-        }
-        let dir = tempfile::tempdir().unwrap();
-        let file = dir.path().join("not-a-dir");
-        std::fs::write(&file, "x").unwrap();
-        let parse = |args: &[&str]| Cli::try_parse_from([&["probe"], args].concat()).map(|c| c.cmd);
-        let cmd = parse(&[
-            "fsync",
-            "--threads",
-            "1,2",
-            "--seconds",
-            "0.05",
-            "--mode",
-            "fdatasync",
-            "--shared-file",
-            "--json",
-            "--dir",
-            dir.path().to_str().unwrap(),
-        ])
-        .unwrap();
-        let calibration::cli::ProbeCmd::Fsync(args) = &cmd;
-        assert_eq!(args.threads, vec![1, 2]);
-        assert!(args.shared_file && args.json);
-        assert!(parse(&["fsync", "--mode", "osync"]).is_err());
-
-        let err = calibration::cli::run_probe(
-            parse(&[
-                "fsync",
-                "--threads",
-                "1",
-                "--seconds",
-                "0.05",
-                "--dir",
-                file.to_str().unwrap(),
-            ])
-            .unwrap(),
-        )
-        .unwrap_err();
-        assert!(
-            format!("{err:#}").starts_with(&format!("probe dir {}: ", file.display())),
-            "{err:#}"
-        );
-        let err =
-            calibration::cli::run_probe(parse(&["fsync", "--threads", "0"]).unwrap()).unwrap_err();
-        assert_eq!(err.to_string(), "--threads 0: each count must be 1..=256");
-        let err =
-            calibration::cli::run_probe(parse(&["fsync", "--seconds=-1"]).unwrap()).unwrap_err();
-        assert_eq!(err.to_string(), "--seconds -1: must be > 0 and <= 60");
     }
 }

@@ -2,6 +2,9 @@
 //! in `prepare`, `sample`, `gate` and `recording`.
 
 pub mod ab;
+pub mod calibrate;
+pub mod load;
+pub mod probe;
 pub mod record;
 pub mod report;
 pub mod sample;

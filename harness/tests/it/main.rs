@@ -1,8 +1,10 @@
 //! The harness's one integration-test binary: the `vaultbench` CLI driven as a user would.
 
 mod ab;
+mod calibrate;
 mod common;
 mod layout;
+mod load;
 mod record;
 mod report;
 mod vault;

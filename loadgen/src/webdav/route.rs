@@ -37,7 +37,7 @@ pub const PREP_FILES: usize = 16;
 pub const MOVE_SLOTS: usize = 256;
 
 /// A WebDAV route under load; names are the metric keys' route part.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum DavRoute {
     /// `PROPFIND` `Depth: 1` of the configured folder

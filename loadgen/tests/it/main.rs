@@ -1,7 +1,6 @@
 //! End-to-end tests of the load generator against the in-process reference server over
-//! loopback (port 0, temp dirs), plus the CLI's refusals.
+//! loopback (port 0, temp dirs), (the `vaultbench load` CLI is tested in the harness).
 
-mod cli;
 mod e2e;
 mod h1_answer;
 mod webdav_e2e;

@@ -1,18 +1,69 @@
 //! The `vaultbench load` CLI driven in-process: refusals, state file reuse, interval log.
 
+use std::path::{Path, PathBuf};
+
 use clap::Parser;
-use loadgen::cli::{LoadArgs, run};
-
-use crate::{server, tree, write_small_vault};
-
-#[derive(Parser)]
-struct Top {
-    #[command(flatten)]
-    load: LoadArgs,
-}
+use harness::commands::load::{LoadArgs, run};
 
 fn parse(args: &[&str]) -> Result<LoadArgs, clap::Error> {
-    Top::try_parse_from(std::iter::once("load").chain(args.iter().copied())).map(|t| t.load)
+    let argv = ["vaultbench", "load"]
+        .into_iter()
+        .chain(args.iter().copied());
+    harness::Cli::try_parse_from(argv).map(|c| match c.command {
+        harness::Command::Load(l) => l,
+        other => panic!("parsed as {other:?}"),
+    })
+}
+
+/// Starts a reference server on 127.0.0.1:0 with a temp data dir.
+fn server() -> (refserver::TestServer, tempfile::TempDir) {
+    let data = tempfile::tempdir().unwrap();
+    let srv = refserver::TestServer::start(refserver::ServerConfig::new(data.path())).unwrap();
+    (srv, data)
+}
+
+/// Writes the `small` profile (seed 0x5eed) under `dir`, plus one 2.5 MiB file so that
+/// multi-chunk files and batched chunk reads are exercised.
+fn write_small_vault(dir: &Path) {
+    let p = scenarios::profile("small").unwrap();
+    for f in scenarios::generate(&p, scenarios::DEFAULT_SEED) {
+        let path = dir.join(&f.path);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        let mut out = std::fs::File::create(&path).unwrap();
+        std::io::copy(&mut f.reader(), &mut out).unwrap();
+    }
+    let big: Vec<u8> = (0..(5 * 512 * 1024u32))
+        .map(|i| (i.wrapping_mul(2654435761) >> 13) as u8)
+        .collect();
+    std::fs::create_dir_all(dir.join("attachments")).unwrap();
+    std::fs::write(dir.join("attachments/big.bin"), big).unwrap();
+}
+
+/// Every file under `dir` (relative path -> bytes), and every folder.
+fn tree(dir: &Path) -> (std::collections::BTreeMap<String, Vec<u8>>, Vec<String>) {
+    fn walk(
+        root: &Path,
+        d: &Path,
+        files: &mut std::collections::BTreeMap<String, Vec<u8>>,
+        dirs: &mut Vec<String>,
+    ) {
+        for e in std::fs::read_dir(d).unwrap() {
+            let e = e.unwrap();
+            let p: PathBuf = e.path();
+            let rel = p.strip_prefix(root).unwrap().to_string_lossy().into_owned();
+            if e.file_type().unwrap().is_dir() {
+                dirs.push(rel);
+                walk(root, &p, files, dirs);
+            } else {
+                files.insert(rel, std::fs::read(&p).unwrap());
+            }
+        }
+    }
+    let mut files = Default::default();
+    let mut dirs = Vec::new();
+    walk(dir, dir, &mut files, &mut dirs);
+    dirs.sort();
+    (files, dirs)
 }
 
 fn err_of(args: &[&str]) -> String {

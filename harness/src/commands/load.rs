@@ -10,12 +10,12 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use serde::Serialize;
 
-use crate::client::Device;
-use crate::enroll::{StateFile, enroll, pair, probe};
-use crate::route::{Mode, Route, RouteLoadConfig, RouteLoadReport, run_route_load};
-use crate::stats::HistSummary;
-use crate::sync::{PushOpts, TransferReport, pull_vault, push_vault};
-use crate::target::Target;
+use contract::exit;
+use loadgen::bench::BenchConfig;
+use loadgen::{
+    Device, HistSummary, Mode, PushOpts, Route, RouteLoadConfig, RouteLoadReport, StateFile,
+    Target, TransferReport, enroll, pair, probe, pull_vault, push_vault, run_route_load,
+};
 
 /// The default run seed (design.md §4: "seed (default `0x5eed`)").
 pub const DEFAULT_SEED: u64 = 0x5eed;
@@ -39,7 +39,63 @@ pub enum LoadCmd {
     /// Pull everything the server has into a directory as another device (SHA-verified).
     Pull(TransferArgs),
     /// Compare the generator's request rate with wrk on the same trivial endpoint.
-    BenchPeer(crate::bench::BenchArgs),
+    BenchPeer(BenchArgs),
+}
+
+/// `bench-peer` flags.
+#[derive(Debug, Clone, clap::Args)]
+pub struct BenchArgs {
+    /// Server to drive; default: start `vaultbench serve-ref` on a temp data dir.
+    #[arg(long)]
+    pub target: Option<String>,
+    /// Allow a target outside loopback.
+    #[arg(long)]
+    pub allow_remote: bool,
+    /// Binary that serves the reference server as `BIN serve-ref --data DIR`
+    /// (default: this executable).
+    #[arg(long, value_name = "BIN")]
+    pub server_bin: Option<PathBuf>,
+    /// Connections (requests in flight) for both generators.
+    #[arg(long, default_value_t = 8)]
+    pub connections: usize,
+    /// Length of each run, whole seconds (wrk's resolution): e.g. 5s.
+    #[arg(long, default_value = "5s", value_parser = parse_duration)]
+    pub duration: Duration,
+    /// Rounds; each runs both generators, order alternating.
+    #[arg(long, default_value_t = 3)]
+    pub rounds: usize,
+    /// The wrk binary.
+    #[arg(long, default_value = "wrk")]
+    pub wrk: PathBuf,
+    /// Print one JSON document on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+impl From<BenchArgs> for BenchConfig {
+    fn from(a: BenchArgs) -> BenchConfig {
+        BenchConfig {
+            target: a.target,
+            allow_remote: a.allow_remote,
+            server_bin: a.server_bin,
+            connections: a.connections,
+            duration: a.duration,
+            rounds: a.rounds,
+            wrk: a.wrk,
+            json: a.json,
+        }
+    }
+}
+
+/// `--route` values: the generator's route names (`put-chunk`, `livez`, ...).
+fn parse_route(s: &str) -> Result<Route, String> {
+    Route::ALL
+        .into_iter()
+        .find(|r| r.name() == s)
+        .ok_or_else(|| {
+            let known: Vec<&str> = Route::ALL.iter().map(|r| r.name()).collect();
+            format!("unknown route {s:?} (known: {})", known.join(", "))
+        })
 }
 
 /// Where to connect and how devices are enrolled.
@@ -68,8 +124,9 @@ pub struct ConnArgs {
 pub struct RouteArgs {
     #[command(flatten)]
     pub conn: ConnArgs,
-    /// The route to load.
-    #[arg(long, value_enum)]
+    /// The route to load: put-chunk, post-version, changes, get-chunk, chunks-get,
+    /// chunks-exists, livez.
+    #[arg(long, value_parser = parse_route)]
     pub route: Option<Route>,
     /// Closed loop: keep N requests in flight.
     #[arg(long, value_name = "N", conflicts_with = "rate")]
@@ -135,7 +192,7 @@ pub fn parse_seed(s: &str) -> Result<u64, String> {
 /// Runs `vaultbench load ...` on its own tokio runtime and returns the exit code.
 pub fn run(args: LoadArgs) -> anyhow::Result<i32> {
     let rt = tokio::runtime::Builder::new_multi_thread()
-        .thread_name(crate::WORKER_THREAD)
+        .thread_name(loadgen::WORKER_THREAD)
         .enable_all()
         .build()
         .context("starting the tokio runtime")?;
@@ -144,7 +201,7 @@ pub fn run(args: LoadArgs) -> anyhow::Result<i32> {
             None => run_route(args.route).await,
             Some(LoadCmd::Push(t)) => run_transfer(t, true).await,
             Some(LoadCmd::Pull(t)) => run_transfer(t, false).await,
-            Some(LoadCmd::BenchPeer(b)) => crate::bench::run(b).await,
+            Some(LoadCmd::BenchPeer(b)) => loadgen::bench::run(b.into()).await.map(|()| exit::OK),
         }
     })
 }
@@ -290,7 +347,7 @@ async fn run_route(a: RouteArgs) -> anyhow::Result<i32> {
             statuses(&report.stats.status)
         );
     }
-    Ok(0)
+    Ok(exit::OK)
 }
 
 fn statuses(m: &std::collections::BTreeMap<String, u64>) -> String {
@@ -405,7 +462,7 @@ async fn run_transfer(t: TransferArgs, push: bool) -> anyhow::Result<i32> {
     } else {
         print!("{}", human_transfer(op, &report, &t.vault, rss));
     }
-    Ok(0)
+    Ok(exit::OK)
 }
 
 /// The human summary of a push or pull.
@@ -450,7 +507,7 @@ pub fn peak_rss_kib() -> Option<u64> {
 }
 
 /// temp beside the file + fsync + rename + directory fsync (the one `durable` write).
-pub(crate) fn write_atomic(path: &Path, data: &[u8]) -> std::io::Result<()> {
+fn write_atomic(path: &Path, data: &[u8]) -> std::io::Result<()> {
     durable::write_atomic(path, data, durable::SHARED)
 }
 

@@ -71,6 +71,36 @@ pub use target::Target;
 /// limit (`prctl(2)` `PR_SET_NAME`), so `/proc` and `top -H` show it whole.
 pub const WORKER_THREAD: &str = "loadgen-worker";
 
+/// Connections one generator worker thread serves. wrk, the peer `bench-peer` compares with,
+/// runs 2 threads for 8 connections there (`-t min(c, 2)`); measured with `load bench-peer`
+/// on this project's 2-core VM (README, "Generator threads"), one thread per 4 connections
+/// gave the lowest CPU per signed request without lowering requests/s.
+pub const CONNECTIONS_PER_THREAD: usize = 4;
+
+/// Worker threads for a generator runtime that holds `connections` at once on `cpus` usable
+/// CPUs: one per [`CONNECTIONS_PER_THREAD`] connections (rounded up), at most one per CPU, at
+/// least one. A runtime sized to every core for a handful of connections only adds threads
+/// that wake, steal or park, and compete with the server for the CPUs.
+pub fn worker_threads(connections: usize, cpus: usize) -> usize {
+    connections
+        .div_ceil(CONNECTIONS_PER_THREAD)
+        .min(cpus)
+        .max(1)
+}
+
+#[cfg(test)]
+mod worker_thread_tests {
+    #[test]
+    fn threads_follow_connections_and_stay_within_the_cpus() {
+        use super::worker_threads;
+        assert_eq!(worker_threads(1, 16), 1);
+        assert_eq!(worker_threads(4, 16), 1);
+        assert_eq!(worker_threads(8, 16), 2);
+        assert_eq!(worker_threads(64, 2), 2);
+        assert_eq!(worker_threads(0, 0), 1);
+    }
+}
+
 #[cfg(test)]
 mod thread_name_tests {
     #[test]

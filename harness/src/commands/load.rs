@@ -191,7 +191,15 @@ pub fn parse_seed(s: &str) -> Result<u64, String> {
 
 /// Runs `vaultbench load ...` on its own tokio runtime and returns the exit code.
 pub fn run(args: LoadArgs) -> anyhow::Result<i32> {
+    // Sized to the work: the connections this command holds at once, not every core.
+    let connections = match &args.cmd {
+        None => args.route.in_flight.unwrap_or(args.route.max_in_flight),
+        Some(LoadCmd::Push(t) | LoadCmd::Pull(t)) => t.in_flight,
+        Some(LoadCmd::BenchPeer(b)) => b.connections,
+    };
+    let cpus = std::thread::available_parallelism().map_or(1, usize::from);
     let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(loadgen::worker_threads(connections, cpus))
         .thread_name(loadgen::WORKER_THREAD)
         .enable_all()
         .build()

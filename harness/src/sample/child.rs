@@ -117,9 +117,9 @@ fn measure(
     if let Some((_, generator_cpus)) = &split {
         contention::pin_this_thread(generator_cpus).context("pinning the generator's CPU set")?;
     }
-    let threads = contention::generator_threads(
-        split.as_ref().map_or(allowed.len(), |(_, g)| g.len()),
+    let threads = loadgen::worker_threads(
         contention::connections(&plan.scenario),
+        split.as_ref().map_or(allowed.len(), |(_, g)| g.len()),
     );
     m.timing(
         "cold_start.ready_ms",

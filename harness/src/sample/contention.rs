@@ -161,13 +161,6 @@ pub fn split_cpus(allowed: &[usize]) -> Option<(Vec<usize>, Vec<usize>)> {
     Some((server.to_vec(), gen_cpus.to_vec()))
 }
 
-/// Worker threads for the generator's runtime: one per connection it holds at once, at most
-/// one per CPU it may use, at least one. A runtime sized to every core for a handful of
-/// connections only adds threads that wake, find no work and compete with the server.
-pub fn generator_threads(cpus: usize, connections: usize) -> usize {
-    connections.min(cpus).max(1)
-}
-
 /// The most connections the scenario's generator holds at once: its devices (each holds one
 /// long poll or transfer) or the widest cold-push or route-load level, whichever is more.
 pub fn connections(s: &scenarios::scenario::Scenario) -> usize {
@@ -197,13 +190,6 @@ mod tests {
         assert!(s.iter().all(|c| !g.contains(c)));
         let (s, g) = split_cpus(&[0, 2, 5]).unwrap();
         assert_eq!((s, g), (vec![0, 2], vec![5]));
-    }
-
-    #[test]
-    fn generator_threads_follow_the_work() {
-        assert_eq!(generator_threads(16, 4), 4);
-        assert_eq!(generator_threads(1, 4), 1);
-        assert_eq!(generator_threads(8, 0), 1);
     }
 
     #[test]

@@ -82,6 +82,10 @@ pub struct CalibrateArgs {
     /// Internal: how long a contender lives at most.
     #[arg(long, hide = true, default_value_t = 900)]
     pub burn_seconds: u64,
+    /// Internal: threads of an fsync contender (each stores small files durably, like a
+    /// server's request handlers).
+    #[arg(long, hide = true, default_value_t = 4)]
+    pub burn_threads: usize,
 }
 
 /// `vaultbench calibrate`.
@@ -100,7 +104,12 @@ pub fn run(args: CalibrateArgs, subcommand: &[&str]) -> anyhow::Result<i32> {
         return Ok(exit::OK);
     }
     if let Some(kind) = args.burn {
-        return burn(kind, args.dir.as_deref(), args.burn_seconds);
+        return burn(
+            kind,
+            args.dir.as_deref(),
+            args.burn_seconds,
+            args.burn_threads,
+        );
     }
     let cfg = GateConfig::load(args.gate_config.as_deref())?;
     if args.print_config {

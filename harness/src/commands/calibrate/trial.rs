@@ -1,7 +1,9 @@
 //! `vaultbench calibrate --gate-trial K`: measures the gate itself. Each trial recording runs
 //! `--samples` fresh trial-sample subprocesses (reading, ~0.3 s of sample-like work, reading)
 //! beside a contender (nothing, one CPU burner per core, or an fsync loop) and judges their
-//! readings as a recording would be judged.
+//! readings and their in-sample contention (run-queue delay, PSI, steal over the work) as a
+//! recording would be judged. The fsync contender competes like a second server: several
+//! threads each storing small files durably (write, fsync, rename, directory fsync).
 
 use std::ffi::OsString;
 use std::path::Path;
@@ -12,10 +14,10 @@ use anyhow::{Context, bail};
 use clap::ValueEnum;
 use serde::{Deserialize, Serialize};
 
-use calibration::gate::median;
+use calibration::gate::{judge_with_contention, median};
 use calibration::{
-    GateConfig, MachineLock, Reading, cpu_kernel_ms, fingerprint, io_kernel_ms, judge,
-    load_reference, loadavg, read_channels,
+    GateConfig, MachineLock, Reading, cpu_kernel_ms, fingerprint, load_reference, loadavg,
+    read_channels,
 };
 use contract::exit;
 
@@ -36,7 +38,8 @@ pub enum Contender {
     Quiet,
     /// One busy loop per core.
     Cpu,
-    /// One process appending + fsyncing in a loop on the io dir's filesystem.
+    /// One process with `--burn-threads` threads storing small files durably in a loop on the
+    /// io dir's filesystem, like a second server.
     Fsync,
     /// quiet, cpu, fsync, quiet, ... one recording each.
     Rotate,
@@ -55,6 +58,9 @@ pub struct TrialSample {
     pub before: Reading,
     pub after: Reading,
     pub work_ms: f64,
+    /// In-sample contention over the work (this process is both "server" and "generator").
+    #[serde(default)]
+    pub contention: Option<contract::schema::Contention>,
 }
 
 /// Work between a trial sample's readings, shaped like a small sample: some hashing (a
@@ -63,6 +69,7 @@ pub struct TrialSample {
 pub(crate) fn trial_sample(dir: &Path) -> anyhow::Result<TrialSample> {
     let ctx = || format!("trial sample in {}", dir.display());
     let before = read_channels(dir).with_context(ctx)?;
+    let window = crate::sample::contention::Window::start();
     let t0 = Instant::now();
     for _ in 0..6 {
         std::hint::black_box(cpu_kernel_ms());
@@ -82,12 +89,14 @@ pub(crate) fn trial_sample(dir: &Path) -> anyhow::Result<TrialSample> {
         .and_then(|d| d.sync_all())
         .with_context(ctx)?;
     let work_ms = t0.elapsed().as_secs_f64() * 1e3;
+    let contention = window.finish(std::process::id()).ok();
     drop(work);
     let after = read_channels(dir).with_context(ctx)?;
     Ok(TrialSample {
         before,
         after,
         work_ms,
+        contention,
     })
 }
 
@@ -101,8 +110,41 @@ pub(crate) fn io_dir(flag: Option<&Path>) -> anyhow::Result<PathBuf> {
     Ok(dir)
 }
 
-/// A contender: burns CPU or fsyncs until killed or `seconds` pass. Dies with its parent.
-pub(crate) fn burn(kind: Burn, dir: Option<&Path>, seconds: u64) -> anyhow::Result<i32> {
+/// Bytes of one file the fsync contender stores: a typical small chunk of the `small` vault's
+/// notes (a few KiB of Markdown), as the reference server stores it.
+const BURN_FILE_BYTES: usize = 16 * 1024;
+
+/// One fsync-contender thread: stores small files the way the reference server stores a
+/// chunk (temp file, write, fsync, rename, directory fsync) in its own subdirectory of
+/// `dir`, until `deadline`.
+fn store_files_until(dir: &Path, thread: usize, deadline: Instant) -> anyhow::Result<()> {
+    let own = tempfile::Builder::new()
+        .prefix(&format!(".vaultbench-burn-{thread}-"))
+        .tempdir_in(dir)
+        .with_context(|| format!("fsync contender in {}", dir.display()))?;
+    let body = vec![0xa5u8; BURN_FILE_BYTES];
+    let mut i = 0u64;
+    while Instant::now() < deadline {
+        let tmp = own.path().join("chunk.tmp");
+        let dst = own.path().join(format!("c{}", i % 64));
+        let mut f = std::fs::File::create(&tmp)?;
+        std::io::Write::write_all(&mut f, &body)?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, &dst)?;
+        std::fs::File::open(own.path())?.sync_all()?;
+        i += 1;
+    }
+    Ok(())
+}
+
+/// A contender: burns CPU, or stores files durably on `threads` threads, until killed or
+/// `seconds` pass. Dies with its parent.
+pub(crate) fn burn(
+    kind: Burn,
+    dir: Option<&Path>,
+    seconds: u64,
+    threads: usize,
+) -> anyhow::Result<i32> {
     // SAFETY: prctl with integer arguments only; asks the kernel to SIGKILL this process
     // when the parent (the trial) dies, so a contender can never outlive the trial.
     unsafe {
@@ -117,11 +159,19 @@ pub(crate) fn burn(kind: Burn, dir: Option<&Path>, seconds: u64) -> anyhow::Resu
         }
         Burn::Fsync => {
             let dir = io_dir(dir)?;
-            while Instant::now() < deadline {
-                // The io kernel is exactly the flush pattern the io channel is sensitive to.
-                io_kernel_ms(&dir)
-                    .with_context(|| format!("fsync contender in {}", dir.display()))?;
-            }
+            std::thread::scope(|s| {
+                let workers: Vec<_> = (0..threads.max(1))
+                    .map(|t| {
+                        let dir = &dir;
+                        s.spawn(move || store_files_until(dir, t, deadline))
+                    })
+                    .collect();
+                for w in workers {
+                    w.join()
+                        .map_err(|_| anyhow::anyhow!("fsync contender thread panicked"))??;
+                }
+                Ok::<_, anyhow::Error>(())
+            })?;
         }
     }
     Ok(exit::OK)
@@ -148,6 +198,9 @@ pub struct TrialRecording {
     pub background_cores: Option<f64>,
     /// CPU the contenders used during the recording, in cores.
     pub contender_cores: f64,
+    /// Worst sample of each in-sample channel (share), where the kernel offered it.
+    #[serde(default)]
+    pub in_sample_max: std::collections::BTreeMap<String, f64>,
     pub failures: Vec<String>,
 }
 
@@ -344,6 +397,7 @@ pub(crate) fn gate_trial(
         let mut cpu = Vec::new();
         let mut io = Vec::new();
         let mut work = Vec::new();
+        let mut contention = Vec::new();
         for s in 0..samples {
             let cmd = exec.command(&["--trial-sample".into(), dir.as_os_str().to_owned()]);
             let sample: TrialSample = run_json_child(
@@ -354,6 +408,7 @@ pub(crate) fn gate_trial(
             cpu.extend([sample.before.cpu_ms, sample.after.cpu_ms]);
             io.extend([sample.before.io_ms, sample.after.io_ms]);
             work.push(sample.work_ms);
+            contention.push(sample.contention);
         }
         let wall = t0.elapsed().as_secs_f64();
         let background_cores = match (busy0, machine_busy_s()) {
@@ -363,7 +418,8 @@ pub(crate) fn gate_trial(
             _ => None,
         };
         let contender_cores = (children_cpu_s(&contender_pids) - contender0) / wall;
-        let v = judge(&cpu, &io, reference.as_ref(), cfg);
+        let refs: Vec<_> = contention.iter().map(Option::as_ref).collect();
+        let v = judge_with_contention(&cpu, &io, &refs, reference.as_ref(), cfg);
         let c = &v.channels[calibration::gate::CPU];
         let o = &v.channels[calibration::gate::IO];
         for f in &v.failures {
@@ -372,7 +428,7 @@ pub(crate) fn gate_trial(
             *refused_by.entry(key.join(" ")).or_insert(0) += 1;
         }
         eprintln!(
-            "trial {}/{k} {:?}: {}  background {:.2} cores  contender {:.2} cores  cpu cv {:.3} m/m {:.2}  io cv {:.3} m/m {:.2}  cpu median {:.1} io median {:.1}",
+            "trial {}/{k} {:?}: {}  background {:.2} cores  contender {:.2} cores  cpu cv {:.3} m/m {:.2}  io cv {:.3} m/m {:.2}  cpu median {:.1} io median {:.1}  in-sample max {}",
             rec + 1,
             condition,
             if v.accepted { "accepted" } else { "refused " },
@@ -383,7 +439,12 @@ pub(crate) fn gate_trial(
             o.cv,
             o.max_over_median,
             c.median,
-            o.median
+            o.median,
+            v.in_sample
+                .iter()
+                .map(|(k, s)| format!("{k} {:.3}", s.max))
+                .collect::<Vec<_>>()
+                .join(" ")
         );
         drop(contenders);
         let entry = by_contender
@@ -405,6 +466,7 @@ pub(crate) fn gate_trial(
             work_ms_median: median(&work),
             background_cores,
             contender_cores,
+            in_sample_max: v.in_sample.iter().map(|(k, s)| (k.clone(), s.max)).collect(),
             failures: v.failures.clone(),
         });
     }

@@ -93,16 +93,24 @@ pub struct GateConfig {
 mod defaults {
     use super::ShareBound;
     pub fn server_run_delay() -> ShareBound {
-        ShareBound { max_share: SERVER_RUN_DELAY }
+        ShareBound {
+            max_share: SERVER_RUN_DELAY,
+        }
     }
     pub fn generator_run_delay() -> ShareBound {
-        ShareBound { max_share: GENERATOR_RUN_DELAY }
+        ShareBound {
+            max_share: GENERATOR_RUN_DELAY,
+        }
     }
     pub fn psi_cpu_some() -> ShareBound {
-        ShareBound { max_share: PSI_CPU_SOME }
+        ShareBound {
+            max_share: PSI_CPU_SOME,
+        }
     }
     pub fn psi_io_some() -> ShareBound {
-        ShareBound { max_share: PSI_IO_SOME }
+        ShareBound {
+            max_share: PSI_IO_SOME,
+        }
     }
     pub fn steal() -> ShareBound {
         ShareBound { max_share: STEAL }
@@ -457,9 +465,8 @@ fn in_sample_stats(
             .enumerate()
             .filter_map(|(i, v)| {
                 let v = (*v)?;
-                exceeds(v, bound.max_share).then(|| {
-                    format!("{name} {v:.3} > {:.2} in sample {}", bound.max_share, i + 1)
-                })
+                exceeds(v, bound.max_share)
+                    .then(|| format!("{name} {v:.3} > {:.2} in sample {}", bound.max_share, i + 1))
             })
             .collect();
         out.insert(
@@ -526,8 +533,9 @@ pub fn judge_sample(
     for (name, pick, bounds, reference_median) in kernels {
         let mine: Vec<f64> = readings.iter().map(pick).collect();
         if mine.is_empty() || mine.iter().any(|x| !x.is_finite() || *x <= 0.0) {
-            v.failures
-                .push(format!("{name} has a reading that is not a positive number"));
+            v.failures.push(format!(
+                "{name} has a reading that is not a positive number"
+            ));
             continue;
         }
         let mut pooled: Vec<f64> = pool
@@ -574,9 +582,8 @@ pub fn judge_sample(
                 share: drift.abs() / bounds.reference_tolerance,
             });
         } else {
-            v.notes.push(format!(
-                "{name}: no machine reference, drift not judged"
-            ));
+            v.notes
+                .push(format!("{name}: no machine reference, drift not judged"));
         }
     }
     v.accepted = v.failures.is_empty();
@@ -584,7 +591,7 @@ pub fn judge_sample(
 }
 
 /// Median of a non-empty slice (mean of the middle two for even lengths).
-pub(crate) fn median(values: &[f64]) -> f64 {
+pub fn median(values: &[f64]) -> f64 {
     let mut v = values.to_vec();
     v.sort_by(f64::total_cmp);
     let n = v.len();
@@ -739,9 +746,7 @@ impl GateVerdict {
         );
         let reference = match &self.reference_id {
             Some(id) => format!("judged against this machine's reference {id} in {file}"),
-            None => format!(
-                "no reference for this machine in {file}, so drift was not judged"
-            ),
+            None => format!("no reference for this machine in {file}, so drift was not judged"),
         };
         format!(
             "calibration gate refused, nothing written: {}. {reference}. Next: retry when the machine is quiet (nothing else compiling, testing or syncing), or run `vaultbench calibrate` on a quiet machine to store its reference, then retry; to loosen the bounds knowingly, write them out with `vaultbench calibrate --print-config > gate.toml`, edit, and pass `--gate-config gate.toml` (the recording's report names every loosened bound)",

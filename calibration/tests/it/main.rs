@@ -11,9 +11,7 @@ use std::time::{Duration, Instant};
 
 use calibration::gate::{ChannelBounds, ConfigError};
 use calibration::probe::{ProbeConfig, SyncMode, run_fsync_probe};
-use calibration::{
-    Fingerprint, GateConfig, LockBusy, MachineLock, Reference, judge, load_reference,
-};
+use calibration::{Fingerprint, GateConfig, LockBusy, MachineLock, Reference, judge};
 
 fn close(a: f64, b: f64) -> bool {
     (a - b).abs() < 1e-12
@@ -215,8 +213,14 @@ mod in_sample {
         assert_eq!(
             v.failures,
             vec![
-                format!("server_run_delay 1.200 > {:.2} in sample 2", cfg.server_run_delay.max_share),
-                format!("psi_cpu_some 0.900 > {:.2} in sample 2", cfg.psi_cpu_some.max_share),
+                format!(
+                    "server_run_delay 1.200 > {:.2} in sample 2",
+                    cfg.server_run_delay.max_share
+                ),
+                format!(
+                    "psi_cpu_some 0.900 > {:.2} in sample 2",
+                    cfg.psi_cpu_some.max_share
+                ),
             ]
         );
         let psi = &v.in_sample["psi_cpu_some"];
@@ -241,7 +245,9 @@ mod in_sample {
     fn without_psi_or_schedstat_the_kernels_judge_alone_and_the_verdict_says_so() {
         let bare = Contention {
             window_ms: 1000.0,
-            unavailable: vec!["PSI cpu (/proc/pressure/cpu: kernel without CONFIG_PSI, or psi=0)".into()],
+            unavailable: vec![
+                "PSI cpu (/proc/pressure/cpu: kernel without CONFIG_PSI, or psi=0)".into(),
+            ],
             ..Contention::default()
         };
         let v = judge_with_contention(
@@ -262,7 +268,13 @@ mod in_sample {
         );
         assert!(v.lines().iter().any(|l| l.contains("the kernels alone")));
         // The kernels still refuse on their own.
-        let v = judge_with_contention(&[10.0, 30.0], &[5.0, 5.1], &[None, None], None, &GateConfig::default());
+        let v = judge_with_contention(
+            &[10.0, 30.0],
+            &[5.0, 5.1],
+            &[None, None],
+            None,
+            &GateConfig::default(),
+        );
         assert!(!v.accepted);
     }
 
@@ -272,31 +284,91 @@ mod in_sample {
         let pool = [r(10.0, 2.0), r(10.2, 30.0), r(9.8, 2.2), r(10.1, 2.1)];
         // Two readings 17x apart, but the slow one is the pool's normal: accepted (a two-point
         // CV of 1.26 refused this before).
-        let v = judge_sample(&[r(10.0, 1.8), r(10.0, 31.0)], Some(&quiet()), &pool, None, &cfg);
+        let v = judge_sample(
+            &[r(10.0, 1.8), r(10.0, 31.0)],
+            Some(&quiet()),
+            &pool,
+            None,
+            &cfg,
+        );
         assert!(v.accepted, "{:?}", v.failures);
         // A reading 3x the pooled median is refused by the max/median bound (2.5 for io).
-        let v = judge_sample(&[r(10.0, 2.0), r(10.0, 60.0)], Some(&quiet()), &pool, None, &cfg);
+        let v = judge_sample(
+            &[r(10.0, 2.0), r(10.0, 60.0)],
+            Some(&quiet()),
+            &pool,
+            None,
+            &cfg,
+        );
         assert!(!v.accepted);
-        assert!(v.failures[0].starts_with("io_ms 60.00 ms ="), "{:?}", v.failures);
+        assert!(
+            v.failures[0].starts_with("io_ms 60.00 ms ="),
+            "{:?}",
+            v.failures
+        );
         // With no pool the reference stands in; drift from it is judged.
-        let v = judge_sample(&[r(16.0, 2.0), r(16.0, 2.0)], None, &[], Some(&reference(10.0, 2.0)), &cfg);
+        let v = judge_sample(
+            &[r(16.0, 2.0), r(16.0, 2.0)],
+            None,
+            &[],
+            Some(&reference(10.0, 2.0)),
+            &cfg,
+        );
         assert!(!v.accepted);
-        assert!(v.failures.iter().any(|f| f.starts_with("cpu_ms drift +0.600")), "{:?}", v.failures);
+        assert!(
+            v.failures
+                .iter()
+                .any(|f| f.starts_with("cpu_ms drift +0.600")),
+            "{:?}",
+            v.failures
+        );
         assert!(v.notes.iter().any(|n| n.contains("no in-sample reading")));
         // With neither, only the in-sample channels judge, and the notes say so.
-        let v = judge_sample(&[r(10.0, 2.0), r(40.0, 9.0)], Some(&quiet()), &[], None, &cfg);
+        let v = judge_sample(
+            &[r(10.0, 2.0), r(40.0, 9.0)],
+            Some(&quiet()),
+            &[],
+            None,
+            &cfg,
+        );
         assert!(v.accepted);
-        assert!(v.notes.iter().any(|n| n.contains("not judged")), "{:?}", v.notes);
+        assert!(
+            v.notes.iter().any(|n| n.contains("not judged")),
+            "{:?}",
+            v.notes
+        );
         // An in-sample channel over its bound refuses the sample.
-        let busy = Contention { psi_io_some: Some(0.99), ..quiet() };
-        let v = judge_sample(&[r(10.0, 2.0), r(10.0, 2.0)], Some(&busy), &pool, None, &cfg);
-        assert_eq!(v.failures, vec![format!("psi_io_some 0.990 > {:.2}", cfg.psi_io_some.max_share)]);
+        let busy = Contention {
+            psi_io_some: Some(0.99),
+            ..quiet()
+        };
+        let v = judge_sample(
+            &[r(10.0, 2.0), r(10.0, 2.0)],
+            Some(&busy),
+            &pool,
+            None,
+            &cfg,
+        );
+        assert_eq!(
+            v.failures,
+            vec![format!(
+                "psi_io_some 0.990 > {:.2}",
+                cfg.psi_io_some.max_share
+            )]
+        );
     }
 
     #[test]
     fn the_refusal_says_what_to_do_next() {
-        let v = judge(&[10.0, 30.0], &[5.0, 5.1], Some(&reference(10.0, 5.0)), &GateConfig::default());
-        let msg = v.refusal(Some(Path::new("/home/u/.local/share/vaultbench/reference.json")));
+        let v = judge(
+            &[10.0, 30.0],
+            &[5.0, 5.1],
+            Some(&reference(10.0, 5.0)),
+            &GateConfig::default(),
+        );
+        let msg = v.refusal(Some(Path::new(
+            "/home/u/.local/share/vaultbench/reference.json",
+        )));
         assert!(!msg.contains('\n'));
         for part in [
             "cpu_ms cv",
@@ -309,7 +381,10 @@ mod in_sample {
             assert!(msg.contains(part), "{part} missing: {msg}");
         }
         let v = judge(&[10.0, 30.0], &[5.0, 5.1], None, &GateConfig::default());
-        assert!(v.refusal(None).contains("no reference for this machine in no reference path"));
+        assert!(
+            v.refusal(None)
+                .contains("no reference for this machine in no reference path")
+        );
     }
 }
 
@@ -339,8 +414,13 @@ mod config {
         assert_eq!(cfg.psi_io_some.max_share, 0.95);
         assert_eq!(cfg.steal.max_share, 0.0);
         assert_eq!(cfg.psi_cpu_some, GateConfig::default().psi_cpu_some);
-        let err = parse("[psi_cpu_some]\nmax_cv = 0.3\n").unwrap_err().to_string();
-        assert_eq!(err, "gate config /etc/gate.toml: unknown key `psi_cpu_some.max_cv`");
+        let err = parse("[psi_cpu_some]\nmax_cv = 0.3\n")
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            err,
+            "gate config /etc/gate.toml: unknown key `psi_cpu_some.max_cv`"
+        );
         let err = parse("[steal]\nmax_share = -1\n").unwrap_err().to_string();
         assert!(err.contains("`steal.max_share` must be a number"), "{err}");
         let err = parse("steal = 1\n").unwrap_err().to_string();

@@ -144,12 +144,12 @@ fn measure(
     } else {
         rt.block_on(crate::sample::phases::drive(plan, &server, sample_dir, m))
     };
-    let mut reading = window.finish(server.pid).unwrap_or_else(|e| {
-        reports::schema::Contention {
+    let mut reading = window
+        .finish(server.pid)
+        .unwrap_or_else(|e| reports::schema::Contention {
             unavailable: vec![e],
             ..Default::default()
-        }
-    });
+        });
     if let Some((server_cpus, generator_cpus)) = split {
         reading.server_cpus = server_cpus;
         reading.generator_cpus = generator_cpus;

@@ -121,8 +121,7 @@ pub fn allowed_cpus() -> std::io::Result<Vec<usize>> {
     // SAFETY: a zeroed cpu_set_t is a valid empty set; the kernel fills it.
     let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
     // SAFETY: the size passed is the set's own.
-    if unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) }
-        != 0
+    if unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) } != 0
     {
         return Err(std::io::Error::last_os_error());
     }

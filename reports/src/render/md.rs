@@ -248,7 +248,10 @@ pub(crate) fn contention_sections(cal: &super::recording::Calibration) -> Vec<Se
         if c.is_empty() {
             "–".to_owned()
         } else {
-            c.iter().map(|x| x.to_string()).collect::<Vec<_>>().join(",")
+            c.iter()
+                .map(|x| x.to_string())
+                .collect::<Vec<_>>()
+                .join(",")
         }
     };
     out.push(Section {

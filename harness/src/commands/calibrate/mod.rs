@@ -4,11 +4,8 @@
 //! hidden `calibrate --one-reading DIR`), because that is how a sample takes its readings:
 //! a warm process would give the reference an advantage recordings never get.
 
-use std::ffi::OsString;
-use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{Context, bail};
 use clap::Args;

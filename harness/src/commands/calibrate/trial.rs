@@ -6,7 +6,7 @@
 //! threads each storing small files durably (write, fsync, rename, directory fsync).
 
 use std::ffi::OsString;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
@@ -53,7 +53,7 @@ pub enum Burn {
 }
 
 /// One gate-trial sample: the readings bracketing ~0.3 s of sample-like work.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct TrialSample {
     pub before: Reading,
     pub after: Reading,
@@ -466,7 +466,11 @@ pub(crate) fn gate_trial(
             work_ms_median: median(&work),
             background_cores,
             contender_cores,
-            in_sample_max: v.in_sample.iter().map(|(k, s)| (k.clone(), s.max)).collect(),
+            in_sample_max: v
+                .in_sample
+                .iter()
+                .map(|(k, s)| (k.clone(), s.max))
+                .collect(),
             failures: v.failures.clone(),
         });
     }

@@ -282,16 +282,18 @@ mod in_sample {
     fn a_sample_is_judged_against_the_pool_not_its_own_two_readings() {
         let cfg = GateConfig::default();
         let pool = [r(10.0, 2.0), r(10.2, 30.0), r(9.8, 2.2), r(10.1, 2.1)];
-        // Two readings 17x apart, but the slow one is the pool's normal: accepted (a two-point
-        // CV of 1.26 refused this before).
+        // Two io readings 4.5x apart, both within 2.5x of what the run reads: accepted (their
+        // two-point CV of 0.86 > 0.45 refused this sample before).
         let v = judge_sample(
-            &[r(10.0, 1.8), r(10.0, 31.0)],
+            &[r(10.0, 1.0), r(10.0, 4.5)],
             Some(&quiet()),
             &pool,
             None,
             &cfg,
         );
         assert!(v.accepted, "{:?}", v.failures);
+        let old = judge(&[10.0, 10.0], &[1.0, 4.5], None, &cfg);
+        assert!(!old.accepted);
         // A reading 3x the pooled median is refused by the max/median bound (2.5 for io).
         let v = judge_sample(
             &[r(10.0, 2.0), r(10.0, 60.0)],

@@ -6,9 +6,9 @@
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use reports::schema::{
-    Attempts, Baseline, Better, ChannelReading, FORMAT_VERSION, HarnessIdentity, KIND_BASELINE,
-    KIND_PROVENANCE, Metric, MetricClass, Provenance, SampleMeta, TargetIdentity, binding_digest,
-    median, verify_pair,
+    Attempts, Baseline, Better, ChannelReading, Contention, FORMAT_VERSION, HarnessIdentity,
+    KIND_BASELINE, KIND_PROVENANCE, Metric, MetricClass, Provenance, SampleMeta, TargetIdentity,
+    binding_digest, median, verify_pair,
 };
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -289,9 +289,50 @@ pub fn small() -> (Baseline, Provenance) {
             ok: true,
             errors: vec![],
             calibration,
-            contention: None,
+            // Fixed, plausible quiet-machine shares (no RNG draw, so the other values keep
+            // their streams): a few % run-queue delay, a little PSI, no steal; pinned sets.
+            contention: Some(Contention {
+                window_ms: 9_000.0 + 37.0 * f64::from(i),
+                server_cpu_ms: 4_100.0 + 11.0 * f64::from(i),
+                generator_cpu_ms: 1_900.0 + 7.0 * f64::from(i),
+                server_run_delay: Some(0.031 + 0.004 * f64::from(i)),
+                generator_run_delay: Some(0.022 + 0.003 * f64::from(i)),
+                psi_cpu_some: Some(0.041 + 0.002 * f64::from(i)),
+                psi_io_some: Some(0.38 + 0.01 * f64::from(i)),
+                steal: Some(0.0),
+                unavailable: vec![],
+                server_cpus: vec![0],
+                generator_cpus: vec![1],
+            }),
         });
     }
+    let counted: Vec<&Contention> = samples
+        .iter()
+        .filter(|s| !s.warmup)
+        .filter_map(|s| s.contention.as_ref())
+        .collect();
+    let in_sample = |name: &str, bound: f64, pick: fn(&Contention) -> Option<f64>| {
+        let mut v: Vec<f64> = counted.iter().filter_map(|c| pick(c)).collect();
+        let per: Vec<Option<f64>> = counted.iter().map(|c| pick(c)).collect();
+        v.sort_by(f64::total_cmp);
+        let max = v[v.len() - 1];
+        serde_json::json!({
+            "n": v.len(), "median": v[v.len() / 2], "max": max, "max_share": bound,
+            "share": max / bound, "per_sample": per, "failures": [],
+        })
+        .as_object()
+        .map(|o| (name.to_owned(), serde_json::Value::Object(o.clone())))
+        .unwrap()
+    };
+    let in_sample: serde_json::Map<String, serde_json::Value> = [
+        in_sample("generator_run_delay", 0.5, |c| c.generator_run_delay),
+        in_sample("psi_cpu_some", 0.5, |c| c.psi_cpu_some),
+        in_sample("psi_io_some", 0.9, |c| c.psi_io_some),
+        in_sample("server_run_delay", 0.5, |c| c.server_run_delay),
+        in_sample("steal", 0.1, |c| c.steal),
+    ]
+    .into_iter()
+    .collect();
     let gate = serde_json::json!({
         "config": {
             "cpu_ms": { "max_cv": 0.20, "max_over_median": 1.6, "reference_tolerance": 0.5 },
@@ -305,6 +346,8 @@ pub fn small() -> (Baseline, Provenance) {
                 "cpu_ms": channel("cpu_ms", &cpu, 0.20, 1.6, 0.5, 47.2),
                 "io_ms": channel("io_ms", &io, 0.45, 2.5, 1.0, 5.8),
             },
+            "in_sample": in_sample,
+            "unavailable": [],
             "failures": [],
         },
     });

@@ -423,8 +423,13 @@ pub(crate) fn gate_trial(
         let c = &v.channels[calibration::gate::CPU];
         let o = &v.channels[calibration::gate::IO];
         for f in &v.failures {
-            // "cpu_ms cv 0.310 > 0.20" -> "cpu_ms cv"
-            let key: Vec<&str> = f.split_whitespace().take(2).collect();
+            // "cpu_ms cv 0.310 > 0.20" -> "cpu_ms cv"; "psi_cpu_some 0.62 > 0.50 in sample 3"
+            // -> "psi_cpu_some" (an in-sample channel has one figure).
+            let key: Vec<&str> = f
+                .split_whitespace()
+                .take(2)
+                .filter(|w| w.parse::<f64>().is_err())
+                .collect();
             *refused_by.entry(key.join(" ")).or_insert(0) += 1;
         }
         eprintln!(

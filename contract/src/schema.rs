@@ -187,7 +187,7 @@ pub struct SampleResult {
     /// Readings before and after the measurement, in this process.
     pub calibration: Vec<ChannelReading>,
     /// In-sample contention over the measured window (absent from older samples).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub contention: Option<Contention>,
     /// Empty when the sample succeeded; otherwise each cause, named.
     pub errors: Vec<String>,
@@ -236,8 +236,9 @@ pub struct SampleMeta {
     pub ok: bool,
     pub errors: Vec<String>,
     pub calibration: Vec<ChannelReading>,
-    /// In-sample contention over the measured window (absent from older sidecars).
-    #[serde(default)]
+    /// In-sample contention over the measured window (absent from older sidecars; left out
+    /// when absent, so an older sidecar's binding digest still verifies).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub contention: Option<Contention>,
 }
 

@@ -17,11 +17,11 @@ pub struct AbSample {
     pub attempts: u32,
     pub calibration: Vec<ChannelReading>,
     /// In-sample contention over the kept attempt's measured window.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub contention: Option<Contention>,
     /// The per-sample gate's figures for the kept attempt (in-sample channels, and its kernel
     /// readings against the run's pooled readings and the machine's reference).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub verdict: Option<SampleVerdict>,
     /// Why earlier attempts of this sample were not used.
     pub retried_because: Vec<String>,

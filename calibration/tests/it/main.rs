@@ -11,9 +11,7 @@ use std::time::{Duration, Instant};
 
 use calibration::gate::{ChannelBounds, ConfigError};
 use calibration::probe::{ProbeConfig, SyncMode, run_fsync_probe};
-use calibration::{
-    Fingerprint, GateConfig, LockBusy, MachineLock, Reference, judge, load_reference,
-};
+use calibration::{Fingerprint, GateConfig, LockBusy, MachineLock, Reference, judge};
 
 fn close(a: f64, b: f64) -> bool {
     (a - b).abs() < 1e-12

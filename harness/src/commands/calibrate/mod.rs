@@ -4,11 +4,8 @@
 //! hidden `calibrate --one-reading DIR`), because that is how a sample takes its readings:
 //! a warm process would give the reference an advantage recordings never get.
 
-use std::ffi::OsString;
-use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{Context, bail};
 use clap::Args;
@@ -198,11 +195,8 @@ pub fn calibrate(
     let mut readings = Vec::with_capacity(n);
     for i in 0..n {
         let cmd = exec.command(&["--one-reading".into(), dir.as_os_str().to_owned()]);
-        let reading: Reading = run_json_child(
-            cmd,
-            &format!("calibration reading {}", i + 1),
-            READING_TIMEOUT,
-        )?;
+        let what = format!("calibration reading {}", i + 1);
+        let reading: Reading = run_json_child(cmd, &what, READING_TIMEOUT)?.success(&what)?;
         readings.push(reading);
     }
     let loadavg_after = loadavg();

@@ -6,8 +6,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::format::{self, FormatError, Header};
-use crate::schema::FORMAT_VERSION;
+use crate::format::{self, FORMAT_VERSION, FormatError, Header};
 
 /// The document's kind.
 pub const KIND_NOISE_FLOOR: &str = "vaultbench.aa-noise-floor";

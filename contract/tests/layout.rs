@@ -1,8 +1,11 @@
 //! No file of the workspace imports a file that imports it back. For every crate's `src/`
 //! (each `src/bin/*.rs` is a crate root of its own and is left out with its directory), the
 //! module graph is read from the sources: an edge from a file to every module file it names
-//! through a `crate::` path, a `super::` path, or a relative path into one of its own child
-//! modules (`trial::run` in `calibrate/mod.rs`); a `mod x;` declaration alone is not an edge.
+//! through a `crate::` or `super::` path (a `{a, b}` group names each item). Left out: a
+//! folder's `mod.rs` naming its own children by relative path (`trial::run` in
+//! `calibrate/mod.rs`): a folder is one unit whose `mod.rs` is its table of contents and
+//! re-exports, so a child may use what its `mod.rs` defines; unit-test modules (from a file's
+//! first `#[cfg(test)]` on, where `use super::*` names the file itself); comment lines.
 //! The graph must have no cycle. Tests, benches and examples are leaf crates of their own.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -53,22 +56,77 @@ fn modules(root: &Path, dir: &Path, out: &mut BTreeMap<String, String>) {
         ) {
             parts.pop();
         }
-        out.insert(parts.join("::"), std::fs::read_to_string(&p).unwrap());
+        let text = std::fs::read_to_string(&p).unwrap();
+        out.insert(parts.join("::"), shipped(&text));
     }
 }
 
-/// The longest known module that `base` + the path after `at` in `src` names.
-fn resolve(base: &[&str], rest: &str, known: &BTreeMap<String, String>) -> Option<String> {
+/// A file's code before its first `#[cfg(test)]` line, comment lines dropped: unit tests sit
+/// at the bottom of a file by the house style, and their `use super::*` names the file
+/// itself, not its parent; a doc link (`[`super::X`]`) is not an import.
+fn shipped(text: &str) -> String {
+    let code = match text.find("\n#[cfg(test)]") {
+        Some(i) => &text[..i],
+        None => text,
+    };
+    code.lines()
+        .filter(|l| !l.trim_start().starts_with("//"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The longest known modules that `base` + the path at the start of `rest` name; a
+/// `{a, b::c}` group after the path names each of its items.
+fn resolve(base: &[&str], rest: &str, known: &BTreeMap<String, String>) -> Vec<String> {
     let path: String = rest
         .chars()
         .take_while(|c| c.is_alphanumeric() || *c == '_' || *c == ':')
         .collect();
     let mut segs: Vec<&str> = base.to_vec();
     segs.extend(path.split("::").filter(|s| !s.is_empty()));
+    let after = &rest[path.len()..];
+    if (path.is_empty() || path.ends_with("::"))
+        && let Some(group) = after.strip_prefix('{')
+    {
+        let mut depth = 0;
+        let end = group
+            .char_indices()
+            .find(|&(_, c)| {
+                match c {
+                    '{' => depth += 1,
+                    '}' if depth == 0 => return true,
+                    '}' => depth -= 1,
+                    _ => {}
+                }
+                false
+            })
+            .map_or(group.len(), |(i, _)| i);
+        let mut out = Vec::new();
+        let mut depth = 0;
+        let mut start = 0;
+        let inner = &group[..end];
+        for (i, c) in inner.char_indices().chain([(inner.len(), ',')]) {
+            match c {
+                '{' => depth += 1,
+                '}' => depth -= 1,
+                ',' if depth == 0 => {
+                    let item = inner[start..i].trim();
+                    if !item.is_empty() {
+                        out.extend(resolve(&segs, item, known));
+                    }
+                    start = i + 1;
+                }
+                _ => {}
+            }
+        }
+        return out;
+    }
     (1..=segs.len())
         .rev()
         .map(|n| segs[..n].join("::"))
         .find(|m| known.contains_key(m))
+        .into_iter()
+        .collect()
 }
 
 /// Whether the text just before `i` ends a path segment or identifier (so `x::` at `i` is
@@ -85,10 +143,8 @@ fn edges(m: &str, src: &str, known: &BTreeMap<String, String>) -> BTreeSet<Strin
     let me: Vec<&str> = m.split("::").filter(|s| !s.is_empty()).collect();
     let mut out = BTreeSet::new();
     for (i, _) in src.match_indices("crate::") {
-        if starts_a_path(src, i)
-            && let Some(t) = resolve(&[], &src[i + "crate::".len()..], known)
-        {
-            out.insert(t);
+        if starts_a_path(src, i) {
+            out.extend(resolve(&[], &src[i + "crate::".len()..], known));
         }
     }
     for (i, _) in src.match_indices("super::") {
@@ -100,31 +156,8 @@ fn edges(m: &str, src: &str, known: &BTreeMap<String, String>) -> BTreeSet<Strin
                 rest = r;
                 up += 1;
             }
-            if up <= me.len()
-                && let Some(t) = resolve(&me[..me.len() - up], rest, known)
-            {
-                out.insert(t);
-            }
-        }
-    }
-    let children: Vec<&str> = known
-        .keys()
-        .filter_map(|k| {
-            let tail = if me.is_empty() {
-                Some(k.as_str())
-            } else {
-                k.strip_prefix(m)?.strip_prefix("::")
-            };
-            tail.filter(|t| !t.is_empty() && !t.contains("::"))
-        })
-        .collect();
-    for child in children {
-        let needle = format!("{child}::");
-        for (i, _) in src.match_indices(&needle) {
-            if starts_a_path(src, i)
-                && let Some(t) = resolve(&me, &src[i..], known)
-            {
-                out.insert(t);
+            if up <= me.len() {
+                out.extend(resolve(&me[..me.len() - up], rest, known));
             }
         }
     }
@@ -186,7 +219,7 @@ fn no_file_in_the_workspace_imports_a_file_that_imports_it_back() {
 }
 
 #[test]
-fn the_scan_sees_crate_super_and_child_paths() {
+fn the_scan_sees_crate_and_super_paths() {
     let harness = graph(&workspace_root().join("harness/src"));
     assert!(
         harness["sample::child"].contains("sample::phases"),
@@ -194,9 +227,9 @@ fn the_scan_sees_crate_super_and_child_paths() {
         harness["sample::child"]
     );
     assert!(
-        harness["commands::calibrate"].contains("commands::calibrate::trial"),
-        "a child path: {:?}",
-        harness["commands::calibrate"]
+        harness["commands::calibrate::trial"].contains("subprocess"),
+        "a crate:: path: {:?}",
+        harness["commands::calibrate::trial"]
     );
     let refserver = graph(&workspace_root().join("refserver/src"));
     assert!(
@@ -237,6 +270,12 @@ fn edges_resolve_super_and_child_paths_to_module_files() {
         &known,
     );
     assert_eq!(e, BTreeSet::from(["a::c".to_owned(), "d".to_owned()]));
-    let e = edges("a", "use b::{X}; c::run(); fn f() { q::b::z() }", &known);
+    // A folder's mod.rs naming its children is not an edge.
+    let e = edges("a", "use b::{X}; c::run();", &known);
+    assert!(e.is_empty(), "{e:?}");
+    // A group names its items, not the module the path stops at.
+    let e = edges("a::b", "use super::{c, X};", &known);
+    assert_eq!(e, BTreeSet::from(["a::c".to_owned(), "a".to_owned()]));
+    let e = edges("d", "use crate::a::{b::Y, c};", &known);
     assert_eq!(e, BTreeSet::from(["a::b".to_owned(), "a::c".to_owned()]));
 }

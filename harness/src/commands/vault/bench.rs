@@ -12,7 +12,7 @@ use std::time::Instant;
 use anyhow::{Context, bail};
 use serde::Serialize;
 
-use super::{lookup_profile, parse_seed};
+use super::profile::{lookup_profile, parse_seed};
 use crate::exit;
 use crate::prepare::vault::{install, sync_tree, temp_beside, write_vault};
 

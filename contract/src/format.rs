@@ -7,8 +7,11 @@
 //! comes from the same binary, so it passes the same check (the old `!=` there was stricter
 //! only for versions that do not exist yet).
 
-use crate::schema::FORMAT_VERSION;
 use serde::de::DeserializeOwned;
+
+/// The format version this build writes and the newest it reads (every document kind shares
+/// it; `schema` re-exports it).
+pub const FORMAT_VERSION: u32 = 1;
 
 /// Why a document was not read. The `Display` texts read after the file's name
 /// (`"{path} {error}"`).

@@ -26,6 +26,19 @@ impl RouteLoadKey {
     }
 }
 
+impl RouteLoadKey {
+    /// This key with another stat (`p50_us` -> `rps`).
+    pub fn with_stat(&self, stat: &str) -> RouteLoadKey {
+        RouteLoadKey::new(&self.route, self.in_flight, stat)
+    }
+
+    /// The stat-less prefix `route.<route>.c<in_flight>`, the key of the level's latency
+    /// histogram.
+    pub fn level(&self) -> String {
+        format!("{ROUTE_PREFIX}.{}.c{}", self.route, self.in_flight)
+    }
+}
+
 impl fmt::Display for RouteLoadKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
@@ -77,6 +90,14 @@ impl FromStr for RouteLoadKey {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn a_key_gives_its_siblings_and_its_level() {
+        let k = RouteLoadKey::new("get-chunk", 4, "p50_us");
+        assert_eq!(k.with_stat("rps").to_string(), "route.get-chunk.c4.rps");
+        assert_eq!(k.level(), "route.get-chunk.c4");
+        assert!(k.to_string().starts_with(&format!("{}.", k.level())));
+    }
 
     #[test]
     fn parses_and_refuses() {

@@ -10,6 +10,8 @@ pub mod exit;
 pub mod format;
 pub mod histogram;
 pub mod key;
+pub mod ledger;
+pub mod noise;
 pub mod parse;
 pub mod schema;
 pub mod time;

@@ -11,8 +11,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
 
-/// The format version this build writes and the newest it reads.
-pub const FORMAT_VERSION: u32 = 1;
+pub use crate::format::FORMAT_VERSION;
 
 pub const KIND_SAMPLE: &str = "vaultbench.sample";
 pub const KIND_BASELINE: &str = "vaultbench.baseline";

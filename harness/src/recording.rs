@@ -185,13 +185,25 @@ pub fn now_rfc3339() -> String {
     contract::time::rfc3339_utc(secs)
 }
 
-/// One JSON line per attempt: accepted, refused, or failed.
+/// One JSON line per attempt: accepted, refused, or failed (`contract::ledger`).
 fn append_ledger(path: &Path, scenario: &str, outcome: &str, cause: &str) -> anyhow::Result<()> {
+    use contract::ledger::{AttemptOutcome, LedgerLine};
     use std::io::Write;
     if let Some(d) = path.parent() {
         std::fs::create_dir_all(d).with_context(|| format!("creating {}", d.display()))?;
     }
-    let line = serde_json::json!({ "at": now_rfc3339(), "scenario": scenario, "outcome": outcome, "cause": cause });
+    let outcome = match outcome {
+        "accepted" => AttemptOutcome::Accepted,
+        "refused" => AttemptOutcome::Refused,
+        _ => AttemptOutcome::Failed,
+    };
+    let line = LedgerLine {
+        at: now_rfc3339(),
+        cause: cause.to_owned(),
+        outcome,
+        scenario: scenario.to_owned(),
+    }
+    .to_line();
     let mut f = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
@@ -204,32 +216,8 @@ fn append_ledger(path: &Path, scenario: &str, outcome: &str, cause: &str) -> any
 
 /// Attempts since the last accepted one, counting this accepted attempt.
 fn attempts_since_last_accept(path: &Path) -> Attempts {
-    let mut a = Attempts {
-        attempted: 1,
-        refused: 0,
-        failed: 0,
-    };
-    let Ok(text) = std::fs::read_to_string(path) else {
-        return a;
-    };
-    for line in text.lines().rev() {
-        let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else {
-            continue;
-        };
-        match v.get("outcome").and_then(|o| o.as_str()) {
-            Some("accepted") => break,
-            Some("refused") => {
-                a.attempted += 1;
-                a.refused += 1;
-            }
-            Some("failed") => {
-                a.attempted += 1;
-                a.failed += 1;
-            }
-            _ => {}
-        }
-    }
-    a
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    contract::ledger::attempts_since_last_accept(&text)
 }
 
 fn progress_bar(len: u64) -> indicatif::ProgressBar {

@@ -35,15 +35,21 @@
 //! - Tasks and processes started between snapshots count from zero (all their CPU is inside
 //!   the window). A reused pid or tid is told apart by its start time.
 //!
+//! [`read`] has one-file readers for a figure now (a process's `stat`, `io`, a `status` memory
+//! line, the live pids of a process group, the system `cpu` line): the harness's resource
+//! sampling, the gate trial's CPU accounting and the peak-RSS lines use them.
+//!
 //! System-wide values are `Option`s: `None` means the kernel does not offer them (no
 //! `/proc/pressure` without `CONFIG_PSI` or with `psi=0`, no steal field on old kernels).
 
 mod error;
 pub mod parse;
+pub mod read;
 mod snapshot;
 
 pub use error::Error;
-pub use parse::{CpuTimes, CtxSwitches, Io, Pressure, Schedstat};
+pub use parse::{CpuTimes, CtxSwitches, Io, Pressure, Schedstat, Stat};
+pub use read::Pid;
 pub use snapshot::{
     Delta, ProcessSample, Snapshot, SystemSample, TaskSample, clock_ticks_per_second,
 };

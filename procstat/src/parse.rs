@@ -42,6 +42,8 @@ pub struct Stat {
     pub state: char,
     /// Field 4.
     pub ppid: u32,
+    /// Field 5: the process group.
+    pub pgrp: u32,
     /// Field 14, clock ticks. For a process: all its threads, including threads that have exited.
     pub utime_ticks: u64,
     /// Field 15, clock ticks; as `utime_ticks`.
@@ -82,10 +84,12 @@ pub fn stat(text: &str, what: &str) -> Result<Stat, Error> {
         .next()
         .ok_or_else(|| Error::parse(what, "empty state"))?;
     let ppid = u32::try_from(num(4)?).map_err(|_| Error::parse(what, "ppid out of range"))?;
+    let pgrp = u32::try_from(num(5)?).map_err(|_| Error::parse(what, "pgrp out of range"))?;
     Ok(Stat {
         comm,
         state,
         ppid,
+        pgrp,
         utime_ticks: num(14)?,
         stime_ticks: num(15)?,
         num_threads: num(20)?,
@@ -121,6 +125,18 @@ impl CtxSwitches {
             nonvoluntary: self.nonvoluntary.saturating_sub(earlier.nonvoluntary),
         }
     }
+}
+
+/// The value in KiB of one `kB` line of a `status` file (`VmRSS`, `VmHWM`, ...); `None` when
+/// the line is absent (a kernel thread, or a zombie, has no memory lines).
+pub fn status_kib(text: &str, what: &str, key: &str) -> Result<Option<u64>, Error> {
+    for line in text.lines() {
+        if let Some(rest) = line.strip_prefix(key).and_then(|r| r.strip_prefix(':')) {
+            let value = rest.trim().trim_end_matches("kB").trim();
+            return parse_num(value, what, key).map(Some);
+        }
+    }
+    Ok(None)
 }
 
 /// Parses the two context-switch lines of a `status` file (other lines are ignored).
@@ -176,6 +192,19 @@ impl std::ops::Add for Io {
 }
 
 impl Io {
+    /// Every field with its name in the kernel's file, in the file's order.
+    pub fn fields(&self) -> [(&'static str, u64); 7] {
+        [
+            ("rchar", self.rchar),
+            ("wchar", self.wchar),
+            ("syscr", self.syscr),
+            ("syscw", self.syscw),
+            ("read_bytes", self.read_bytes),
+            ("write_bytes", self.write_bytes),
+            ("cancelled_write_bytes", self.cancelled_write_bytes),
+        ]
+    }
+
     /// Field-wise difference, saturating at zero.
     pub fn saturating_sub(self, e: Self) -> Self {
         Self {
@@ -281,6 +310,17 @@ pub struct CpuTimes {
 }
 
 impl CpuTimes {
+    /// Busy time: user + nice + system + irq + softirq + steal (iowait is idle time, not
+    /// load; guest time is already inside user and nice).
+    pub fn busy(&self) -> u64 {
+        self.user
+            + self.nice
+            + self.system
+            + self.irq.unwrap_or(0)
+            + self.softirq.unwrap_or(0)
+            + self.steal.unwrap_or(0)
+    }
+
     /// Sum of the fields that count real time (guest fields are already inside user/nice).
     pub fn total(&self) -> u64 {
         self.user
@@ -334,6 +374,54 @@ fn parse_num(tok: &str, what: &str, field: &str) -> Result<u64, Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn status_kib_reads_one_line_and_names_a_bad_value() {
+        let text = "Name:\tx\nVmHWM:\t    2048 kB\nVmRSS:\t    1024 kB\n";
+        assert_eq!(status_kib(text, "status", "VmRSS").unwrap(), Some(1024));
+        assert_eq!(status_kib(text, "status", "VmHWM").unwrap(), Some(2048));
+        assert_eq!(status_kib(text, "status", "VmSwap").unwrap(), None);
+        // A key is matched whole: `VmRSS` is not `VmRSSx`.
+        assert_eq!(
+            status_kib("VmRSSx: 5 kB\n", "status", "VmRSS").unwrap(),
+            None
+        );
+        let e = status_kib("VmRSS: lots kB\n", "/proc/1/status", "VmRSS").unwrap_err();
+        assert!(e.to_string().contains("/proc/1/status"), "{e}");
+    }
+
+    #[test]
+    fn busy_time_leaves_out_idle_and_iowait() {
+        let t = proc_stat_cpu("cpu  10 20 30 1000 500 6 7 8 0 0\n", "stat").unwrap();
+        assert_eq!(t.busy(), 10 + 20 + 30 + 6 + 7 + 8);
+    }
+
+    #[test]
+    fn io_fields_are_named_as_in_the_file() {
+        let io = Io {
+            rchar: 1,
+            wchar: 2,
+            syscr: 3,
+            syscw: 4,
+            read_bytes: 5,
+            write_bytes: 6,
+            cancelled_write_bytes: 7,
+        };
+        let names: Vec<&str> = io.fields().iter().map(|f| f.0).collect();
+        assert_eq!(
+            names,
+            [
+                "rchar",
+                "wchar",
+                "syscr",
+                "syscw",
+                "read_bytes",
+                "write_bytes",
+                "cancelled_write_bytes"
+            ]
+        );
+        assert_eq!(io.fields().iter().map(|f| f.1).sum::<u64>(), 28);
+    }
 
     #[test]
     fn schedstat_exact() {

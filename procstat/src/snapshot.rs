@@ -303,7 +303,7 @@ pub fn clock_ticks_per_second() -> u64 {
 
 /// Reads a whole file into `buf`; `Ok(None)` when the task is gone (or the file does not
 /// exist on this kernel).
-fn read_opt(path: &str, buf: &mut String) -> Result<Option<()>, Error> {
+pub(crate) fn read_opt(path: &str, buf: &mut String) -> Result<Option<()>, Error> {
     buf.clear();
     let res = File::open(path).and_then(|mut f| f.read_to_string(buf));
     match res {

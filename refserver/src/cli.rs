@@ -65,11 +65,11 @@ impl ServeArgs {
     }
 }
 
-/// Serves until SIGTERM or SIGINT; returns exit code 0 after a graceful stop.
+/// Serves until SIGTERM or SIGINT; returns `contract::exit::OK` after a graceful stop.
 pub fn run(args: ServeArgs) -> anyhow::Result<i32> {
     if args.version {
         println!("{}", version_line());
-        return Ok(0);
+        return Ok(contract::exit::OK);
     }
     let cfg = args.config()?;
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -107,6 +107,6 @@ pub fn run(args: ServeArgs) -> anyhow::Result<i32> {
             })
             .await;
         eprintln!("obsync-refserver: stopped");
-        Ok(0)
+        Ok(contract::exit::OK)
     })
 }

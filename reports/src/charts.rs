@@ -20,8 +20,7 @@ use plotters::style::FontStyle;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 use std::sync::Once;
 
-/// The embedded font (DejaVu Sans 2.37; licence in `assets/DejaVuSans-LICENSE.txt`).
-pub(crate) static FONT: &[u8] = include_bytes!("../assets/DejaVuSans.ttf");
+use crate::glyphs::FONT;
 /// The subset an SVG embeds (Latin-1, punctuation, arrows, math signs, µ; see
 /// `scripts/subset-font.sh`): 39 KB instead of 760 KB.
 static FONT_SUBSET: &[u8] = include_bytes!("../assets/DejaVuSans-subset.ttf");

@@ -136,8 +136,8 @@ pub fn compare(
     for key in all {
         let (bm, rm) = (bb.metrics.get(key), rb.metrics.get(key));
         let m = rm.or(bm).expect("key came from one of the maps");
-        let br = bp.raw.get(key).and_then(|s| crate::render::range_of(s));
-        let rr = rp.raw.get(key).and_then(|s| crate::render::range_of(s));
+        let br = bp.raw.get(key).and_then(|s| crate::stats::range(s));
+        let rr = rp.raw.get(key).and_then(|s| crate::stats::range(s));
         let (b, r) = (bm.map(|m| m.value), rm.map(|m| m.value));
         let change = match (b, r) {
             (Some(b), Some(r)) if b == r => Some(0.0),

@@ -59,7 +59,7 @@ pub fn measure_slug(unit: &str) -> String {
 }
 
 fn raw_range(p: Option<&Provenance>, key: &str) -> Option<(f64, f64)> {
-    crate::render::range_of(p?.raw.get(key)?)
+    crate::stats::range(p?.raw.get(key)?)
 }
 
 /// The BMF export of a recording.

@@ -19,10 +19,15 @@ use std::sync::OnceLock;
 /// uses the same em so both outputs have the same layout (plotters-svg 0.3.7, `draw_text`).
 const SVG_EM_DIVISOR: f64 = 1.24;
 
+/// The embedded font (DejaVu Sans 2.37; licence in `assets/DejaVuSans-LICENSE.txt`); the
+/// charts register it with plotters, this module measures and draws with it.
+pub(crate) static FONT: &[u8] = include_bytes!("../assets/DejaVuSans.ttf");
+
 /// The parsed embedded font (the whole DejaVu Sans the PNGs draw with).
 fn font() -> Option<&'static FontRef<'static>> {
-    static FONT: OnceLock<Option<FontRef<'static>>> = OnceLock::new();
-    FONT.get_or_init(|| FontRef::try_from_slice(crate::charts::FONT).ok())
+    static PARSED: OnceLock<Option<FontRef<'static>>> = OnceLock::new();
+    PARSED
+        .get_or_init(|| FontRef::try_from_slice(FONT).ok())
         .as_ref()
 }
 

@@ -250,7 +250,8 @@ pub fn compare(
 
     let stored_tau = aa_tau_path(prep)
         .and_then(|p| std::fs::read(p).ok())
-        .and_then(|b| serde_json::from_slice::<BTreeMap<String, f64>>(&b).ok());
+        .and_then(|b| contract::noise::NoiseFloor::from_json(&b).ok())
+        .map(|f| f.tau);
     let (tau_default, tau_source) = match (args.tau, &stored_tau) {
         (Some(t), _) => (t, "flag"),
         (None, Some(_)) => (DEFAULT_TAU, "aa-reference"),
@@ -331,7 +332,12 @@ pub fn compare(
         // An A/A run measures this machine's noise floor: store it as the default tau.
         let floor = abstat::tau_from_aa(std::slice::from_ref(&metrics));
         if let Some(p) = aa_tau_path(prep) {
-            crate::atomic::write_atomic(&p, &serde_json::to_vec_pretty(&floor)?)?;
+            let doc = contract::noise::NoiseFloor::new(
+                &prep.scenario.name,
+                &prep.fingerprint.id(),
+                floor,
+            );
+            crate::atomic::write_atomic(&p, &doc.to_json())?;
             eprintln!(
                 "stored this machine's A/A noise floor for {} in {}",
                 prep.scenario.name,

@@ -508,10 +508,9 @@ pub fn human_transfer(op: &str, r: &TransferReport, vault: &Path, rss: Option<u6
 
 /// Peak resident set size of this process (VmHWM), in KiB.
 pub fn peak_rss_kib() -> Option<u64> {
-    let s = std::fs::read_to_string("/proc/self/status").ok()?;
-    s.lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+    procstat::read::peak_rss_kib(procstat::Pid::Current)
+        .ok()
+        .flatten()
 }
 
 /// temp beside the file + fsync + rename + directory fsync (the one `durable` write).

@@ -489,7 +489,7 @@ async fn route_load(
             let rep = loadgen::run_route_load(devices, &cfg)
                 .await
                 .with_context(|| format!("route load {route} at {level} in flight"))?;
-            let key = format!("route.{route}.c{level}");
+            let key = contract::key::RouteLoadKey::new(route, level as u32, "p50_us");
             let stats = &rep.stats;
             // A failed request is data for the load generator, but a recording of a target that
             // answers 5xx or drops connections is not a measurement of the build: fail the sample.
@@ -508,18 +508,27 @@ async fn route_load(
                 );
             }
             let sum = stats.summary();
-            m.timing(format!("{key}.p50_us"), sum.p50_us, "us", Better::Lower);
-            m.timing(format!("{key}.p99_us"), sum.p99_us, "us", Better::Lower);
+            m.timing(key.to_string(), sum.p50_us, "us", Better::Lower);
             m.timing(
-                format!("{key}.rps"),
+                key.with_stat("p99_us").to_string(),
+                sum.p99_us,
+                "us",
+                Better::Lower,
+            );
+            m.timing(
+                key.with_stat("rps").to_string(),
                 rep.throughput_per_s,
                 "req/s",
                 Better::Higher,
             );
             // A count of failed requests, not a timing (any failure also fails the sample).
-            m.exact(format!("{key}.errors"), stats.errors() as f64, "count");
+            m.exact(
+                key.with_stat("errors").to_string(),
+                stats.errors() as f64,
+                "count",
+            );
             if let Some(h) = encode_histogram(stats.headline()) {
-                m.histograms.insert(key, h);
+                m.histograms.insert(key.level(), h);
             }
         }
     }

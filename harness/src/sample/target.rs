@@ -542,19 +542,7 @@ fn wait4_nohang(pid: libc::pid_t) -> anyhow::Result<(bool, i32, libc::rusage)> {
     Ok((true, code, ru))
 }
 
-/// The child gets SIGKILL if the process that spawned it dies, so no server outlives its sample.
-pub fn set_parent_death_signal(cmd: &mut Command) {
-    use std::os::unix::process::CommandExt;
-    // SAFETY: prctl is async-signal-safe; nothing else runs between fork and exec here.
-    unsafe {
-        cmd.pre_exec(|| {
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
-}
+pub use crate::subprocess::set_parent_death_signal;
 
 /// One `GET /readyz` over a plain blocking socket (no runtime needed at start-up).
 fn probe_ready(addr: SocketAddr) -> bool {
@@ -589,10 +577,10 @@ struct RssSamples {
 }
 
 fn rss_kib(pid: u32) -> Option<f64> {
-    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    s.lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.split_whitespace().next()?.parse::<f64>().ok())
+    procstat::read::rss_kib(procstat::Pid::Of(pid))
+        .ok()
+        .flatten()
+        .map(|k| k as f64)
 }
 
 /// Samples resident memory every 20 ms until told to stop; with `group`, the sum over every
@@ -607,9 +595,9 @@ fn sample_rss(pid: u32, group: bool, stop: &AtomicBool) -> RssSamples {
             }
             Some(pids.into_iter().filter_map(rss_kib).sum())
         } else {
-            match std::fs::read_to_string(format!("/proc/{pid}/status")) {
-                Ok(_) => rss_kib(pid),
-                Err(_) => break,
+            match procstat::read::process_stat(procstat::Pid::Of(pid)) {
+                Ok(Some(_)) => rss_kib(pid),
+                _ => break,
             }
         };
         if let Some(k) = kib {
@@ -625,30 +613,9 @@ fn sample_rss(pid: u32, group: bool, stop: &AtomicBool) -> RssSamples {
     }
 }
 
-/// The live processes whose process group is `pgid` (field 5 of `/proc/<pid>/stat`).
+/// The live processes whose process group is `pgid`.
 fn group_pids(pgid: u32) -> Vec<u32> {
-    let mut out = Vec::new();
-    let Ok(rd) = std::fs::read_dir("/proc") else {
-        return out;
-    };
-    for e in rd.flatten() {
-        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
-            continue;
-        };
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-            continue;
-        };
-        // After "pid (comm) ": state ppid pgrp ...
-        let pgrp = stat
-            .rfind(')')
-            .and_then(|i| stat[i + 1..].split_whitespace().nth(2))
-            .and_then(|v| v.parse::<u32>().ok());
-        if pgrp == Some(pgid) {
-            out.push(pid);
-        }
-    }
-    out.sort_unstable();
-    out
+    procstat::read::group_pids(pgid).unwrap_or_default()
 }
 
 /// CPU seconds per thread name from `/proc/<pid>/task/*/stat` (utime + stime, clock ticks).
@@ -657,62 +624,38 @@ fn group_pids(pgid: u32) -> Vec<u32> {
 /// file name from `/proc/<pid>/exe` instead of its cut copy.
 fn thread_cpu(pid: u32) -> std::collections::BTreeMap<String, f64> {
     let mut out = std::collections::BTreeMap::new();
-    // SAFETY: sysconf has no preconditions.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
-    let Ok(rd) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
-        return out;
-    };
-    for e in rd.flatten() {
-        let Ok(stat) = std::fs::read_to_string(e.path().join("stat")) else {
-            continue;
-        };
-        if let Some((mut name, ticks)) = parse_task_stat(&stat) {
-            if e.file_name().to_str() == Some(pid.to_string().as_str())
-                && let Some(exe) = exe_name(pid)
-            {
-                name = exe;
-            }
-            *out.entry(name).or_insert(0.0) += ticks as f64 / hz;
+    let hz = procstat::clock_ticks_per_second() as f64;
+    for (tid, st) in procstat::read::task_stats(procstat::Pid::Of(pid)).unwrap_or_default() {
+        let mut name = fold_digits(&st.comm);
+        if tid == pid
+            && let Some(exe) = procstat::read::exe_name(procstat::Pid::Of(pid))
+        {
+            name = exe;
         }
+        *out.entry(name).or_insert(0.0) += (st.utime_ticks + st.stime_ticks) as f64 / hz;
     }
     out
 }
 
-/// The file name of a process's executable, whole (its `comm` is cut at 15 bytes).
-fn exe_name(pid: u32) -> Option<String> {
-    let exe = std::fs::read_link(format!("/proc/{pid}/exe")).ok()?;
-    let name = exe.file_name()?.to_string_lossy();
-    // A replaced executable reads as "name (deleted)".
-    Some(name.trim_end_matches(" (deleted)").to_owned())
-}
-
-/// (comm with digits folded to `N`, utime + stime) from a /proc stat line.
-fn parse_task_stat(stat: &str) -> Option<(String, u64)> {
-    let open = stat.find('(')?;
-    let close = stat.rfind(')')?;
-    let comm: String = stat[open + 1..close]
-        .chars()
+/// A thread name with its digits folded to `N`, so numbered workers share one key.
+fn fold_digits(comm: &str) -> String {
+    comm.chars()
         .map(|c| if c.is_ascii_digit() { 'N' } else { c })
-        .collect();
-    let rest: Vec<&str> = stat[close + 2..].split_whitespace().collect();
-    // Fields after comm start at field 3 (state); utime is field 14, stime 15.
-    let utime: u64 = rest.get(11)?.parse().ok()?;
-    let stime: u64 = rest.get(12)?.parse().ok()?;
-    Some((comm, utime + stime))
+        .collect()
 }
 
+/// `/proc/<pid>/io` by field name (empty when the process is gone or unreadable).
 fn proc_io(pid: u32) -> std::collections::BTreeMap<String, u64> {
-    let mut out = std::collections::BTreeMap::new();
-    if let Ok(s) = std::fs::read_to_string(format!("/proc/{pid}/io")) {
-        for l in s.lines() {
-            if let Some((k, v)) = l.split_once(':')
-                && let Ok(v) = v.trim().parse()
-            {
-                out.insert(k.trim().to_owned(), v);
-            }
-        }
-    }
-    out
+    procstat::read::io(procstat::Pid::Of(pid))
+        .ok()
+        .flatten()
+        .map(|io| {
+            io.fields()
+                .iter()
+                .map(|&(k, v)| (k.to_owned(), v))
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 #[cfg(test)]
@@ -758,9 +701,8 @@ mod tests {
     #[test]
     fn task_stat_parsing() {
         let line = "42 (tokio-rt-worker 3) S 1 2 3 4 5 6 7 8 9 10 250 50 0 0 20 0 1 0 100 0 0";
-        assert_eq!(
-            parse_task_stat(line),
-            Some(("tokio-rt-worker N".to_owned(), 300))
-        );
+        let st = procstat::parse::stat(line, "task stat").unwrap();
+        assert_eq!(fold_digits(&st.comm), "tokio-rt-worker N");
+        assert_eq!(st.utime_ticks + st.stime_ticks, 300);
     }
 }

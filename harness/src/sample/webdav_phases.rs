@@ -297,7 +297,7 @@ async fn route_load(
             let rep = loadgen::webdav::run_dav_route_load(client, &cfg)
                 .await
                 .with_context(|| format!("route load {route} at {level} in flight"))?;
-            let key = format!("route.{route}.c{level}");
+            let key = contract::key::RouteLoadKey::new(route, level as u32, "p50_us");
             let stats = &rep.stats;
             if stats.errors() > 0 {
                 let bad: Vec<String> = stats
@@ -314,22 +314,27 @@ async fn route_load(
                 );
             }
             let sum = stats.summary();
-            m.timing(format!("{key}.p50_us"), sum.p50_us, "us", Better::Lower);
-            m.timing(format!("{key}.p99_us"), sum.p99_us, "us", Better::Lower);
+            m.timing(key.to_string(), sum.p50_us, "us", Better::Lower);
             m.timing(
-                format!("{key}.rps"),
+                key.with_stat("p99_us").to_string(),
+                sum.p99_us,
+                "us",
+                Better::Lower,
+            );
+            m.timing(
+                key.with_stat("rps").to_string(),
                 rep.throughput_per_s,
                 "req/s",
                 Better::Higher,
             );
             m.timing(
-                format!("{key}.errors"),
+                key.with_stat("errors").to_string(),
                 stats.errors() as f64,
                 "count",
                 Better::Lower,
             );
             if let Some(h) = encode_histogram(stats.headline()) {
-                m.histograms.insert(key, h);
+                m.histograms.insert(key.level(), h);
             }
         }
     }

@@ -206,8 +206,12 @@ fn push_and_pull_in_separate_invocations_share_a_state_file() {
         "chunks-exists",
         "--rate",
         "100",
+        // The duration bounds preparation too; in this busy test binary 300 ms was not
+        // always enough to prepare, so give it 3 s and end the run by request count.
         "--duration",
-        "300ms",
+        "3s",
+        "--max-requests",
+        "60",
         "--devices",
         "2",
         "--hdr-log",

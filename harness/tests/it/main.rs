@@ -3,7 +3,6 @@
 mod ab;
 mod calibrate;
 mod common;
-mod layout;
 mod load;
 mod record;
 mod report;

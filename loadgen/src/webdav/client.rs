@@ -14,7 +14,7 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 
-use super::DavError;
+use super::error::DavError;
 use super::multistatus::{DavEntry, parse_multistatus};
 use super::presets::BasicAuth;
 use crate::h1::{self, H1Conn};

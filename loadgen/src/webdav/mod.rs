@@ -23,61 +23,17 @@
 //!   with 50/100 ms back-off, as the signed client does.
 
 pub mod client;
+mod error;
 pub mod multistatus;
 pub mod ops;
 pub mod presets;
 pub mod route;
 
-use std::path::PathBuf;
-
 pub use client::{DavAnswer, DavClient, Depth};
+pub use error::DavError;
 pub use multistatus::{DavEntry, parse_multistatus};
 pub use ops::{
     Listing, PollReport, poll_until_changed, pull_vault, push_vault, rename, resync, walk,
 };
 pub use presets::{BasicAuth, Preset, RunningServer, ServerCommand, probe_ready};
 pub use route::{DavRoute, DavRouteLoadConfig, DavRouteLoadReport, run_dav_route_load};
-
-/// Errors of the WebDAV adapter. A failed request during a route load is data (counted per
-/// status), never one of these.
-#[derive(Debug, thiserror::Error)]
-pub enum DavError {
-    #[error("{preset} is not installed: apt-get install {packages}")]
-    NotInstalled {
-        preset: &'static str,
-        packages: &'static str,
-    },
-    #[error("{what}: {reason}")]
-    BadMultistatus { what: String, reason: String },
-    #[error("{route} {path}: transport error ({kind}): {detail}")]
-    Transport {
-        route: String,
-        path: String,
-        kind: &'static str,
-        detail: String,
-    },
-    #[error("{route} {path}: unexpected answer {status}: {detail}")]
-    Status {
-        route: String,
-        path: String,
-        status: u16,
-        detail: String,
-    },
-    #[error("{}: {source}", path.display())]
-    Io {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("{what}: {reason}")]
-    Invalid { what: String, reason: String },
-}
-
-impl DavError {
-    pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
-        DavError::Io {
-            path: path.into(),
-            source,
-        }
-    }
-}

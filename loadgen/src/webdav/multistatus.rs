@@ -15,7 +15,7 @@ use std::borrow::Cow;
 
 use roxmltree::{Document, Node};
 
-use super::DavError;
+use super::error::DavError;
 
 const DAV: &str = "DAV:";
 

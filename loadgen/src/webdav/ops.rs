@@ -14,8 +14,8 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use tokio::task::JoinSet;
 
-use super::DavError;
 use super::client::{DavClient, Depth};
+use super::error::DavError;
 use super::multistatus::DavEntry;
 use crate::stats::{Measured, Recorder};
 use crate::{Checkpoint, TransferReport};

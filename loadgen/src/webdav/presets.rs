@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use base64::Engine as _;
 use sha1::{Digest, Sha1};
 
-use super::DavError;
+use super::error::DavError;
 
 /// Where Debian's `apache2` package installs its loadable modules.
 pub const APACHE_MODULE_DIR: &str = "/usr/lib/apache2/modules";

@@ -20,8 +20,8 @@ use serde::Serialize;
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
-use super::DavError;
 use super::client::{DavClient, DavRequest, method};
+use super::error::DavError;
 use crate::Mode;
 use crate::h1::H1Conn;
 use crate::route::{DRAIN_GRACE, LATE_START};

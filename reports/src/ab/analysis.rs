@@ -6,7 +6,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use super::AbError;
+use super::error::AbError;
 use super::plan::Order;
 use crate::stats::{self, CiMethod, HodgesLehmann, OrderEffect, PermutationTest, SignedRankTest};
 

@@ -9,6 +9,7 @@
 
 mod aa;
 mod analysis;
+mod error;
 mod plan;
 mod rules;
 
@@ -18,6 +19,7 @@ pub use analysis::{
     PERMUTATION_DRAWS, POWER, Scale, Verdict, adjust_across_metrics, analyse_metric,
     exact_difference,
 };
+pub use error::AbError;
 pub use plan::{
     BalancePlan, DropReason, DroppedRound, MAX_ROUNDS, Order, drop_to_balance, plan_orders,
 };
@@ -25,24 +27,3 @@ pub use rules::{
     Cmp, Decision, DecisionRules, Outcome, Rule, RuleCheck, RuleError, RuleStatus, RuleTarget,
     decide, decide_with_exact, parse_rule,
 };
-
-/// Why an A/B computation could not be done; each variant names the offending input.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-pub enum AbError {
-    #[error("rounds must be an even number >= 2 and <= {max}, got {rounds}")]
-    BadRounds { rounds: usize, max: usize },
-    #[error("{what}: lengths differ ({left} vs {right})")]
-    LengthMismatch {
-        what: &'static str,
-        left: usize,
-        right: usize,
-    },
-    #[error("{what} holds a non-finite value in round {round}")]
-    NonFinite { what: &'static str, round: usize },
-    #[error("no rounds to analyse")]
-    NoRounds,
-    #[error("tau must be a finite fraction >= 0, got {tau}")]
-    BadTau { tau: f64 },
-    #[error(transparent)]
-    Stats(#[from] crate::stats::StatsError),
-}

@@ -6,7 +6,7 @@ use rand::seq::SliceRandom;
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 
-use super::AbError;
+use super::error::AbError;
 
 /// Upper bound on rounds: every A/B run is bounded in count (each round is two fresh
 /// server processes, so 1000 rounds is already hours of work).

@@ -269,9 +269,7 @@ fn row(b: &Baseline, p: &Provenance, key: &str) -> Option<Row> {
 
 /// Min and max of a series, ignoring NaN.
 pub(crate) fn range(xs: &[f64]) -> Option<(f64, f64)> {
-    let mut it = xs.iter().copied().filter(|x| !x.is_nan());
-    let first = it.next()?;
-    Some(it.fold((first, first), |(lo, hi), x| (lo.min(x), hi.max(x))))
+    crate::stats::range(xs)
 }
 
 /// The phase names present, in run order.

@@ -4,6 +4,14 @@
 /// The one median of the workspace's statistics is the contract's (baselines are medians).
 pub use contract::schema::median;
 
+/// Min and max of a series, ignoring NaN (the noise band every renderer and export uses);
+/// `None` when no value is a number.
+pub fn range(xs: &[f64]) -> Option<(f64, f64)> {
+    let mut it = xs.iter().copied().filter(|x| !x.is_nan());
+    let first = it.next()?;
+    Some(it.fold((first, first), |(lo, hi), x| (lo.min(x), hi.max(x))))
+}
+
 /// Raw median absolute deviation from the median (no 1.4826 consistency factor: multiply by it
 /// to estimate a normal SD, as R's `mad()` does by default).
 pub fn mad(xs: &[f64]) -> Option<f64> {

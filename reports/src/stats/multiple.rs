@@ -1,6 +1,6 @@
 //! Benjamini–Hochberg adjustment of p-values across metrics (false discovery rate control).
 
-use super::StatsError;
+use super::common::StatsError;
 
 /// BH-adjusted p-values in input order, as R's `p.adjust(p, "BH")`:
 /// adj(i) = min over j >= i (in ascending order) of m/j * p(j), capped at 1.

@@ -7,8 +7,8 @@ use rand::seq::SliceRandom;
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 
+use super::common::{StatsError, check_finite};
 use super::permutation::{MAX_DRAWS, PermutationMethod};
-use super::{StatsError, check_finite};
 
 /// Exact enumeration when n <= 20 (at most C(20,10) = 184,756 relabellings).
 pub const EXACT_MAX_N: usize = 20;

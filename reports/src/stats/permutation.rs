@@ -5,7 +5,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 
-use super::{StatsError, check_finite};
+use super::common::{StatsError, check_finite};
 
 /// Exact enumeration up to 2^16 = 65,536 sign patterns; above, Monte Carlo.
 pub const EXACT_MAX_N: usize = 16;

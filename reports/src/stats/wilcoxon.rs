@@ -5,8 +5,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::common::{StatsError, check_finite, pnorm};
 use super::signrank::{psignrank, qsignrank};
-use super::{StatsError, check_finite, pnorm};
 
 /// R uses the exact null distribution when `n < 50` (`exact <- (n < 50)`); so do we.
 pub const EXACT_MAX_N: usize = 49;

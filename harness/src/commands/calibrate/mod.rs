@@ -204,11 +204,8 @@ pub fn calibrate(
     let mut readings = Vec::with_capacity(n);
     for i in 0..n {
         let cmd = exec.command(&["--one-reading".into(), dir.as_os_str().to_owned()]);
-        let reading: Reading = run_json_child(
-            cmd,
-            &format!("calibration reading {}", i + 1),
-            READING_TIMEOUT,
-        )?;
+        let what = format!("calibration reading {}", i + 1);
+        let reading: Reading = run_json_child(cmd, &what, READING_TIMEOUT)?.success(&what)?;
         readings.push(reading);
     }
     let loadavg_after = loadavg();

@@ -14,7 +14,7 @@ use anyhow::{Context, bail};
 use clap::ValueEnum;
 use serde::{Deserialize, Serialize};
 
-use calibration::gate::{judge_with_contention, median};
+use calibration::gate::judge_with_contention;
 use calibration::{
     GateConfig, MachineLock, Reading, cpu_kernel_ms, fingerprint, load_reference, loadavg,
     read_channels,
@@ -207,21 +207,8 @@ pub struct TrialRecording {
 /// Busy seconds of the whole machine (all cores) from /proc/stat: user + nice + system +
 /// irq + softirq + steal. iowait is idle time, not load.
 fn machine_busy_s() -> Option<f64> {
-    let stat = std::fs::read_to_string("/proc/stat").ok()?;
-    let fields: Vec<u64> = stat
-        .lines()
-        .next()?
-        .split_whitespace()
-        .skip(1)
-        .map(|f| f.parse().ok())
-        .collect::<Option<_>>()?;
-    let busy: u64 = [0, 1, 2, 5, 6, 7]
-        .iter()
-        .filter_map(|&i| fields.get(i))
-        .sum();
-    // SAFETY: sysconf has no memory effects.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-    (hz > 0).then(|| busy as f64 / hz as f64)
+    let cpu = procstat::read::system_cpu().ok()?;
+    Some(cpu.busy() as f64 / procstat::clock_ticks_per_second() as f64)
 }
 
 /// Waits until 2 s pass with foreign processes using < 0.1 cores, or `limit` passes.
@@ -245,26 +232,12 @@ fn wait_quiet(limit: Duration, contenders: &[u32]) {
 
 /// CPU seconds of live children (the contenders) from /proc/<pid>/stat utime + stime.
 fn children_cpu_s(pids: &[u32]) -> f64 {
-    // SAFETY: sysconf has no memory effects.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-    if hz <= 0 {
-        return 0.0;
-    }
-    let mut ticks = 0u64;
-    for pid in pids {
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-            continue;
-        };
-        // Fields after the parenthesised command name; utime and stime are fields 14, 15.
-        let Some(rest) = stat.rsplit_once(')').map(|(_, r)| r) else {
-            continue;
-        };
-        let f: Vec<&str> = rest.split_whitespace().collect();
-        for i in [11, 12] {
-            ticks += f.get(i).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
-        }
-    }
-    ticks as f64 / hz as f64
+    let ticks: u64 = pids
+        .iter()
+        .filter_map(|&pid| procstat::read::process_stat(procstat::Pid::Of(pid)).ok()?)
+        .map(|st| st.utime_ticks + st.stime_ticks)
+        .sum();
+    ticks as f64 / procstat::clock_ticks_per_second() as f64
 }
 
 /// CPU seconds (user + system) of this process, its reaped children and the live `contenders`.
@@ -400,11 +373,9 @@ pub(crate) fn gate_trial(
         let mut contention = Vec::new();
         for s in 0..samples {
             let cmd = exec.command(&["--trial-sample".into(), dir.as_os_str().to_owned()]);
-            let sample: TrialSample = run_json_child(
-                cmd,
-                &format!("trial recording {} sample {}", rec + 1, s + 1),
-                TRIAL_SAMPLE_TIMEOUT,
-            )?;
+            let what = format!("trial recording {} sample {}", rec + 1, s + 1);
+            let sample: TrialSample =
+                run_json_child(cmd, &what, TRIAL_SAMPLE_TIMEOUT)?.success(&what)?;
             cpu.extend([sample.before.cpu_ms, sample.after.cpu_ms]);
             io.extend([sample.before.io_ms, sample.after.io_ms]);
             work.push(sample.work_ms);
@@ -468,7 +439,7 @@ pub(crate) fn gate_trial(
             io_median: o.median,
             cpu_drift: c.drift,
             io_drift: o.drift,
-            work_ms_median: median(&work),
+            work_ms_median: contract::schema::median(&work).unwrap_or(f64::NAN),
             background_cores,
             contender_cores,
             in_sample_max: v

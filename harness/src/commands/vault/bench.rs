@@ -12,7 +12,7 @@ use std::time::Instant;
 use anyhow::{Context, bail};
 use serde::Serialize;
 
-use super::{lookup_profile, parse_seed};
+use super::profile::{lookup_profile, parse_seed};
 use crate::exit;
 use crate::prepare::vault::{install, sync_tree, temp_beside, write_vault};
 
@@ -266,17 +266,16 @@ fn floor(files: &[(String, u64)], out: &Path) -> anyhow::Result<u64> {
     Ok(t.elapsed().as_millis() as u64)
 }
 
-/// Resets the kernel's peak-RSS mark for this process (`echo 5 > /proc/self/clear_refs`,
-/// Linux >= 4.0); false when not possible.
+/// Resets the kernel's peak-RSS mark for this process; false when not possible.
 fn reset_peak_rss() -> bool {
-    fs::write("/proc/self/clear_refs", "5").is_ok()
+    procstat::read::reset_peak_rss()
 }
 
-/// VmHWM (peak resident set) of this process in KiB, from /proc/self/status.
+/// VmHWM (peak resident set) of this process in KiB.
 fn peak_rss_kib() -> Option<u64> {
-    let s = fs::read_to_string("/proc/self/status").ok()?;
-    let line = s.lines().find(|l| l.starts_with("VmHWM:"))?;
-    line.split_whitespace().nth(1)?.parse().ok()
+    procstat::read::peak_rss_kib(procstat::Pid::Current)
+        .ok()
+        .flatten()
 }
 
 #[cfg(test)]

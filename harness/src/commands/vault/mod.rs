@@ -5,10 +5,11 @@
 //! scenarios, applies edits, and measures generation against the disk.
 
 mod bench;
+mod profile;
 
 use std::path::PathBuf;
 
-use anyhow::{Context, bail};
+use anyhow::bail;
 
 pub use crate::prepare::vault::{
     NamePairs, VaultSummary, apply_edit, check_name_pairs, ensure_cached_vault, manifest_of_dir,
@@ -16,6 +17,7 @@ pub use crate::prepare::vault::{
 };
 
 use crate::exit;
+pub use profile::{lookup_profile, parse_seed};
 
 #[derive(Debug, clap::Subcommand)]
 pub enum VaultCmd {
@@ -79,21 +81,6 @@ pub fn run(cmd: VaultCmd) -> anyhow::Result<i32> {
         VaultCmd::Bench(a) => bench::run(a),
         VaultCmd::List(a) => list_cmd(a),
     }
-}
-
-/// Parses a seed: decimal, or hex with a `0x` prefix.
-pub fn parse_seed(s: &str) -> anyhow::Result<u64> {
-    contract::parse::seed(s).map_err(anyhow::Error::msg)
-}
-
-/// Looks up a profile by name, naming the known ones on failure.
-pub fn lookup_profile(name: &str) -> anyhow::Result<scenarios::Profile> {
-    scenarios::profile(name).with_context(|| {
-        format!(
-            "unknown profile {name:?} (known: {})",
-            scenarios::PROFILE_NAMES.join(", ")
-        )
-    })
 }
 
 /// The digest of the tree under `dir` (every file, hidden ones too), comparable with

@@ -42,6 +42,11 @@ pub struct RunOpts {
     /// Upper bound on one sample's run time, in seconds (at least 1).
     #[arg(long, default_value_t = 1800, value_parser = clap::value_parser!(u64).range(1..))]
     pub sample_timeout: u64,
+    /// Also run a cost sample per build (per arm and round in `ab`): the scenario under
+    /// Valgrind's callgrind (instructions per phase, class cost) and under strace (syscalls by
+    /// name per phase); needs the Debian packages valgrind and strace.
+    #[arg(long)]
+    pub cost: bool,
 }
 
 /// Seeds in decimal or `0x` hex, for clap (the one parser is `contract::parse::seed`).
@@ -114,11 +119,19 @@ pub struct Prepared {
     pub reference: Option<calibration::Reference>,
     pub fingerprint: calibration::Fingerprint,
     pub timeout: Duration,
+    /// `--cost`: the tools found (a cost sample runs per build).
+    pub cost: Option<crate::sample::cost::CostTools>,
 }
 
 /// Resolves the scenario's profile and seed, the cached vault, a fresh work dir, the gate
 /// thresholds, this machine's fingerprint and its calibration reference.
 pub fn prepare(scenario: Scenario, opts: &RunOpts) -> anyhow::Result<Prepared> {
+    // Checked first: a missing tool is one line, before any vault is written.
+    let cost = if opts.cost {
+        Some(crate::sample::cost::check_tools()?)
+    } else {
+        None
+    };
     let profile = scenarios::profile(&scenario.profile)
         .with_context(|| format!("unknown profile {:?}", scenario.profile))?;
     let seed = opts.seed.or(scenario.seed).unwrap_or(profile.default_seed);
@@ -149,6 +162,7 @@ pub fn prepare(scenario: Scenario, opts: &RunOpts) -> anyhow::Result<Prepared> {
         reference,
         fingerprint,
         timeout: Duration::from_secs(opts.sample_timeout),
+        cost,
     })
 }
 
@@ -177,6 +191,15 @@ impl Prepared {
             work_dir: self.work.path().to_path_buf(),
             index,
             warmup,
+            cost: false,
+        }
+    }
+
+    /// The cost sample's plan (`--cost`): the scenario under callgrind, then under strace.
+    pub fn cost_plan(&self, target: &TargetSpec, index: u32) -> SamplePlan {
+        SamplePlan {
+            cost: true,
+            ..self.plan(target, index, false)
         }
     }
 }

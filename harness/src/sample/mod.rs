@@ -4,9 +4,11 @@
 //! the result.
 
 pub mod child;
+pub mod cost;
 pub mod parent;
 pub mod phases;
 pub mod plan;
 pub mod runner;
+pub mod server_cost;
 pub mod target;
 pub mod webdav_phases;

@@ -155,6 +155,7 @@ pub mod mock {
             reference: None,
             fingerprint,
             timeout: Duration::from_secs(1),
+            cost: None,
         }
     }
 }

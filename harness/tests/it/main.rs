@@ -2,6 +2,7 @@
 
 mod ab;
 mod common;
+mod cost;
 mod layout;
 mod record;
 mod report;

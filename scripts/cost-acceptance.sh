@@ -93,8 +93,6 @@ calibrate)
     N=$(python3 -c "i0,i1,k=$i0,$i1,$K; print(round(0.02*i0/((i1-i0)/k)))")
     echo "calibrate: $KEY ref $i0, with --inject-work $K $i1 -> N = $N for +2 %"
   fi
-  check=$(cost_of "ref --inject-work $N"); base=$(cost_of ref)
-  echo "calibrate: check ref $base vs --inject-work $N $check: $(python3 -c "print(f'{100*($check/$base-1):+.3f} %')")"
   ;;
 ab2)
   : "${N:?run calibrate first or set N}"

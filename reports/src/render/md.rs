@@ -472,7 +472,7 @@ mod cost_table_tests {
         assert_eq!(rows.len(), 2);
         assert_eq!(rows[0][0], "cold_push");
         assert_eq!(rows[0][2], "120 /file");
-        assert_eq!(rows[0][6], "9000 /file");
+        assert_eq!(rows[0][6], "9,000 /file");
         assert_eq!(rows[0][7], "310");
         assert_eq!(rows[0][8], "–");
         assert_eq!(rows[1][0], "route.post-version.c1");

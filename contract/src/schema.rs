@@ -277,8 +277,21 @@ pub struct Provenance {
     /// Per-key latency histograms of the median-nearest sample (base64 HdrHistogram V2 deflate).
     #[serde(default)]
     pub histograms: BTreeMap<String, String>,
+    /// A `--cost` recording's cost sample (absent otherwise).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost: Option<CostProvenance>,
     /// SHA-256 binding the baseline's canonical JSON and this sidecar (without this field).
     pub digest: String,
+}
+
+/// The cost sample behind a recording's `cost` keys and syscall counts: which tools counted
+/// (e.g. `valgrind-callgrind 3.19.0`, `strace 6.1`) and every value the sample gave, its
+/// strace run's own `/metrics` fsync counters included.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CostProvenance {
+    pub instructions_source: String,
+    pub syscalls_source: String,
+    pub metrics: BTreeMap<String, f64>,
 }
 
 /// Median of a series (mean of the middle two for an even count). `None` when empty or NaN.
@@ -476,6 +489,7 @@ mod tests {
             raw,
             exact_snapshot: [("a.fsyncs".to_owned(), 5.0)].into_iter().collect(),
             histograms: BTreeMap::new(),
+            cost: None,
             digest: String::new(),
         };
         provenance.digest = binding_digest(&baseline, &provenance);

@@ -10,7 +10,8 @@ use std::time::Duration;
 
 use reports::recording::{RecordingInput, sample_meta};
 use reports::schema::{
-    Attempts, Baseline, HarnessIdentity, Provenance, SampleResult, TargetIdentity, binding_digest,
+    Attempts, Baseline, CostProvenance, HarnessIdentity, MetricClass, Provenance, SampleResult,
+    TargetIdentity, binding_digest,
 };
 
 use crate::atomic::write_atomic;
@@ -78,6 +79,17 @@ pub fn record(job: RecordJob<'_>, runner: &dyn SampleRunner) -> anyhow::Result<R
         bar.inc(1);
     }
     bar.finish_and_clear();
+    // `--cost`: one cost sample after the counted ones (not gated: instruction and syscall
+    // counts do not depend on the machine's load).
+    let mut cost_sample: Option<SampleResult> = None;
+    if failure.is_none() && prep.cost.is_some() {
+        crate::prepare::progress("cost sample (callgrind, then strace)");
+        match runner.run(&prep.cost_plan(job.target, n + 1)) {
+            Ok(r) => cost_sample = Some(r),
+            Err(e) if e.downcast_ref::<crate::interrupt::Interrupted>().is_some() => return Err(e),
+            Err(e) => failure = Some(format!("cost sample: {e:#}")),
+        }
+    }
     let loadavg_after = calibration::loadavg();
     let ledger = job.out.join(format!("{name}.attempts.jsonl"));
     if let Some(cause) = failure {
@@ -120,7 +132,10 @@ pub fn record(job: RecordJob<'_>, runner: &dyn SampleRunner) -> anyhow::Result<R
     for key in &built.dropped {
         eprintln!("note: {key} is missing from some samples and is not recorded");
     }
-    let (baseline, mut prov) = (built.baseline, built.provenance);
+    let (mut baseline, mut prov) = (built.baseline, built.provenance);
+    if let (Some(c), Some(tools)) = (&cost_sample, &prep.cost) {
+        merge_cost(&mut baseline, &mut prov, c, tools);
+    }
     prov.target = job.identity;
     prov.machine = serde_json::to_value(&prep.fingerprint)?;
     prov.loadavg_before = loadavg_before;
@@ -138,6 +153,42 @@ pub fn record(job: RecordJob<'_>, runner: &dyn SampleRunner) -> anyhow::Result<R
         baseline_path,
         provenance_path,
     })))
+}
+
+/// Whether a cost sample's key goes into the recording: instruction counts (class `cost`) and
+/// syscalls by name. The rest of the cost sample stays in the sidecar only.
+pub fn is_cost_key(key: &str, class: MetricClass) -> bool {
+    class == MetricClass::Cost || key.contains(".server.syscalls.")
+}
+
+/// Adds a cost sample's keys to the baseline (a series of one in the sidecar) and the whole
+/// sample, with the tools that counted, to the sidecar's `cost`.
+fn merge_cost(
+    baseline: &mut Baseline,
+    prov: &mut Provenance,
+    c: &SampleResult,
+    tools: &crate::sample::cost::CostTools,
+) {
+    for (k, m) in &c.metrics {
+        if !is_cost_key(k, m.class) {
+            continue;
+        }
+        baseline.metrics.insert(k.clone(), m.clone());
+        prov.raw.insert(k.clone(), vec![m.value]);
+        if m.class == MetricClass::Exact {
+            prov.exact_snapshot.insert(k.clone(), m.value);
+        }
+    }
+    prov.samples.push(sample_meta(c, true));
+    prov.cost = Some(CostProvenance {
+        instructions_source: tools.instructions.clone(),
+        syscalls_source: tools.syscalls.clone(),
+        metrics: c
+            .metrics
+            .iter()
+            .map(|(k, m)| (k.clone(), m.value))
+            .collect(),
+    });
 }
 
 fn pretty<T: serde::Serialize>(v: &T) -> anyhow::Result<Vec<u8>> {

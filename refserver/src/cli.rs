@@ -13,6 +13,9 @@ use crate::server::Server;
 /// Largest `--inject-delay-us`: one second per version post is already far beyond any
 /// sensitivity test, and keeps a typo from wedging the server.
 const MAX_INJECT_DELAY_US: u64 = 1_000_000;
+/// Largest `--inject-work`: a kernel iteration is about ten instructions, so 100 million is
+/// about a second of CPU per version post natively, far past any sensitivity test.
+const MAX_INJECT_WORK: u64 = 100_000_000;
 
 /// Run the reference obsync-v1 server.
 #[derive(Debug, Clone, clap::Args)]
@@ -29,6 +32,10 @@ pub struct ServeArgs {
     /// Busy-wait this many microseconds in every version post (A/B sensitivity tests).
     #[arg(long, hide = true, default_value_t = 0)]
     pub inject_delay_us: u64,
+    /// Run this many iterations of a fixed hash kernel in every version post: deterministic
+    /// work, the same instructions in every run (A/B tests of the instruction-count channel).
+    #[arg(long, hide = true, default_value_t = 0)]
+    pub inject_work: u64,
     /// Allow listening on a non-loopback address.
     #[arg(long)]
     pub allow_remote: bool,
@@ -53,6 +60,12 @@ impl ServeArgs {
                 self.inject_delay_us
             );
         }
+        if self.inject_work > MAX_INJECT_WORK {
+            anyhow::bail!(
+                "--inject-work {} is over the maximum {MAX_INJECT_WORK}",
+                self.inject_work
+            );
+        }
         let Some(data) = &self.data else {
             anyhow::bail!("--data DIR is required");
         };
@@ -60,6 +73,7 @@ impl ServeArgs {
         cfg.listen = self.listen;
         cfg.group_commit = self.group_commit;
         cfg.inject_delay_us = self.inject_delay_us;
+        cfg.inject_work = self.inject_work;
         cfg.allow_remote = self.allow_remote;
         Ok(cfg)
     }

@@ -18,6 +18,9 @@ pub struct ServerConfig {
     pub group_commit: bool,
     /// Busy-wait this many µs in every version post (A/B sensitivity tests).
     pub inject_delay_us: u64,
+    /// Iterations of a fixed hash kernel in every version post (deterministic work for
+    /// instruction-count A/B tests).
+    pub inject_work: u64,
     /// Allow a non-loopback listen address.
     pub allow_remote: bool,
     /// Wall clock for timestamps, nonce expiry and change times.
@@ -39,7 +42,7 @@ pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
 pub const BODY_READ_TIMEOUT: Duration = Duration::from_secs(120);
 
 impl ServerConfig {
-    /// `127.0.0.1:0`, no group commit, no injected delay, the system clock, the default
+    /// `127.0.0.1:0`, no group commit, no injected delay or work, the system clock, the default
     /// timeouts and a connection cap from the open-file limit.
     pub fn new(data_dir: impl Into<PathBuf>) -> ServerConfig {
         ServerConfig {
@@ -47,6 +50,7 @@ impl ServerConfig {
             data_dir: data_dir.into(),
             group_commit: false,
             inject_delay_us: 0,
+            inject_work: 0,
             allow_remote: false,
             clock: Arc::new(SystemClock),
             header_read_timeout: HEADER_READ_TIMEOUT,

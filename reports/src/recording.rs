@@ -119,6 +119,7 @@ pub fn build(input: RecordingInput<'_>) -> Result<Built, NoSamples> {
         raw,
         exact_snapshot,
         histograms,
+        cost: None,
         digest: String::new(),
     };
     Ok(Built {

@@ -123,14 +123,99 @@ pub enum Phase {
     },
     /// Rename the vault's largest folder: a new version of every file under it.
     FolderRename,
-    /// Each route at each in-flight level for a bounded time and count.
+    /// Each route at each in-flight level, bounded either by time (`seconds`, with a
+    /// `max_requests` ceiling: throughput keys) or by work (`requests`: exactly that many
+    /// requests, so both arms of an A/B do the same work and costs per request compare).
     RouteLoad {
         routes: Vec<String>,
         in_flight: Vec<usize>,
-        /// Seconds per route and level.
-        seconds: f64,
-        max_requests: u64,
+        /// Seconds per route and level (a time-bounded step).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        seconds: Option<f64>,
+        /// Ceiling on the requests of a time-bounded step.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        max_requests: Option<u64>,
+        /// Requests per route and level (a fixed-work step).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        requests: Option<u64>,
     },
+}
+
+/// How a validated `route_load` step is bounded.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum RouteBound {
+    /// Run for `seconds` or until `max_requests`, whichever comes first.
+    Time { seconds: f64, max_requests: u64 },
+    /// Run exactly `requests` requests (bounded by [`FIXED_WORK_DEADLINE_S`]).
+    Requests(u64),
+}
+
+/// The most requests a fixed-work step may ask for per route and level.
+pub const MAX_FIXED_REQUESTS: u64 = 10_000_000;
+/// The deadline of a fixed-work step: the largest `seconds` a time-bounded step may have, so
+/// a hung target still ends the sample; a step that reaches it fails.
+pub const FIXED_WORK_DEADLINE_S: f64 = 600.0;
+
+impl RouteBound {
+    /// The bound of a `route_load` step's fields, after [`validate`]-style checks.
+    pub fn of(
+        seconds: Option<f64>,
+        max_requests: Option<u64>,
+        requests: Option<u64>,
+    ) -> Result<RouteBound, String> {
+        match (seconds, max_requests, requests) {
+            (None, None, Some(n)) if (1..=MAX_FIXED_REQUESTS).contains(&n) => {
+                Ok(RouteBound::Requests(n))
+            }
+            (None, None, Some(n)) => Err(format!(
+                "route_load requests {n} must be in 1..={MAX_FIXED_REQUESTS}"
+            )),
+            (Some(_), _, Some(_)) | (_, Some(_), Some(_)) => Err(
+                "route_load takes either requests or seconds with max_requests, not both".into(),
+            ),
+            (Some(s), Some(m), None) => {
+                if !(s.is_finite() && s > 0.0 && s <= 600.0) {
+                    Err(format!("route_load seconds {s} must be in (0, 600]"))
+                } else if m == 0 {
+                    Err("route_load max_requests must be at least 1".into())
+                } else {
+                    Ok(RouteBound::Time {
+                        seconds: s,
+                        max_requests: m,
+                    })
+                }
+            }
+            _ => Err("route_load needs requests = N, or seconds and max_requests".into()),
+        }
+    }
+}
+
+impl RouteBound {
+    /// The load generator's (duration in seconds, request ceiling) for this bound.
+    pub fn duration_and_ceiling(self) -> (f64, u64) {
+        match self {
+            RouteBound::Time {
+                seconds,
+                max_requests,
+            } => (seconds, max_requests),
+            RouteBound::Requests(n) => (FIXED_WORK_DEADLINE_S, n),
+        }
+    }
+}
+
+impl Phase {
+    /// A `route_load` step's bound (`None` for other phases or an invalid step).
+    pub fn route_bound(&self) -> Option<RouteBound> {
+        match self {
+            Phase::RouteLoad {
+                seconds,
+                max_requests,
+                requests,
+                ..
+            } => RouteBound::of(*seconds, *max_requests, *requests).ok(),
+            _ => None,
+        }
+    }
 }
 
 fn default_in_flight() -> usize {
@@ -299,17 +384,15 @@ pub fn parse(text: &str, origin: &str) -> Result<Scenario, ScenarioError> {
                 in_flight,
                 seconds,
                 max_requests,
+                requests,
             } => {
                 if routes.is_empty() || in_flight.is_empty() || in_flight.contains(&0) {
                     return invalid(
                         "route_load needs routes and in_flight levels of at least 1".into(),
                     );
                 }
-                if !(seconds.is_finite() && *seconds > 0.0 && *seconds <= 600.0) {
-                    return invalid(format!("route_load seconds {seconds} must be in (0, 600]"));
-                }
-                if *max_requests == 0 {
-                    return invalid("route_load max_requests must be at least 1".into());
+                if let Err(e) = RouteBound::of(*seconds, *max_requests, *requests) {
+                    return invalid(e);
                 }
             }
             _ => {}
@@ -399,6 +482,56 @@ mod tests {
         )
         .unwrap_err();
         assert!(e.to_string().contains("depth"), "{e}");
+    }
+
+    #[test]
+    fn route_load_is_bounded_by_requests_or_by_time() {
+        let step = |body: &str| {
+            parse(
+                &format!(
+                    "name='x'\ndoc='d'\nprofile='small'\n[[phase]]\nkind='route_load'\nroutes=['changes']\nin_flight=[1]\n{body}"
+                ),
+                "f.toml",
+            )
+        };
+        let s = step("requests = 2000\n").unwrap();
+        assert_eq!(s.phases[0].route_bound(), Some(RouteBound::Requests(2000)));
+        let s = step("seconds = 1.5\nmax_requests = 10\n").unwrap();
+        assert_eq!(
+            s.phases[0].route_bound(),
+            Some(RouteBound::Time {
+                seconds: 1.5,
+                max_requests: 10
+            })
+        );
+        for (body, says) in [
+            ("requests = 5\nseconds = 1.0\n", "not both"),
+            ("requests = 5\nmax_requests = 9\n", "not both"),
+            ("requests = 0\n", "requests 0"),
+            ("seconds = 1.0\n", "needs requests"),
+            ("", "needs requests"),
+            ("seconds = 0.0\nmax_requests = 1\n", "seconds 0"),
+            ("seconds = 1.0\nmax_requests = 0\n", "max_requests"),
+        ] {
+            let e = step(body).unwrap_err().to_string();
+            assert!(e.contains(says) && e.contains("f.toml"), "{body}: {e}");
+            assert_eq!(e.lines().count(), 1, "{e}");
+        }
+        // A fixed-work step serialises without the time fields, a timed one as before.
+        let json = serde_json::to_string(&step("requests = 7\n").unwrap().phases[0]).unwrap();
+        assert_eq!(
+            json,
+            r#"{"kind":"route_load","routes":["changes"],"in_flight":[1],"requests":7}"#
+        );
+        assert_eq!(
+            builtin("small")
+                .unwrap()
+                .phases
+                .last()
+                .unwrap()
+                .route_bound(),
+            Some(RouteBound::Requests(500))
+        );
     }
 
     #[test]

@@ -50,6 +50,9 @@ pub struct AbArgs {
     /// Practical threshold, e.g. `3%` (default: this machine's stored A/A noise floor, else 5%).
     #[arg(long, value_parser = parse_pct)]
     pub tau: Option<f64>,
+    /// Practical threshold of `cost` keys (instructions retired, from `--cost`).
+    #[arg(long, value_parser = parse_pct, default_value = "1%")]
+    pub cost_tau: f64,
     /// Keep rule, e.g. 'server.cpu_s <= -10%'.
     #[arg(long)]
     pub keep_if: Option<String>,
@@ -155,13 +158,18 @@ pub fn compare(
     let warm_b = runner
         .run(&prep.plan(spec_b, 1, true))
         .context("warm-up sample of B")?;
-    let timing_keys: Vec<&str> = warm_a
+    let mut timing_keys: Vec<String> = warm_a
         .metrics
         .iter()
         .filter(|(_, m)| m.class != MetricClass::Exact)
-        .map(|(k, _)| k.as_str())
+        .map(|(k, _)| k.clone())
         .collect();
-    rules.check_metrics(timing_keys.iter().copied())?;
+    if prep.cost.is_some() {
+        // The cost sample's keys follow from the warm-up's per-phase cost keys, so a rule
+        // may name them without a cost warm-up.
+        timing_keys.extend(cost_keys_of(warm_a.metrics.keys().map(String::as_str)));
+    }
+    rules.check_metrics(timing_keys.iter().map(String::as_str))?;
 
     // The per-sample gate judges each reading against the run's readings so far.
     let mut pool: Vec<_> = warm_a
@@ -199,6 +207,11 @@ pub fn compare(
         if interrupted(&ra) || interrupted(&rb) {
             return Err(crate::interrupt::Interrupted.into());
         }
+        let (ra, rb) = if prep.cost.is_some() {
+            with_cost(prep, runner, arms, i, first_is_a, ra, rb)?
+        } else {
+            (ra, rb)
+        };
         let mut round = AbRound {
             index: i,
             order: *order,
@@ -308,14 +321,27 @@ pub fn compare(
             }
             continue;
         }
-        let a = abstat::analyse_metric(
-            &av,
-            &bv,
-            &kept_orders,
-            better(m0.better),
-            tau_for(key),
-            args.order_seed,
-        )
+        // Cost keys barely vary between runs: a t interval on the log ratios gives them a
+        // verdict at R = 3 or 4, against their own, tighter threshold.
+        let a = if m0.class == MetricClass::Cost {
+            abstat::analyse_cost_metric(
+                &av,
+                &bv,
+                &kept_orders,
+                better(m0.better),
+                args.cost_tau,
+                args.order_seed,
+            )
+        } else {
+            abstat::analyse_metric(
+                &av,
+                &bv,
+                &kept_orders,
+                better(m0.better),
+                tau_for(key),
+                args.order_seed,
+            )
+        }
         .with_context(|| format!("analysing {key}"))?;
         metrics.insert(key.clone(), a);
     }
@@ -387,6 +413,74 @@ pub fn compare(
         None | Some(Outcome::Keep) => crate::exit::OK,
         Some(Outcome::Reject) => crate::exit::REGRESSION,
         Some(Outcome::Inconclusive) => crate::exit::INCONCLUSIVE,
+    })
+}
+
+/// The cost keys a `--cost` sample gives for the per-phase cost keys of a timing sample:
+/// `P.server.instructions` and `P.server.instructions_per_request` (or `_per_file`) for every
+/// `P.server.cpu_us_per_request` (or `_per_file`).
+pub fn cost_keys_of<'a>(keys: impl Iterator<Item = &'a str>) -> Vec<String> {
+    let mut out = Vec::new();
+    for k in keys {
+        for per in ["request", "file"] {
+            if let Some(p) = k.strip_suffix(&format!(".server.cpu_us_per_{per}")) {
+                out.push(format!("{p}.server.instructions"));
+                out.push(format!("{p}.server.instructions_per_{per}"));
+            }
+        }
+    }
+    out
+}
+
+type Arm = anyhow::Result<(SampleResult, reports::schema::AbSample)>;
+
+/// A round's cost samples, in the round's order, after both timing samples succeeded; their
+/// cost keys join each arm's sample. A failed cost sample fails its arm (the round is dropped).
+fn with_cost(
+    prep: &Prepared,
+    runner: &dyn SampleRunner,
+    arms: &Arms,
+    round: usize,
+    first_is_a: bool,
+    ra: Arm,
+    rb: Arm,
+) -> anyhow::Result<(Arm, Arm)> {
+    let (Ok(mut a), Ok(mut b)) = (ra, rb) else {
+        return Ok((
+            Err(anyhow::anyhow!("no cost sample: a timing sample failed")),
+            Err(anyhow::anyhow!("no cost sample: a timing sample failed")),
+        ));
+    };
+    let mut failed: Option<anyhow::Error> = None;
+    for is_a in [first_is_a, !first_is_a] {
+        let (spec, sample) = if is_a {
+            (&arms.a, &mut a.0)
+        } else {
+            (&arms.b, &mut b.0)
+        };
+        let index = 1000 + 2 * round as u32 + u32::from(!is_a);
+        match runner.run(&prep.cost_plan(spec, index)) {
+            Ok(c) => {
+                for (k, m) in c.metrics {
+                    if crate::recording::is_cost_key(&k, m.class) {
+                        sample.metrics.insert(k, m);
+                    }
+                }
+            }
+            Err(e) if e.downcast_ref::<crate::interrupt::Interrupted>().is_some() => return Err(e),
+            Err(e) => {
+                failed =
+                    Some(e.context(format!("cost sample of {}", if is_a { "A" } else { "B" })));
+                break;
+            }
+        }
+    }
+    Ok(match failed {
+        Some(e) => {
+            let msg = format!("{e:#}");
+            (Err(e), Err(anyhow::anyhow!(msg)))
+        }
+        None => (Ok(a), Ok(b)),
     })
 }
 

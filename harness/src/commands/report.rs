@@ -48,6 +48,9 @@ pub struct CompareArgs {
     /// Smallest change that counts, as a percentage (`5%`) or a fraction (`0.05`).
     #[arg(long, default_value = "5%")]
     pub threshold: String,
+    /// Smallest change of a `cost` key (instructions retired) that counts.
+    #[arg(long, default_value = "1%")]
+    pub cost_threshold: String,
     /// Write the Markdown comparison to this file (atomically) instead of stdout.
     #[arg(long, value_name = "FILE")]
     pub out: Option<PathBuf>,
@@ -483,7 +486,8 @@ pub fn run_compare(args: CompareArgs) -> anyhow::Result<i32> {
             );
         }
     }
-    let cmp = reports::compare::compare((&bb, &bp), (&rb, &rp), threshold)?;
+    let cost_threshold = reports::compare::parse_threshold(&args.cost_threshold)?;
+    let cmp = reports::compare::compare_with((&bb, &bp), (&rb, &rp), threshold, cost_threshold)?;
     let md = reports::compare::markdown(&cmp);
     if args.json {
         println!("{}", serde_json::to_string(&cmp)?);

@@ -46,6 +46,11 @@ pub struct RunOpts {
     /// is on by default on a machine with at least 2 CPUs; the sets are in the sidecar).
     #[arg(long)]
     pub no_pin: bool,
+    /// Also run a cost sample per build (per arm and round in `ab`): the scenario under
+    /// Valgrind's callgrind (instructions per phase, class cost) and under strace (syscalls by
+    /// name per phase); needs the Debian packages valgrind and strace.
+    #[arg(long)]
+    pub cost: bool,
 }
 
 /// Seeds in decimal or `0x` hex, for clap (the one parser is `contract::parse::seed`).
@@ -122,11 +127,19 @@ pub struct Prepared {
     pub timeout: Duration,
     /// `--no-pin`.
     pub no_pin: bool,
+    /// `--cost`: the tools found (a cost sample runs per build).
+    pub cost: Option<crate::sample::cost::CostTools>,
 }
 
 /// Resolves the scenario's profile and seed, the cached vault, a fresh work dir, the gate
 /// thresholds, this machine's fingerprint and its calibration reference.
 pub fn prepare(scenario: Scenario, opts: &RunOpts) -> anyhow::Result<Prepared> {
+    // Checked first: a missing tool is one line, before any vault is written.
+    let cost = if opts.cost {
+        Some(crate::sample::cost::check_tools()?)
+    } else {
+        None
+    };
     let profile = scenarios::profile(&scenario.profile)
         .with_context(|| format!("unknown profile {:?}", scenario.profile))?;
     let seed = opts.seed.or(scenario.seed).unwrap_or(profile.default_seed);
@@ -159,6 +172,7 @@ pub fn prepare(scenario: Scenario, opts: &RunOpts) -> anyhow::Result<Prepared> {
         fingerprint,
         timeout: Duration::from_secs(opts.sample_timeout),
         no_pin: opts.no_pin,
+        cost,
     })
 }
 
@@ -188,6 +202,15 @@ impl Prepared {
             index,
             warmup,
             no_pin: self.no_pin,
+            cost: false,
+        }
+    }
+
+    /// The cost sample's plan (`--cost`): the scenario under callgrind, then under strace.
+    pub fn cost_plan(&self, target: &TargetSpec, index: u32) -> SamplePlan {
+        SamplePlan {
+            cost: true,
+            ..self.plan(target, index, false)
         }
     }
 }

@@ -98,6 +98,9 @@ fn measure(
         ),
         _ => {}
     }
+    if plan.cost {
+        return measure_cost(plan, sample_dir, m, server_pid);
+    }
     // Pinning: this thread takes the server's set before the spawn (the server's tree inherits
     // it) and the generator's set after (the runtime's threads inherit that); the guard puts
     // the original set back before the second calibration reading.
@@ -142,7 +145,10 @@ fn measure(
             plan, &client, sample_dir, m,
         ))
     } else {
-        rt.block_on(crate::sample::phases::drive(plan, &server, sample_dir, m))
+        let mut cost = crate::sample::server_cost::PhaseCost::new(server.pid);
+        rt.block_on(crate::sample::phases::drive(
+            plan, &server, sample_dir, m, &mut cost,
+        ))
     };
     let mut reading = window
         .finish(server.pid)
@@ -178,6 +184,90 @@ impl Drop for Restore {
     fn drop(&mut self) {
         let _ = contention::pin_this_thread(&self.0);
     }
+}
+
+/// The cost sample: the scenario once under callgrind (instructions per phase) and once under
+/// strace (syscalls by name per phase), each against a fresh server and data dir. Its other
+/// keys are dropped, except the strace run's own `/metrics` fsync counters, kept beside the
+/// syscall counts of the same run so the two can be checked against each other.
+fn measure_cost(
+    plan: &SamplePlan,
+    sample_dir: &Path,
+    m: &mut Metrics,
+    server_pid: &mut u32,
+) -> anyhow::Result<()> {
+    use crate::sample::cost::{self, CallgrindMarks, CostTool, StraceMarks};
+    if plan.scenario.protocol == Protocol::Webdav {
+        bail!(
+            "--cost drives obsync scenarios; {} is a WebDAV scenario",
+            plan.scenario.name
+        );
+    }
+    for tool in [CostTool::Callgrind, CostTool::Strace] {
+        let out = sample_dir.join(match tool {
+            CostTool::Callgrind => "callgrind",
+            CostTool::Strace => "strace",
+        });
+        std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
+        let mut server =
+            Server::start_wrapped(&plan.target, &out.join("data"), &cost::wrapper(tool, &out))?;
+        *server_pid = server.pid;
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name(loadgen::WORKER_THREAD)
+            .enable_all()
+            .build()
+            .context("building the tokio runtime")?;
+        let mut scratch = Metrics::default();
+        let mut cg = CallgrindMarks::new(server.pid);
+        let mut st = StraceMarks::default();
+        let bounds: &mut dyn crate::sample::phases::Boundary = match tool {
+            CostTool::Callgrind => &mut cg,
+            CostTool::Strace => &mut st,
+        };
+        let driven = rt.block_on(crate::sample::phases::drive(
+            plan,
+            &server,
+            &out,
+            &mut scratch,
+            bounds,
+        ));
+        drop(rt);
+        let crashed = !server.is_running();
+        let stderr = server.stderr_line();
+        let usage = server.stop()?;
+        if crashed {
+            bail!(
+                "target exited mid-sample under {tool:?} (status {:?}): {stderr}",
+                usage.exit_status
+            );
+        }
+        driven.with_context(|| format!("cost sample under {tool:?}"))?;
+        match tool {
+            CostTool::Callgrind => {
+                let counts = cost::read_callgrind_dir(&out)?;
+                cost::instruction_keys(&counts, &cg.work, m)?;
+                let mut d = cg.dump_ms.clone();
+                d.sort_by(f64::total_cmp);
+                if let Some(max) = d.last() {
+                    m.resource("cost_sample.vgdb_dump_ms.max", *max, "ms");
+                    m.resource("cost_sample.vgdb_dump_ms.median", d[d.len() / 2], "ms");
+                }
+            }
+            CostTool::Strace => {
+                let log = out.join("strace.log");
+                let text = std::fs::read_to_string(&log)
+                    .with_context(|| format!("reading {}", log.display()))?;
+                cost::syscall_keys(&cost::parse_strace(&text, &st.windows), m);
+                for (k, v) in scratch.map {
+                    if k.contains(".server.fsyncs.") {
+                        m.map.insert(k, v);
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 fn server_metrics(u: &ServerUsage, m: &mut Metrics) {

@@ -6,9 +6,11 @@
 
 pub mod child;
 pub mod contention;
+pub mod cost;
 pub mod parent;
 pub mod phases;
 pub mod plan;
 pub mod runner;
+pub mod server_cost;
 pub mod target;
 pub mod webdav_phases;

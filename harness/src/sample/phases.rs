@@ -1,7 +1,8 @@
 //! The scenario's phases, driven inside a sample with signed devices: cold push with the
 //! uploader's own long poll counting its echo, cold pull verified against the vault digest,
 //! idle resync, edit propagation, folder rename, route load. Each phase's server counters
-//! (fsyncs by kind, journal flushes, ...) are read from `/metrics` before and after.
+//! (fsyncs by kind, journal flushes, ...) are read from `/metrics` before and after, and its
+//! server cost (CPU, io per request or file) at its boundaries through a [`Boundary`].
 
 use anyhow::{Context, bail};
 use std::collections::BTreeMap;
@@ -10,20 +11,61 @@ use std::time::{Duration, Instant};
 
 use loadgen::{Device, PushOpts, Target, TransferReport};
 use reports::schema::Better;
-use scenarios::scenario::Phase;
+use scenarios::scenario::{Phase, RouteBound};
 
 use crate::sample::plan::{Metrics, SamplePlan, ms};
+use crate::sample::server_cost::{PhaseCost, Work};
 use crate::sample::target::Server;
 
-/// Runs every phase of the plan's scenario against `server`.
+/// What happens at every phase boundary: a timing sample reads the server's cost through
+/// `procstat` ([`PhaseCost`]); a cost sample marks the boundary for its instruction counter or
+/// syscall trace (`sample::cost`).
+pub trait Boundary {
+    /// A phase (or route-load step) starts.
+    fn begin(&mut self) -> anyhow::Result<()>;
+    /// The phase begun last ended after `work`; its keys go under `prefix`.
+    fn end(
+        &mut self,
+        prefix: &str,
+        work: Work,
+        route_step: bool,
+        m: &mut Metrics,
+    ) -> anyhow::Result<()>;
+    /// Whether to read the server's `/metrics` around phases (an instruction-count run does
+    /// not: the reads would be counted).
+    fn scrapes(&self) -> bool {
+        true
+    }
+}
+
+impl Boundary for PhaseCost {
+    fn begin(&mut self) -> anyhow::Result<()> {
+        PhaseCost::begin(self)
+    }
+    fn end(
+        &mut self,
+        prefix: &str,
+        work: Work,
+        route_step: bool,
+        m: &mut Metrics,
+    ) -> anyhow::Result<()> {
+        PhaseCost::end(self, prefix, work, route_step, m)
+    }
+}
+
+/// Runs every phase of the plan's scenario against `server`, with `bounds` at each phase
+/// boundary. A target without `/metrics` (a 404 or any failed first read) gets no server
+/// counter keys; its cost keys come from `/proc`.
 pub async fn drive(
     plan: &SamplePlan,
     server: &Server,
     sample_dir: &Path,
     m: &mut Metrics,
+    bounds: &mut dyn Boundary,
 ) -> anyhow::Result<()> {
     let target = Target::parse(&server.url(), false)?;
     let token = read_setup_token(&server.data_dir)?;
+    let has_metrics = bounds.scrapes() && loadgen::scrape_metrics(&target).await.is_ok();
     let devices = loadgen::enroll(&target, &token, plan.scenario.devices, plan.seed)
         .await
         .context("enrolling devices")?;
@@ -32,8 +74,12 @@ pub async fn drive(
     let mut b_seq = 0u64;
     for phase in &plan.scenario.phases {
         let name = phase.name();
-        let before = scrape(&target).await?;
-        match phase {
+        if matches!(phase, Phase::ColdStart) {
+            continue;
+        }
+        let before = scrape(&target, has_metrics).await?;
+        bounds.begin()?;
+        let work = match phase {
             Phase::ColdStart => continue,
             Phase::ColdPush {
                 in_flight,
@@ -44,6 +90,7 @@ pub async fn drive(
                     checkpoint_every: *checkpoint_every,
                 };
                 let (r, echo) = push_with_echo(a, &plan.vault_dir, &opts).await?;
+                bounds.end(name, transfer_work(&r), false, m)?;
                 transfer_metrics(name, &r, m);
                 m.timing(
                     format!("{name}.own_echo.answers"),
@@ -66,7 +113,7 @@ pub async fn drive(
                         );
                     }
                 }
-                let after = scrape(&target).await?;
+                let after = scrape(&target, has_metrics).await?;
                 let delta = counter_delta(&before, &after);
                 let fsyncs: f64 = delta
                     .iter()
@@ -78,7 +125,7 @@ pub async fn drive(
                     .filter(|(k, _)| k.starts_with("fsyncs.") && !k.ends_with("nonce_log"))
                     .map(|(_, v)| v)
                     .sum();
-                if r.files > 0 {
+                if r.files > 0 && has_metrics {
                     // Data fsyncs (chunk file, chunk dir, journal) per file are a property of the
                     // build; all fsyncs also count the nonce log, which the echo long poll feeds.
                     m.exact(
@@ -92,11 +139,13 @@ pub async fn drive(
                         "fsyncs/file",
                     );
                 }
+                None
             }
             Phase::ColdPull => {
                 let r = loadgen::pull_vault(b, &pull_dir, b_seq)
                     .await
                     .context("cold pull")?;
+                let work = transfer_work(&r);
                 b_seq = r.last_seq;
                 transfer_metrics(name, &r, m);
                 let got = crate::commands::vault::tree_digest(&pull_dir)
@@ -109,11 +158,16 @@ pub async fn drive(
                 }
                 // Checked above: a pulled tree that differs fails the sample.
                 m.passed(format!("{name}.byte_identical"));
+                Some(work)
             }
             Phase::IdleResync => {
                 let r = loadgen::resync(b, &pull_dir, b_seq)
                     .await
                     .context("idle resync")?;
+                let work = Work {
+                    requests: r.requests,
+                    files: None,
+                };
                 b_seq = b_seq.max(r.last_seq);
                 m.exact(format!("{name}.requests"), r.requests as f64, "count");
                 m.exact(format!("{name}.mismatched"), r.mismatched as f64, "count");
@@ -124,10 +178,16 @@ pub async fn drive(
                     "ms",
                     Better::Lower,
                 );
+                Some(work)
             }
             Phase::EditPropagation { rounds } => {
-                b_seq =
+                let (seq, requests) =
                     edit_propagation(a, b, plan, sample_dir, &pull_dir, b_seq, *rounds, m).await?;
+                b_seq = seq;
+                Some(Work {
+                    requests,
+                    files: None,
+                })
             }
             Phase::FolderRename => {
                 let Some(folder) = largest_folder(&plan.vault_dir)? else {
@@ -163,6 +223,10 @@ pub async fn drive(
                 );
                 m.exact(format!("{name}.pull_requests"), r.requests as f64, "count");
                 // Every file must have moved; an emptied old folder may stay behind on B.
+                let work = Work {
+                    requests: v.iter().map(|p| p.requests).sum::<u64>() + r.requests,
+                    files: None,
+                };
                 let old = pull_dir.join(&folder);
                 let (new_there, old_gone) = (
                     pull_dir.join(&to).is_dir(),
@@ -173,27 +237,26 @@ pub async fn drive(
                         "folder rename: B does not show {folder:?} renamed to {to:?} (new folder present: {new_there}, old folder emptied: {old_gone})"
                     );
                 }
+                Some(work)
             }
             Phase::RouteLoad {
-                routes,
-                in_flight,
-                seconds,
-                max_requests,
+                routes, in_flight, ..
             } => {
-                route_load(
-                    &devices,
-                    routes,
-                    in_flight,
-                    *seconds,
-                    *max_requests,
-                    plan.seed,
-                    m,
-                )
-                .await?;
+                let bound = phase
+                    .route_bound()
+                    .context("route_load step without a valid bound")?;
+                // Each step is its own cost window; the phase's begin above is closed unused.
+                route_load(&devices, routes, in_flight, bound, plan.seed, m, bounds).await?;
                 continue; // counters under a timed load are not exact
             }
+        };
+        if let Some(work) = work {
+            bounds.end(name, work, false, m)?;
         }
-        let after = scrape(&target).await?;
+        if !has_metrics {
+            continue;
+        }
+        let after = scrape(&target, has_metrics).await?;
         for (k, v) in counter_delta(&before, &after) {
             let key = format!("{name}.server.{k}");
             let unit = if k.contains("bytes") {
@@ -225,10 +288,22 @@ fn read_setup_token(data_dir: &Path) -> anyhow::Result<String> {
     Ok(t.trim().to_owned())
 }
 
-async fn scrape(target: &Target) -> anyhow::Result<BTreeMap<String, f64>> {
+/// The server's `/metrics` (nothing for a target without them).
+async fn scrape(target: &Target, has_metrics: bool) -> anyhow::Result<BTreeMap<String, f64>> {
+    if !has_metrics {
+        return Ok(BTreeMap::new());
+    }
     loadgen::scrape_metrics(target)
         .await
         .context("reading the server's /metrics")
+}
+
+/// The work of a push or pull: its requests and files.
+fn transfer_work(r: &TransferReport) -> Work {
+    Work {
+        requests: r.requests,
+        files: Some(r.files),
+    }
 }
 
 /// Deltas of the server's durability counters, named without the `obsync_` prefix:
@@ -389,7 +464,7 @@ async fn edit_propagation(
     mut b_seq: u64,
     rounds: usize,
     m: &mut Metrics,
-) -> anyhow::Result<u64> {
+) -> anyhow::Result<(u64, u64)> {
     let rel = first_note(&plan.vault_dir)?.context("edit propagation: the vault has no note")?;
     let edit_dir = sample_dir.join("edit-a");
     let src = edit_dir.join(&rel);
@@ -449,7 +524,7 @@ async fn edit_propagation(
     );
     m.exact("edit.rounds", rounds as f64, "count");
     m.exact("edit.push_requests", requests as f64, "count");
-    Ok(b_seq)
+    Ok((b_seq, requests))
 }
 
 /// Nearest-rank percentile of sorted values (p95 of 20 is the 19th).
@@ -465,11 +540,12 @@ async fn route_load(
     devices: &[Device],
     routes: &[String],
     levels: &[usize],
-    seconds: f64,
-    max_requests: u64,
+    bound: RouteBound,
     seed: u64,
     m: &mut Metrics,
+    bounds: &mut dyn Boundary,
 ) -> anyhow::Result<()> {
+    let (seconds, max_requests) = bound.duration_and_ceiling();
     for route in routes {
         let Some(r) = loadgen::Route::ALL.into_iter().find(|r| r.name() == route) else {
             let known: Vec<&str> = loadgen::Route::ALL.iter().map(|r| r.name()).collect();
@@ -486,10 +562,22 @@ async fn route_load(
                 max_requests,
                 seed,
             };
+            bounds.begin()?;
             let rep = loadgen::run_route_load(devices, &cfg)
                 .await
                 .with_context(|| format!("route load {route} at {level} in flight"))?;
             let key = contract::key::RouteLoadKey::new(route, level as u32, "p50_us");
+            // The step's preparation (a few chunk uploads and versions, the same in every run)
+            // falls in its window too.
+            bounds.end(
+                &key.level(),
+                Work {
+                    requests: rep.requests,
+                    files: None,
+                },
+                true,
+                m,
+            )?;
             let stats = &rep.stats;
             // A failed request is data for the load generator, but a recording of a target that
             // answers 5xx or drops connections is not a measurement of the build: fail the sample.
@@ -507,6 +595,14 @@ async fn route_load(
                     bad.join(", ")
                 );
             }
+            if let RouteBound::Requests(n) = bound
+                && rep.requests != n
+            {
+                bail!(
+                    "route load {route} at {level} in flight: {} of the step's {n} requests done within {seconds} s",
+                    rep.requests
+                );
+            }
             let sum = stats.summary();
             m.timing(key.to_string(), sum.p50_us, "us", Better::Lower);
             m.timing(
@@ -515,12 +611,22 @@ async fn route_load(
                 "us",
                 Better::Lower,
             );
-            m.timing(
-                key.with_stat("rps").to_string(),
-                rep.throughput_per_s,
-                "req/s",
-                Better::Higher,
-            );
+            // Throughput is a property of a time-bounded step; a fixed-work step's is the
+            // same work over a wall time the machine's load decides, so it is not reported.
+            if matches!(bound, RouteBound::Time { .. }) {
+                m.timing(
+                    key.with_stat("rps").to_string(),
+                    rep.throughput_per_s,
+                    "req/s",
+                    Better::Higher,
+                );
+            } else {
+                m.exact(
+                    key.with_stat("requests").to_string(),
+                    rep.requests as f64,
+                    "count",
+                );
+            }
             // A count of failed requests, not a timing (any failure also fails the sample).
             m.exact(
                 key.with_stat("errors").to_string(),

@@ -24,6 +24,9 @@ pub struct SamplePlan {
     /// Run the server and the generator on the same CPUs (`--no-pin`).
     #[serde(default)]
     pub no_pin: bool,
+    /// A cost sample: the scenario under callgrind, then under strace (`sample::cost`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub cost: bool,
 }
 
 /// Metric keys being built for one sample.
@@ -42,6 +45,9 @@ impl Metrics {
     }
     pub fn resource(&mut self, key: impl Into<String>, v: f64, unit: &str) {
         self.map.insert(key.into(), Metric::resource(v, unit));
+    }
+    pub fn cost(&mut self, key: impl Into<String>, v: f64, unit: &str) {
+        self.map.insert(key.into(), Metric::cost(v, unit));
     }
     /// A check the sample passed (unit `bool`, 1 = passed; higher is better). A failed check
     /// fails the sample instead, so a recording only ever holds 1; the direction still says

@@ -158,6 +158,7 @@ pub mod mock {
             fingerprint,
             timeout: Duration::from_secs(1),
             no_pin: false,
+            cost: None,
         }
     }
 }

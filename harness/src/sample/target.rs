@@ -322,11 +322,25 @@ pub struct Server {
 
 /// How long a server may take to become ready before the sample fails.
 pub const READY_TIMEOUT: Duration = Duration::from_secs(30);
+/// The same under a cost sample's valgrind, which runs start-up 5 to 25 times slower (the
+/// cost-channel study's CPU factor of 5, and more on a loaded machine).
+pub const WRAPPED_READY_TIMEOUT: Duration = Duration::from_secs(150);
 
 impl Server {
     /// Starts `spec` on a fresh loopback port with `data_dir` (created empty) and waits for
     /// `/readyz`, bounded by [`READY_TIMEOUT`]. The child dies with its parent (PR_SET_PDEATHSIG).
     pub fn start(spec: &TargetSpec, data_dir: &Path) -> anyhow::Result<Server> {
+        Server::start_wrapped(spec, data_dir, &[])
+    }
+
+    /// [`Server::start`] with `wrap` in front of the target's command line (a cost sample's
+    /// valgrind or strace). A wrapped server runs in its own process group, so a stop reaches
+    /// the tool and the server alike.
+    pub fn start_wrapped(
+        spec: &TargetSpec,
+        data_dir: &Path,
+        wrap: &[String],
+    ) -> anyhow::Result<Server> {
         std::fs::create_dir_all(data_dir)
             .with_context(|| format!("creating data dir {}", data_dir.display()))?;
         let addr = reserve_port()?;
@@ -341,12 +355,19 @@ impl Server {
             }
             None => spec.argv_for(addr, data_dir),
         };
+        let argv: Vec<String> = wrap.iter().cloned().chain(argv).collect();
+        let group = preset.is_some() || !wrap.is_empty();
+        let ready_timeout = if wrap.is_empty() {
+            READY_TIMEOUT
+        } else {
+            WRAPPED_READY_TIMEOUT
+        };
         let mut cmd = Command::new(&argv[0]);
         cmd.args(&argv[1..])
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped());
-        if preset.is_some() {
+        if group {
             use std::os::unix::process::CommandExt;
             cmd.process_group(0);
         }
@@ -383,7 +404,7 @@ impl Server {
             stderr_tail,
             rss_stop: Arc::new(AtomicBool::new(false)),
             rss_thread: None,
-            group: preset.is_some(),
+            group,
         };
         loop {
             if let Some(child) = server.child.as_mut()
@@ -402,11 +423,11 @@ impl Server {
             if ready {
                 break;
             }
-            if t0.elapsed() > READY_TIMEOUT {
+            if t0.elapsed() > ready_timeout {
                 bail!(
                     "target {:?} was not ready on {addr} within {}s: {}",
                     spec.given,
-                    READY_TIMEOUT.as_secs(),
+                    ready_timeout.as_secs(),
                     server.stderr_line()
                 );
             }

@@ -129,17 +129,18 @@ pub async fn drive(
                 }
             }
             Phase::RouteLoad {
-                routes,
-                in_flight,
-                seconds,
-                max_requests,
+                routes, in_flight, ..
             } => {
+                let (seconds, max_requests) = phase
+                    .route_bound()
+                    .context("route_load step without a valid bound")?
+                    .duration_and_ceiling();
                 route_load(
                     client,
                     routes,
                     in_flight,
-                    *seconds,
-                    *max_requests,
+                    seconds,
+                    max_requests,
                     plan.seed,
                     &load_folder,
                     m,

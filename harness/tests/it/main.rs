@@ -4,6 +4,7 @@ mod ab;
 mod calibrate;
 mod common;
 mod load;
+mod cost;
 mod record;
 mod report;
 mod vault;

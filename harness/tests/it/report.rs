@@ -290,6 +290,7 @@ fn compare(base: &Path, rec: &Path, threshold: &str) -> anyhow::Result<i32> {
         baseline: base.to_owned(),
         recording: rec.to_owned(),
         threshold: threshold.into(),
+        cost_threshold: "1%".into(),
         out: Some(base.with_extension("cmp.md")),
         json: false,
     })

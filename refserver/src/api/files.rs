@@ -50,6 +50,20 @@ pub(super) fn inject_delay(us: u64) {
     }
 }
 
+/// Runs `n` iterations of a fixed hash kernel (the SplitMix64 finaliser, a serial chain the
+/// compiler cannot fold or vectorise): the hidden `--inject-work` knob. Unlike a timed spin it
+/// retires the same instructions in every run, so an instruction counter sees a fixed cost.
+pub(super) fn inject_work(n: u64) -> u64 {
+    let mut h = std::hint::black_box(0x5eed_u64);
+    for _ in 0..n {
+        h = h.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        h = (h ^ (h >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        h = (h ^ (h >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        h ^= h >> 31;
+    }
+    std::hint::black_box(h)
+}
+
 pub(super) async fn post_version(app: &App, req: Request<Incoming>, file_id: &str) -> ApiResult {
     let (device, _, body) = auth_with_body(app, req, limits::MAX_JSON_BODY, false).await?;
     check_file_id(file_id)?;
@@ -91,6 +105,7 @@ pub(super) async fn post_version(app: &App, req: Request<Incoming>, file_id: &st
         ));
     }
     inject_delay(app.inject_delay_us);
+    inject_work(app.inject_work);
     // Chunks are never deleted, so a check outside the state lock stays true.
     let missing: Vec<&String> = v.sids.iter().filter(|s| !app.chunks.exists(s)).collect();
     if !missing.is_empty() {
@@ -262,4 +277,16 @@ pub(super) async fn list_files(app: &App, req: Request<Incoming>) -> ApiResult {
         None
     };
     json(StatusCode::OK, &FilesPage { files, next_after })
+}
+
+#[cfg(test)]
+mod inject_tests {
+    use super::inject_work;
+
+    #[test]
+    fn inject_work_is_a_fixed_function_of_n() {
+        assert_eq!(inject_work(0), 0x5eed);
+        assert_eq!(inject_work(3), inject_work(3));
+        assert_ne!(inject_work(3), inject_work(4));
+    }
 }

@@ -111,6 +111,15 @@ fn refusals_are_one_line_and_exit_2() {
     ]);
     assert_eq!(code, 2);
     assert!(err.contains("--inject-delay-us"), "{err}");
+
+    let (code, err) = run(&[
+        "--inject-work",
+        "100000001",
+        "--data",
+        data.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 2);
+    assert!(err.contains("--inject-work"), "{err}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

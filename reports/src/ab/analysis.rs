@@ -113,6 +113,128 @@ pub struct MetricAnalysis {
     pub verdict: Verdict,
     /// Why the verdict is what it is, in words, for the report.
     pub reason: String,
+    /// Which interval the estimate, interval and verdict come from (absent: Hodges–Lehmann,
+    /// so documents of timing keys read as before).
+    #[serde(default, skip_serializing_if = "IntervalMethod::is_hodges_lehmann")]
+    pub interval_method: IntervalMethod,
+}
+
+/// How a metric's estimate and interval were made.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum IntervalMethod {
+    /// Hodges–Lehmann with the exact Wilcoxon interval (timing and resource keys).
+    #[default]
+    HodgesLehmann,
+    /// Student's t interval on the per-round log ratios (cost keys): valid at R = 3 or 4,
+    /// where the exact Wilcoxon cannot reach p < 0.125, for keys whose rounds barely vary.
+    TLogRatio,
+}
+
+impl IntervalMethod {
+    fn is_hodges_lehmann(&self) -> bool {
+        *self == IntervalMethod::HodgesLehmann
+    }
+}
+
+/// A Student's t interval of a mean.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TInterval {
+    pub mean: f64,
+    pub lo: f64,
+    pub hi: f64,
+    /// Degrees of freedom (n − 1).
+    pub df: usize,
+}
+
+/// The two-sided `level` t interval of the mean of `d`: mean ± t(1 − (1 − level)/2, n − 1) ·
+/// s / √n. `None` for fewer than 2 values, a non-finite value or a level outside (0, 1).
+pub fn t_interval(d: &[f64], level: f64) -> Option<TInterval> {
+    use statrs::distribution::{ContinuousCDF, StudentsT};
+    let n = d.len();
+    if n < 2 || !(level > 0.0 && level < 1.0) || d.iter().any(|x| !x.is_finite()) {
+        return None;
+    }
+    let mean = d.iter().sum::<f64>() / n as f64;
+    let var = d.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
+    let t = StudentsT::new(0.0, 1.0, (n - 1) as f64)
+        .ok()?
+        .inverse_cdf(1.0 - (1.0 - level) / 2.0);
+    let half = t * (var / n as f64).sqrt();
+    Some(TInterval {
+        mean,
+        lo: mean - half,
+        hi: mean + half,
+        df: n - 1,
+    })
+}
+
+/// [`analyse_metric`] for a `cost` key: the same statistics are kept for the record, but the
+/// estimate, the interval and the verdict come from the 95 % t interval on the per-round log
+/// ratios ([`IntervalMethod::TLogRatio`]). Instruction counts of one build vary by a few
+/// hundredths of a percent between runs, so with R = 3 rounds a t interval is already narrow;
+/// a round that is off (an outlier run) widens it, which turns a verdict inconclusive rather
+/// than wrong.
+pub fn analyse_cost_metric(
+    a: &[f64],
+    b: &[f64],
+    orders: &[Order],
+    better: Better,
+    tau: f64,
+    seed: u64,
+) -> Result<MetricAnalysis, AbError> {
+    let mut m = analyse_metric(a, b, orders, better, tau, seed)?;
+    m.interval_method = IntervalMethod::TLogRatio;
+    if m.per_round.iter().all(|d| *d == 0.0) {
+        return Ok(m); // identical rounds: already NoChange at 0 %
+    }
+    if m.scale != Scale::LogRatio {
+        m.verdict = Verdict::Inconclusive;
+        m.reason = "a value is not positive, so no log ratio is defined".into();
+        return Ok(m);
+    }
+    let Some(ti) = t_interval(&m.per_round, CONF_LEVEL) else {
+        m.verdict = Verdict::Inconclusive;
+        m.reason = format!("{} round(s) give no t interval (need 2)", m.n_rounds);
+        return Ok(m);
+    };
+    let ci = Interval {
+        lo: 100.0 * ti.lo.exp_m1(),
+        hi: 100.0 * ti.hi.exp_m1(),
+    };
+    m.estimate_pct = Some(100.0 * ti.mean.exp_m1());
+    m.ci_pct = Some(ci);
+    let span = format!(
+        "{:.0} % t interval on log ratios ({} df) [{:+.3} %, {:+.3} %]",
+        100.0 * CONF_LEVEL,
+        ti.df,
+        ci.lo,
+        ci.hi
+    );
+    (m.verdict, m.reason) = ci_verdict(ci, better, tau, span);
+    Ok(m)
+}
+
+/// The verdict of an interval in percent against ±`tau` (a fraction).
+fn ci_verdict(ci: Interval, better: Better, tau: f64, span: String) -> (Verdict, String) {
+    let t = 100.0 * tau;
+    if ci.lo >= -t && ci.hi <= t {
+        return (Verdict::NoChange, format!("{span} inside ±{t:.2} %"));
+    }
+    let (up, down) = match better {
+        Better::Lower => (Verdict::Worse, Verdict::Better),
+        Better::Higher => (Verdict::Better, Verdict::Worse),
+    };
+    if ci.lo > 0.0 {
+        (up, format!("{span} entirely above 0"))
+    } else if ci.hi < 0.0 {
+        (down, format!("{span} entirely below 0"))
+    } else {
+        (
+            Verdict::Inconclusive,
+            format!("{span} includes 0 and reaches beyond ±{t:.2} %"),
+        )
+    }
 }
 
 impl MetricAnalysis {
@@ -255,6 +377,7 @@ pub fn analyse_metric(
         p_bh: None,
         verdict,
         reason,
+        interval_method: IntervalMethod::HodgesLehmann,
     })
 }
 
@@ -289,7 +412,6 @@ fn verdict(
             ),
         );
     }
-    let t = 100.0 * tau;
     let method = match hl.method {
         CiMethod::Exact => "exact",
         CiMethod::Normal => "normal-approximation",
@@ -300,23 +422,7 @@ fn verdict(
         ci.lo,
         ci.hi
     );
-    if ci.lo >= -t && ci.hi <= t {
-        return (Verdict::NoChange, format!("{span} inside ±{t:.2} %"));
-    }
-    let (up, down) = match better {
-        Better::Lower => (Verdict::Worse, Verdict::Better),
-        Better::Higher => (Verdict::Better, Verdict::Worse),
-    };
-    if ci.lo > 0.0 {
-        (up, format!("{span} entirely above 0"))
-    } else if ci.hi < 0.0 {
-        (down, format!("{span} entirely below 0"))
-    } else {
-        (
-            Verdict::Inconclusive,
-            format!("{span} includes 0 and reaches beyond ±{t:.2} %"),
-        )
-    }
+    ci_verdict(ci, better, tau, span)
 }
 
 /// Fill `p_bh` of every analysis with Benjamini–Hochberg-adjusted Wilcoxon p-values across

@@ -15,9 +15,9 @@ mod rules;
 
 pub use aa::{FalsePositives, MetricFalsePositives, count_false_positives, tau_from_aa};
 pub use analysis::{
-    ALPHA, Better, CONF_LEVEL, ExactDiff, Interval, MIN_VERDICT_CONF, MetricAnalysis,
-    PERMUTATION_DRAWS, POWER, Scale, Verdict, adjust_across_metrics, analyse_metric,
-    exact_difference,
+    ALPHA, Better, CONF_LEVEL, ExactDiff, Interval, IntervalMethod, MIN_VERDICT_CONF,
+    MetricAnalysis, PERMUTATION_DRAWS, POWER, Scale, TInterval, Verdict, adjust_across_metrics,
+    analyse_cost_metric, analyse_metric, exact_difference, t_interval,
 };
 pub use error::AbError;
 pub use plan::{

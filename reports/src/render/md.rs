@@ -112,6 +112,15 @@ pub(crate) fn recording_sections(r: &RecordingReport) -> Vec<Section> {
             })
             .collect(),
     });
+    let cost = cost_rows(&r.metrics);
+    if !cost.is_empty() {
+        out.push(Section {
+            heading: "Server cost per phase",
+            intro: "What the server spent per phase and route-load step, per request (or per file for a push or pull). CPU and io come from /proc in the timing samples (class resource); instructions and syscalls by name from the separate cost sample under callgrind and strace (`--cost`; instructions are class cost, syscalls exact). Writes count writes to regular files only.".into(),
+            headers: COST_COLUMNS.iter().map(|(h, _)| *h).collect(),
+            rows: cost,
+        });
+    }
     out.push(calibration_section(&r.calibration));
     out.extend(contention_sections(&r.calibration));
     let p = &r.provenance;
@@ -447,4 +456,110 @@ pub fn history(r: &HistoryReport) -> String {
         s.push('\n');
     }
     s
+}
+
+/// The per-phase cost table's columns: (header, key suffix after `<phase>.server.`); the
+/// `per unit` columns take `_per_request` or `_per_file`, whichever the phase has.
+const COST_COLUMNS: [(&str, &str); 13] = [
+    ("phase / step", ""),
+    ("cpu ms", "cpu_ms"),
+    ("cpu µs per unit", "cpu_us_per_"),
+    ("syscalls/request", "syscalls_per_request"),
+    ("write bytes/file", "write_bytes_per_file"),
+    ("instructions", "instructions"),
+    ("instructions per unit", "instructions_per_"),
+    ("fsync", "syscalls.fsync"),
+    ("fdatasync", "syscalls.fdatasync"),
+    ("rename", "syscalls.rename"),
+    ("openat", "syscalls.openat"),
+    ("mkdir", "syscalls.mkdir"),
+    ("write", "syscalls.write"),
+];
+
+/// One row per phase or route-load step that has any cost key, in key order.
+pub(crate) fn cost_rows(metrics: &[super::recording::Row]) -> Vec<Vec<String>> {
+    use std::collections::BTreeMap;
+    let mut by: BTreeMap<&str, BTreeMap<&str, &super::recording::Row>> = BTreeMap::new();
+    for m in metrics {
+        if let Some((prefix, stat)) = m.key.split_once(".server.")
+            && COST_COLUMNS[1..].iter().any(|(_, s)| {
+                if s.ends_with('_') {
+                    stat.starts_with(s) && !stat.contains('.')
+                } else {
+                    stat == *s
+                }
+            })
+        {
+            by.entry(prefix).or_default().insert(stat, m);
+        }
+    }
+    by.into_iter()
+        .map(|(prefix, stats)| {
+            let mut row = vec![prefix.to_owned()];
+            for (_, s) in &COST_COLUMNS[1..] {
+                let hit = stats.iter().find(|(k, _)| {
+                    if s.ends_with('_') {
+                        k.starts_with(s)
+                    } else {
+                        *k == s
+                    }
+                });
+                row.push(hit.map_or_else(
+                    || "–".into(),
+                    |(k, m)| {
+                        let unit = k.rsplit('_').next().unwrap_or("");
+                        if s.ends_with('_') {
+                            format!("{} /{unit}", num(m.value))
+                        } else {
+                            num(m.value)
+                        }
+                    },
+                ));
+            }
+            row
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod cost_table_tests {
+    use super::*;
+    use crate::render::recording::Row;
+    use crate::schema::{Better, MetricClass};
+
+    fn row(key: &str, value: f64) -> Row {
+        Row {
+            key: key.into(),
+            value,
+            unit: "x".into(),
+            class: MetricClass::Resource,
+            better: Better::Lower,
+            n: 1,
+            min: value,
+            max: value,
+            spread: None,
+        }
+    }
+
+    #[test]
+    fn cost_rows_group_by_phase_and_step() {
+        let rows = cost_rows(&[
+            row("cold_push.server.cpu_ms", 12.0),
+            row("cold_push.server.cpu_us_per_file", 120.0),
+            row("cold_push.server.instructions_per_file", 9000.0),
+            row("cold_push.server.syscalls.fsync", 310.0),
+            row("cold_push.server.thread_cpu_ms.main", 1.0),
+            row("cold_push.wall_ms", 5.0),
+            row("route.post-version.c1.server.cpu_us_per_request", 80.0),
+        ]);
+        assert_eq!(rows.len(), 2);
+        assert_eq!(rows[0][0], "cold_push");
+        assert_eq!(rows[0][2], "120 /file");
+        assert_eq!(rows[0][6], "9,000 /file");
+        assert_eq!(rows[0][7], "310");
+        assert_eq!(rows[0][8], "–");
+        assert_eq!(rows[1][0], "route.post-version.c1");
+        assert_eq!(rows[1][2], "80 /request");
+        assert!(cost_rows(&[row("cold_push.wall_ms", 1.0)]).is_empty());
+    }
 }

@@ -364,3 +364,59 @@ mod properties {
         }
     }
 }
+
+/// The t interval against R's `t.test(d)$conf.int` (qt(0.975, 2) = 4.302653,
+/// qt(0.975, 3) = 3.182446).
+#[test]
+fn t_interval_matches_r() {
+    use reports::ab::t_interval;
+    let ti = t_interval(&[0.01, 0.02, 0.03], 0.95).unwrap();
+    assert!((ti.mean - 0.02).abs() < 1e-15);
+    assert!((ti.lo - -0.004841377118437528).abs() < 1e-9, "{ti:?}");
+    assert!((ti.hi - 0.044841377118437525).abs() < 1e-9, "{ti:?}");
+    assert_eq!(ti.df, 2);
+    let ti = t_interval(&[0.019, 0.0195, 0.0201, 0.0198], 0.95).unwrap();
+    assert!((ti.lo - 0.018853650184745142).abs() < 1e-9, "{ti:?}");
+    assert!((ti.hi - 0.020346349815254856).abs() < 1e-9, "{ti:?}");
+    assert!(t_interval(&[0.1], 0.95).is_none());
+    assert!(t_interval(&[0.1, f64::NAN], 0.95).is_none());
+    assert!(t_interval(&[0.1, 0.2], 1.0).is_none());
+}
+
+/// A cost key 2 % worse in each of 3 rounds, with the per-round wobble instruction counts
+/// have (a few hundredths of a percent), is called worse at R = 3, where the exact Wilcoxon
+/// interval cannot reach the 85 % level a timing verdict needs; an A/A with the same wobble is
+/// no change against a 1 % threshold; a wide spread is inconclusive, never a verdict.
+#[test]
+fn cost_keys_get_a_verdict_at_three_rounds() {
+    use reports::ab::{IntervalMethod, Order, analyse_cost_metric};
+    let orders = [Order::AFirst, Order::BFirst, Order::AFirst];
+    let a = [167_477.0, 167_512.0, 167_430.0];
+    let wobble = [1.0003, 0.9998, 1.0001];
+    let b: Vec<f64> = a.iter().zip(wobble).map(|(x, w)| x * 1.02 * w).collect();
+    let timing = analyse_metric(&a, &b, &orders, Better::Lower, 0.01, 1).unwrap();
+    assert_eq!(timing.verdict, Verdict::Inconclusive, "{}", timing.reason);
+    let m = analyse_cost_metric(&a, &b, &orders, Better::Lower, 0.01, 1).unwrap();
+    assert_eq!(m.verdict, Verdict::Worse, "{}", m.reason);
+    assert_eq!(m.interval_method, IntervalMethod::TLogRatio);
+    let est = m.estimate_pct.unwrap();
+    assert!((est - 2.0).abs() < 0.05, "{est}");
+    let ci = m.ci_pct.unwrap();
+    assert!(ci.lo > 1.9 && ci.hi < 2.1, "{ci:?}");
+
+    let aa: Vec<f64> = a.iter().zip(wobble).map(|(x, w)| x * w).collect();
+    let m = analyse_cost_metric(&a, &aa, &orders, Better::Lower, 0.01, 1).unwrap();
+    assert_eq!(m.verdict, Verdict::NoChange, "{}", m.reason);
+
+    let wide: Vec<f64> = a
+        .iter()
+        .zip([1.05, 0.96, 1.01])
+        .map(|(x, w)| x * w)
+        .collect();
+    let m = analyse_cost_metric(&a, &wide, &orders, Better::Lower, 0.01, 1).unwrap();
+    assert_eq!(m.verdict, Verdict::Inconclusive, "{}", m.reason);
+
+    let same = analyse_cost_metric(&a, &a, &orders, Better::Lower, 0.01, 1).unwrap();
+    assert_eq!(same.verdict, Verdict::NoChange);
+    assert_eq!(same.estimate_pct, Some(0.0));
+}

@@ -198,3 +198,32 @@ fn an_exact_key_that_varied_gets_the_noise_rule() {
     let c = compare((&b, &p), (&rb, &rp), 0.50).unwrap();
     assert_eq!(status(&c, "cold_push.requests"), Status::Regression);
 }
+
+/// A cost key (one value per recording, no series) is judged against the cost threshold: a
+/// 2 % rise is a regression at the default 1 % while the timing threshold is 5 %, and below
+/// a 3 % cost threshold.
+#[test]
+fn cost_keys_use_their_own_tight_threshold() {
+    use reports::compare::{DEFAULT_COST_THRESHOLD, compare_with};
+    use reports::schema::Metric;
+    let key = "route.post-version.c1.server.instructions_per_request";
+    let with = |v: f64| {
+        let (mut b, mut p) = small();
+        b.metrics
+            .insert(key.into(), Metric::cost(v, "instructions/request"));
+        p.raw.insert(key.into(), vec![v]);
+        (b, p)
+    };
+    let (b, p) = with(167_000.0);
+    let (rb, rp) = with(167_000.0 * 1.02);
+    let c = compare((&b, &p), (&rb, &rp), 0.05).unwrap();
+    assert_eq!(c.cost_threshold, DEFAULT_COST_THRESHOLD);
+    assert_eq!(status(&c, key), Status::Regression);
+    assert_eq!(c.regressions, 1);
+    let c = compare_with((&b, &p), (&rb, &rp), 0.05, 0.03).unwrap();
+    assert_eq!(status(&c, key), Status::BelowThreshold);
+    let (fb, fp) = with(167_000.0 * 0.98);
+    let c = compare((&b, &p), (&fb, &fp), 0.05).unwrap();
+    assert_eq!(status(&c, key), Status::Improvement);
+    assert!(reports::compare::markdown(&c).contains("cost keys 1"));
+}

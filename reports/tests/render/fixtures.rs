@@ -405,6 +405,7 @@ pub fn small() -> (Baseline, Provenance) {
         raw: g.raw,
         exact_snapshot,
         histograms,
+        cost: None,
         digest: String::new(),
     };
     provenance.digest = binding_digest(&baseline, &provenance);

@@ -14,6 +14,10 @@ use crate::server::Server;
 /// sensitivity test, and keeps a typo from wedging the server.
 const MAX_INJECT_DELAY_US: u64 = 1_000_000;
 
+/// Largest `--unsafe-ack-before-write-ms`: a crash test needs a window of tens of
+/// milliseconds; ten seconds keeps a typo from holding records for minutes.
+const MAX_UNSAFE_ACK_MS: u64 = 10_000;
+
 /// Run the reference obsync-v1 server.
 #[derive(Debug, Clone, clap::Args)]
 pub struct ServeArgs {
@@ -29,6 +33,11 @@ pub struct ServeArgs {
     /// Busy-wait this many microseconds in every version post (A/B sensitivity tests).
     #[arg(long, hide = true, default_value_t = 0)]
     pub inject_delay_us: u64,
+    /// A deliberately broken build, for crash tests only: acknowledge every journal record
+    /// at once and write it (with its fsync) this many milliseconds later. A crash in that
+    /// window loses acknowledged versions; `vaultbench`'s crash phase must catch it.
+    #[arg(long, hide = true, default_value_t = 0)]
+    pub unsafe_ack_before_write_ms: u64,
     /// Allow listening on a non-loopback address.
     #[arg(long)]
     pub allow_remote: bool,
@@ -61,6 +70,17 @@ impl ServeArgs {
         cfg.group_commit = self.group_commit;
         cfg.inject_delay_us = self.inject_delay_us;
         cfg.allow_remote = self.allow_remote;
+        if self.unsafe_ack_before_write_ms > 0 {
+            if self.unsafe_ack_before_write_ms > MAX_UNSAFE_ACK_MS {
+                anyhow::bail!(
+                    "--unsafe-ack-before-write-ms {} is over the maximum {MAX_UNSAFE_ACK_MS}",
+                    self.unsafe_ack_before_write_ms
+                );
+            }
+            cfg.unsafe_lazy_journal = Some(std::time::Duration::from_millis(
+                self.unsafe_ack_before_write_ms,
+            ));
+        }
         Ok(cfg)
     }
 }

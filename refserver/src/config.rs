@@ -18,6 +18,9 @@ pub struct ServerConfig {
     pub group_commit: bool,
     /// Busy-wait this many µs in every version post (A/B sensitivity tests).
     pub inject_delay_us: u64,
+    /// A deliberately broken build for crash tests: acknowledge journal records at once and
+    /// write them this long later (see `Appender::open_with`). `None` in every real use.
+    pub unsafe_lazy_journal: Option<Duration>,
     /// Allow a non-loopback listen address.
     pub allow_remote: bool,
     /// Wall clock for timestamps, nonce expiry and change times.
@@ -47,6 +50,7 @@ impl ServerConfig {
             data_dir: data_dir.into(),
             group_commit: false,
             inject_delay_us: 0,
+            unsafe_lazy_journal: None,
             allow_remote: false,
             clock: Arc::new(SystemClock),
             header_read_timeout: HEADER_READ_TIMEOUT,

@@ -106,7 +106,12 @@ fn measure(
             plan, &client, sample_dir, m,
         ))
     } else {
-        rt.block_on(crate::sample::phases::drive(plan, &server, sample_dir, m))
+        rt.block_on(crate::sample::phases::drive(
+            plan,
+            &mut server,
+            sample_dir,
+            m,
+        ))
     };
     drop(rt);
     let crashed = !server.is_running();

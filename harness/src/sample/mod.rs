@@ -4,6 +4,7 @@
 //! the result.
 
 pub mod child;
+pub mod crash;
 pub mod parent;
 pub mod phases;
 pub mod plan;

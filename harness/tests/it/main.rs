@@ -2,6 +2,7 @@
 
 mod ab;
 mod common;
+mod crash;
 mod layout;
 mod record;
 mod report;

@@ -645,6 +645,43 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+/// One path the server acknowledged (answered 2xx to its version post), as this device
+/// last saw it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Acknowledged {
+    pub version_id: String,
+    pub sha256: String,
+    pub size: u64,
+    pub is_dir: bool,
+}
+
+impl Device {
+    /// Every path whose latest version the server acknowledged to this device, by path: what
+    /// a crash-consistent server must still have after a crash.
+    pub fn acknowledged(&self) -> std::collections::BTreeMap<String, Acknowledged> {
+        lock_files(self)
+            .by_path
+            .iter()
+            .map(|(p, st)| {
+                (
+                    p.clone(),
+                    Acknowledged {
+                        version_id: st.head.clone(),
+                        sha256: st.sha256.clone(),
+                        size: st.size,
+                        is_dir: st.is_dir,
+                    },
+                )
+            })
+            .collect()
+    }
+
+    /// How many paths [`Device::acknowledged`] would list, without copying them.
+    pub fn acknowledged_count(&self) -> usize {
+        lock_files(self).by_path.len()
+    }
+}
+
 pub(crate) fn lock_files(d: &Device) -> std::sync::MutexGuard<'_, FileIndex> {
     lock(&d.inner.files)
 }

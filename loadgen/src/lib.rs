@@ -46,11 +46,12 @@ mod sync;
 mod target;
 
 pub mod bench;
+pub mod faulthop;
 #[doc(hidden)]
 pub mod internals;
 pub mod webdav;
 
-pub use client::{Clock, Device, system_clock};
+pub use client::{Acknowledged, Clock, Device, system_clock};
 pub use enroll::{StateDevice, StateFile, domain_id_for, enroll, pair, probe};
 pub use error::LoadError;
 pub use metrics::{parse_metrics_text, scrape_metrics};
@@ -62,8 +63,8 @@ pub use stats::{
 };
 pub use sync::{
     Checkpoint, PushOpts, PushedVersion, TransferReport, decode_manifest, delete_file,
-    fetch_and_write, file_id_for, pull_vault, push_file, push_vault, rename_path, resync,
-    wait_changes,
+    fetch_and_write, file_id_for, pull_vault, push_file, push_vault, rename_path, resume_vault,
+    resync, wait_changes,
 };
 pub use target::Target;
 

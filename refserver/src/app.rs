@@ -211,13 +211,14 @@ impl App {
             .head_seq
             .store(head, std::sync::atomic::Ordering::Relaxed);
         let (durable_tx, durable) = tokio::sync::watch::channel(head);
-        let journal = Appender::open(
+        let journal = Appender::open_with(
             &journal_path,
             LogKind::Journal,
             cfg.group_commit,
             metrics.clone(),
             Some(durable_tx),
             None,
+            cfg.unsafe_lazy_journal,
         )
         .map_err(io(journal_path.clone()))?;
         let nonce_path = dir.join(NONCE_LOG_FILE);

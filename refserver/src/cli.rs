@@ -17,6 +17,10 @@ const MAX_INJECT_DELAY_US: u64 = 1_000_000;
 /// about a second of CPU per version post natively, far past any sensitivity test.
 const MAX_INJECT_WORK: u64 = 100_000_000;
 
+/// Largest `--unsafe-ack-before-write-ms`: a crash test needs a window of tens of
+/// milliseconds; ten seconds keeps a typo from holding records for minutes.
+const MAX_UNSAFE_ACK_MS: u64 = 10_000;
+
 /// Run the reference obsync-v1 server.
 #[derive(Debug, Clone, clap::Args)]
 pub struct ServeArgs {
@@ -36,6 +40,11 @@ pub struct ServeArgs {
     /// work, the same instructions in every run (A/B tests of the instruction-count channel).
     #[arg(long, hide = true, default_value_t = 0)]
     pub inject_work: u64,
+    /// A deliberately broken build, for crash tests only: acknowledge every journal record
+    /// at once and write it (with its fsync) this many milliseconds later. A crash in that
+    /// window loses acknowledged versions; `vaultbench`'s crash phase must catch it.
+    #[arg(long, hide = true, default_value_t = 0)]
+    pub unsafe_ack_before_write_ms: u64,
     /// Allow listening on a non-loopback address.
     #[arg(long)]
     pub allow_remote: bool,
@@ -75,6 +84,17 @@ impl ServeArgs {
         cfg.inject_delay_us = self.inject_delay_us;
         cfg.inject_work = self.inject_work;
         cfg.allow_remote = self.allow_remote;
+        if self.unsafe_ack_before_write_ms > 0 {
+            if self.unsafe_ack_before_write_ms > MAX_UNSAFE_ACK_MS {
+                anyhow::bail!(
+                    "--unsafe-ack-before-write-ms {} is over the maximum {MAX_UNSAFE_ACK_MS}",
+                    self.unsafe_ack_before_write_ms
+                );
+            }
+            cfg.unsafe_lazy_journal = Some(std::time::Duration::from_millis(
+                self.unsafe_ack_before_write_ms,
+            ));
+        }
         Ok(cfg)
     }
 }

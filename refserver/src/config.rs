@@ -21,6 +21,9 @@ pub struct ServerConfig {
     /// Iterations of a fixed hash kernel in every version post (deterministic work for
     /// instruction-count A/B tests).
     pub inject_work: u64,
+    /// A deliberately broken build for crash tests: acknowledge journal records at once and
+    /// write them this long later (see `Appender::open_with`). `None` in every real use.
+    pub unsafe_lazy_journal: Option<Duration>,
     /// Allow a non-loopback listen address.
     pub allow_remote: bool,
     /// Wall clock for timestamps, nonce expiry and change times.
@@ -51,6 +54,7 @@ impl ServerConfig {
             group_commit: false,
             inject_delay_us: 0,
             inject_work: 0,
+            unsafe_lazy_journal: None,
             allow_remote: false,
             clock: Arc::new(SystemClock),
             header_read_timeout: HEADER_READ_TIMEOUT,

@@ -30,9 +30,46 @@ pub struct Scenario {
     /// WebDAV options (only with `protocol = "webdav"`; defaults when absent).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub webdav: Option<WebdavOptions>,
+    /// A fault hop between the devices and the target: each rule picks a seeded share of one
+    /// route's requests (obsync-v1 only). None when empty.
+    #[serde(default, rename = "fault", skip_serializing_if = "Vec::is_empty")]
+    pub faults: Vec<FaultRule>,
     #[serde(rename = "phase")]
     pub phases: Vec<Phase>,
 }
+
+/// One rule of a fault hop's schedule.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FaultRule {
+    /// A route label (`put-chunk`, `post-version`, ...) or `*`.
+    pub route: String,
+    pub kind: FaultKind,
+    /// Share of the route's requests picked, in `[0, 1]`, drawn from the scenario's seed.
+    pub rate: f64,
+    /// Milliseconds of delay (`delay`) or of the stall (`stall_body`).
+    #[serde(default)]
+    pub ms: u64,
+}
+
+/// What a fault rule does to a request it picks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FaultKind {
+    /// `503` without forwarding.
+    StatusBefore,
+    /// Forwarded, then `503` instead of the target's answer.
+    StatusAfter,
+    /// Forwarded, then the connection reset instead of the answer.
+    ResetAfter,
+    /// `ms` of latency before forwarding.
+    Delay,
+    /// Half the body, `ms` of pause, the rest.
+    StallBody,
+}
+
+/// The longest delay or stall a fault rule may ask for.
+pub const MAX_FAULT_MS: u64 = 60_000;
 
 /// Which client the phases use.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
@@ -123,6 +160,16 @@ pub enum Phase {
     },
     /// Rename the vault's largest folder: a new version of every file under it.
     FolderRename,
+    /// Device A pushes the vault and the target's whole process tree is killed (SIGKILL) after
+    /// a seeded number of acknowledged version posts, `crashes` times; after each restart on
+    /// the same data dir, every acknowledged version must pull back byte-identical, then the
+    /// push resumes. Proves process-crash consistency (a SIGKILL keeps the page cache).
+    Crash {
+        #[serde(default = "default_in_flight")]
+        in_flight: usize,
+        #[serde(default = "default_crashes")]
+        crashes: usize,
+    },
     /// Each route at each in-flight level, bounded either by time (`seconds`, with a
     /// `max_requests` ceiling: throughput keys) or by work (`requests`: exactly that many
     /// requests, so both arms of an A/B do the same work and costs per request compare).
@@ -227,6 +274,12 @@ fn default_checkpoint() -> usize {
 fn default_rounds() -> usize {
     20
 }
+fn default_crashes() -> usize {
+    1
+}
+
+/// Most crash points in one crash phase: each costs a restart and a full pull.
+pub const MAX_CRASHES: usize = 50;
 
 impl Phase {
     pub fn name(&self) -> &'static str {
@@ -237,6 +290,7 @@ impl Phase {
             Phase::IdleResync => "idle_resync",
             Phase::EditPropagation { .. } => "edit",
             Phase::FolderRename => "folder_rename",
+            Phase::Crash { .. } => "crash",
             Phase::RouteLoad { .. } => "route",
         }
     }
@@ -263,6 +317,11 @@ pub const BUILTIN: &[(&str, &str)] = &[
     ("large", include_str!("../scenarios/large.toml")),
     ("vault100k", include_str!("../scenarios/vault100k.toml")),
     ("hazards", include_str!("../scenarios/hazards.toml")),
+    ("crash-small", include_str!("../scenarios/crash-small.toml")),
+    (
+        "faults-small",
+        include_str!("../scenarios/faults-small.toml"),
+    ),
     (
         "small-webdav",
         include_str!("../scenarios/small-webdav.toml"),
@@ -366,6 +425,17 @@ pub fn parse(text: &str, origin: &str) -> Result<Scenario, ScenarioError> {
             return invalid(format!("webdav poll_ms {} must be in 1..=60000", w.poll_ms));
         }
     }
+    if !s.faults.is_empty() && s.protocol != Protocol::ObsyncV1 {
+        return invalid("fault rules drive obsync-v1 targets only".into());
+    }
+    for f in &s.faults {
+        if !(f.rate.is_finite() && (0.0..=1.0).contains(&f.rate)) {
+            return invalid(format!("fault rate {} must be in [0, 1]", f.rate));
+        }
+        if f.ms > MAX_FAULT_MS {
+            return invalid(format!("fault ms {} is over {MAX_FAULT_MS}", f.ms));
+        }
+    }
     for p in &s.phases {
         match p {
             Phase::ColdPush {
@@ -378,6 +448,16 @@ pub fn parse(text: &str, origin: &str) -> Result<Scenario, ScenarioError> {
             }
             Phase::EditPropagation { rounds } if *rounds == 0 => {
                 return invalid("edit_propagation rounds must be at least 1".into());
+            }
+            Phase::Crash { in_flight, crashes } => {
+                if *in_flight == 0 || *crashes == 0 || *crashes > MAX_CRASHES {
+                    return invalid(format!(
+                        "crash in_flight must be at least 1 and crashes in 1..={MAX_CRASHES}"
+                    ));
+                }
+                if s.protocol != Protocol::ObsyncV1 {
+                    return invalid("crash phases drive obsync-v1 targets only".into());
+                }
             }
             Phase::RouteLoad {
                 routes,
@@ -401,11 +481,14 @@ pub fn parse(text: &str, origin: &str) -> Result<Scenario, ScenarioError> {
     let pushes = s
         .phases
         .iter()
-        .position(|p| matches!(p, Phase::ColdPush { .. }));
+        .position(|p| matches!(p, Phase::ColdPush { .. } | Phase::Crash { .. }));
     for (i, p) in s.phases.iter().enumerate() {
         let needs_push = !matches!(
             p,
-            Phase::ColdStart | Phase::ColdPush { .. } | Phase::RouteLoad { .. }
+            Phase::ColdStart
+                | Phase::ColdPush { .. }
+                | Phase::Crash { .. }
+                | Phase::RouteLoad { .. }
         );
         if needs_push && pushes.is_none_or(|j| j > i) {
             return invalid(format!("phase {} needs a cold_push before it", p.name()));

@@ -74,6 +74,18 @@ pub fn load_scenario(name: Option<&str>, file: Option<&Path>) -> anyhow::Result<
             .map(|r| r.name())
             .collect()
     };
+    let hop_routes = loadgen::faulthop::route_labels();
+    if let Some(bad) = s
+        .faults
+        .iter()
+        .find(|f| f.route != "*" && !hop_routes.contains(&f.route.as_str()))
+    {
+        bail!(
+            "scenario {origin}: fault route {:?} is unknown (known: *, {})",
+            bad.route,
+            hop_routes.join(", ")
+        );
+    }
     for p in &s.phases {
         if let scenarios::scenario::Phase::RouteLoad { routes, .. } = p
             && let Some(bad) = routes.iter().find(|r| !known.contains(&r.as_str()))

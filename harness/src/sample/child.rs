@@ -147,7 +147,11 @@ fn measure(
     } else {
         let mut cost = crate::sample::server_cost::PhaseCost::new(server.pid);
         rt.block_on(crate::sample::phases::drive(
-            plan, &server, sample_dir, m, &mut cost,
+            plan,
+            &mut server,
+            sample_dir,
+            m,
+            &mut cost,
         ))
     };
     let mut reading = window
@@ -203,6 +207,18 @@ fn measure_cost(
             plan.scenario.name
         );
     }
+    if plan
+        .scenario
+        .phases
+        .iter()
+        .any(|p| matches!(p, scenarios::scenario::Phase::Crash { .. }))
+    {
+        // Instruction counts of a process killed mid-phase are lost with it.
+        bail!(
+            "--cost does not run crash phases; {} has one",
+            plan.scenario.name
+        );
+    }
     for tool in [CostTool::Callgrind, CostTool::Strace] {
         let out = sample_dir.join(match tool {
             CostTool::Callgrind => "callgrind",
@@ -227,7 +243,7 @@ fn measure_cost(
         };
         let driven = rt.block_on(crate::sample::phases::drive(
             plan,
-            &server,
+            &mut server,
             &out,
             &mut scratch,
             bounds,

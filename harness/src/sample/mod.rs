@@ -7,6 +7,7 @@
 pub mod child;
 pub mod contention;
 pub mod cost;
+pub mod crash;
 pub mod parent;
 pub mod phases;
 pub mod plan;

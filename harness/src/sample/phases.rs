@@ -58,7 +58,7 @@ impl Boundary for PhaseCost {
 /// counter keys; its cost keys come from `/proc`.
 pub async fn drive(
     plan: &SamplePlan,
-    server: &Server,
+    server: &mut Server,
     sample_dir: &Path,
     m: &mut Metrics,
     bounds: &mut dyn Boundary,
@@ -66,7 +66,21 @@ pub async fn drive(
     let target = Target::parse(&server.url(), false)?;
     let token = read_setup_token(&server.data_dir)?;
     let has_metrics = bounds.scrapes() && loadgen::scrape_metrics(&target).await.is_ok();
-    let devices = loadgen::enroll(&target, &token, plan.scenario.devices, plan.seed)
+    // With fault rules the devices talk to the target through the hop; `/metrics` is read
+    // directly.
+    let hop = match plan.scenario.faults.as_slice() {
+        [] => None,
+        rules => Some(
+            loadgen::faulthop::FaultHop::start(server.addr, hop_rules(rules), plan.seed)
+                .await
+                .context("starting the fault hop")?,
+        ),
+    };
+    let device_target = match &hop {
+        Some(h) => Target::parse(&h.url(), false)?,
+        None => target.clone(),
+    };
+    let devices = loadgen::enroll(&device_target, &token, plan.scenario.devices, plan.seed)
         .await
         .context("enrolling devices")?;
     let (a, b) = (&devices[0], &devices[1]);
@@ -239,6 +253,11 @@ pub async fn drive(
                 }
                 Some(work)
             }
+            Phase::Crash { in_flight, crashes } => {
+                crate::sample::crash::run(plan, server, a, b, *in_flight, *crashes, sample_dir, m)
+                    .await?;
+                continue; // the restarted server's counters start again from zero
+            }
             Phase::RouteLoad {
                 routes, in_flight, ..
             } => {
@@ -273,7 +292,80 @@ pub async fn drive(
             }
         }
     }
+    if let Some(h) = hop {
+        hop_metrics(&h.counts(), deterministic(&plan.scenario.phases), m);
+    }
     Ok(())
+}
+
+fn hop_rules(rules: &[scenarios::scenario::FaultRule]) -> Vec<loadgen::faulthop::FaultRule> {
+    use loadgen::faulthop::FaultKind as K;
+    use scenarios::scenario::FaultKind as S;
+    rules
+        .iter()
+        .map(|r| loadgen::faulthop::FaultRule {
+            route: r.route.clone(),
+            kind: match r.kind {
+                S::StatusBefore => K::StatusBefore,
+                S::StatusAfter => K::StatusAfter,
+                S::ResetAfter => K::ResetAfter,
+                S::Delay => K::Delay,
+                S::StallBody => K::StallBody,
+            },
+            rate: r.rate,
+            ms: r.ms,
+        })
+        .collect()
+}
+
+/// True when every request happens in an order fixed by the scenario: one file in flight and
+/// no timed or concurrent phase, so the hop's seeded schedule picks the same requests on every
+/// run and its counts are exact.
+fn deterministic(phases: &[Phase]) -> bool {
+    phases.iter().all(|p| match p {
+        Phase::ColdStart | Phase::ColdPull | Phase::IdleResync | Phase::FolderRename => true,
+        Phase::ColdPush { in_flight, .. } => *in_flight == 1,
+        Phase::EditPropagation { .. } | Phase::Crash { .. } | Phase::RouteLoad { .. } => false,
+    })
+}
+
+/// The hop's counts as keys: faults injected, requests seen, and what the target did twice
+/// under the client's retries (a version created twice, a chunk stored twice).
+fn hop_metrics(c: &loadgen::faulthop::HopCounts, exact: bool, m: &mut Metrics) {
+    let put = |m: &mut Metrics, key: String, v: f64| {
+        if exact {
+            m.exact(key, v, "count");
+        } else {
+            m.resource(key, v, "count");
+        }
+    };
+    for (k, v) in &c.injected {
+        put(m, format!("faults.injected.{k}"), *v as f64);
+    }
+    for (k, v) in &c.requests {
+        let key = format!("faults.requests.{k}");
+        if k == "changes" {
+            // The uploader's own long poll: how often it is answered depends on timing.
+            m.resource(key, *v as f64, "count");
+        } else {
+            put(m, key, *v as f64);
+        }
+    }
+    let twice = |route: &str| c.created_twice.get(route).copied().unwrap_or(0) as f64;
+    put(m, "faults.duplicate_versions".into(), twice("post-version"));
+    put(m, "faults.chunks_stored_twice".into(), twice("put-chunk"));
+    let files = m.map.get("cold_push.files").map(|x| x.value);
+    let reqs = m.map.get("cold_push.requests").map(|x| x.value);
+    if let (Some(f), Some(r)) = (files, reqs)
+        && f > 0.0
+    {
+        let per = round6(r / f);
+        if exact {
+            m.exact("faults.push_requests_per_file", per, "requests/file");
+        } else {
+            m.resource("faults.push_requests_per_file", per, "requests/file");
+        }
+    }
 }
 
 fn round6(x: f64) -> f64 {

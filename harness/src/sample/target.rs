@@ -318,6 +318,8 @@ pub struct Server {
     /// A preset: the server runs in its own process group (master plus workers), measured
     /// and stopped as a whole.
     group: bool,
+    /// The wrapper it was started under (a restart uses it again).
+    wrap: Vec<String>,
 }
 
 /// How long a server may take to become ready before the sample fails.
@@ -341,9 +343,19 @@ impl Server {
         data_dir: &Path,
         wrap: &[String],
     ) -> anyhow::Result<Server> {
+        Self::start_on(spec, data_dir, reserve_port()?, wrap)
+    }
+
+    /// [`Server::start_wrapped`] on a given address (a restart after a crash keeps the
+    /// address, so enrolled devices keep talking to it).
+    fn start_on(
+        spec: &TargetSpec,
+        data_dir: &Path,
+        addr: SocketAddr,
+        wrap: &[String],
+    ) -> anyhow::Result<Server> {
         std::fs::create_dir_all(data_dir)
             .with_context(|| format!("creating data dir {}", data_dir.display()))?;
-        let addr = reserve_port()?;
         let preset = spec.preset();
         let auth = preset_auth();
         let argv = match preset {
@@ -405,6 +417,7 @@ impl Server {
             rss_stop: Arc::new(AtomicBool::new(false)),
             rss_thread: None,
             group,
+            wrap: wrap.to_vec(),
         };
         loop {
             if let Some(child) = server.child.as_mut()
@@ -521,6 +534,81 @@ impl Server {
         }
         usage.exit_status = Some(status);
         Ok(usage)
+    }
+}
+
+/// Every pid of the process tree under `root` (the root first), read from `/proc`; just the
+/// root when the tree cannot be read.
+pub fn tree_pids(root: u32) -> Vec<u32> {
+    match procstat::Snapshot::capture(root) {
+        Ok(s) => {
+            let mut pids: Vec<u32> = s.processes.keys().copied().filter(|p| *p != root).collect();
+            pids.insert(0, root);
+            pids
+        }
+        Err(_) => vec![root],
+    }
+}
+
+/// Sends SIGKILL to each pid (the crash a power cut or the OOM killer deals: no handler runs).
+pub fn kill_pids(pids: &[u32]) {
+    for &p in pids {
+        // SAFETY: kill(2) with a pid read from our own child's process tree; a pid that has
+        // already exited gives ESRCH, which is fine.
+        unsafe { libc::kill(p as libc::pid_t, libc::SIGKILL) };
+    }
+}
+
+/// How long a SIGKILLed target may take to be reaped: a task inside an fsync dies only when
+/// the flush returns.
+pub const REAP_TIMEOUT: Duration = Duration::from_secs(30);
+
+impl Server {
+    /// After [`kill_pids`] on this server's tree: reaps the root (bounded by
+    /// [`REAP_TIMEOUT`]) and stops the RSS sampler. The server counts as stopped.
+    pub fn reap_killed(&mut self) -> anyhow::Result<()> {
+        self.rss_stop.store(true, Ordering::SeqCst);
+        if let Some(h) = self.rss_thread.take() {
+            let _ = h.join();
+        }
+        let Some(mut child) = self.child.take() else {
+            return Ok(());
+        };
+        if self.group {
+            // SAFETY: kill(2) on our own, unreaped child's process group.
+            unsafe { libc::kill(-(child.id() as libc::pid_t), libc::SIGKILL) };
+        }
+        let _ = child.kill();
+        let deadline = Instant::now() + REAP_TIMEOUT;
+        loop {
+            if child
+                .try_wait()
+                .context("reaping the killed target")?
+                .is_some()
+            {
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                bail!(
+                    "the killed target (pid {}) was not reaped within {}s",
+                    self.pid,
+                    REAP_TIMEOUT.as_secs()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+
+    /// Starts `spec` again on the same address and data dir (after [`Server::reap_killed`]),
+    /// bounded by [`READY_TIMEOUT`]; returns spawn-to-ready.
+    pub fn restart(&mut self, spec: &TargetSpec) -> anyhow::Result<Duration> {
+        if self.child.is_some() {
+            bail!("restart: the target (pid {}) is still running", self.pid);
+        }
+        let fresh = Server::start_on(spec, &self.data_dir, self.addr, &self.wrap)?;
+        let ready = fresh.ready_after;
+        *self = fresh;
+        Ok(ready)
     }
 }
 

@@ -128,6 +128,8 @@ pub async fn drive(
                     load_folder = to;
                 }
             }
+            // The scenario parser refuses a crash phase in a WebDAV scenario.
+            Phase::Crash { .. } => bail!("crash phases drive obsync-v1 targets only"),
             Phase::RouteLoad {
                 routes, in_flight, ..
             } => {

@@ -5,6 +5,7 @@ mod calibrate;
 mod common;
 mod load;
 mod cost;
+mod crash;
 mod record;
 mod report;
 mod vault;

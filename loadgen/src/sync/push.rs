@@ -184,6 +184,31 @@ pub(super) struct OneFile {
     present: u64,
 }
 
+/// What one push task did.
+pub(super) enum Pushed {
+    File,
+    Dir,
+    /// Already acknowledged with the same content (a resumed push).
+    Skipped,
+}
+
+impl OneFile {
+    /// A file a resumed push found already acknowledged: counted as neither file nor dir.
+    fn skipped() -> OneFile {
+        OneFile {
+            version: VersionPostResponse {
+                seq: 0,
+                version_id: String::new(),
+                heads: Vec::new(),
+                conflicted: false,
+            },
+            size: 0,
+            put: 0,
+            present: 0,
+        }
+    }
+}
+
 pub(super) async fn push_one(
     dev: &Device,
     rec: &Recorder,
@@ -228,6 +253,26 @@ pub async fn push_vault(
     dir: &Path,
     opts: &PushOpts,
 ) -> Result<TransferReport, LoadError> {
+    push_vault_from(dev, dir, opts, false).await
+}
+
+/// Resumes an interrupted [`push_vault`]: entries this device already has acknowledged with
+/// the same content are skipped; the rest are pushed (a file the server already holds under a
+/// head this device never saw acknowledged gets its heads asked first, as any client would).
+pub async fn resume_vault(
+    dev: &Device,
+    dir: &Path,
+    opts: &PushOpts,
+) -> Result<TransferReport, LoadError> {
+    push_vault_from(dev, dir, opts, true).await
+}
+
+async fn push_vault_from(
+    dev: &Device,
+    dir: &Path,
+    opts: &PushOpts,
+    resume: bool,
+) -> Result<TransferReport, LoadError> {
     check_dir(dir)?;
     if opts.in_flight == 0 || opts.checkpoint_every == 0 {
         return Err(LoadError::Invalid {
@@ -238,7 +283,7 @@ pub async fn push_vault(
     let rec = Recorder::new(false);
     let t0 = Instant::now();
     let mut walk = Walk::new(dir)?;
-    let mut set: JoinSet<Result<(bool, OneFile), LoadError>> = JoinSet::new();
+    let mut set: JoinSet<Result<(Pushed, OneFile), LoadError>> = JoinSet::new();
     let (mut files, mut dirs, mut bytes, mut put, mut present, mut last_seq) = (0, 0, 0, 0, 0, 0);
     let mut checkpoints = Vec::new();
     let mut last_cp = (0u64, Duration::ZERO);
@@ -247,6 +292,7 @@ pub async fn push_vault(
         while !done && set.len() < opts.in_flight {
             match walk.next_entry()? {
                 None => done = true,
+                Some(Entry::Dir(rel)) if resume && lock_files(dev).by_path.contains_key(&rel) => {}
                 Some(Entry::Dir(rel)) => {
                     let (d, r) = (dev.clone(), rec.clone());
                     set.spawn(async move {
@@ -254,7 +300,7 @@ pub async fn push_vault(
                         let v = post_version(&d, &r, &rel, &id, vec![], vec![], 0, "", true, false)
                             .await?;
                         Ok((
-                            true,
+                            Pushed::Dir,
                             OneFile {
                                 version: v,
                                 size: 0,
@@ -267,7 +313,20 @@ pub async fn push_vault(
                 Some(Entry::File(abs, rel)) => {
                     let (d, r) = (dev.clone(), rec.clone());
                     set.spawn(async move {
-                        push_one(&d, &r, abs, rel, false).await.map(|f| (false, f))
+                        if resume {
+                            let p = abs.clone();
+                            let (_, sha, _) = blocking(&abs, move || hash_file(&p)).await?;
+                            let synced = lock_files(&d)
+                                .by_path
+                                .get(&rel)
+                                .is_some_and(|s| s.sha256 == sha);
+                            if synced {
+                                return Ok((Pushed::Skipped, OneFile::skipped()));
+                            }
+                        }
+                        push_one(&d, &r, abs, rel, resume)
+                            .await
+                            .map(|f| (Pushed::File, f))
                     });
                 }
             }
@@ -275,14 +334,18 @@ pub async fn push_vault(
         let Some(res) = set.join_next().await else {
             continue;
         };
-        let (is_dir, one) = res.map_err(|e| LoadError::Invalid {
+        let (kind, one) = res.map_err(|e| LoadError::Invalid {
             what: "push task".into(),
             reason: e.to_string(),
         })??;
         last_seq = last_seq.max(one.version.seq);
-        if is_dir {
-            dirs += 1;
-            continue;
+        match kind {
+            Pushed::Skipped => continue,
+            Pushed::Dir => {
+                dirs += 1;
+                continue;
+            }
+            Pushed::File => {}
         }
         files += 1;
         bytes += one.size;

@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
+use std::time::{Duration, Instant};
 
 use crate::metrics::{FsyncKind, Metrics};
 use crate::store::frame;
@@ -123,6 +124,30 @@ impl Appender {
         durable_seq: Option<tokio::sync::watch::Sender<u64>>,
         compactor: Option<Compactor>,
     ) -> std::io::Result<Appender> {
+        Self::open_with(
+            path,
+            kind,
+            group_commit,
+            metrics,
+            durable_seq,
+            compactor,
+            None,
+        )
+    }
+
+    /// [`Appender::open`], optionally as a deliberately broken log: with `unsafe_lazy`, every
+    /// record is acknowledged (and its seq shown as durable) the moment it is queued, and the
+    /// queued records are written and fsynced only once that long has passed. A crash in that
+    /// window loses acknowledged records: the build a crash phase must catch.
+    pub fn open_with(
+        path: &Path,
+        kind: LogKind,
+        group_commit: bool,
+        metrics: Arc<Metrics>,
+        durable_seq: Option<tokio::sync::watch::Sender<u64>>,
+        compactor: Option<Compactor>,
+        unsafe_lazy: Option<Duration>,
+    ) -> std::io::Result<Appender> {
         let file = OpenOptions::new()
             .append(true)
             .create(true)
@@ -150,9 +175,13 @@ impl Appender {
             LogKind::Journal => crate::WRITER_THREADS[0],
             LogKind::Nonce => crate::WRITER_THREADS[1],
         };
-        let thread = std::thread::Builder::new()
-            .name(name.into())
-            .spawn(move || writer.run(rx))?;
+        let thread =
+            std::thread::Builder::new()
+                .name(name.into())
+                .spawn(move || match unsafe_lazy {
+                    Some(every) => writer.run_lazy(rx, every),
+                    None => writer.run(rx),
+                })?;
         Ok(Appender {
             tx: std::sync::Mutex::new(Some(tx)),
             thread: std::sync::Mutex::new(Some(thread)),
@@ -282,20 +311,8 @@ impl Writer {
             let result = self.write_and_sync(&buf);
             if result.is_ok() {
                 self.count(batch.len() as u64);
-                if let (Some(w), Some(max)) =
-                    (&self.durable_seq, batch.iter().filter_map(|j| j.seq).max())
-                {
-                    w.send_if_modified(|v| {
-                        if max > *v {
-                            *v = max;
-                            true
-                        } else {
-                            false
-                        }
-                    });
-                    self.metrics
-                        .head_seq
-                        .fetch_max(max, std::sync::atomic::Ordering::Relaxed);
+                if let Some(max) = batch.iter().filter_map(|j| j.seq).max() {
+                    self.show_durable(max);
                 }
             }
             for j in batch {
@@ -305,6 +322,62 @@ impl Writer {
                 self.len += buf.len() as u64;
                 self.maybe_compact();
                 self.keep_reserve();
+            }
+        }
+    }
+
+    /// Shows changes up to `max` as durable to answers and long polls.
+    fn show_durable(&self, max: u64) {
+        if let Some(w) = &self.durable_seq {
+            w.send_if_modified(|v| {
+                if max > *v {
+                    *v = max;
+                    true
+                } else {
+                    false
+                }
+            });
+            self.metrics
+                .head_seq
+                .fetch_max(max, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+
+    /// The broken writer of [`Appender::open_with`]: acknowledges at once, writes later.
+    fn run_lazy(mut self, rx: mpsc::Receiver<Job>, every: Duration) {
+        let mut pending: Vec<u8> = Vec::new();
+        let mut records = 0u64;
+        let mut since: Option<Instant> = None;
+        loop {
+            let wait = since.map_or(Duration::from_secs(3600), |t| {
+                every.saturating_sub(t.elapsed())
+            });
+            let closed = match rx.recv_timeout(wait) {
+                Ok(j) => {
+                    pending.extend_from_slice(&j.frame);
+                    records += 1;
+                    since.get_or_insert_with(Instant::now);
+                    if let Some(seq) = j.seq {
+                        self.show_durable(seq);
+                    }
+                    let _ = j.done.send(Ok(()));
+                    false
+                }
+                Err(mpsc::RecvTimeoutError::Timeout) => false,
+                Err(mpsc::RecvTimeoutError::Disconnected) => true,
+            };
+            let due = since.is_some_and(|t| t.elapsed() >= every);
+            if (due || closed) && !pending.is_empty() {
+                if self.write_and_sync(&pending).is_ok() {
+                    self.count(records);
+                    self.len += pending.len() as u64;
+                }
+                pending.clear();
+                records = 0;
+                since = None;
+            }
+            if closed {
+                break;
             }
         }
     }
@@ -450,6 +523,47 @@ mod tests {
         let (records, dropped) = replay(&path).unwrap();
         assert_eq!(records.len(), 2);
         assert_eq!(dropped, 0);
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn the_unsafe_lazy_log_acknowledges_before_it_writes() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("log");
+        let metrics = Arc::new(Metrics::new());
+        let (tx, seen) = tokio::sync::watch::channel(0u64);
+        let every = Duration::from_millis(300);
+        let a = Appender::open_with(
+            &path,
+            LogKind::Journal,
+            false,
+            metrics.clone(),
+            Some(tx),
+            None,
+            Some(every),
+        )
+        .unwrap();
+        let t0 = Instant::now();
+        a.append(b"one", Some(1)).await.unwrap();
+        // Acknowledged and shown durable, yet nothing is in the file: what a crash loses.
+        let acked_after = t0.elapsed();
+        assert!(acked_after < every, "acknowledged after {acked_after:?}");
+        assert_eq!(*seen.borrow(), 1);
+        assert_eq!(replay(&path).unwrap().0, Vec::<Vec<u8>>::new());
+        assert_eq!(metrics.journal_flushes.load(Ordering::Relaxed), 0);
+        // The write comes once the window has passed (bounded wait).
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while replay(&path).unwrap().0.is_empty() {
+            assert!(Instant::now() < deadline, "the lazy log never wrote");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert_eq!(replay(&path).unwrap().0, vec![b"one".to_vec()]);
+        // Closing writes what is still queued.
+        a.append(b"two", Some(2)).await.unwrap();
+        a.close();
+        assert_eq!(
+            replay(&path).unwrap().0,
+            vec![b"one".to_vec(), b"two".to_vec()]
+        );
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

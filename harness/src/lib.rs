@@ -25,7 +25,7 @@ pub mod recording;
 /// One sample: plan, runner seam, parent and child sides, phases, target server.
 pub mod sample;
 
-use commands::{ab, record, report as report_cmd, sample as sample_cmd, vault, verify};
+use commands::{ab, class, record, report as report_cmd, sample as sample_cmd, vault, verify};
 
 /// Reproducible, gated performance numbers for self-hosted note-vault sync servers.
 #[derive(Debug, Parser)]
@@ -59,6 +59,8 @@ pub enum Command {
     Compare(report_cmd::CompareArgs),
     /// Check committed baselines: a hand-edited value fails and names the key.
     Verify(verify::VerifyArgs),
+    /// Print this machine's class: the `baselines/<class>/` directory its recordings go to.
+    Class(class::ClassArgs),
     /// Internal: run one sample plan in this fresh process (used by record and ab).
     #[command(hide = true)]
     Sample(sample_cmd::SampleArgs),
@@ -74,6 +76,7 @@ pub fn run(cli: Cli) -> i32 {
         Command::Probe(cmd) => calibration::cli::run_probe(cmd),
         Command::Record(args) => record::run(args),
         Command::Verify(args) => verify::run(args),
+        Command::Class(args) => class::run(args),
         Command::Ab(args) => ab::run(args),
         Command::Report(args) => report_cmd::run_report(args),
         Command::Compare(args) => report_cmd::run_compare(args),

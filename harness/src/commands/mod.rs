@@ -2,6 +2,7 @@
 //! in `prepare`, `sample`, `gate` and `recording`.
 
 pub mod ab;
+pub mod class;
 pub mod record;
 pub mod report;
 pub mod sample;

@@ -300,11 +300,29 @@ fn committed_baselines_verify() {
         .success()
         .get_output()
         .clone();
-    let err = String::from_utf8(out.stderr).unwrap();
+    // The `ok` lines are the result: on stdout.
+    let ok = String::from_utf8(out.stdout).unwrap();
+    let small = committed_small();
+    let class = small.parent().unwrap().file_name().unwrap().to_str().unwrap();
     assert!(
-        err.contains("small.json"),
-        "baselines/small.json is committed: {err}"
+        ok.lines()
+            .any(|l| l.starts_with("ok  ") && l.contains(&format!("{class}/small.json"))),
+        "baselines/<class>/small.json is committed and verifies in its class dir: {ok}"
     );
+}
+
+/// The committed `small` baseline: `baselines/<class>/small.json`, in the one class directory
+/// that holds it.
+fn committed_small() -> std::path::PathBuf {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../baselines");
+    let found: Vec<std::path::PathBuf> = std::fs::read_dir(&dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path().join("small.json"))
+        .filter(|p| p.exists())
+        .collect();
+    assert_eq!(found.len(), 1, "one class dir holds small.json: {found:?}");
+    found[0].clone()
 }
 
 /// `vaultbench record --scenario-file --gate-config --out` with the given gate and scenario
@@ -541,7 +559,8 @@ fn an_unknown_route_load_route_is_a_usage_error_at_load() {
 #[test]
 fn verify_refuses_a_baseline_filed_under_another_scenario() {
     let home = tempfile::tempdir().unwrap();
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../baselines");
+    let small = committed_small();
+    let src = small.parent().unwrap();
     let dir = home.path().join("b");
     std::fs::create_dir(&dir).unwrap();
     // The committed `small` baseline, filed as `personal`.

@@ -303,7 +303,13 @@ fn committed_baselines_verify() {
     // The `ok` lines are the result: on stdout.
     let ok = String::from_utf8(out.stdout).unwrap();
     let small = committed_small();
-    let class = small.parent().unwrap().file_name().unwrap().to_str().unwrap();
+    let class = small
+        .parent()
+        .unwrap()
+        .file_name()
+        .unwrap()
+        .to_str()
+        .unwrap();
     assert!(
         ok.lines()
             .any(|l| l.starts_with("ok  ") && l.contains(&format!("{class}/small.json"))),

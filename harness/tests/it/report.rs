@@ -327,7 +327,10 @@ fn compare_refuses_across_machine_classes_with_exit_7_unless_asked() {
     let rec = write_pair(&t.path().join("recording"), &b, &other);
     assert_eq!(compare(&base, &rec, "5%").unwrap(), 7);
     assert_eq!(harness::exit::ACROSS_MACHINES, 7);
-    assert!(!base.with_extension("cmp.md").exists(), "refused: no comparison written");
+    assert!(
+        !base.with_extension("cmp.md").exists(),
+        "refused: no comparison written"
+    );
     assert_eq!(compare_with(&base, &rec, "5%", true, false).unwrap(), 0);
     // The CLI says why on one line.
     let err = vb()
@@ -342,7 +345,9 @@ fn compare_refuses_across_machine_classes_with_exit_7_unless_asked() {
     let err = String::from_utf8(err).unwrap();
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(
-        err.contains(&class_of(&p)) && err.contains(&class_of(&other)) && err.contains("--across-machines"),
+        err.contains(&class_of(&p))
+            && err.contains(&class_of(&other))
+            && err.contains("--across-machines"),
         "{err}"
     );
 }
@@ -357,11 +362,17 @@ fn compare_picks_the_recordings_class_under_a_baselines_dir() {
     // Two classes, each with its own `small`; the other machine's is 10x slower.
     write_pair(&root.join(class_of(&p)), &b, &p);
     let (mut sb, mut sp) = (b.clone(), other.clone());
-    let slow: Vec<f64> = sp.raw["cold_push.wall_ms"].iter().map(|x| x * 10.0).collect();
+    let slow: Vec<f64> = sp.raw["cold_push.wall_ms"]
+        .iter()
+        .map(|x| x * 10.0)
+        .collect();
     set(&mut sb, &mut sp, "cold_push.wall_ms", &slow);
     write_pair(&root.join(class_of(&other)), &sb, &sp);
     let rec = write_pair(&t.path().join("recording"), &b, &p);
-    assert_eq!(compare(&root, &t.path().join("recording"), "5%").unwrap(), 0);
+    assert_eq!(
+        compare(&root, &t.path().join("recording"), "5%").unwrap(),
+        0
+    );
     let rec_other = write_pair(&t.path().join("recording-other"), &sb, &sp);
     assert_eq!(compare(&root, &rec_other, "5%").unwrap(), 0);
     // A class without a baseline: an error naming the class, or exit 0 when that is fine.
@@ -391,16 +402,32 @@ fn a_percent_flag_refuses_a_bare_number_naming_flag_and_value() {
         .clone();
     let err = String::from_utf8(err).unwrap();
     assert_eq!(err.lines().count(), 1, "{err}");
-    assert!(err.contains("--threshold \"3\"") && err.contains("3%"), "{err}");
+    assert!(
+        err.contains("--threshold \"3\"") && err.contains("3%"),
+        "{err}"
+    );
     let err = vb()
-        .args(["ab", "--a", "ref", "--b", "ref", "--scenario", "small", "--tau", "0.05"])
+        .args([
+            "ab",
+            "--a",
+            "ref",
+            "--b",
+            "ref",
+            "--scenario",
+            "small",
+            "--tau",
+            "0.05",
+        ])
         .assert()
         .code(2)
         .get_output()
         .stderr
         .clone();
     let err = String::from_utf8(err).unwrap();
-    assert!(err.contains("--tau") && err.contains("0.05") && err.contains("no unit"), "{err}");
+    assert!(
+        err.contains("--tau") && err.contains("0.05") && err.contains("no unit"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -420,7 +447,8 @@ fn report_draws_each_class_history_separately() {
     let html = std::fs::read_to_string(&out).unwrap();
     for c in [class_of(&p), class_of(&other)] {
         assert_eq!(
-            html.matches(&format!("<h2>small on machine class {c}</h2>")).count(),
+            html.matches(&format!("<h2>small on machine class {c}</h2>"))
+                .count(),
             1,
             "one section per class"
         );

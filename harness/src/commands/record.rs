@@ -306,7 +306,7 @@ mod tests {
             "{short}"
         );
         assert!(
-            short.contains("cold_push.put-chunk.p99_us") && short.contains("CV 0.77 > 0.20"),
+            short.contains("cold_push.put-chunk.p99_us") && short.contains("CV 0.81 > 0.20"),
             "{short}"
         );
         assert!(!short.contains("server.io.syscr"), "{short}");

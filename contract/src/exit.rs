@@ -11,11 +11,14 @@
 //! | 4 | `ab`: INCONCLUSIVE, the rule could not decide at this sensitivity |
 //! | 5 | busy: another recording holds the machine lock and `--no-wait` was given |
 //! | 6 | `verify` / `vault verify`: a baseline does not match its sidecar (edited value, digest, version), or a vault differs from its manifest |
+//! | 7 | `compare`: the baseline and the recording come from different machine classes (refused unless `--across-machines`) |
 //! | 130 | interrupted (SIGINT/SIGTERM): children killed and reaped, nothing half-written |
 //!
 //! 6 is the first free number after the existing ones: a mismatch is not a regression (the
 //! numbers may be fine, the file is not what was recorded), so scripts must be able to tell
 //! them apart; and it stays below 126, where shells start to give codes their own meanings.
+//! 7 is the next free number: a comparison across machine classes is neither a regression nor
+//! a broken file, and a trend job must be able to tell "wrong baseline" from "slower build".
 //! 130 is the shell's 128 + SIGINT.
 
 /// Success.
@@ -32,11 +35,13 @@ pub const INCONCLUSIVE: i32 = 4;
 pub const BUSY: i32 = 5;
 /// `verify` found a baseline that does not match its sidecar.
 pub const MISMATCH: i32 = 6;
+/// `compare` was asked to judge recordings of two different machine classes.
+pub const ACROSS_MACHINES: i32 = 7;
 /// Interrupted by SIGINT or SIGTERM (128 + 2, as shells report it).
 pub const INTERRUPTED: i32 = 130;
 
 /// Every code with its constant's name, in numeric order (the README test compares this).
-pub const ALL: [(i32, &str); 8] = [
+pub const ALL: [(i32, &str); 9] = [
     (OK, "OK"),
     (REGRESSION, "REGRESSION"),
     (ERROR, "ERROR"),
@@ -44,6 +49,7 @@ pub const ALL: [(i32, &str); 8] = [
     (INCONCLUSIVE, "INCONCLUSIVE"),
     (BUSY, "BUSY"),
     (MISMATCH, "MISMATCH"),
+    (ACROSS_MACHINES, "ACROSS_MACHINES"),
     (INTERRUPTED, "INTERRUPTED"),
 ];
 

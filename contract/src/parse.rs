@@ -16,42 +16,33 @@ pub fn seed(s: &str) -> Result<u64, String> {
     })
 }
 
-/// What a number without a `%` means.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum BareNumber {
-    /// `3` is 3 % (the `ab` thresholds: `--tau 3`).
-    Percent,
-    /// `0.05` is 5 %; a bare number of 1 or more is refused as ambiguous (`compare`'s
-    /// `--threshold`).
-    Fraction,
-}
-
-/// Parses `3%`, `+3%`, `2.5 %` into a fraction (0.03 ...); a bare number reads as `bare` says.
-/// Negative, non-finite and unparsable values are refused.
-pub fn percent(s: &str, bare: BareNumber) -> Result<f64, String> {
+/// Parses a percentage flag's value: `5%`, `+5%`, `2.5 %` into a fraction (0.05 ...). Every
+/// percent flag (`ab --tau`, `compare --threshold`) goes through here, so they mean the same.
+///
+/// A bare number is refused (except 0): `0.05` reads as 5 % to some and as 0.05 % to others,
+/// and a threshold off by a factor of 100 silently passes or fails everything. Negative,
+/// non-finite and unparsable values are refused; the error names the value.
+pub fn percent(s: &str) -> Result<f64, String> {
     let t = s.trim().trim_start_matches('+');
-    let bad = || match bare {
-        BareNumber::Percent => format!("{s:?} is not a percentage like 3%"),
-        BareNumber::Fraction => {
-            format!("{s:?} is not a percentage like 5% or a fraction like 0.05")
-        }
-    };
     let v = match t.strip_suffix('%') {
-        Some(p) => p.trim().parse::<f64>().map_err(|_| bad())? / 100.0,
-        None => {
-            let v = t.parse::<f64>().map_err(|_| bad())?;
-            match bare {
-                BareNumber::Percent => v / 100.0,
-                BareNumber::Fraction if v >= 1.0 => return Err(bad()),
-                BareNumber::Fraction => v,
-            }
+        Some(p) => {
+            p.trim()
+                .parse::<f64>()
+                .map_err(|_| format!("{s:?} is not a percentage like 5%"))?
+                / 100.0
         }
+        None => match t.parse::<f64>() {
+            Ok(0.0) => 0.0,
+            Ok(_) => {
+                return Err(format!(
+                    "{s:?} has no unit: write a percentage like {t}% (a bare number is ambiguous)"
+                ));
+            }
+            Err(_) => return Err(format!("{s:?} is not a percentage like 5%")),
+        },
     };
     if !v.is_finite() || v < 0.0 {
-        return Err(match bare {
-            BareNumber::Percent => format!("{s:?} must be a finite non-negative percentage"),
-            BareNumber::Fraction => bad(),
-        });
+        return Err(format!("{s:?} must be a finite non-negative percentage"));
     }
     Ok(v)
 }
@@ -111,14 +102,17 @@ mod tests {
 
     #[test]
     fn percents() {
-        use BareNumber::*;
-        assert_eq!(percent("3%", Percent), Ok(0.03));
-        assert_eq!(percent("+3", Percent), Ok(0.03));
-        assert_eq!(percent("5%", Fraction), Ok(0.05));
-        assert_eq!(percent("0.05", Fraction), Ok(0.05));
-        assert!(percent("5", Fraction).is_err());
-        assert!(percent("-1%", Percent).is_err());
-        assert!(percent("x", Percent).unwrap_err().contains("\"x\""));
+        assert_eq!(percent("3%"), Ok(0.03));
+        assert_eq!(percent("+3%"), Ok(0.03));
+        assert_eq!(percent(" 2.5 % "), Ok(0.025));
+        assert_eq!(percent("0"), Ok(0.0));
+        for bare in ["3", "0.05", "+3"] {
+            let e = percent(bare).unwrap_err();
+            assert!(e.contains("no unit") && e.contains(bare), "{e}");
+        }
+        assert!(percent("-1%").is_err());
+        assert!(percent("inf%").is_err());
+        assert!(percent("x").unwrap_err().contains("\"x\""));
     }
 
     #[test]

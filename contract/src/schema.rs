@@ -195,7 +195,7 @@ pub struct SampleResult {
     pub histograms: BTreeMap<String, String>,
 }
 
-/// `baselines/<scenario>.json`: the medians.
+/// `baselines/<class>/<scenario>.json`: the medians.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Baseline {
     pub kind: String,
@@ -249,7 +249,7 @@ pub struct Attempts {
     pub failed: u32,
 }
 
-/// `baselines/<scenario>.provenance.json`.
+/// `baselines/<class>/<scenario>.provenance.json`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Provenance {
     pub kind: String,

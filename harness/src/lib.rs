@@ -28,7 +28,8 @@ pub mod sample;
 pub mod subprocess;
 
 use commands::{
-    ab, calibrate, load, probe, record, report as report_cmd, sample as sample_cmd, vault, verify,
+    ab, calibrate, class, load, probe, record, report as report_cmd, sample as sample_cmd, vault,
+    verify,
 };
 
 /// Reproducible, gated performance numbers for self-hosted note-vault sync servers.
@@ -63,6 +64,8 @@ pub enum Command {
     Compare(report_cmd::CompareArgs),
     /// Check committed baselines: a hand-edited value fails and names the key.
     Verify(verify::VerifyArgs),
+    /// Print this machine's class: the `baselines/<class>/` directory its recordings go to.
+    Class(class::ClassArgs),
     /// Internal: run one sample plan in this fresh process (used by record and ab).
     #[command(hide = true)]
     Sample(sample_cmd::SampleArgs),
@@ -78,6 +81,7 @@ pub fn run(cli: Cli) -> i32 {
         Command::Probe(cmd) => probe::run(cmd),
         Command::Record(args) => record::run(args),
         Command::Verify(args) => verify::run(args),
+        Command::Class(args) => class::run(args),
         Command::Ab(args) => ab::run(args),
         Command::Report(args) => report_cmd::run_report(args),
         Command::Compare(args) => report_cmd::run_compare(args),

@@ -53,6 +53,7 @@ pub fn record(job: RecordJob<'_>, runner: &dyn SampleRunner) -> anyhow::Result<R
     let name = prep.scenario.name.clone();
     let loadavg_before = calibration::loadavg();
     let bar = progress_bar(u64::from(n) + 1);
+    let lines = bar.is_hidden();
     let mut metas = Vec::new();
     let mut counted: Vec<SampleResult> = Vec::new();
     let mut failure: Option<String> = None;
@@ -63,7 +64,19 @@ pub fn record(job: RecordJob<'_>, runner: &dyn SampleRunner) -> anyhow::Result<R
         } else {
             format!("sample {i}/{n}")
         });
-        match runner.run(&prep.plan(job.target, i, warmup)) {
+        let started = std::time::Instant::now();
+        let result = runner.run(&prep.plan(job.target, i, warmup));
+        if lines {
+            let outcome = match &result {
+                Ok(_) => "ok".to_owned(),
+                Err(e) => format!("failed: {e:#}"),
+            };
+            eprintln!(
+                "{}",
+                sample_line(i, n, &outcome, started.elapsed().as_secs_f64())
+            );
+        }
+        match result {
             Ok(r) => {
                 metas.push(sample_meta(&r, true));
                 if !warmup {
@@ -91,9 +104,9 @@ pub fn record(job: RecordJob<'_>, runner: &dyn SampleRunner) -> anyhow::Result<R
         }
     }
     let loadavg_after = calibration::loadavg();
-    let ledger = job.out.join(format!("{name}.attempts.jsonl"));
+    let ledger = Ledger::for_out(job.out, &name);
     if let Some(cause) = failure {
-        append_ledger(&ledger, &name, "failed", &cause)?;
+        ledger.append(&name, "failed", &cause)?;
         return Ok(Recorded::Refused(format!(
             "a sample failed, nothing written: {cause}"
         )));
@@ -112,12 +125,12 @@ pub fn record(job: RecordJob<'_>, runner: &dyn SampleRunner) -> anyhow::Result<R
     }
     if !verdict.accepted {
         let cause = verdict.failures.join("; ");
-        append_ledger(&ledger, &name, "refused", &cause)?;
+        ledger.append(&name, "refused", &cause)?;
         return Ok(Recorded::Refused(
             verdict.refusal(prep.reference_file.as_deref()),
         ));
     }
-    let attempts = attempts_since_last_accept(&ledger);
+    let attempts = attempts_since_last_accept(&ledger.path);
     let built = reports::recording::build(RecordingInput {
         scenario: &name,
         profile: &prep.scenario.profile,
@@ -146,7 +159,7 @@ pub fn record(job: RecordJob<'_>, runner: &dyn SampleRunner) -> anyhow::Result<R
     let provenance_path = job.out.join(format!("{name}.provenance.json"));
     write_atomic(&provenance_path, &pretty(&prov)?)?;
     write_atomic(&baseline_path, &pretty(&baseline)?)?;
-    append_ledger(&ledger, &name, "accepted", "")?;
+    ledger.append(&name, "accepted", "")?;
     Ok(Recorded::Written(Box::new(Written {
         baseline,
         provenance: prov,
@@ -234,6 +247,69 @@ pub fn now_rfc3339() -> String {
         .map(|d| d.as_secs())
         .unwrap_or(0) as i64;
     contract::time::rfc3339_utc(secs)
+}
+
+/// One line of progress without a terminal: `sample 3/5: ok, 14.2 s` (`warm-up` for sample 0).
+pub fn sample_line(i: u32, n: u32, outcome: &str, secs: f64) -> String {
+    let what = if i == 0 {
+        "warm-up".to_owned()
+    } else {
+        format!("sample {i}/{n}")
+    };
+    match outcome.split_once(": ") {
+        // A failure's cause goes last, after the time, so the line still reads `..., 2.0 s`.
+        Some((head, cause)) => format!("{what}: {head}, {secs:.1} s: {cause}"),
+        None => format!("{what}: {outcome}, {secs:.1} s"),
+    }
+}
+
+/// The attempts ledger of one recording: `<out>/<scenario>.attempts.jsonl`, beside the
+/// baseline it counts attempts for. It is written only when `<out>` holds no file git tracks:
+/// a committed baseline directory is the repository's record, and a refused run on someone's
+/// laptop must leave the checkout as it was ("nothing written" is then literally true). An
+/// untracked `--out` (a CI job's `recording/`, a new machine's `baselines/<class>/` before its
+/// first commit) keeps the ledger, so the accepted recording can count the attempts before it.
+pub struct Ledger {
+    pub path: PathBuf,
+    /// False when `<out>` is tracked by git: nothing is appended.
+    pub writable: bool,
+}
+
+impl Ledger {
+    pub fn for_out(out: &Path, scenario: &str) -> Ledger {
+        Ledger {
+            path: out.join(format!("{scenario}.attempts.jsonl")),
+            writable: !tracked_by_git(out),
+        }
+    }
+
+    fn append(&self, scenario: &str, outcome: &str, cause: &str) -> anyhow::Result<()> {
+        if !self.writable {
+            return Ok(());
+        }
+        append_ledger(&self.path, scenario, outcome, cause)?;
+        if outcome != "accepted" {
+            eprintln!("attempt counted in {}", self.path.display());
+        }
+        Ok(())
+    }
+}
+
+/// Whether git tracks any file under `dir` (false when `dir` does not exist, is outside a
+/// work tree, or git is not installed).
+pub fn tracked_by_git(dir: &Path) -> bool {
+    if !dir.is_dir() {
+        return false;
+    }
+    std::process::Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(["ls-files", "-z", "--", "."])
+        .stderr(std::process::Stdio::null())
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .is_some_and(|o| !o.stdout.is_empty())
 }
 
 /// One JSON line per attempt: accepted, refused, or failed (`contract::ledger`).
@@ -479,6 +555,78 @@ mod tests {
         assert!(e.downcast_ref::<crate::interrupt::Interrupted>().is_some());
         assert_eq!(runner.left(), 1);
         assert!(files(out.path()).is_empty());
+    }
+
+    fn git(dir: &Path, args: &[&str]) -> String {
+        let o = std::process::Command::new("git")
+            .arg("-C")
+            .arg(dir)
+            .args(args)
+            .output()
+            .expect("git is installed");
+        assert!(o.status.success(), "git {args:?}: {o:?}");
+        String::from_utf8(o.stdout).unwrap()
+    }
+
+    #[test]
+    fn a_refused_record_in_a_tracked_dir_leaves_the_checkout_as_it_was() {
+        let repo = tempfile::tempdir().unwrap();
+        let out = repo.path().join("baselines/some-class");
+        std::fs::create_dir_all(&out).unwrap();
+        std::fs::write(out.join("other.json"), "{}\n").unwrap();
+        git(repo.path(), &["init", "-q"]);
+        git(repo.path(), &["add", "."]);
+        git(
+            repo.path(),
+            &[
+                "-c",
+                "user.name=t",
+                "-c",
+                "user.email=t@t",
+                "commit",
+                "-qm",
+                "baseline",
+            ],
+        );
+        let before = git(
+            repo.path(),
+            &["status", "--porcelain", "--untracked-files=all"],
+        );
+        assert!(tracked_by_git(&out));
+        let (prep, t) = (prepared(), spec());
+        for runner in [
+            MockRunner::new([noisy(1.0), ok(2.0), noisy(3.0)]),
+            MockRunner::new([ok(1.0), Step::Fail("server died")]),
+        ] {
+            assert!(matches!(
+                record(job(&prep, &t, &out, 2), &runner).unwrap(),
+                Recorded::Refused(_)
+            ));
+        }
+        assert_eq!(
+            git(
+                repo.path(),
+                &["status", "--porcelain", "--untracked-files=all"]
+            ),
+            before
+        );
+        assert_eq!(files(&out), vec!["other.json".to_owned()]);
+        // An untracked directory beside it does get the ledger.
+        let fresh = repo.path().join("recording");
+        assert!(!tracked_by_git(&fresh));
+        let runner = MockRunner::new([ok(1.0), Step::Fail("server died")]);
+        record(job(&prep, &t, &fresh, 2), &runner).unwrap();
+        assert_eq!(ledger(&fresh, &prep), vec!["failed:server died".to_owned()]);
+    }
+
+    #[test]
+    fn progress_lines_without_a_terminal() {
+        assert_eq!(sample_line(0, 5, "ok", 3.04), "warm-up: ok, 3.0 s");
+        assert_eq!(sample_line(3, 5, "ok", 14.23), "sample 3/5: ok, 14.2 s");
+        assert_eq!(
+            sample_line(2, 5, "failed: server died", 2.0),
+            "sample 2/5: failed, 2.0 s: server died"
+        );
     }
 
     #[test]

@@ -112,6 +112,8 @@ pub enum Mode {
 pub struct RouteLoadConfig {
     pub route: Route,
     pub mode: Mode,
+    /// In JSON `duration_s`, seconds as a float (not serde's `{secs, nanos}`).
+    #[serde(rename = "duration_s", serialize_with = "crate::stats::ser_secs")]
     pub duration: Duration,
     pub max_requests: u64,
     pub seed: u64,
@@ -548,6 +550,20 @@ pub async fn run_route_load(
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn json_durations_are_seconds() {
+        let cfg = RouteLoadConfig {
+            route: Route::Changes,
+            mode: Mode::Closed { in_flight: 1 },
+            duration: Duration::from_millis(1500),
+            max_requests: 10,
+            seed: 1,
+        };
+        let v = serde_json::to_value(&cfg).unwrap();
+        assert_eq!(v["duration_s"], serde_json::json!(1.5));
+        assert!(v.get("duration").is_none());
+    }
+
     use super::*;
     use crate::client::nonce_rng;
     use crate::fake::{Script, start};

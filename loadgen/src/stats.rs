@@ -76,6 +76,12 @@ impl HistSummary {
     }
 }
 
+/// A duration as seconds (f64) in JSON: what a reader of `load --json` expects, instead of
+/// serde's default `{secs, nanos}` object.
+pub(crate) fn ser_secs<S: Serializer>(d: &std::time::Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_f64(d.as_secs_f64())
+}
+
 fn ser_latency<S: Serializer>(h: &Histogram<u64>, s: S) -> Result<S::Ok, S::Error> {
     HistSummary::of(h, 1000).serialize(s)
 }

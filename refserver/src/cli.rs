@@ -124,13 +124,16 @@ pub fn run(args: ServeArgs) -> anyhow::Result<i32> {
                 .and_then(|()| out.flush())
                 .context("writing the listening line to stdout")?;
         }
+        let data = args.data.as_deref().unwrap_or(std::path::Path::new("?"));
         eprintln!(
             "obsync-refserver: serving {} (data {})",
             server.local_addr(),
-            args.data
-                .as_deref()
-                .unwrap_or(std::path::Path::new("?"))
-                .display()
+            data.display()
+        );
+        // A client pairs its first device with this token (`vaultbench load --setup-token-file`).
+        eprintln!(
+            "obsync-refserver: setup token in {}",
+            data.join(crate::app::SETUP_TOKEN_FILE).display()
         );
         server
             .serve(async move {

@@ -70,9 +70,9 @@ pub struct AbArgs {
     pub json: bool,
 }
 
-/// `3%`, `+3%`, `0.5%` -> a fraction.
+/// `3%`, `+3%`, `0.5%` -> a fraction; a bare number is refused (`contract::parse::percent`).
 pub fn parse_pct(s: &str) -> Result<f64, String> {
-    contract::parse::percent(s, contract::parse::BareNumber::Percent)
+    contract::parse::percent(s)
 }
 
 fn better(b: Better) -> abstat::Better {
@@ -182,6 +182,7 @@ pub fn compare(
     let mut results: Vec<Option<(SampleResult, SampleResult)>> = Vec::new();
     for (i, order) in orders.iter().enumerate() {
         let first_is_a = *order == Order::AFirst;
+        let started = std::time::Instant::now();
         progress(&format!(
             "round {}/{} ({})",
             i + 1,
@@ -224,6 +225,12 @@ pub fn compare(
                 round.a = Some(ma);
                 round.b = Some(mb);
                 results.push(Some((sa, sb)));
+                progress(&format!(
+                    "round {}/{}: ok, {:.1} s",
+                    i + 1,
+                    orders.len(),
+                    started.elapsed().as_secs_f64()
+                ));
             }
             (ra, rb) => {
                 let why: Vec<String> = [("A", ra.err()), ("B", rb.err())]
@@ -764,5 +771,6 @@ mod tests {
         assert_eq!(parse_pct("+10%"), Ok(0.10));
         assert!(parse_pct("-1%").is_err());
         assert!(parse_pct("x").is_err());
+        assert!(parse_pct("0.05").is_err(), "ambiguous: 5 % or 0.05 %");
     }
 }

@@ -3,6 +3,7 @@
 
 pub mod ab;
 pub mod calibrate;
+pub mod class;
 pub mod load;
 pub mod probe;
 pub mod record;

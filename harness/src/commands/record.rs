@@ -2,6 +2,7 @@
 //! hand the record loop (`recording`) the real sample runner; print the summary.
 
 use anyhow::bail;
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use reports::schema::Baseline;
@@ -27,12 +28,17 @@ pub struct RecordArgs {
     pub target: String,
     #[command(flatten)]
     pub common: RunOpts,
-    /// Directory for the baseline and its sidecar.
-    #[arg(long, default_value = "baselines")]
-    pub out: PathBuf,
+    /// Directory for the baseline and its sidecar (default: `baselines/<class>`, this machine's
+    /// class as `vaultbench class` prints it, so a run never overwrites another machine's
+    /// baseline).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
     /// Print the recording (baseline + provenance) as one JSON document on stdout.
     #[arg(long)]
     pub json: bool,
+    /// End with the whole table of keys, not only each phase's headline keys.
+    #[arg(long)]
+    pub full: bool,
 }
 
 pub fn run(args: RecordArgs) -> anyhow::Result<i32> {
@@ -41,10 +47,13 @@ pub fn run(args: RecordArgs) -> anyhow::Result<i32> {
         args.scenario.as_deref(),
         args.common.scenario_file.as_deref(),
     )?;
-    if args.out.exists() && !args.out.is_dir() {
+    if let Some(out) = &args.out
+        && out.exists()
+        && !out.is_dir()
+    {
         bail!(
             "--out {} is not a directory: it takes the baseline and its sidecar",
-            args.out.display()
+            out.display()
         );
     }
     let target = TargetSpec::parse(&args.target)?;
@@ -55,6 +64,15 @@ pub fn run(args: RecordArgs) -> anyhow::Result<i32> {
     }
     let _lock = calibration::MachineLock::acquire(None, !args.common.no_wait)?;
     let prep = prepare(scenario, &args.common)?;
+    let out = args.out.clone().unwrap_or_else(|| {
+        PathBuf::from("baselines").join(crate::commands::class::of(&prep.fingerprint))
+    });
+    if out.exists() && !out.is_dir() {
+        bail!(
+            "{} is not a directory: it takes the baseline and its sidecar",
+            out.display()
+        );
+    }
     let runner = SubprocessRunner {
         work: prep.work.path().to_path_buf(),
         timeout: prep.timeout,
@@ -64,13 +82,21 @@ pub fn run(args: RecordArgs) -> anyhow::Result<i32> {
         target: &target,
         identity,
         samples: n,
-        out: &args.out,
+        out: &out,
     };
     let w = match record(job, &runner)? {
         Recorded::Refused(cause) => return Err(contract::exit::Refused(cause).into()),
         Recorded::Written(w) => w,
     };
-    eprint!("{}", summary_table(&w.baseline));
+    eprint!(
+        "{}",
+        summary_table(
+            &w.baseline,
+            &w.provenance.raw,
+            prep.gate_cfg.cpu_ms.max_cv,
+            args.full
+        )
+    );
     eprintln!(
         "wrote {} and {}",
         w.baseline_path.display(),
@@ -87,33 +113,127 @@ pub fn run(args: RecordArgs) -> anyhow::Result<i32> {
     Ok(crate::exit::OK)
 }
 
-/// The human summary: one row per key, grouped by phase.
-pub fn summary_table(b: &Baseline) -> String {
+/// Whether a key is one of a phase's headline figures: wall time, p50/p95, files/s, CPU per
+/// request, fsyncs per file (and the server's total CPU and peak RSS).
+pub fn is_headline(key: &str) -> bool {
+    const SUFFIXES: [&str; 9] = [
+        ".wall_ms",
+        ".ready_ms",
+        ".propagate_ms",
+        ".p50_ms",
+        ".p95_ms",
+        ".files_per_s",
+        "fsyncs_per_file",
+        "per_request",
+        "per_request_us",
+    ];
+    SUFFIXES.iter().any(|s| key.ends_with(s))
+        || matches!(key, "server.cpu_s" | "server.peak_rss_mib")
+}
+
+/// Coefficient of variation (sample sd / mean) of a raw series; `None` under two values or a
+/// zero mean.
+fn cv(xs: &[f64]) -> Option<f64> {
+    if xs.len() < 2 {
+        return None;
+    }
+    let n = xs.len() as f64;
+    let mean = xs.iter().sum::<f64>() / n;
+    if mean == 0.0 || !mean.is_finite() {
+        return None;
+    }
+    let var = xs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0);
+    Some(var.sqrt() / mean.abs())
+}
+
+/// The end summary of a recording. Without `full`: per phase its headline keys, then every
+/// key whose spread over the samples is beyond the gate's CV bound for the cpu channel
+/// (`max_cv`: a key noisier than the noise the gate admits for the machine is worth a look).
+/// With `full`: every key. Column widths come from the content either way.
+pub fn summary_table(
+    b: &Baseline,
+    raw: &BTreeMap<String, Vec<f64>>,
+    max_cv: f64,
+    full: bool,
+) -> String {
     let mut s = format!(
         "\n{} (seed {:#x}, median of {} samples)\n",
         b.scenario, b.seed, b.samples
     );
-    let w = b
-        .metrics
-        .keys()
-        .map(|k| k.len())
-        .max()
-        .unwrap_or(10)
-        .min(60);
-    s.push_str(&format!(
-        "  {:<w$}  {:>14}  {:<8} {:<8} better\n",
-        "metric", "value", "unit", "class"
-    ));
-    for (k, m) in &b.metrics {
-        let class = m.class.as_str();
+    let row = |k: &str, m: &reports::schema::Metric, note: String| {
         let better = match m.better {
             reports::schema::Better::Lower => "lower",
             reports::schema::Better::Higher => "higher",
         };
-        s.push_str(&format!(
-            "  {k:<w$}  {:>14}  {:<8} {class:<8} {better}\n",
+        vec![
+            k.to_owned(),
             fmt_value(m.value),
-            m.unit
+            m.unit.clone(),
+            m.class.as_str().to_owned(),
+            better.to_owned(),
+            note,
+        ]
+    };
+    let noisy: Vec<(String, f64)> = b
+        .metrics
+        .iter()
+        .filter(|(_, m)| m.class != reports::schema::MetricClass::Exact)
+        .filter_map(|(k, _)| Some((k.clone(), cv(raw.get(k)?)?)))
+        .filter(|(_, c)| *c > max_cv)
+        .collect();
+    let note = |k: &str| {
+        noisy
+            .iter()
+            .find(|(n, _)| n == k)
+            .map(|(_, c)| format!("CV {c:.2} > {max_cv:.2}"))
+            .unwrap_or_default()
+    };
+    let mut rows: Vec<Vec<String>> = Vec::new();
+    if full {
+        rows.extend(b.metrics.iter().map(|(k, m)| row(k, m, note(k))));
+    } else {
+        rows.extend(
+            b.metrics
+                .iter()
+                .filter(|(k, _)| is_headline(k))
+                .map(|(k, m)| row(k, m, note(k))),
+        );
+        rows.extend(
+            noisy
+                .iter()
+                .filter(|(k, _)| !is_headline(k))
+                .filter_map(|(k, _)| Some(row(k, b.metrics.get(k)?, note(k)))),
+        );
+    }
+    let headers = ["metric", "value", "unit", "class", "better", "noise"];
+    let mut w: Vec<usize> = headers.iter().map(|h| h.chars().count()).collect();
+    for r in &rows {
+        for (i, c) in r.iter().enumerate() {
+            w[i] = w[i].max(c.chars().count());
+        }
+    }
+    let line = |cells: &[&str]| {
+        let mut l = String::from(" ");
+        for (i, c) in cells.iter().enumerate() {
+            let pad = w[i].saturating_sub(c.chars().count());
+            if i == 1 {
+                l.push_str(&format!(" {}{c}", " ".repeat(pad)));
+            } else {
+                l.push_str(&format!(" {c}{}", " ".repeat(pad)));
+            }
+        }
+        format!("{}\n", l.trim_end())
+    };
+    s.push_str(&line(&headers));
+    for r in &rows {
+        let cells: Vec<&str> = r.iter().map(String::as_str).collect();
+        s.push_str(&line(&cells));
+    }
+    if !full {
+        s.push_str(&format!(
+            "({} of {} keys: headline keys per phase and keys noisier than CV {max_cv:.2}; --full shows all)\n",
+            rows.len(),
+            b.metrics.len()
         ));
     }
     s
@@ -126,5 +246,80 @@ pub fn fmt_value(v: f64) -> String {
         format!("{v:.1}")
     } else {
         format!("{v:.3}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use reports::schema::{Better, Metric, MetricClass};
+
+    fn metric(value: f64, unit: &str, class: MetricClass) -> Metric {
+        Metric {
+            value,
+            unit: unit.into(),
+            class,
+            better: Better::Lower,
+        }
+    }
+
+    fn baseline() -> (Baseline, BTreeMap<String, Vec<f64>>) {
+        let mut metrics = BTreeMap::new();
+        metrics.insert(
+            "cold_push.wall_ms".to_owned(),
+            metric(1234.5, "ms", MetricClass::Timing),
+        );
+        metrics.insert(
+            "cold_push.server.fsyncs_per_file".to_owned(),
+            metric(3.0, "count", MetricClass::Exact),
+        );
+        metrics.insert(
+            "cold_push.put-chunk.p99_us".to_owned(),
+            metric(900.0, "us", MetricClass::Timing),
+        );
+        metrics.insert(
+            "server.io.syscr".to_owned(),
+            metric(10.0, "count", MetricClass::Resource),
+        );
+        let raw = BTreeMap::from([
+            ("cold_push.wall_ms".to_owned(), vec![1200.0, 1234.5, 1250.0]),
+            (
+                "cold_push.put-chunk.p99_us".to_owned(),
+                vec![300.0, 900.0, 2000.0],
+            ),
+            ("server.io.syscr".to_owned(), vec![10.0, 10.0, 10.0]),
+        ]);
+        let b = Baseline {
+            metrics,
+            ..serde_json::from_str(include_str!("../../../reports/tests/fixtures/small.json"))
+                .unwrap()
+        };
+        (b, raw)
+    }
+
+    #[test]
+    fn the_summary_shows_headline_and_noisy_keys_and_full_shows_all() {
+        let (b, raw) = baseline();
+        let short = summary_table(&b, &raw, 0.2, false);
+        assert!(
+            short.contains("cold_push.wall_ms") && short.contains("fsyncs_per_file"),
+            "{short}"
+        );
+        assert!(
+            short.contains("cold_push.put-chunk.p99_us") && short.contains("CV 0.81 > 0.20"),
+            "{short}"
+        );
+        assert!(!short.contains("server.io.syscr"), "{short}");
+        assert!(short.contains("3 of 4 keys"), "{short}");
+        let full = summary_table(&b, &raw, 0.2, true);
+        assert!(full.contains("server.io.syscr"), "{full}");
+        // Widths from the content: the value column is right-aligned under its header.
+        let rows: Vec<&str> = full.lines().skip(2).collect();
+        let end = rows[0].find("value").unwrap() + "value".len();
+        for r in &rows[1..] {
+            let b = r.as_bytes();
+            assert!(b[end - 1] != b' ' && b[end] == b' ', "{full}");
+        }
+        assert_eq!(rows[0].split_whitespace().next(), Some("metric"));
     }
 }

@@ -41,16 +41,25 @@ fn parse_format(s: &str) -> Result<Format, String> {
 /// recordings' own noise; exit 1 on a regression beyond the threshold.
 #[derive(Debug, clap::Args)]
 pub struct CompareArgs {
-    /// The committed baseline (`baselines/<scenario>.json`), or the baselines directory.
+    /// The baseline (`baselines/<class>/<scenario>.json`), a class directory, or the baselines
+    /// directory: then the recording's machine class picks `<dir>/<class>/<scenario>.json`.
     pub baseline: PathBuf,
     /// The new recording (`<dir>/<scenario>.json`), or the directory `record --out` wrote.
     pub recording: PathBuf,
-    /// Smallest change that counts, as a percentage (`5%`) or a fraction (`0.05`).
+    /// Smallest change that counts, as a percentage (`5%`; a bare number is refused).
     #[arg(long, default_value = "5%")]
     pub threshold: String,
     /// Smallest change of a `cost` key (instructions retired) that counts.
     #[arg(long, default_value = "1%")]
     pub cost_threshold: String,
+    /// Compare even when the two recordings come from different machine classes (otherwise
+    /// refused with exit 7: the difference would be the machine, not the build).
+    #[arg(long)]
+    pub across_machines: bool,
+    /// When the baselines directory holds no baseline for the recording's class and scenario,
+    /// say so and exit 0 (a trend job on a runner class without a baseline yet).
+    #[arg(long)]
+    pub missing_baseline_ok: bool,
     /// Write the Markdown comparison to this file (atomically) instead of stdout.
     #[arg(long, value_name = "FILE")]
     pub out: Option<PathBuf>,
@@ -469,12 +478,62 @@ fn resolve(path: &Path, scenario: Option<&str>) -> anyhow::Result<PathBuf> {
     Ok(files.remove(0))
 }
 
+/// Where a recording's baseline is: the baseline file given, `<dir>/<scenario>.json`, or
+/// `<dir>/<class>/<scenario>.json` for a baselines directory of class directories. `None` when
+/// a directory holds no baseline for this scenario and class.
+fn resolve_baseline(path: &Path, scenario: &str, class: Option<&str>) -> Option<PathBuf> {
+    if !path.is_dir() {
+        return Some(path.to_path_buf());
+    }
+    let direct = path.join(format!("{scenario}.json"));
+    if direct.exists() {
+        return Some(direct);
+    }
+    let in_class = path.join(class?).join(format!("{scenario}.json"));
+    in_class.exists().then_some(in_class)
+}
+
 pub fn run_compare(args: CompareArgs) -> anyhow::Result<i32> {
     let threshold = reports::compare::parse_threshold(&args.threshold)?;
     let rec_path = resolve(&args.recording, None)?;
     let (rb, rp) = crate::commands::verify::read_pair(&rec_path)?;
-    let base_path = resolve(&args.baseline, Some(&rb.scenario))?;
+    let rec_class = crate::commands::class::of_recorded(&rp.machine);
+    let Some(base_path) = resolve_baseline(&args.baseline, &rb.scenario, rec_class.as_deref())
+    else {
+        let class = rec_class.as_deref().unwrap_or("unknown");
+        let msg = format!(
+            "{} holds no baseline of scenario {:?} for machine class {class}",
+            args.baseline.display(),
+            rb.scenario
+        );
+        if args.missing_baseline_ok {
+            eprintln!(
+                "compare: {msg}: nothing to compare (record one on this class and commit it as {})",
+                args.baseline
+                    .join(class)
+                    .join(format!("{}.json", rb.scenario))
+                    .display()
+            );
+            return Ok(crate::exit::OK);
+        }
+        bail!("{msg} (--missing-baseline-ok passes when there is none)");
+    };
+    let base_path = resolve(&base_path, Some(&rb.scenario))?;
     let (bb, bp) = crate::commands::verify::read_pair(&base_path)?;
+    let base_class = crate::commands::class::of_recorded(&bp.machine);
+    if let (Some(b), Some(r)) = (&base_class, &rec_class)
+        && b != r
+    {
+        if !args.across_machines {
+            eprintln!(
+                "compare: refused: {} was recorded on machine class {b} and {} on {r}: the difference would be the machine, not the build (--across-machines compares anyway)",
+                base_path.display(),
+                rec_path.display()
+            );
+            return Ok(crate::exit::ACROSS_MACHINES);
+        }
+        eprintln!("compare: across machine classes ({b} vs {r}), as asked");
+    }
     // A hand-edited input would compare numbers that were never measured together.
     for (path, b, p) in [(&base_path, &bb, &bp), (&rec_path, &rb, &rp)] {
         if let Some(m) = reports::schema::verify_pair(b, p).first() {

@@ -9,7 +9,8 @@ use reports::schema::{Baseline, Provenance, verify_pair};
 /// Verify committed baselines: a hand-edited value fails and names the key (exit 6, `MISMATCH`).
 #[derive(Debug, clap::Args)]
 pub struct VerifyArgs {
-    /// A baseline (`<scenario>.json`), its sidecar, or a directory of baselines.
+    /// A baseline (`<scenario>.json`), its sidecar, or a directory of baselines: the baselines
+    /// in it and in each class directory under it (`baselines/<class>/`).
     #[arg(default_value = "baselines")]
     pub path: PathBuf,
     /// Print the result as one JSON document on stdout.
@@ -44,6 +45,31 @@ pub fn baseline_files(path: &Path) -> anyhow::Result<Vec<PathBuf>> {
     Ok(vec![path.to_path_buf()])
 }
 
+/// The baselines a `verify` path names: those of [`baseline_files`], and for a directory also
+/// those one level down, in every machine class directory (`baselines/<class>/<scenario>.json`).
+pub fn baseline_files_deep(path: &Path) -> anyhow::Result<Vec<PathBuf>> {
+    if !path.is_dir() {
+        return baseline_files(path);
+    }
+    let mut v = baseline_files(path).unwrap_or_default();
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(path)
+        .with_context(|| format!("reading {}", path.display()))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.is_dir())
+        .collect();
+    dirs.sort();
+    for d in dirs {
+        v.extend(baseline_files(&d).unwrap_or_default());
+    }
+    if v.is_empty() {
+        bail!(
+            "{} holds no baselines, neither directly nor in a class directory",
+            path.display()
+        );
+    }
+    Ok(v)
+}
+
 /// The sidecar beside a baseline.
 pub fn sidecar_of(baseline: &Path) -> PathBuf {
     let s = baseline.display().to_string();
@@ -68,7 +94,7 @@ fn read_versioned<T: serde::de::DeserializeOwned>(path: &Path, kind: &str) -> an
 }
 
 pub fn run(args: VerifyArgs) -> anyhow::Result<i32> {
-    let files = baseline_files(&args.path)?;
+    let files = baseline_files_deep(&args.path)?;
     let mut all_ok = true;
     let mut report = serde_json::Map::new();
     for f in &files {
@@ -90,14 +116,39 @@ pub fn run(args: VerifyArgs) -> anyhow::Result<i32> {
                 ),
             });
         }
+        // A baseline in a class directory must have been recorded on a machine of that class,
+        // or `compare` would judge a recording against another machine's numbers.
+        let dir = f
+            .parent()
+            .and_then(|d| d.file_name())
+            .and_then(|n| n.to_str())
+            .unwrap_or("");
+        if contract::class::looks_like_class(dir)
+            && let Some(recorded) = crate::commands::class::of_recorded(&p.machine)
+            && recorded != dir
+        {
+            mismatches.push(reports::schema::Mismatch {
+                key: "class".into(),
+                detail: format!(
+                    "the file is in class directory {dir:?} but was recorded on a machine of class {recorded:?}"
+                ),
+            });
+        }
         if mismatches.is_empty() {
-            eprintln!(
+            let line = format!(
                 "ok  {} ({} keys, {} samples, digest {})",
                 f.display(),
                 b.metrics.len(),
                 b.samples,
                 &p.digest[..12.min(p.digest.len())]
             );
+            // The result goes to stdout, where scripts read it (failures go to stderr); with
+            // --json stdout holds the one document, so the line goes to stderr.
+            if args.json {
+                eprintln!("{line}");
+            } else {
+                println!("{line}");
+            }
         } else {
             all_ok = false;
             for m in &mismatches {

@@ -75,6 +75,22 @@ fn verify_catches_edits_by_key() {
     let doc: Value =
         serde_json::from_slice(&assert.get_output().stdout).expect("--json prints one document");
     assert_eq!(doc["baseline"]["samples"], 3);
+    // Without a terminal: one line per sample, then the headline summary (not every key).
+    let err = String::from_utf8_lossy(&assert.get_output().stderr).into_owned();
+    for line in ["warm-up: ok, ", "sample 1/3: ok, ", "sample 3/3: ok, "] {
+        assert!(
+            err.lines().any(|l| l.starts_with(line)),
+            "{line:?} in {err}"
+        );
+    }
+    assert!(
+        err.contains("cold_push.wall_ms") && err.contains("--full shows all"),
+        "{err}"
+    );
+    assert!(
+        !err.contains("server.io.syscr"),
+        "not a headline key: {err}"
+    );
     let base = out.join("small.json");
     let side = out.join("small.provenance.json");
     vb(home.path()).arg("verify").arg(&out).assert().success();
@@ -300,11 +316,35 @@ fn committed_baselines_verify() {
         .success()
         .get_output()
         .clone();
-    let err = String::from_utf8(out.stderr).unwrap();
+    // The `ok` lines are the result: on stdout.
+    let ok = String::from_utf8(out.stdout).unwrap();
+    let small = committed_small();
+    let class = small
+        .parent()
+        .unwrap()
+        .file_name()
+        .unwrap()
+        .to_str()
+        .unwrap();
     assert!(
-        err.contains("small.json"),
-        "baselines/small.json is committed: {err}"
+        ok.lines()
+            .any(|l| l.starts_with("ok  ") && l.contains(&format!("{class}/small.json"))),
+        "baselines/<class>/small.json is committed and verifies in its class dir: {ok}"
     );
+}
+
+/// The committed `small` baseline: `baselines/<class>/small.json`, in the one class directory
+/// that holds it.
+fn committed_small() -> std::path::PathBuf {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../baselines");
+    let found: Vec<std::path::PathBuf> = std::fs::read_dir(&dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path().join("small.json"))
+        .filter(|p| p.exists())
+        .collect();
+    assert_eq!(found.len(), 1, "one class dir holds small.json: {found:?}");
+    found[0].clone()
 }
 
 /// `vaultbench record --scenario-file --gate-config --out` with the given gate and scenario
@@ -541,7 +581,8 @@ fn an_unknown_route_load_route_is_a_usage_error_at_load() {
 #[test]
 fn verify_refuses_a_baseline_filed_under_another_scenario() {
     let home = tempfile::tempdir().unwrap();
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../baselines");
+    let small = committed_small();
+    let src = small.parent().unwrap();
     let dir = home.path().join("b");
     std::fs::create_dir(&dir).unwrap();
     // The committed `small` baseline, filed as `personal`.
@@ -562,5 +603,62 @@ fn verify_refuses_a_baseline_filed_under_another_scenario() {
     assert!(
         err.contains("\"personal\"") && err.contains("\"small\"") && err.contains("scenario"),
         "{err}"
+    );
+}
+
+#[test]
+fn verify_refuses_a_baseline_filed_under_another_machine_class() {
+    let home = tempfile::tempdir().unwrap();
+    let small = committed_small();
+    let src = small.parent().unwrap();
+    // The committed baseline, filed under a class directory of another machine.
+    let dir = home.path().join("baselines/epyc-4c-16g-xfs-k5-abc123");
+    std::fs::create_dir_all(&dir).unwrap();
+    for f in ["small.json", "small.provenance.json"] {
+        std::fs::copy(src.join(f), dir.join(f)).unwrap();
+    }
+    let o = vb(home.path())
+        .arg("verify")
+        .arg(home.path().join("baselines"))
+        .assert()
+        .code(6)
+        .get_output()
+        .clone();
+    let err = String::from_utf8(o.stderr).unwrap();
+    let class = src.file_name().unwrap().to_str().unwrap();
+    assert!(
+        err.contains("class") && err.contains(class) && err.contains("epyc-4c-16g-xfs-k5-abc123"),
+        "{err}"
+    );
+}
+
+#[test]
+fn class_prints_this_machines_class_and_its_parts() {
+    let home = tempfile::tempdir().unwrap();
+    let out = vb(home.path())
+        .arg("class")
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let class = String::from_utf8(out).unwrap();
+    let class = class.trim_end();
+    assert!(contract::class::looks_like_class(class), "{class:?}");
+    let out = vb(home.path())
+        .args(["class", "--json"])
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let doc: Value = serde_json::from_slice(&out).unwrap();
+    assert_eq!(doc["class"], class);
+    let parts = doc["parts"].as_object().unwrap();
+    assert_eq!(parts.len(), contract::class::PARTS.len());
+    // The parts give the name back.
+    assert_eq!(
+        contract::class::name(|k| parts.get(k).and_then(Value::as_str).map(str::to_owned)),
+        class
     );
 }

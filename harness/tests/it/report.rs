@@ -286,14 +286,174 @@ fn the_git_history_of_baselines_becomes_a_trend_with_charts() {
 }
 
 fn compare(base: &Path, rec: &Path, threshold: &str) -> anyhow::Result<i32> {
+    compare_with(base, rec, threshold, false, false)
+}
+
+fn compare_with(
+    base: &Path,
+    rec: &Path,
+    threshold: &str,
+    across_machines: bool,
+    missing_baseline_ok: bool,
+) -> anyhow::Result<i32> {
     run_compare(CompareArgs {
         baseline: base.to_owned(),
         recording: rec.to_owned(),
         threshold: threshold.into(),
         cost_threshold: "1%".into(),
+        across_machines,
+        missing_baseline_ok,
         out: Some(base.with_extension("cmp.md")),
         json: false,
     })
+}
+
+/// The fixture recorded on another machine class (another CPU model).
+fn on_other_machine(p: &mut Provenance) {
+    p.machine["identity"]["cpu_model"] = serde_json::Value::from("Intel(R) Xeon(R) Platinum 8370C");
+}
+
+fn class_of(p: &Provenance) -> String {
+    contract::class::of_machine(&p.machine).expect("the fixture has a fingerprint")
+}
+
+#[test]
+fn compare_refuses_across_machine_classes_with_exit_7_unless_asked() {
+    let t = tempfile::tempdir().unwrap();
+    let (b, p) = fixture();
+    let base = write_pair(&t.path().join("baselines"), &b, &p);
+    let mut other = p.clone();
+    on_other_machine(&mut other);
+    assert_ne!(class_of(&p), class_of(&other));
+    let rec = write_pair(&t.path().join("recording"), &b, &other);
+    assert_eq!(compare(&base, &rec, "5%").unwrap(), 7);
+    assert_eq!(harness::exit::ACROSS_MACHINES, 7);
+    assert!(
+        !base.with_extension("cmp.md").exists(),
+        "refused: no comparison written"
+    );
+    assert_eq!(compare_with(&base, &rec, "5%", true, false).unwrap(), 0);
+    // The CLI says why on one line.
+    let err = vb()
+        .arg("compare")
+        .arg(&base)
+        .arg(&rec)
+        .assert()
+        .code(7)
+        .get_output()
+        .stderr
+        .clone();
+    let err = String::from_utf8(err).unwrap();
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains(&class_of(&p))
+            && err.contains(&class_of(&other))
+            && err.contains("--across-machines"),
+        "{err}"
+    );
+}
+
+#[test]
+fn compare_picks_the_recordings_class_under_a_baselines_dir() {
+    let t = tempfile::tempdir().unwrap();
+    let root = t.path().join("baselines");
+    let (b, p) = fixture();
+    let mut other = p.clone();
+    on_other_machine(&mut other);
+    // Two classes, each with its own `small`; the other machine's is 10x slower.
+    write_pair(&root.join(class_of(&p)), &b, &p);
+    let (mut sb, mut sp) = (b.clone(), other.clone());
+    let slow: Vec<f64> = sp.raw["cold_push.wall_ms"]
+        .iter()
+        .map(|x| x * 10.0)
+        .collect();
+    set(&mut sb, &mut sp, "cold_push.wall_ms", &slow);
+    write_pair(&root.join(class_of(&other)), &sb, &sp);
+    let rec = write_pair(&t.path().join("recording"), &b, &p);
+    assert_eq!(
+        compare(&root, &t.path().join("recording"), "5%").unwrap(),
+        0
+    );
+    let rec_other = write_pair(&t.path().join("recording-other"), &sb, &sp);
+    assert_eq!(compare(&root, &rec_other, "5%").unwrap(), 0);
+    // A class without a baseline: an error naming the class, or exit 0 when that is fine.
+    std::fs::remove_dir_all(root.join(class_of(&p))).unwrap();
+    let (msg, code) = err_of(compare(&root, &rec, "5%"));
+    assert_eq!(code, 2);
+    assert!(
+        msg.contains(&class_of(&p)) && msg.contains("--missing-baseline-ok"),
+        "{msg}"
+    );
+    assert_eq!(compare_with(&root, &rec, "5%", false, true).unwrap(), 0);
+}
+
+#[test]
+fn a_percent_flag_refuses_a_bare_number_naming_flag_and_value() {
+    let t = tempfile::tempdir().unwrap();
+    let (b, p) = fixture();
+    let base = write_pair(&t.path().join("baselines"), &b, &p);
+    let err = vb()
+        .args(["compare", "--threshold", "3"])
+        .arg(&base)
+        .arg(&base)
+        .assert()
+        .code(2)
+        .get_output()
+        .stderr
+        .clone();
+    let err = String::from_utf8(err).unwrap();
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("--threshold \"3\"") && err.contains("3%"),
+        "{err}"
+    );
+    let err = vb()
+        .args([
+            "ab",
+            "--a",
+            "ref",
+            "--b",
+            "ref",
+            "--scenario",
+            "small",
+            "--tau",
+            "0.05",
+        ])
+        .assert()
+        .code(2)
+        .get_output()
+        .stderr
+        .clone();
+    let err = String::from_utf8(err).unwrap();
+    assert!(
+        err.contains("--tau") && err.contains("0.05") && err.contains("no unit"),
+        "{err}"
+    );
+}
+
+#[test]
+fn report_draws_each_class_history_separately() {
+    let t = tempfile::tempdir().unwrap();
+    let root = t.path().join("results");
+    let (b, p) = fixture();
+    let mut other = p.clone();
+    on_other_machine(&mut other);
+    for (i, prov) in [&p, &p, &other, &other].into_iter().enumerate() {
+        let mut prov = prov.clone();
+        prov.recorded_at = format!("2026-11-0{}T00:00:00Z", i + 1);
+        write_pair(&root.join(format!("run{i}")), &b, &prov);
+    }
+    let out = t.path().join("h.html");
+    report(&root, Format::Html, &out).unwrap();
+    let html = std::fs::read_to_string(&out).unwrap();
+    for c in [class_of(&p), class_of(&other)] {
+        assert_eq!(
+            html.matches(&format!("<h2>small on machine class {c}</h2>"))
+                .count(),
+            1,
+            "one section per class"
+        );
+    }
 }
 
 #[test]
@@ -347,7 +507,7 @@ fn compare_refuses_bad_input_with_exit_2() {
     assert_eq!(
         (msg.as_str(), code),
         (
-            "threshold \"five percent\" is not a percentage like 5% or a fraction like 0.05",
+            "--threshold \"five percent\" is not a percentage like 5%",
             2
         )
     );

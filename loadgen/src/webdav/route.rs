@@ -85,6 +85,8 @@ impl DavRoute {
 pub struct DavRouteLoadConfig {
     pub route: DavRoute,
     pub mode: Mode,
+    /// In JSON `duration_s`, seconds as a float (not serde's `{secs, nanos}`).
+    #[serde(rename = "duration_s", serialize_with = "crate::stats::ser_secs")]
     pub duration: Duration,
     pub max_requests: u64,
     pub seed: u64,

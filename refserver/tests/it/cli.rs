@@ -75,6 +75,32 @@ fn version_flag() {
 }
 
 #[test]
+fn the_server_says_where_its_setup_token_is() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let mut child = Command::new(BIN)
+        .args(["--listen", "127.0.0.1:0", "--data"])
+        .arg(&data)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn obsync-refserver");
+    let mut err = BufReader::new(child.stderr.take().unwrap());
+    let mut lines = Vec::new();
+    // The two start-up lines come before serving; read_line returns at EOF if it dies.
+    for _ in 0..2 {
+        let mut line = String::new();
+        err.read_line(&mut line).unwrap();
+        lines.push(line);
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    let want = format!("setup token in {}", data.join("setup-token").display());
+    assert!(lines.iter().any(|l| l.contains(&want)), "{lines:?}");
+    assert!(data.join("setup-token").exists());
+}
+
+#[test]
 fn refusals_are_one_line_and_exit_2() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");

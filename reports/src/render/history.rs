@@ -52,9 +52,14 @@ pub struct KeyTrend {
     pub change: Option<f64>,
 }
 
+/// The versions of one scenario's baseline on one machine class: a trend only compares like
+/// with like, so each class's history is drawn separately.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ScenarioHistory {
     pub scenario: String,
+    /// The machine class the versions were recorded on (`contract::class`), from each
+    /// version's sidecar; `None` for versions without a readable fingerprint.
+    pub class: Option<String>,
     pub points: Vec<PointMeta>,
     pub keys: Vec<KeyTrend>,
 }
@@ -69,18 +74,49 @@ pub struct HistoryReport {
     pub scenarios: Vec<ScenarioHistory>,
 }
 
-/// Groups the points by scenario (keeping the caller's oldest-first order) and builds trends.
-/// Fails when there is nothing to show: no points, or no scenario with two versions.
+impl ScenarioHistory {
+    /// The section heading: the scenario and its machine class.
+    pub fn heading(&self) -> String {
+        format!(
+            "{} on machine class {}",
+            self.scenario,
+            self.class.as_deref().unwrap_or("unknown")
+        )
+    }
+
+    /// What every trend chart slug of this history starts with.
+    pub(crate) fn chart_prefix(&self) -> String {
+        format!(
+            "trend-{}-on-{}-",
+            super::slug(&self.scenario),
+            super::slug(self.class.as_deref().unwrap_or("unknown-machine"))
+        )
+    }
+}
+
+/// The machine class of a version, from its sidecar's fingerprint.
+fn class_of(p: &HistoryPoint) -> Option<String> {
+    p.provenance
+        .as_ref()
+        .and_then(|pr| contract::class::of_machine(&pr.machine))
+}
+
+/// Groups the points by scenario and machine class (keeping the caller's oldest-first order)
+/// and builds trends. Fails when there is nothing to show: no points, or no group with two
+/// versions.
 pub fn history_report(points: &[HistoryPoint]) -> Result<HistoryReport, RenderError> {
     if points.is_empty() {
         return Err(RenderError::History("no versions of any baseline".into()));
     }
-    let mut by: BTreeMap<&str, Vec<&HistoryPoint>> = BTreeMap::new();
+    let mut by: BTreeMap<(&str, Option<String>), Vec<&HistoryPoint>> = BTreeMap::new();
     for p in points {
-        by.entry(p.baseline.scenario.as_str()).or_default().push(p);
+        by.entry((p.baseline.scenario.as_str(), class_of(p)))
+            .or_default()
+            .push(p);
     }
     if by.values().all(|v| v.len() < 2) {
-        let names: Vec<String> = by.keys().map(|s| (*s).to_owned()).collect();
+        let mut names: Vec<String> = by.keys().map(|(s, _)| (*s).to_owned()).collect();
+        names.dedup();
         return Err(RenderError::History(format!(
             "only one version of {} so far: a trend needs two (report the baseline itself instead)",
             names.join(", ")
@@ -88,7 +124,7 @@ pub fn history_report(points: &[HistoryPoint]) -> Result<HistoryReport, RenderEr
     }
     let scenarios = by
         .into_iter()
-        .map(|(name, pts)| scenario_history(name, &pts))
+        .map(|((name, class), pts)| scenario_history(name, class, &pts))
         .collect();
     Ok(HistoryReport {
         kind: super::KIND_REPORT.into(),
@@ -99,7 +135,7 @@ pub fn history_report(points: &[HistoryPoint]) -> Result<HistoryReport, RenderEr
     })
 }
 
-fn scenario_history(name: &str, pts: &[&HistoryPoint]) -> ScenarioHistory {
+fn scenario_history(name: &str, class: Option<String>, pts: &[&HistoryPoint]) -> ScenarioHistory {
     let mut keys: BTreeMap<&str, (&str, MetricClass, Better)> = BTreeMap::new();
     for p in pts {
         for (k, m) in &p.baseline.metrics {
@@ -145,6 +181,7 @@ fn scenario_history(name: &str, pts: &[&HistoryPoint]) -> ScenarioHistory {
         .collect();
     ScenarioHistory {
         scenario: name.to_owned(),
+        class,
         points: pts
             .iter()
             .map(|p| PointMeta {
@@ -217,10 +254,11 @@ pub(crate) fn charts(r: &HistoryReport) -> Vec<Chart> {
                 continue;
             }
             out.push(Chart {
-                slug: format!("trend-{}-{}", super::slug(&h.scenario), super::slug(&k.key)),
+                slug: format!("{}{}", h.chart_prefix(), super::slug(&k.key)),
                 title: format!(
-                    "{}: {} ({} is better)",
+                    "{} on {}: {} ({} is better)",
                     h.scenario,
+                    h.class.as_deref().unwrap_or("unknown class"),
                     k.key,
                     if k.better == Better::Lower {
                         "lower"

@@ -82,8 +82,8 @@ pub fn history(r: &HistoryReport, charts: &[Chart]) -> Result<String, RenderErro
         html_escape(&r.source)
     ));
     for h in &r.scenarios {
-        s.push_str(&format!("<h2>{}</h2>\n", html_escape(&h.scenario)));
-        let prefix = format!("trend-{}-", super::slug(&h.scenario));
+        s.push_str(&format!("<h2>{}</h2>\n", html_escape(&h.heading())));
+        let prefix = h.chart_prefix();
         s.push_str("<p class=\"muted\">Each point is a baseline's median; the shaded band is that version's raw min–max over its samples. A move inside the band is not a trend.</p>\n");
         for c in charts.iter().filter(|c| c.slug.starts_with(&prefix)) {
             s.push_str(&figure(c)?);

@@ -423,7 +423,7 @@ pub fn history(r: &HistoryReport) -> String {
     let mut s = String::from("# vaultbench baselines history\n\n");
     s.push_str(&format!("{}\n\n", r.source));
     for h in &r.scenarios {
-        s.push_str(&format!("## {}\n\n", h.scenario));
+        s.push_str(&format!("## {}\n\n", h.heading()));
         let vs: Vec<Vec<String>> = h
             .points
             .iter()

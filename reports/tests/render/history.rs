@@ -60,13 +60,16 @@ fn history_renders_with_trend_charts_for_headline_keys() {
         source: "git history of baselines/",
     };
     let cs = charts(&doc).unwrap();
+    // One history per scenario and machine class: the slugs name both.
+    let class = contract::class::of_machine(&pts[0].provenance.as_ref().unwrap().machine).unwrap();
+    let prefix = format!("trend-small-on-{class}-");
     let slugs: Vec<&str> = cs.iter().map(|c| c.slug.as_str()).collect();
     assert!(
-        slugs.contains(&"trend-small-cold-push-wall-ms"),
+        slugs.contains(&format!("{prefix}cold-push-wall-ms").as_str()),
         "{slugs:?}"
     );
     assert!(
-        slugs.contains(&"trend-small-cold-push-server-fsyncs-journal"),
+        slugs.contains(&format!("{prefix}cold-push-server-fsyncs-journal").as_str()),
         "a changed exact key gets a chart: {slugs:?}"
     );
     let html = render(&doc, Format::Html).unwrap();

@@ -167,10 +167,42 @@ fn perf_baseline_queues_one_recording_at_a_time_after_merge() {
     let run = steps_text(&v);
     for needle in [
         "record \"$SCENARIO\" --out recording/",
-        "compare",
         "--format html",
         "actions/upload-artifact",
+        // The runner's class, and the baseline of that class: `compare baselines/` picks
+        // baselines/<class>/ itself and passes, saying so, when the class has none yet.
+        "-- class",
+        "compare baselines/ recording/",
+        "--missing-baseline-ok",
     ] {
         assert!(run.contains(needle), "perf-baseline.yml lacks {needle:?}");
     }
+}
+
+#[test]
+fn perf_baseline_rebaselines_on_dispatch_into_the_runner_class_dir() {
+    let (_, v) = load("perf-baseline.yml");
+    let input = &v["on"]["workflow_dispatch"]["inputs"]["rebaseline"];
+    assert_eq!(input["type"].as_str(), Some("boolean"));
+    assert_eq!(input["default"].as_bool(), Some(false));
+    let steps = v["jobs"]["record"]["steps"].as_sequence().unwrap();
+    let gated: Vec<&Value> = steps
+        .iter()
+        .filter(|s| {
+            s.get("if")
+                .and_then(Value::as_str)
+                .is_some_and(|c| c.contains("inputs.rebaseline"))
+        })
+        .collect();
+    assert_eq!(gated.len(), 2, "lay out + upload, only when asked");
+    let layout = gated[0]["run"].as_str().unwrap();
+    assert!(
+        layout.contains("rebaseline/baselines/$CLASS") && layout.contains("verify"),
+        "{layout}"
+    );
+    assert_eq!(
+        gated[0]["env"]["CLASS"].as_str(),
+        Some("${{ steps.class.outputs.class }}")
+    );
+    assert_eq!(gated[1]["with"]["path"].as_str(), Some("rebaseline/"));
 }

@@ -3,9 +3,9 @@
 mod ab;
 mod calibrate;
 mod common;
-mod load;
 mod cost;
 mod crash;
+mod load;
 mod record;
 mod report;
 mod vault;

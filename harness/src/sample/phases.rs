@@ -36,6 +36,8 @@ pub trait Boundary {
     fn scrapes(&self) -> bool {
         true
     }
+    /// The server was restarted (a crash phase) and now runs as `pid`.
+    fn restarted(&mut self, _pid: u32) {}
 }
 
 impl Boundary for PhaseCost {
@@ -50,6 +52,9 @@ impl Boundary for PhaseCost {
         m: &mut Metrics,
     ) -> anyhow::Result<()> {
         PhaseCost::end(self, prefix, work, route_step, m)
+    }
+    fn restarted(&mut self, pid: u32) {
+        *self = PhaseCost::new(pid);
     }
 }
 
@@ -256,6 +261,7 @@ pub async fn drive(
             Phase::Crash { in_flight, crashes } => {
                 crate::sample::crash::run(plan, server, a, b, *in_flight, *crashes, sample_dir, m)
                     .await?;
+                bounds.restarted(server.pid);
                 continue; // the restarted server's counters start again from zero
             }
             Phase::RouteLoad {

@@ -59,9 +59,23 @@ fn cost_sample_syscalls_match_the_servers_own_fsync_counters() {
         .filter(|(k, _)| k.starts_with("cold_push.server.fsyncs."))
         .map(|(_, x)| x.as_f64().unwrap())
         .sum();
-    let traced = v("cold_push.server.syscalls.fsync") + v("cold_push.server.syscalls.fdatasync");
     assert!(metrics_fsyncs > 0.0, "{c}");
-    assert_eq!(traced, metrics_fsyncs, "{c}");
+    // The data fsyncs (chunk file and chunk directory: `fsync`) are exact.
+    assert_eq!(
+        v("cold_push.server.syscalls.fsync"),
+        v("cold_push.server.fsyncs.chunk_file") + v("cold_push.server.fsyncs.chunk_dir"),
+        "{c}"
+    );
+    // The journal and nonce log use `fdatasync`. The uploader's own long poll is re-armed with
+    // a signed request (one nonce-log flush) whenever it is answered, so one such flush can
+    // straddle the phase boundary: the strace split by time and the /metrics scrape then
+    // disagree by that one flush, never more.
+    let logs = v("cold_push.server.fsyncs.journal") + v("cold_push.server.fsyncs.nonce_log");
+    let traced = v("cold_push.server.syscalls.fdatasync");
+    assert!(
+        (traced - logs).abs() <= 1.0,
+        "fdatasync {traced} vs /metrics {logs}: {c}"
+    );
     // The push made one chunk directory per new directory and renamed each chunk into place.
     assert!(v("cold_push.server.syscalls.rename") > 0.0, "{c}");
 

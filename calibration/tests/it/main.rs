@@ -197,7 +197,7 @@ mod in_sample {
     fn a_contended_sample_refuses_the_recording_and_names_channel_and_sample() {
         let busy = Contention {
             psi_cpu_some: Some(0.9),
-            server_run_delay: Some(1.2),
+            server_run_delay: Some(3.2),
             ..quiet()
         };
         let (q, b) = (quiet(), busy);
@@ -214,7 +214,7 @@ mod in_sample {
             v.failures,
             vec![
                 format!(
-                    "server_run_delay 1.200 > {:.2} in sample 2",
+                    "server_run_delay 3.200 > {:.2} in sample 2",
                     cfg.server_run_delay.max_share
                 ),
                 format!(

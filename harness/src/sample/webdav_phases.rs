@@ -217,6 +217,10 @@ async fn edit_propagation(
             .into_iter()
             .find(|e| DavClient::rel_of(&e.path) == Some(rel.as_str()))
             .with_context(|| format!("edit propagation: {rel} not listed"))?;
+        body.extend_from_slice(
+            format!("\nedit round {round}: vaultbench edit propagation\n").as_bytes(),
+        );
+        let want = body.len() as u64;
         let (poller, f, r, start) = (client.clone(), folder.clone(), rel.clone(), Instant::now());
         let waiter = tokio::spawn(async move {
             loadgen::webdav::poll_until_changed(
@@ -224,14 +228,12 @@ async fn edit_propagation(
                 &f,
                 &r,
                 Some(&before),
+                Some(want),
                 interval,
                 start + EDIT_DEADLINE,
             )
             .await
         });
-        body.extend_from_slice(
-            format!("\nedit round {round}: vaultbench edit propagation\n").as_bytes(),
-        );
         let t0 = Instant::now();
         client
             .put(&rec, &rel, body.clone().into())

@@ -322,13 +322,15 @@ pub struct PollReport {
 
 /// Polls folder `folder` with PROPFIND Depth 1 every `interval` until file `file` (a vault
 /// path in it) differs from `before` in ETag, size or last-modified (or appears, when
-/// `before` is `None`), then returns; gives up at `deadline`. The delay it measures is bounded
+/// `before` is `None`) and, when `want_size` is given, lists that size (a server may list a
+/// file mid-upload, at a partial size), then returns; gives up at `deadline`. The delay it measures is bounded
 /// below by the polling interval: WebDAV has no long poll.
 pub async fn poll_until_changed(
     client: &DavClient,
     folder: &str,
     file: &str,
     before: Option<&DavEntry>,
+    want_size: Option<u64>,
     interval: Duration,
     deadline: Instant,
 ) -> Result<PollReport, DavError> {
@@ -351,6 +353,10 @@ pub async fn poll_until_changed(
                     b.etag != e.etag || b.size != e.size || b.last_modified != e.last_modified
                 }
             };
+            // rclone lists a file while its PUT is still being written, at the partial size:
+            // that is a change, but not the edit.
+            let complete = want_size.is_none_or(|w| e.size == Some(w));
+            let changed = changed && complete;
             if changed {
                 return Ok(PollReport {
                     elapsed: t0.elapsed(),

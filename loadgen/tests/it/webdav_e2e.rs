@@ -135,6 +135,7 @@ fn round_trip(preset: Preset) {
             &parent,
             &path,
             Some(&before),
+            Some(7),
             Duration::from_millis(50),
             Instant::now() + Duration::from_secs(10),
         )

@@ -43,6 +43,16 @@ reference_tolerance = 1000.0
 max_cv = 1000.0
 max_over_median = 1000.0
 reference_tolerance = 1000.0
+[server_run_delay]
+max_share = 1000.0
+[generator_run_delay]
+max_share = 1000.0
+[psi_cpu_some]
+max_share = 1000.0
+[psi_io_some]
+max_share = 1000.0
+[steal]
+max_share = 1000.0
 EOF
 cat > "$WORK/posts.toml" <<EOF
 name = "posts"

@@ -89,6 +89,25 @@ pub fn worker_threads(connections: usize, cpus: usize) -> usize {
         .max(1)
 }
 
+/// The generator's tokio runtime for `threads` worker threads (see [`worker_threads`]). One
+/// thread gets a current-thread runtime: the tasks run on the thread that calls `block_on`, so
+/// a request's answer wakes no other thread. A multi-thread runtime with one worker still parks
+/// the worker and wakes it across threads for every answer; `load bench-peer` at one connection
+/// measured that hand-off as the gap to wrk (README, "Generator threads").
+pub fn runtime(threads: usize) -> std::io::Result<tokio::runtime::Runtime> {
+    if threads <= 1 {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+    } else {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(threads)
+            .thread_name(WORKER_THREAD)
+            .enable_all()
+            .build()
+    }
+}
+
 #[cfg(test)]
 mod worker_thread_tests {
     #[test]

@@ -198,11 +198,7 @@ pub fn run(args: LoadArgs) -> anyhow::Result<i32> {
         Some(LoadCmd::BenchPeer(b)) => b.connections,
     };
     let cpus = std::thread::available_parallelism().map_or(1, usize::from);
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(loadgen::worker_threads(connections, cpus))
-        .thread_name(loadgen::WORKER_THREAD)
-        .enable_all()
-        .build()
+    let rt = loadgen::runtime(loadgen::worker_threads(connections, cpus))
         .context("starting the tokio runtime")?;
     rt.block_on(async move {
         match args.cmd {

@@ -130,12 +130,7 @@ fn measure(
         "ms",
         Better::Lower,
     );
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(threads)
-        .thread_name(loadgen::WORKER_THREAD)
-        .enable_all()
-        .build()
-        .context("building the tokio runtime")?;
+    let rt = loadgen::runtime(threads).context("building the tokio runtime")?;
     let window = Window::start();
     let driven = if webdav {
         let target = loadgen::Target::parse(&server.url(), false)?;

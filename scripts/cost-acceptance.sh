@@ -10,8 +10,8 @@
 #   cpu        A/A CV of route.post-version.c1.server.cpu_us_per_request (quiet) and whether
 #              a 5 % --inject-work change is detected at R=6
 #   wall       `record small` wall time with and without --cost
-# Environment: RUNS (default 10), ROUNDS (default 4: `ab` plans an even number of rounds so
-# A-first and B-first balance; R = 3 is not a plan it makes), POSTS (default 2000, the study's
+# Environment: RUNS (default 10), ROUNDS (default 4; an odd count such as 3 runs one order
+# once more, drawn from the order seed), POSTS (default 2000, the study's
 # per-route floor for a 2 % call within ±0.5 points), N (skip calibrate).
 # Needs a release build (cargo build --release) and valgrind + strace (Debian packages).
 # Every child is killed and reaped on exit; every wait has a deadline (the sample timeout).

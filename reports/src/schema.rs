@@ -69,6 +69,11 @@ pub struct AbResult {
     pub rounds_planned: usize,
     pub rounds: Vec<AbRound>,
     pub balance: crate::ab::BalancePlan,
+    /// Rounds per order, planned and kept ("2 A-first, 1 B-first": an odd plan runs one
+    /// order once more). Absent in results written before odd plans existed; a reader then
+    /// counts `rounds` and `balance.kept`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub order_counts: Option<crate::ab::OrderCounts>,
     /// Practical threshold as a fraction, and where it came from (`flag`, `aa-reference`, `default`).
     pub tau: f64,
     pub tau_source: String,

@@ -38,7 +38,10 @@ pub struct AbArgs {
     pub scenario: Option<String>,
     #[command(flatten)]
     pub common: RunOpts,
-    /// Rounds (even): each is one sample of A and one of B.
+    /// Rounds (at least 2): each is one sample of A and one of B. Half run A first, half B
+    /// first; an odd count runs one order once more (drawn from --order-seed), so an order
+    /// effect is not cancelled for that one round (cost keys from Valgrind do not depend on
+    /// order, which is what makes `--cost --rounds 3` sound).
     #[arg(long, default_value_t = 6)]
     pub rounds: usize,
     /// Seed of the order shuffle and the permutation draws.
@@ -398,6 +401,7 @@ pub fn compare(
         rounds_planned: orders.len(),
         rounds,
         balance: balance.clone(),
+        order_counts: Some(abstat::OrderCounts::of(orders, &balance.kept)),
         tau: tau_default,
         tau_source: tau_source.into(),
         units,
@@ -498,14 +502,17 @@ fn fmt_pct(x: Option<f64>) -> String {
 
 /// The terminal table: metric, A median, B median, change with interval, verdict.
 pub fn table(r: &AbResult, balance: &BalancePlan) -> String {
+    let orders: Vec<Order> = r.rounds.iter().map(|x| x.order).collect();
+    let counts = abstat::OrderCounts::of(&orders, &balance.kept);
     let mut s = format!(
-        "\n{} {}: {} vs {} — {} of {} rounds kept, tau {:.1}% ({})\n",
+        "\n{} {}: {} vs {} — {} of {} rounds kept ({}), tau {:.1}% ({})\n",
         r.scenario,
         if r.aa { "A/A" } else { "A/B" },
         r.a.command,
         r.b.command,
         balance.kept.len(),
         r.rounds_planned,
+        counts.kept,
         r.tau * 100.0,
         r.tau_source
     );
@@ -719,6 +726,99 @@ mod tests {
         assert_eq!(r.metrics["t.ms"].b_median, 17.0);
         let diff = &r.exact_differences["n.count"].diff;
         assert_eq!((diff.a, diff.b), (3.0, 4.0));
+    }
+
+    #[test]
+    fn three_rounds_run_the_seeded_odd_plan_and_keep_its_extra_round() {
+        let d = tempfile::tempdir().unwrap();
+        let out = d.path().join("ab.json");
+        let prep = prepared();
+        let a = args(&["--rounds", "3"], &out);
+        let orders = abstat::plan_orders(a.rounds, a.order_seed).unwrap();
+        // The default --order-seed 0xab plans A-first, B-first, A-first (golden in plan.rs).
+        assert_eq!(orders, vec![AFirst, BFirst, AFirst]);
+        let runner = MockRunner::new([
+            ok(1.0),
+            ok(1.0),
+            sample(10.0, 3.0), // round 0 A
+            sample(20.0, 4.0), // round 0 B
+            sample(21.0, 4.0), // round 1 B
+            sample(11.0, 3.0), // round 1 A
+            sample(12.0, 3.0), // round 2 A
+            sample(22.0, 4.0), // round 2 B
+        ]);
+        let rules = DecisionRules::parse(None, &[]).unwrap();
+        let code = compare(&a, &prep, &arms(), &orders, &rules, &runner).unwrap();
+        assert_eq!(code, crate::exit::OK);
+        assert_eq!(runner.left(), 0);
+        let r = read(&out);
+        assert_eq!(r.rounds_planned, 3);
+        // The planned imbalance of one is kept: no round is dropped to balance.
+        assert_eq!(r.balance.kept, vec![0, 1, 2]);
+        assert!(r.balance.dropped.is_empty());
+        let counts = r.order_counts.expect("order counts are written");
+        assert_eq!(counts.planned.to_string(), "2 A-first, 1 B-first");
+        assert_eq!(counts.kept.to_string(), "2 A-first, 1 B-first");
+        assert_eq!(r.metrics["t.ms"].a_median, 11.0);
+        assert_eq!(r.metrics["t.ms"].b_median, 21.0);
+        assert_eq!(r.metrics["t.ms"].a.len(), 3);
+        let diff = &r.exact_differences["n.count"].diff;
+        assert_eq!((diff.a, diff.b), (3.0, 4.0));
+        assert!(
+            table(&r, &r.balance).contains("3 of 3 rounds kept (2 A-first, 1 B-first)"),
+            "{}",
+            table(&r, &r.balance)
+        );
+    }
+
+    #[test]
+    fn a_failed_extra_order_round_of_an_odd_plan_drops_one_of_the_majority() {
+        let d = tempfile::tempdir().unwrap();
+        let out = d.path().join("ab.json");
+        let prep = prepared();
+        let runner = MockRunner::new([
+            ok(1.0),
+            ok(1.0),
+            sample(10.0, 3.0),       // round 0 A
+            sample(20.0, 4.0),       // round 0 B
+            Step::Fail("B crashed"), // round 1 B (B first), no retry
+            sample(11.0, 3.0),       // round 1 A still runs
+            sample(12.0, 3.0),       // round 2 A
+            sample(22.0, 4.0),       // round 2 B
+            sample(13.0, 3.0),       // round 3 A: dropped to balance
+            sample(23.0, 4.0),       // round 3 B
+            sample(24.0, 4.0),       // round 4 B
+            sample(14.0, 3.0),       // round 4 A
+        ]);
+        let rules = DecisionRules::parse(None, &[]).unwrap();
+        // 3 A-first, 2 B-first; round 1 (B-first) fails: 3 and 1 left, so the latest A-first
+        // round (3) is dropped and 2 A-first, 1 B-first are kept.
+        let orders = [AFirst, BFirst, AFirst, AFirst, BFirst];
+        compare(
+            &args(&["--retries", "1", "--rounds", "5"], &out),
+            &prep,
+            &arms(),
+            &orders,
+            &rules,
+            &runner,
+        )
+        .unwrap();
+        assert_eq!(runner.left(), 0);
+        let r = read(&out);
+        assert_eq!(r.balance.kept, vec![0, 2, 4]);
+        let dropped: Vec<(usize, DropReason)> = r
+            .balance
+            .dropped
+            .iter()
+            .map(|x| (x.round, x.reason))
+            .collect();
+        assert_eq!(
+            dropped,
+            vec![(1, DropReason::Failed), (3, DropReason::Balance)]
+        );
+        let counts = r.order_counts.unwrap();
+        assert_eq!(counts.planned.to_string(), "3 A-first, 2 B-first");
+        assert_eq!(counts.kept.to_string(), "2 A-first, 1 B-first");
     }
 
     #[test]

@@ -4,7 +4,7 @@
 /// Why an A/B computation could not be done; each variant names the offending input.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum AbError {
-    #[error("rounds must be an even number >= 2 and <= {max}, got {rounds}")]
+    #[error("rounds must be >= 2 and <= {max}, got {rounds}")]
     BadRounds { rounds: usize, max: usize },
     #[error("{what}: lengths differ ({left} vs {right})")]
     LengthMismatch {

@@ -21,7 +21,8 @@ pub use analysis::{
 };
 pub use error::AbError;
 pub use plan::{
-    BalancePlan, DropReason, DroppedRound, MAX_ROUNDS, Order, drop_to_balance, plan_orders,
+    BalancePlan, DropReason, DroppedRound, MAX_ROUNDS, Order, OrderCount, OrderCounts,
+    drop_to_balance, plan_orders,
 };
 pub use rules::{
     Cmp, Decision, DecisionRules, Outcome, Rule, RuleCheck, RuleError, RuleStatus, RuleTarget,

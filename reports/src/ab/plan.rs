@@ -1,8 +1,8 @@
 //! Round orders: a balanced, seeded shuffle of A-first / B-first, and Pinpoint's
 //! drop-to-balance rule when rounds fail.
 
-use rand::SeedableRng;
 use rand::seq::SliceRandom;
+use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 
@@ -20,19 +20,23 @@ pub enum Order {
     BFirst,
 }
 
-/// `rounds` orders, exactly half A-first, shuffled with `ChaCha8Rng::seed_from_u64(seed)`
-/// (Fisher–Yates via rand's `SliceRandom::shuffle`). The same seed gives the same plan; the
-/// caller records the seed. `rounds` must be even, at least 2 and at most [`MAX_ROUNDS`].
+/// `rounds` orders shuffled with `ChaCha8Rng::seed_from_u64(seed)` (Fisher–Yates via rand's
+/// `SliceRandom::shuffle`): `rounds / 2` of each order and, when `rounds` is odd, one extra
+/// round whose order is a fair bit drawn from the same stream before the shuffle. The same
+/// seed gives the same plan; the caller records the seed. An even plan draws nothing before
+/// the shuffle, so even plans are the ones every earlier seed produced. `rounds` must be at
+/// least 2 and at most [`MAX_ROUNDS`].
 pub fn plan_orders(rounds: usize, seed: u64) -> Result<Vec<Order>, AbError> {
-    if rounds < 2 || !rounds.is_multiple_of(2) || rounds > MAX_ROUNDS {
+    if !(2..=MAX_ROUNDS).contains(&rounds) {
         return Err(AbError::BadRounds {
             rounds,
             max: MAX_ROUNDS,
         });
     }
-    let mut v: Vec<Order> = (0..rounds)
+    let half = rounds / 2;
+    let mut v: Vec<Order> = (0..2 * half)
         .map(|i| {
-            if i < rounds / 2 {
+            if i < half {
                 Order::AFirst
             } else {
                 Order::BFirst
@@ -40,8 +44,65 @@ pub fn plan_orders(rounds: usize, seed: u64) -> Result<Vec<Order>, AbError> {
         })
         .collect();
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    if !rounds.is_multiple_of(2) {
+        v.push(if rng.random::<bool>() {
+            Order::AFirst
+        } else {
+            Order::BFirst
+        });
+    }
     v.shuffle(&mut rng);
     Ok(v)
+}
+
+/// How many rounds ran (or were planned) in each order.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OrderCount {
+    pub a_first: usize,
+    pub b_first: usize,
+}
+
+impl OrderCount {
+    /// The counts of `orders`.
+    pub fn of<'a>(orders: impl IntoIterator<Item = &'a Order>) -> OrderCount {
+        let mut c = OrderCount::default();
+        for o in orders {
+            match o {
+                Order::AFirst => c.a_first += 1,
+                Order::BFirst => c.b_first += 1,
+            }
+        }
+        c
+    }
+
+    /// `true` when one order ran once more than the other: an order effect is then not
+    /// cancelled for that one round.
+    pub fn is_uneven(&self) -> bool {
+        self.a_first != self.b_first
+    }
+}
+
+impl std::fmt::Display for OrderCount {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} A-first, {} B-first", self.a_first, self.b_first)
+    }
+}
+
+/// The order counts of an A/B run: as planned and as kept for the analysis.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OrderCounts {
+    pub planned: OrderCount,
+    pub kept: OrderCount,
+}
+
+impl OrderCounts {
+    /// The counts of a plan and of the rounds `kept` (0-based indices into `orders`).
+    pub fn of(orders: &[Order], kept: &[usize]) -> OrderCounts {
+        OrderCounts {
+            planned: OrderCount::of(orders),
+            kept: OrderCount::of(kept.iter().filter_map(|&i| orders.get(i))),
+        }
+    }
 }
 
 /// Why a round was left out of the analysis.
@@ -65,7 +126,8 @@ pub struct DroppedRound {
 /// Which rounds to analyse after failures.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BalancePlan {
-    /// 0-based indices of the rounds kept, ascending; A-first and B-first counts are equal.
+    /// 0-based indices of the rounds kept, ascending; A-first and B-first counts are equal
+    /// (an odd plan may keep one more of either order).
     pub kept: Vec<usize>,
     /// Rounds left out, ascending by index, with the reason.
     pub dropped: Vec<DroppedRound>,
@@ -73,7 +135,9 @@ pub struct BalancePlan {
 
 /// Pinpoint's rule: drop every failed round, then drop as few successful rounds as needed so
 /// that A-first and B-first counts are equal — always the latest rounds of the majority
-/// order, so the choice is deterministic and does not look at the measured values.
+/// order, so the choice is deterministic and does not look at the measured values. An odd
+/// plan (`orders.len()` odd) was planned with one round more of one order, and keeps that
+/// imbalance: counts that differ by at most one are balanced there.
 pub fn drop_to_balance(orders: &[Order], ok: &[bool]) -> Result<BalancePlan, AbError> {
     if orders.len() != ok.len() {
         return Err(AbError::LengthMismatch {
@@ -97,7 +161,9 @@ pub fn drop_to_balance(orders: &[Order], ok: &[bool]) -> Result<BalancePlan, AbE
     } else {
         (Order::BFirst, nb - na)
     };
-    let mut left = excess;
+    // An odd plan keeps its planned imbalance of one; an even plan is balanced exactly.
+    let allowed = orders.len() % 2;
+    let mut left = excess.saturating_sub(allowed);
     for i in (0..orders.len()).rev() {
         if left == 0 {
             break;
@@ -129,12 +195,111 @@ mod tests {
         let p = plan_orders(6, 42).unwrap();
         assert_eq!(p.iter().filter(|o| **o == Order::AFirst).count(), 3);
         assert_eq!(p, plan_orders(6, 42).unwrap());
-        for bad in [0, 1, 3, 7, MAX_ROUNDS + 2] {
+        for bad in [0, 1, MAX_ROUNDS + 1, MAX_ROUNDS + 2] {
             assert!(plan_orders(bad, 1).is_err(), "{bad}");
         }
+        assert!(plan_orders(MAX_ROUNDS, 1).is_ok());
+        assert!(plan_orders(MAX_ROUNDS - 1, 1).is_ok());
         assert_eq!(
-            plan_orders(5, 1).unwrap_err().to_string(),
-            "rounds must be an even number >= 2 and <= 1000, got 5"
+            plan_orders(1, 1).unwrap_err().to_string(),
+            "rounds must be >= 2 and <= 1000, got 1"
         );
+    }
+
+    #[test]
+    fn an_odd_plan_has_half_of_each_order_plus_one_seeded_extra() {
+        let mut extra_a = 0;
+        for seed in 0..200u64 {
+            for rounds in [3, 5, 7, 11] {
+                let p = plan_orders(rounds, seed).unwrap();
+                assert_eq!(p, plan_orders(rounds, seed).unwrap(), "deterministic");
+                let c = OrderCount::of(&p);
+                assert_eq!(c.a_first + c.b_first, rounds);
+                assert_eq!(c.a_first.abs_diff(c.b_first), 1, "{rounds} {seed}");
+                if rounds == 3 && c.a_first == 2 {
+                    extra_a += 1;
+                }
+            }
+        }
+        // The extra round's order is a fair draw: over 200 seeds both orders get it.
+        assert!((60..=140).contains(&extra_a), "{extra_a}");
+        // Golden: rand 0.10.4 + rand_chacha 0.10.0 (Cargo.lock); the extra order is the
+        // stream's first bit, then the shuffle.
+        use Order::{AFirst as A, BFirst as B};
+        assert_eq!(plan_orders(3, 0x5eed).unwrap(), GOLDEN_3_5EED);
+        assert_eq!(plan_orders(3, 0xab).unwrap(), GOLDEN_3_AB);
+        const GOLDEN_3_5EED: [Order; 3] = [B, A, B];
+        const GOLDEN_3_AB: [Order; 3] = [A, B, A];
+    }
+
+    #[test]
+    fn an_odd_plan_keeps_its_imbalance_of_one() {
+        use Order::{AFirst as A, BFirst as B};
+        let three = [A, B, A];
+        // All kept: 2 A-first, 1 B-first is the plan, nothing dropped to balance.
+        let p = drop_to_balance(&three, &[true; 3]).unwrap();
+        assert_eq!(p.kept, vec![0, 1, 2]);
+        assert!(p.dropped.is_empty());
+        // An A-first round fails: 1 and 1 left.
+        let p = drop_to_balance(&three, &[true, true, false]).unwrap();
+        assert_eq!(p.kept, vec![0, 1]);
+        assert_eq!(p.dropped.len(), 1);
+        // The B-first round fails: 2 A-first and 0 B-first, so the latest A-first round goes.
+        let p = drop_to_balance(&three, &[true, false, true]).unwrap();
+        assert_eq!(p.kept, vec![0]);
+        assert_eq!(
+            p.dropped,
+            vec![
+                DroppedRound {
+                    round: 1,
+                    order: B,
+                    reason: DropReason::Failed
+                },
+                DroppedRound {
+                    round: 2,
+                    order: A,
+                    reason: DropReason::Balance
+                },
+            ]
+        );
+        // Five rounds, 3 A-first + 2 B-first; a B-first failure leaves 3 and 1: one A-first
+        // round (the latest) is dropped, keeping an imbalance of one.
+        let five = [A, B, A, B, A];
+        let p = drop_to_balance(&five, &[true, true, true, false, true]).unwrap();
+        assert_eq!(p.kept, vec![0, 1, 2]);
+        assert_eq!(
+            OrderCounts::of(&five, &p.kept).kept.to_string(),
+            "2 A-first, 1 B-first"
+        );
+        // An A-first failure leaves 2 and 2: nothing more dropped.
+        let p = drop_to_balance(&five, &[false, true, true, true, true]).unwrap();
+        assert_eq!(p.kept, vec![1, 2, 3, 4]);
+        // Even plans stay exact: 4 rounds with one failure drop one more.
+        let four = [A, B, A, B];
+        let p = drop_to_balance(&four, &[true, false, true, true]).unwrap();
+        assert_eq!(p.kept, vec![0, 3]);
+    }
+
+    #[test]
+    fn order_counts_count_the_plan_and_the_kept_rounds() {
+        use Order::{AFirst as A, BFirst as B};
+        let c = OrderCounts::of(&[A, B, A], &[0, 1]);
+        assert_eq!(
+            c.planned,
+            OrderCount {
+                a_first: 2,
+                b_first: 1
+            }
+        );
+        assert_eq!(
+            c.kept,
+            OrderCount {
+                a_first: 1,
+                b_first: 1
+            }
+        );
+        assert!(c.planned.is_uneven());
+        assert!(!c.kept.is_uneven());
+        assert_eq!(c.planned.to_string(), "2 A-first, 1 B-first");
     }
 }

@@ -39,6 +39,9 @@ pub(crate) struct AbView {
     pub b_target: String,
     pub rounds_planned: Option<u64>,
     pub rounds_kept: usize,
+    /// Rounds per order, planned and kept (from `order_counts`, or counted from `rounds`
+    /// and `balance.kept` in an older result); `None` when neither is there.
+    pub orders: Option<crate::ab::OrderCounts>,
     pub tau: Option<f64>,
     pub tau_source: String,
     pub metrics: Vec<AbMetric>,
@@ -84,6 +87,31 @@ fn floats(v: &Value, k: &str) -> Vec<f64> {
         .and_then(Value::as_array)
         .map(|a| a.iter().filter_map(Value::as_f64).collect())
         .unwrap_or_default()
+}
+
+/// The order counts of a result: its `order_counts`, else counted from each round's `order`
+/// and `balance.kept`.
+fn order_counts(v: &Value) -> Option<crate::ab::OrderCounts> {
+    if let Some(c) = v
+        .get("order_counts")
+        .and_then(|c| serde_json::from_value(c.clone()).ok())
+    {
+        return Some(c);
+    }
+    let orders: Vec<crate::ab::Order> = v
+        .get("rounds")?
+        .as_array()?
+        .iter()
+        .map(|r| serde_json::from_value(r.get("order")?.clone()).ok())
+        .collect::<Option<_>>()?;
+    let kept: Vec<usize> = v
+        .get("balance")?
+        .get("kept")?
+        .as_array()?
+        .iter()
+        .map(|i| i.as_u64().map(|i| i as usize))
+        .collect::<Option<_>>()?;
+    Some(crate::ab::OrderCounts::of(&orders, &kept))
 }
 
 impl AbView {
@@ -143,6 +171,7 @@ impl AbView {
             rounds_kept: metrics
                 .first()
                 .map_or_else(|| rounds.map_or(0, Vec::len), |m| m.a.len()),
+            orders: order_counts(v),
             tau: f(v, "tau"),
             tau_source: s(v, "tau_source"),
             metrics,
@@ -171,10 +200,11 @@ impl AbView {
 
 fn intro(r: &AbView) -> String {
     format!(
-        "Scenario {}, {} of {} planned rounds kept{}; practical threshold τ = {} ({}). A: `{}`; B: `{}`. Recorded {}.",
+        "Scenario {}, {} of {} planned rounds kept{}{}; practical threshold τ = {} ({}). A: `{}`; B: `{}`. Recorded {}.",
         r.scenario,
         r.rounds_kept,
         r.rounds_planned.map_or("?".into(), |n| n.to_string()),
+        r.orders.map_or(String::new(), |c| format!(" ({})", c.kept)),
         if r.aa {
             " (A/A run: both arms are the same build)"
         } else {
@@ -253,6 +283,12 @@ pub(crate) fn not_claims(r: &AbView) -> Vec<String> {
         out.push(format!(
             "Not every planned round. {} of {planned} rounds were kept; failed or refused rounds were dropped to keep the order balanced.",
             r.rounds_kept
+        ));
+    }
+    if let Some(c) = r.orders.filter(|c| c.kept.is_uneven()) {
+        out.push(format!(
+            "Not balanced for order. The kept rounds are {}: an effect of which build runs first is not cancelled for the one extra round (cost keys counted under Valgrind do not depend on order; timing keys may).",
+            c.kept
         ));
     }
     let mdes: Vec<f64> = r.metrics.iter().filter_map(|m| m.mde_pct).collect();

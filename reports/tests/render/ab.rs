@@ -114,3 +114,32 @@ fn write_a_sample_ab_page_when_asked() {
         std::fs::write(path, render(&Document::Ab(&v), Format::Html).unwrap()).unwrap();
     }
 }
+
+#[test]
+fn an_odd_round_count_states_its_order_counts_and_what_they_cost() {
+    // Written by this build: the counts are in the document.
+    let mut v = ab_result();
+    v["rounds_planned"] = json!(3);
+    v["order_counts"] = json!({
+        "planned": { "a_first": 2, "b_first": 1 },
+        "kept": { "a_first": 2, "b_first": 1 },
+    });
+    let md = render(&Document::Ab(&v), Format::Md).unwrap();
+    assert!(
+        md.contains("of 3 planned rounds kept (2 A-first, 1 B-first)"),
+        "{md}"
+    );
+    assert!(
+        md.contains("Not balanced for order. The kept rounds are 2 A-first, 1 B-first"),
+        "{md}"
+    );
+    let html = render(&Document::Ab(&v), Format::Html).unwrap();
+    assert!(html.contains("(2 A-first, 1 B-first)"), "{html}");
+    // An older document without them: counted from its rounds and the kept indices.
+    let mut v = ab_result();
+    v["rounds"] = json!([{ "index": 0, "order": "b_first" }, { "index": 1, "order": "a_first" }]);
+    v["balance"] = json!({ "kept": [0, 1], "dropped": [] });
+    let md = render(&Document::Ab(&v), Format::Md).unwrap();
+    assert!(md.contains("(1 A-first, 1 B-first)"), "{md}");
+    assert!(!md.contains("Not balanced for order"), "{md}");
+}

@@ -10,16 +10,18 @@
 #   cpu        A/A CV of route.post-version.c1.server.cpu_us_per_request (quiet) and whether
 #              a 5 % --inject-work change is detected at R=6
 #   wall       `record small` wall time with and without --cost
-# Environment: RUNS (default 10), ROUNDS (default 4; an odd count such as 3 runs one order
+# Environment: RUNS (default 10), ROUNDS (default 3, the acceptance's R; an odd count runs one order
 # once more, drawn from the order seed), POSTS (default 2000, the study's
-# per-route floor for a 2 % call within ±0.5 points), N (skip calibrate).
+# per-route floor for a 2 % call within ±0.5 points), N (skip calibrate), FIRST (first run's
+# order seed, default 1: runs use seeds FIRST..FIRST+RUNS-1, so a series can be continued).
 # Needs a release build (cargo build --release) and valgrind + strace (Debian packages).
 # Every child is killed and reaped on exit; every wait has a deadline (the sample timeout).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VB=${VB:-target/release/vaultbench}
 RUNS=${RUNS:-10}
-ROUNDS=${ROUNDS:-4}
+FIRST=${FIRST:-1}
+ROUNDS=${ROUNDS:-3}
 POSTS=${POSTS:-2000}
 STEPS=("$@")
 [ ${#STEPS[@]} -gt 0 ] || STEPS=(calibrate ab2 aa cpu wall)
@@ -108,7 +110,7 @@ ab2)
   : "${N:?run calibrate first or set N}"
   busy_on
   worse=0; inside=0; runs=0
-  for r in $(seq 1 "$RUNS"); do
+  for r in $(seq "$FIRST" "$((FIRST + RUNS - 1))"); do
     f=$(ab_json --a ref --b "ref --inject-work $N" --cost --rounds "$ROUNDS" --order-seed "$r") || continue
     runs=$((runs+1))
     line=$(python3 - "$f" "$KEY" <<'PY'
@@ -129,7 +131,7 @@ PY
 aa)
   busy_on
   false_v=0; runs=0; : > "$WORK/aa-values"
-  for r in $(seq 1 "$RUNS"); do
+  for r in $(seq "$FIRST" "$((FIRST + RUNS - 1))"); do
     f=$(ab_json --a ref --b ref --aa --cost --rounds "$ROUNDS" --order-seed "$r") || continue
     runs=$((runs+1))
     out=$(python3 - "$f" "$WORK/aa-values" <<'PY'

@@ -5,8 +5,12 @@
 //! created the same version or stored the same chunk twice.
 //!
 //! Each rule draws from its own ChaCha stream of the scenario's seed, once per request of its
-//! route in arrival order; with one request in flight the whole schedule, and every count
-//! here, is the same on every run of a seed.
+//! route in arrival order. A request comes back only as the client's retry (method, URI and
+//! body the same; the signature is fresh), and a retry passes untouched without drawing: so a
+//! client that retries always gets through, and each rule draws exactly once per distinct
+//! request. The number of faults of each kind, and every count here, is then the same on every
+//! run of a seed even with several requests in flight, whose arrival order varies; with one in
+//! flight the whole schedule (which request is faulted) is too.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::convert::Infallible;
@@ -93,6 +97,21 @@ struct State {
     rules: Mutex<Vec<Rule>>,
     counts: Mutex<HopCounts>,
     created_paths: Mutex<BTreeSet<String>>,
+    /// Every request seen, by identity ([`identity`]): a second sighting is a retry.
+    seen: Mutex<BTreeSet<[u8; 32]>>,
+}
+
+/// A request's identity across the client's retries: SHA-256 of method, URI and body (the
+/// signature headers change on every retry, so they are left out).
+fn identity(method: &str, uri: &str, body: &[u8]) -> [u8; 32] {
+    use sha2::Digest as _;
+    let mut h = sha2::Sha256::new();
+    h.update(method.as_bytes());
+    h.update(b" ");
+    h.update(uri.as_bytes());
+    h.update(b"\n");
+    h.update(body);
+    h.finalize().into()
 }
 
 /// A running hop; stops when dropped.
@@ -130,6 +149,7 @@ impl FaultHop {
             rules: Mutex::new(rules),
             counts: Mutex::new(HopCounts::default()),
             created_paths: Mutex::new(BTreeSet::new()),
+            seen: Mutex::new(BTreeSet::new()),
         });
         let st = state.clone();
         let task = tokio::spawn(async move {
@@ -257,7 +277,11 @@ async fn handle(
         .map_or("unknown", |m| m.route.label())
         .to_owned();
     *lock(&st.counts).requests.entry(route.clone()).or_insert(0) += 1;
-    let fault = pick(&st, &route);
+    let (parts, body) = req.into_parts();
+    let bytes = body.collect().await.map_err(dropped)?.to_bytes();
+    let id = identity(parts.method.as_str(), &parts.uri.to_string(), &bytes);
+    let first = lock(&st.seen).insert(id);
+    let fault = if first { pick(&st, &route) } else { None };
     if let Some((kind, _)) = fault {
         *lock(&st.counts)
             .injected
@@ -270,8 +294,6 @@ async fn handle(
     if let Some((FaultKind::Delay, ms)) = fault {
         tokio::time::sleep(Duration::from_millis(ms)).await;
     }
-    let (parts, body) = req.into_parts();
-    let bytes = body.collect().await.map_err(dropped)?.to_bytes();
     let stall = match fault {
         Some((FaultKind::StallBody, ms)) => Some(Duration::from_millis(ms)),
         _ => None,
@@ -398,6 +420,7 @@ mod tests {
             ),
             counts: Mutex::new(HopCounts::default()),
             created_paths: Mutex::new(BTreeSet::new()),
+            seen: Mutex::new(BTreeSet::new()),
         }
     }
 
@@ -448,6 +471,61 @@ mod tests {
                 assert_eq!(none[i], some[i], "request {i}");
             }
         }
+    }
+
+    /// One HTTP/1.1 request on a fresh connection to `addr`; the answer's status code.
+    async fn status_of(addr: SocketAddr, path: &str, body: &str) -> u16 {
+        use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+        let mut s = TcpStream::connect(addr).await.unwrap();
+        let head = format!(
+            "PUT {path} HTTP/1.1\r\nHost: hop\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+            body.len()
+        );
+        s.write_all(head.as_bytes()).await.unwrap();
+        s.write_all(body.as_bytes()).await.unwrap();
+        let mut answer = Vec::new();
+        tokio::time::timeout(Duration::from_secs(10), s.read_to_end(&mut answer))
+            .await
+            .unwrap()
+            .unwrap();
+        let line = String::from_utf8_lossy(&answer);
+        line.split(' ').nth(1).unwrap().parse().unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_retry_passes_untouched_and_draws_nothing() {
+        let up = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let upstream = up.local_addr().unwrap();
+        let server = tokio::spawn(async move {
+            while let Ok((sock, _)) = up.accept().await {
+                tokio::spawn(async move {
+                    let svc = hyper::service::service_fn(|_req: Request<Incoming>| async {
+                        Ok::<_, Infallible>(Response::new(Full::new(Bytes::from_static(b"ok"))))
+                    });
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(hyper_util::rt::TokioIo::new(sock), svc)
+                        .await;
+                });
+            }
+        });
+        // Every first sighting is faulted; only a retry (same method, URI and body) gets by.
+        let hop = FaultHop::start(
+            upstream,
+            vec![rule("put-chunk", FaultKind::StatusBefore, 1.0)],
+            7,
+        )
+        .await
+        .unwrap();
+        let (a, b) = ("/v1/chunks/aaaa", "/v1/chunks/bbbb");
+        assert_eq!(status_of(hop.addr, a, "one").await, 503);
+        assert_eq!(status_of(hop.addr, a, "one").await, 200, "the retry");
+        assert_eq!(status_of(hop.addr, a, "two").await, 503, "another body");
+        assert_eq!(status_of(hop.addr, b, "one").await, 503, "another path");
+        assert_eq!(status_of(hop.addr, b, "one").await, 200, "its retry");
+        let c = hop.counts();
+        assert_eq!(c.requests.get("put-chunk"), Some(&5));
+        assert_eq!(c.injected.get("status_before.put-chunk"), Some(&3));
+        server.abort();
     }
 
     #[tokio::test]

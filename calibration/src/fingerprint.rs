@@ -12,35 +12,10 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
-
-/// Identity (hashed into [`Fingerprint::id`]) plus informational fields (not hashed).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Fingerprint {
-    /// cpu_model, logical_cpus, memory_gib, kernel, os, arch, virtualisation, fs_type, cpu_governor.
-    pub identity: BTreeMap<String, String>,
-    /// hostname and other context that should not change the key.
-    pub info: BTreeMap<String, String>,
-}
+/// The persisted fingerprint type is `contract`'s; this module fills it from the live machine.
+pub use contract::machine::Fingerprint;
 
 const UNKNOWN: &str = "unknown";
-
-impl Fingerprint {
-    /// A stable id: the first 16 hex digits of SHA-256 over `key=value\n` of the identity
-    /// fields in key order.
-    pub fn id(&self) -> String {
-        let mut h = Sha256::new();
-        for (k, v) in &self.identity {
-            h.update(k.as_bytes());
-            h.update(b"=");
-            h.update(v.as_bytes());
-            h.update(b"\n");
-        }
-        let digest = h.finalize();
-        digest[..8].iter().map(|b| format!("{b:02x}")).collect()
-    }
-}
 
 /// Reads this machine's fingerprint; `data_dir` is where the server's data (and the io
 /// channel) lives, whose filesystem type is part of the identity.

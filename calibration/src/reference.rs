@@ -5,46 +5,16 @@
 //! `$VAULTBENCH_REFERENCE`, else `$XDG_DATA_HOME/vaultbench/reference.json`, else
 //! `~/.local/share/vaultbench/reference.json` (the XDG base-directory spec's default).
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use serde::{Deserialize, Serialize};
-
 use crate::fingerprint::Fingerprint;
-
-/// Format version of the reference file; bump on an incompatible change.
-pub const FORMAT_VERSION: u32 = 1;
 
 /// Env var overriding the reference file path.
 pub const ENV: &str = "VAULTBENCH_REFERENCE";
 
-/// What a quiet machine's channels measured.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Reference {
-    pub fingerprint_id: String,
-    pub fingerprint: Fingerprint,
-    /// Median of the calibration readings of the cpu channel, ms.
-    pub cpu_ms: f64,
-    /// Median of the calibration readings of the io channel, ms.
-    pub io_ms: f64,
-    pub cpu_cv: f64,
-    pub io_cv: f64,
-    /// Readings per channel the medians came from.
-    pub n: usize,
-    /// Unix seconds when it was measured (metadata only).
-    pub created_unix_s: u64,
-    pub loadavg_before: Option<[f64; 3]>,
-    pub loadavg_after: Option<[f64; 3]>,
-    /// Version of the crate that measured it (the kernels are versioned with the code).
-    pub vaultbench_version: String,
-}
-
-#[derive(Debug, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ReferenceFile {
-    format_version: u32,
-    machines: BTreeMap<String, Reference>,
-}
+/// The reference types and their format check are `contract`'s; this module finds, reads and
+/// writes the file.
+pub use contract::reference::{Reference, ReferenceFile};
 
 /// A reference file that could not be read or written.
 #[derive(Debug, thiserror::Error)]
@@ -100,28 +70,11 @@ fn read_file(path: &Path) -> Result<Option<ReferenceFile>, ReferenceError> {
             });
         }
     };
-    let file: ReferenceFile = serde_json::from_str(&text).map_err(|e| ReferenceError::Corrupt {
-        path: path.to_owned(),
-        message: e.to_string(),
-    })?;
-    if file.format_version != FORMAT_VERSION {
-        return Err(ReferenceError::Corrupt {
+    let file =
+        ReferenceFile::from_json(text.as_bytes()).map_err(|message| ReferenceError::Corrupt {
             path: path.to_owned(),
-            message: format!(
-                "format_version {} is not {FORMAT_VERSION}",
-                file.format_version
-            ),
-        });
-    }
-    for (id, r) in &file.machines {
-        let sane = |v: f64| v.is_finite() && v > 0.0;
-        if *id != r.fingerprint_id || !sane(r.cpu_ms) || !sane(r.io_ms) {
-            return Err(ReferenceError::Corrupt {
-                path: path.to_owned(),
-                message: format!("entry {id} is inconsistent"),
-            });
-        }
-    }
+            message,
+        })?;
     Ok(Some(file))
 }
 
@@ -150,10 +103,7 @@ pub fn store_reference(
         path: path.clone(),
         source,
     };
-    let mut file = read_file(&path)?.unwrap_or(ReferenceFile {
-        format_version: FORMAT_VERSION,
-        machines: BTreeMap::new(),
-    });
+    let mut file = read_file(&path)?.unwrap_or_default();
     file.machines
         .insert(reference.fingerprint_id.clone(), reference.clone());
     let dir = match path.parent() {
@@ -161,8 +111,7 @@ pub fn store_reference(
         _ => PathBuf::from("."),
     };
     std::fs::create_dir_all(&dir).map_err(io)?;
-    let mut json = serde_json::to_vec_pretty(&file).map_err(|e| io(std::io::Error::other(e)))?;
-    json.push(b'\n');
+    let json = file.to_json();
     // Owner-only, as the temp file it always was: a per-machine reference, not shared.
     durable::write_atomic(&path, &json, durable::PRIVATE).map_err(io)?;
     Ok(path)
@@ -171,6 +120,7 @@ pub fn store_reference(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::BTreeMap;
 
     fn sample(id_suffix: &str, cpu: f64) -> (Fingerprint, Reference) {
         let fp = Fingerprint {

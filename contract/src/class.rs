@@ -85,17 +85,14 @@ pub fn name(field: impl Fn(&str) -> Option<String>) -> String {
     )
 }
 
-/// The class of a recorded `machine` object (a provenance sidecar's fingerprint:
-/// `{"identity": {...}, "info": {...}}`); `None` when it holds no identity (an A/B result or a
-/// hand-made sidecar).
-pub fn of_machine(machine: &serde_json::Value) -> Option<String> {
-    let id = machine.get("identity")?.as_object()?;
+/// The class of a recorded fingerprint (a provenance sidecar's or an A/B result's
+/// `machine`); `None` when it holds none of the class's identity fields (a hand-made sidecar).
+pub fn of_machine(machine: &crate::machine::Fingerprint) -> Option<String> {
+    let id = &machine.identity;
     if !PARTS.iter().any(|p| id.contains_key(*p)) {
         return None;
     }
-    Some(name(|k| {
-        id.get(k).and_then(|v| v.as_str()).map(str::to_owned)
-    }))
+    Some(name(|k| id.get(k).cloned()))
 }
 
 /// Whether `s` could be a class name (a path component `record` would have made): lowercase
@@ -228,9 +225,11 @@ mod tests {
 
     #[test]
     fn a_recorded_machine_object_gives_the_same_class() {
-        let v = serde_json::json!({ "identity": vm(), "info": { "hostname": "h" } });
+        let v: crate::machine::Fingerprint = serde_json::from_value(
+            serde_json::json!({ "identity": vm(), "info": { "hostname": "h" } }),
+        )
+        .unwrap();
         assert_eq!(of_machine(&v), Some(of(&vm())));
-        assert_eq!(of_machine(&serde_json::json!({})), None);
-        assert_eq!(of_machine(&serde_json::json!({ "identity": {} })), None);
+        assert_eq!(of_machine(&crate::machine::Fingerprint::default()), None);
     }
 }

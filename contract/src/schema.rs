@@ -262,8 +262,8 @@ pub struct Provenance {
     pub recorded_at: String,
     pub harness: HarnessIdentity,
     pub target: TargetIdentity,
-    /// Machine fingerprint (calibration crate's shape).
-    pub machine: serde_json::Value,
+    /// Machine fingerprint (filled by `calibration`).
+    pub machine: crate::machine::Fingerprint,
     pub loadavg_before: Option<[f64; 3]>,
     pub loadavg_after: Option<[f64; 3]>,
     /// Gate thresholds and the verdict with each channel's statistics.
@@ -480,7 +480,7 @@ mod tests {
                 sha256: "h".into(),
                 version: "v".into(),
             },
-            machine: serde_json::json!({}),
+            machine: crate::machine::Fingerprint::default(),
             loadavg_before: None,
             loadavg_after: None,
             gate: serde_json::json!({}),

@@ -150,7 +150,7 @@ pub fn record(job: RecordJob<'_>, runner: &dyn SampleRunner) -> anyhow::Result<R
         merge_cost(&mut baseline, &mut prov, c, tools);
     }
     prov.target = job.identity;
-    prov.machine = serde_json::to_value(&prep.fingerprint)?;
+    prov.machine = prep.fingerprint.clone();
     prov.loadavg_before = loadavg_before;
     prov.loadavg_after = loadavg_after;
     prov.gate = serde_json::json!({ "config": prep.gate_cfg, "verdict": verdict });

@@ -143,8 +143,7 @@ pub fn compare_with(
             short(&rp.vault_digest)
         ));
     }
-    let id = |p: &Provenance| p.machine.get("identity").unwrap_or(&p.machine).clone();
-    if id(bp) != id(rp) {
+    if bp.machine.identity != rp.machine.identity {
         notes.push("the machine fingerprints differ: timing and resource changes may be the machine, not the build".into());
     }
     if bb.samples.min(rb.samples) < MIN_SERIES as u32 {

@@ -110,7 +110,7 @@ pub fn build(input: RecordingInput<'_>) -> Result<Built, NoSamples> {
             sha256: String::new(),
             version: String::new(),
         },
-        machine: serde_json::Value::Null,
+        machine: contract::machine::Fingerprint::default(),
         loadavg_before: None,
         loadavg_after: None,
         gate: serde_json::Value::Null,

@@ -61,7 +61,7 @@ pub struct AbResult {
     pub aa: bool,
     pub recorded_at: String,
     pub harness: HarnessIdentity,
-    pub machine: serde_json::Value,
+    pub machine: contract::machine::Fingerprint,
     pub loadavg_before: Option<[f64; 3]>,
     pub loadavg_after: Option<[f64; 3]>,
     pub a: TargetIdentity,

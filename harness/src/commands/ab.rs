@@ -393,7 +393,7 @@ pub fn compare(
         aa: args.aa,
         recorded_at: now_rfc3339(),
         harness: harness_identity(),
-        machine: serde_json::to_value(&prep.fingerprint)?,
+        machine: prep.fingerprint.clone(),
         loadavg_before,
         loadavg_after,
         a: arms.id_a.clone(),

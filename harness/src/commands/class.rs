@@ -26,7 +26,7 @@ pub fn this_machine(work_dir: &Path) -> String {
 }
 
 /// The recorded class of a provenance sidecar's `machine`, if it holds a fingerprint.
-pub fn of_recorded(machine: &serde_json::Value) -> Option<String> {
+pub fn of_recorded(machine: &contract::machine::Fingerprint) -> Option<String> {
     contract::class::of_machine(machine)
 }
 

@@ -30,6 +30,17 @@ pub const LOOSE_GATE: &str = "[cpu_ms]\nmax_cv = 1000.0\nmax_over_median = 1000.
 pub const PUSH_ONLY: &str = "name = \"push-only\"\ndoc = \"test\"\nprofile = \"small\"\nsamples = 2\n\
                              [[phase]]\nkind = \"cold_start\"\n[[phase]]\nkind = \"cold_push\"\n";
 
+/// `vaultbench record ARGS --gate-config <home>/gate.toml` with the loose gate written there:
+/// the preamble of every end-to-end recording whose output must not depend on how busy the
+/// machine is. Add `--out`, `--scenario-file` and the like to the returned command.
+pub fn record_loose(home: &Path, args: &[&str]) -> Command {
+    let gate = home.join("gate.toml");
+    std::fs::write(&gate, LOOSE_GATE).unwrap();
+    let mut c = vb(home);
+    c.arg("record").args(args).arg("--gate-config").arg(gate);
+    c
+}
+
 /// Writes the loose gate and the push-only scenario into `home`: (gate, scenario).
 pub fn loose_files(home: &Path) -> (std::path::PathBuf, std::path::PathBuf) {
     let (gate, scen) = (home.join("gate.toml"), home.join("s.toml"));

@@ -4,7 +4,7 @@
 
 use serde_json::Value;
 
-use crate::common::{loose_files, vb};
+use crate::common::{loose_files, record_loose, vb};
 
 /// A push of `small`, then 300 version posts at 1 in flight (fixed work).
 const PUSH_AND_POSTS: &str = "name = \"push-posts\"\ndoc = \"test\"\nprofile = \"small\"\nsamples = 1\n\
@@ -15,12 +15,10 @@ const PUSH_AND_POSTS: &str = "name = \"push-posts\"\ndoc = \"test\"\nprofile = \
 #[ignore = "slow: a real recording with a cost sample under valgrind and strace"]
 fn cost_sample_syscalls_match_the_servers_own_fsync_counters() {
     let home = tempfile::tempdir().unwrap();
-    let (gate, scen) = loose_files(home.path());
+    let (_, scen) = loose_files(home.path());
     std::fs::write(&scen, PUSH_AND_POSTS).unwrap();
     let out = home.path().join("out");
-    vb(home.path())
-        .args(["record", "--cost", "--samples", "1", "--gate-config"])
-        .arg(&gate)
+    record_loose(home.path(), &["--cost", "--samples", "1"])
         .arg("--scenario-file")
         .arg(&scen)
         .arg("--out")
@@ -115,12 +113,10 @@ fn cost_sample_syscalls_match_the_servers_own_fsync_counters() {
 #[test]
 fn cost_without_the_tools_names_the_packages() {
     let home = tempfile::tempdir().unwrap();
-    let (gate, scen) = loose_files(home.path());
+    let (_, scen) = loose_files(home.path());
     // A PATH without valgrind or strace (the test binary itself is found by path).
-    let out = vb(home.path())
+    let out = record_loose(home.path(), &["--cost"])
         .env("PATH", home.path())
-        .args(["record", "--cost", "--gate-config"])
-        .arg(&gate)
         .arg("--scenario-file")
         .arg(&scen)
         .assert()

@@ -55,19 +55,8 @@ fn a_bad_target_is_one_line_exit_2() {
 #[ignore = "slow: records a real baseline (fresh subprocesses, real server)"]
 fn verify_catches_edits_by_key() {
     let home = tempfile::tempdir().unwrap();
-    let gate = home.path().join("gate.toml");
-    std::fs::write(&gate, LOOSE_GATE).unwrap();
     let out = home.path().join("out");
-    let assert = vb(home.path())
-        .args([
-            "record",
-            "small",
-            "--samples",
-            "3",
-            "--json",
-            "--gate-config",
-        ])
-        .arg(&gate)
+    let assert = crate::common::record_loose(home.path(), &["small", "--samples", "3", "--json"])
         .arg("--out")
         .arg(&out)
         .assert()

@@ -310,7 +310,9 @@ fn compare_with(
 
 /// The fixture recorded on another machine class (another CPU model).
 fn on_other_machine(p: &mut Provenance) {
-    p.machine["identity"]["cpu_model"] = serde_json::Value::from("Intel(R) Xeon(R) Platinum 8370C");
+    p.machine
+        .identity
+        .insert("cpu_model".into(), "Intel(R) Xeon(R) Platinum 8370C".into());
 }
 
 fn class_of(p: &Provenance) -> String {

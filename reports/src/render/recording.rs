@@ -382,21 +382,7 @@ fn route_load(b: &Baseline, p: &Provenance) -> Vec<LoadRow> {
 }
 
 fn provenance_summary(p: &Provenance) -> ProvenanceSummary {
-    // The calibration crate's fingerprint is `{identity: {...}, info: {...}}`; accept a flat map too.
-    let ident = p.machine.get("identity").unwrap_or(&p.machine);
-    let machine = ident
-        .as_object()
-        .map(|o| {
-            o.iter()
-                .map(|(k, v)| {
-                    (
-                        k.clone(),
-                        v.as_str().map_or_else(|| v.to_string(), str::to_owned),
-                    )
-                })
-                .collect()
-        })
-        .unwrap_or_default();
+    let machine = p.machine.identity.clone();
     let counted: Vec<_> = p.samples.iter().filter(|s| !s.warmup).collect();
     ProvenanceSummary {
         harness_version: p.harness.version.clone(),

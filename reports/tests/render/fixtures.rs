@@ -385,14 +385,15 @@ pub fn small() -> (Baseline, Provenance) {
             sha256: "c0ffee00c0ffee00c0ffee00c0ffee00c0ffee00c0ffee00c0ffee00c0ffee00".into(),
             version: "refserver 0.1.0".into(),
         },
-        machine: serde_json::json!({
+        machine: serde_json::from_value(serde_json::json!({
             "identity": {
                 "arch": "x86_64", "cpu_governor": "not exposed", "cpu_model": "AMD EPYC 7B13", "fs_type": "ext4",
                 "kernel": "6.1.0-27-cloud-amd64", "logical_cpus": "2", "memory_gib": "7.8", "os": "Debian GNU/Linux 12 (bookworm)",
                 "virtualisation": "kvm",
             },
             "info": { "hostname": "fixture-host", "data_dir": "/tmp/vaultbench-run-fixture" },
-        }),
+        }))
+        .expect("a fingerprint"),
         loadavg_before: Some([0.12, 0.2, 0.18]),
         loadavg_after: Some([1.05, 0.41, 0.25]),
         gate,

@@ -103,7 +103,7 @@ fn a_sparse_sidecar_still_renders() {
     let (b, mut p) = small();
     p.histograms.clear();
     p.gate = serde_json::Value::Null;
-    p.machine = serde_json::json!({});
+    p.machine = contract::machine::Fingerprint::default();
     let doc = Document::Recording {
         baseline: &b,
         provenance: &p,

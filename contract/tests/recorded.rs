@@ -1,0 +1,54 @@
+//! Every committed recording reads into the typed documents and writes back byte for byte
+//! (canonical JSON, the bytes the binding digest is taken over): typing a field that used to
+//! be raw JSON must not change the digest of a file already on disk.
+
+use std::path::{Path, PathBuf};
+
+use contract::schema::{Baseline, Provenance, binding_digest, canonical_json};
+
+fn committed_pairs() -> Vec<(PathBuf, PathBuf)> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut dirs = vec![root.join("reports/tests/fixtures")];
+    for class in std::fs::read_dir(root.join("baselines")).expect("baselines/") {
+        let class = class.unwrap().path();
+        if class.is_dir() {
+            dirs.push(class);
+        }
+    }
+    let mut out = Vec::new();
+    for dir in dirs {
+        for e in std::fs::read_dir(&dir).unwrap() {
+            let p = e.unwrap().path();
+            let name = p.file_name().unwrap().to_string_lossy().into_owned();
+            if let Some(stem) = name.strip_suffix(".provenance.json") {
+                out.push((dir.join(format!("{stem}.json")), p));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn committed_recordings_round_trip_through_the_types() {
+    let pairs = committed_pairs();
+    assert!(pairs.len() >= 2, "{pairs:?}");
+    for (b, p) in pairs {
+        let bytes = std::fs::read(&p).unwrap();
+        let raw: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+        let typed: Provenance =
+            serde_json::from_slice(&bytes).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+        assert_eq!(
+            String::from_utf8(canonical_json(&typed)).unwrap(),
+            String::from_utf8(canonical_json(&raw)).unwrap(),
+            "{} does not write back as it was read",
+            p.display()
+        );
+        let baseline: Baseline = serde_json::from_slice(&std::fs::read(&b).unwrap()).unwrap();
+        assert_eq!(
+            binding_digest(&baseline, &typed),
+            typed.digest,
+            "{}",
+            p.display()
+        );
+    }
+}

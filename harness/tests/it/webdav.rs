@@ -65,11 +65,10 @@ fn small_webdav_against_rclone_records_and_verifies() {
         // Per-phase server cost over the preset's process tree, the obsync phases' keys.
         "cold_push.server.cpu_ms",
         "cold_push.server.cpu_us_per_file",
-        "cold_push.server.write_bytes_per_file",
         "cold_pull.server.cpu_us_per_file",
         "idle_resync.server.cpu_us_per_request",
         "idle_resync.server.syscalls_per_request",
-        "edit_propagation.server.cpu_us_per_request",
+        "edit.server.cpu_us_per_request",
         "route.get-file.c1.server.cpu_us_per_request",
     ] {
         assert!(value(key) > 0.0, "{key}");

@@ -257,7 +257,8 @@ fn target_of(conn: &ConnArgs) -> anyhow::Result<Target> {
 }
 
 /// Loads the state file's devices (a new session) or enrols them, pairing more as needed
-/// so that at least `k` exist. The state is saved before any load request is sent.
+/// so that at least `k` exist. The state is saved before any load request is sent; the
+/// target's protocol is checked before either (`check_target_protocol`).
 pub async fn ensure_devices(
     target: &Target,
     conn: &ConnArgs,
@@ -270,7 +271,8 @@ pub async fn ensure_devices(
     let mut devices;
     let mut state = match StateFile::begin_session(&path)? {
         Some(s) => {
-            probe(target).await?;
+            // The readiness probe, and the other protocol named when it fails.
+            check_target_protocol(target, conn).await?;
             devices = s.devices(target, &path)?;
             s
         }
@@ -287,6 +289,7 @@ pub async fn ensure_devices(
             if token.trim().is_empty() {
                 bail!("setup token file {} is empty", token_path.display());
             }
+            check_target_protocol(target, conn).await?;
             devices = enroll(target, token.trim(), k, conn.seed).await?;
             eprintln!(
                 "vaultbench: enrolled {} device(s) on {}; state in {}",
@@ -337,7 +340,6 @@ async fn run_route(a: RouteArgs) -> anyhow::Result<i32> {
         return run_dav_route(&a, &target, route, mode).await;
     }
     let route = parse_route(route).map_err(|e| anyhow::anyhow!("--route: {e}"))?;
-    check_target_protocol(&target, &a.conn).await?;
     if a.devices == 0 {
         bail!("--devices 0: must be at least 1");
     }
@@ -650,7 +652,6 @@ async fn run_transfer(t: TransferArgs, push: bool) -> anyhow::Result<i32> {
         };
         return print_transfer(&t, &target, push, idx, &report);
     }
-    check_target_protocol(&target, &t.conn).await?;
     let devices = ensure_devices(&target, &t.conn, idx + 1).await?;
     let dev = &devices[idx];
     let report = if push {

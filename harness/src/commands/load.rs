@@ -284,12 +284,12 @@ pub async fn ensure_devices(
                     path.display()
                 )
             })?;
+            check_target_protocol(target, conn).await?;
             let token = std::fs::read_to_string(token_path)
                 .with_context(|| format!("setup token file {}", token_path.display()))?;
             if token.trim().is_empty() {
                 bail!("setup token file {} is empty", token_path.display());
             }
-            check_target_protocol(target, conn).await?;
             devices = enroll(target, token.trim(), k, conn.seed).await?;
             eprintln!(
                 "vaultbench: enrolled {} device(s) on {}; state in {}",
@@ -709,14 +709,20 @@ pub fn human_transfer(op: &str, r: &TransferReport, vault: &Path, rss: Option<u6
         r.requests,
         r.last_seq
     );
-    out += &format!(
-        "chunks transferred {}  already present {}  deleted {}  own echo {}\n",
-        r.chunks_transferred, r.chunks_present, r.deleted, r.own_echo
-    );
+    // Chunks, the echo and signing are obsync-v1's; a WebDAV transfer has none of them.
+    let signed = r.signing_summary().count > 0;
+    if signed {
+        out += &format!(
+            "chunks transferred {}  already present {}  deleted {}  own echo {}\n",
+            r.chunks_transferred, r.chunks_present, r.deleted, r.own_echo
+        );
+    }
     for (route, st) in &r.routes {
         out += &fmt_summary(route, &st.summary());
     }
-    out += &fmt_summary("signing", &r.signing_summary());
+    if signed {
+        out += &fmt_summary("signing", &r.signing_summary());
+    }
     for c in &r.checkpoints {
         out += &format!(
             "checkpoint {:>8} files at {:>8} ms: {:.1} files/s\n",

@@ -6,7 +6,7 @@
 //! |---|---|
 //! | 0 | success; `ab`: KEEP or no rule; `compare`: no regression; `verify`: every pair verifies |
 //! | 1 | `compare`: a regression beyond threshold; `ab`: the rule said REJECT |
-//! | 2 | usage or runtime error (one line naming the input): a target that would not start, I/O failure |
+//! | 2 | usage or runtime error (one line naming the input): a target that would not start, I/O failure, a scenario, target or `--protocol` that speak different protocols (refused before any sample) |
 //! | 3 | refused: the calibration gate judged the machine too noisy, a sample failed, or too few balanced `ab` rounds survived; nothing written |
 //! | 4 | `ab`: INCONCLUSIVE, the rule could not decide at this sensitivity |
 //! | 5 | busy: another recording holds the machine lock and `--no-wait` was given |

@@ -103,6 +103,11 @@ pub fn run(args: AbArgs) -> anyhow::Result<i32> {
     )?;
     let spec_a = TargetSpec::parse(&args.a)?;
     let spec_b = TargetSpec::parse(&args.b)?;
+    crate::prepare::check_protocol(
+        &scenario,
+        args.common.protocol,
+        &[("--a", &spec_a), ("--b", &spec_b)],
+    )?;
     if spec_a.argv == spec_b.argv && !args.aa {
         bail!(
             "--a and --b are the same command line {:?}: pass --aa for an A/A run",

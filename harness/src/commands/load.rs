@@ -1,8 +1,10 @@
-//! `vaultbench load`: route load, `load push|pull` whole-vault transfers, `load bench-peer`.
+//! `vaultbench load`: route load, `load push|pull` whole-vault transfers, `load bench-peer`;
+//! over the signed obsync-v1 protocol, or over WebDAV with `--protocol webdav`.
 //!
 //! Exit codes (the harness maps errors to 2): 0 when the run completed (failed requests
-//! are reported per status, not fatal), 2 for bad input, an unreachable or non-obsync
-//! target, a wrong setup token, or a route load in which no request succeeded.
+//! are reported per status, not fatal), 2 for bad input, an unreachable target or one that
+//! speaks the other protocol (checked before any load request), a wrong setup token, or a
+//! route load in which no request succeeded.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -12,6 +14,7 @@ use serde::Serialize;
 
 use contract::exit;
 use loadgen::bench::BenchConfig;
+use loadgen::webdav::{BasicAuth, DavClient, DavRoute, DavRouteLoadConfig, DavRouteLoadReport};
 use loadgen::{
     Device, HistSummary, Mode, PushOpts, Route, RouteLoadConfig, RouteLoadReport, StateFile,
     Target, TransferReport, enroll, pair, probe, pull_vault, push_vault, run_route_load,
@@ -87,14 +90,28 @@ impl From<BenchArgs> for BenchConfig {
     }
 }
 
-/// `--route` values: the generator's route names (`put-chunk`, `livez`, ...).
+/// `--route` values: the generator's route names for obsync-v1 (`put-chunk`, `livez`, ...).
 fn parse_route(s: &str) -> Result<Route, String> {
     Route::ALL
         .into_iter()
         .find(|r| r.name() == s)
         .ok_or_else(|| {
             let known: Vec<&str> = Route::ALL.iter().map(|r| r.name()).collect();
-            format!("unknown route {s:?} (known: {})", known.join(", "))
+            format!(
+                "unknown obsync-v1 route {s:?} (known: {})",
+                known.join(", ")
+            )
+        })
+}
+
+/// `--route` values with `--protocol webdav` (`propfind-depth1`, `put-file`, ...).
+fn parse_dav_route(s: &str) -> Result<DavRoute, String> {
+    DavRoute::ALL
+        .into_iter()
+        .find(|r| r.name() == s)
+        .ok_or_else(|| {
+            let known: Vec<&str> = DavRoute::ALL.iter().map(|r| r.name()).collect();
+            format!("unknown WebDAV route {s:?} (known: {})", known.join(", "))
         })
 }
 
@@ -117,6 +134,14 @@ pub struct ConnArgs {
     /// Run seed for nonces and generated bodies (decimal or 0x hex).
     #[arg(long, default_value = "0x5eed", value_parser = parse_seed)]
     pub seed: u64,
+    /// The protocol the target speaks: `obsync` (signed obsync-v1, enrolled devices) or
+    /// `webdav`. Checked before any load request: a target that answers as the other
+    /// protocol fails with one line naming both (exit 2).
+    #[arg(long, value_enum, default_value = "obsync")]
+    pub protocol: ProtocolArg,
+    /// WebDAV: a file holding `user:password` for basic auth (none when absent).
+    #[arg(long, value_name = "FILE")]
+    pub basic_auth_file: Option<PathBuf>,
 }
 
 /// Route load flags.
@@ -125,9 +150,13 @@ pub struct RouteArgs {
     #[command(flatten)]
     pub conn: ConnArgs,
     /// The route to load: put-chunk, post-version, changes, get-chunk, chunks-get,
-    /// chunks-exists, livez.
-    #[arg(long, value_parser = parse_route)]
-    pub route: Option<Route>,
+    /// chunks-exists, livez; with `--protocol webdav`: propfind-depth1, propfind-infinity,
+    /// put-file, get-file, move, mkcol, delete.
+    #[arg(long)]
+    pub route: Option<String>,
+    /// WebDAV: the folder (a vault path, "" for the root) the PROPFIND routes list.
+    #[arg(long, default_value = "")]
+    pub folder: String,
     /// Closed loop: keep N requests in flight.
     #[arg(long, value_name = "N", conflicts_with = "rate")]
     pub in_flight: Option<usize>,
@@ -171,9 +200,12 @@ pub struct TransferArgs {
     /// Push: a throughput checkpoint every N files.
     #[arg(long, value_name = "N", default_value_t = 1000)]
     pub checkpoint_every: usize,
-    /// Pull: start after this change-feed seq.
+    /// Pull: start after this change-feed seq (obsync-v1).
     #[arg(long, default_value_t = 0)]
     pub since: u64,
+    /// WebDAV pull: walk with one `Depth: infinity` PROPFIND instead of Depth 1 per folder.
+    #[arg(long)]
+    pub depth_infinity: bool,
     /// Print one JSON document on stdout instead of the summary.
     #[arg(long)]
     pub json: bool,
@@ -188,6 +220,8 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
 pub fn parse_seed(s: &str) -> Result<u64, String> {
     contract::parse::seed(s)
 }
+
+use crate::prepare::ProtocolArg;
 
 /// Runs `vaultbench load ...` on its own tokio runtime and returns the exit code.
 pub fn run(args: LoadArgs) -> anyhow::Result<i32> {
@@ -219,7 +253,8 @@ fn target_of(conn: &ConnArgs) -> anyhow::Result<Target> {
 }
 
 /// Loads the state file's devices (a new session) or enrols them, pairing more as needed
-/// so that at least `k` exist. The state is saved before any load request is sent.
+/// so that at least `k` exist. The state is saved before any load request is sent; the
+/// target's protocol is checked before either (`check_target_protocol`).
 pub async fn ensure_devices(
     target: &Target,
     conn: &ConnArgs,
@@ -232,7 +267,8 @@ pub async fn ensure_devices(
     let mut devices;
     let mut state = match StateFile::begin_session(&path)? {
         Some(s) => {
-            probe(target).await?;
+            // The readiness probe, and the other protocol named when it fails.
+            check_target_protocol(target, conn).await?;
             devices = s.devices(target, &path)?;
             s
         }
@@ -244,6 +280,7 @@ pub async fn ensure_devices(
                     path.display()
                 )
             })?;
+            check_target_protocol(target, conn).await?;
             let token = std::fs::read_to_string(token_path)
                 .with_context(|| format!("setup token file {}", token_path.display()))?;
             if token.trim().is_empty() {
@@ -287,32 +324,18 @@ struct RouteDoc<'a> {
 
 async fn run_route(a: RouteArgs) -> anyhow::Result<i32> {
     let target = target_of(&a.conn)?;
-    let route = a
-        .route
-        .context("--route is required (put-chunk, post-version, changes, get-chunk, chunks-get, chunks-exists, livez), or use a subcommand: push, pull, bench-peer")?;
-    let mode = match (a.in_flight, a.rate) {
-        (Some(0), _) => bail!("--in-flight 0: must be at least 1"),
-        (Some(n), None) => Mode::Closed { in_flight: n },
-        (None, Some(r)) if !(r > 0.0 && r.is_finite()) => {
-            bail!("--rate {r}: must be a positive number of requests per second")
-        }
-        (None, Some(r)) => {
-            if a.max_in_flight == 0 {
-                bail!("--max-in-flight 0: must be at least 1");
-            }
-            Mode::Open {
-                rate_per_s: r,
-                max_in_flight: a.max_in_flight,
-            }
-        }
-        (None, None) => {
-            bail!("one of --in-flight N (closed loop) or --rate R (open loop) is required")
-        }
-        (Some(_), Some(_)) => bail!("--in-flight and --rate are exclusive"),
-    };
+    let route = a.route.as_deref().context(
+        "--route is required (put-chunk, post-version, changes, get-chunk, chunks-get, chunks-exists, livez; with --protocol webdav: propfind-depth1, put-file, get-file, move, ...), or use a subcommand: push, pull, bench-peer",
+    )?;
+    let mode = mode_of(&a)?;
     if a.max_requests == 0 {
         bail!("--max-requests 0: must be at least 1");
     }
+    if a.conn.protocol == ProtocolArg::Webdav {
+        let route = parse_dav_route(route).map_err(|e| anyhow::anyhow!("--route: {e}"))?;
+        return run_dav_route(&a, &target, route, mode).await;
+    }
+    let route = parse_route(route).map_err(|e| anyhow::anyhow!("--route: {e}"))?;
     if a.devices == 0 {
         bail!("--devices 0: must be at least 1");
     }
@@ -352,6 +375,176 @@ async fn run_route(a: RouteArgs) -> anyhow::Result<i32> {
         );
     }
     Ok(exit::OK)
+}
+
+/// The basic-auth credentials of `--basic-auth-file` (`user:password` on its first line).
+fn basic_auth(conn: &ConnArgs) -> anyhow::Result<Option<BasicAuth>> {
+    let Some(p) = &conn.basic_auth_file else {
+        return Ok(None);
+    };
+    let text =
+        std::fs::read_to_string(p).with_context(|| format!("--basic-auth-file {}", p.display()))?;
+    let line = text.lines().next().unwrap_or("");
+    let Some((user, password)) = line.split_once(':') else {
+        bail!(
+            "--basic-auth-file {}: the first line must be user:password",
+            p.display()
+        );
+    };
+    Ok(Some(BasicAuth::new(user, password)))
+}
+
+/// Whether the target answers an OPTIONS with a `DAV` header (with the credentials given).
+async fn speaks_webdav(target: &Target, auth: Option<&BasicAuth>) -> bool {
+    let (addr, auth) = (target.addr(), auth.cloned());
+    tokio::task::spawn_blocking(move || loadgen::webdav::probe_ready(addr, auth.as_ref()))
+        .await
+        .unwrap_or(false)
+}
+
+/// Checks, before any load request, that the target speaks `--protocol`: an obsync-v1
+/// server answers the readiness probe, a WebDAV server answers OPTIONS with a `DAV` header.
+async fn check_target_protocol(target: &Target, conn: &ConnArgs) -> anyhow::Result<()> {
+    let auth = basic_auth(conn)?;
+    match conn.protocol {
+        ProtocolArg::Obsync => {
+            let Err(e) = probe(target).await else {
+                return Ok(());
+            };
+            if speaks_webdav(target, auth.as_ref()).await {
+                bail!(
+                    "protocol mismatch: --protocol obsync but target {} speaks webdav (OPTIONS answers with a DAV header): pass --protocol webdav",
+                    target.base()
+                );
+            }
+            Err(e.into())
+        }
+        ProtocolArg::Webdav => {
+            if speaks_webdav(target, auth.as_ref()).await {
+                return Ok(());
+            }
+            if probe(target).await.is_ok() {
+                bail!(
+                    "protocol mismatch: --protocol webdav but target {} speaks obsync-v1 (its readiness probe answers): drop --protocol webdav",
+                    target.base()
+                );
+            }
+            bail!(
+                "target {} does not answer OPTIONS with a 2xx and a DAV header: not a WebDAV server, or --basic-auth-file is missing or wrong",
+                target.base()
+            )
+        }
+    }
+}
+
+/// A WebDAV client of the target, after the protocol check.
+async fn dav_client(target: &Target, conn: &ConnArgs) -> anyhow::Result<DavClient> {
+    check_target_protocol(target, conn).await?;
+    let auth = basic_auth(conn)?;
+    Ok(DavClient::new(target.clone(), auth.as_ref()))
+}
+
+#[derive(Serialize)]
+struct DavRouteDoc<'a> {
+    target: &'a str,
+    seed: u64,
+    peak_rss_kib: Option<u64>,
+    report: &'a DavRouteLoadReport,
+}
+
+async fn run_dav_route(
+    a: &RouteArgs,
+    target: &Target,
+    route: DavRoute,
+    mode: Mode,
+) -> anyhow::Result<i32> {
+    let client = dav_client(target, &a.conn).await?;
+    let cfg = DavRouteLoadConfig {
+        route,
+        mode,
+        duration: a.duration,
+        max_requests: a.max_requests,
+        seed: a.conn.seed,
+        folder: a.folder.clone(),
+    };
+    let report = loadgen::webdav::run_dav_route_load(&client, &cfg).await?;
+    if let Some(path) = &a.hdr_log {
+        let mut buf = Vec::new();
+        report
+            .write_hdr_log(&mut buf)
+            .context("encoding the interval log")?;
+        write_atomic(path, &buf).with_context(|| format!("--hdr-log {}", path.display()))?;
+    }
+    let rss = peak_rss_kib();
+    if a.json {
+        let doc = DavRouteDoc {
+            target: target.base(),
+            seed: a.conn.seed,
+            peak_rss_kib: rss,
+            report: &report,
+        };
+        println!("{}", serde_json::to_string_pretty(&doc)?);
+    } else {
+        let mode = match mode {
+            Mode::Closed { in_flight } => format!("closed loop, {in_flight} in flight"),
+            Mode::Open {
+                rate_per_s,
+                max_in_flight,
+            } => format!("open loop, {rate_per_s} req/s (≤ {max_in_flight} in flight)"),
+        };
+        let mut out = format!(
+            "WebDAV route {} against {}: {mode}, {:.2} s, seed {:#x}\n",
+            route.name(),
+            target.base(),
+            report.wall_ns as f64 / 1e9,
+            a.conn.seed
+        );
+        out += &format!(
+            "requests {} ({:.1}/s)  ok {}  errors {}  [{}]\n",
+            report.requests,
+            report.throughput_per_s,
+            report.stats.ok(),
+            report.stats.errors(),
+            statuses(&report.stats.status)
+        );
+        out += &fmt_summary("latency", &report.summary());
+        if let Some(kib) = rss {
+            out += &format!("peak RSS       {:.1} MiB\n", kib as f64 / 1024.0);
+        }
+        print!("{out}");
+    }
+    if report.requests > 0 && report.stats.ok() == 0 {
+        bail!(
+            "route {}: no request succeeded ({})",
+            route.name(),
+            statuses(&report.stats.status)
+        );
+    }
+    Ok(exit::OK)
+}
+
+/// Closed or open loop from the flags.
+fn mode_of(a: &RouteArgs) -> anyhow::Result<Mode> {
+    Ok(match (a.in_flight, a.rate) {
+        (Some(0), _) => bail!("--in-flight 0: must be at least 1"),
+        (Some(n), None) => Mode::Closed { in_flight: n },
+        (None, Some(r)) if !(r > 0.0 && r.is_finite()) => {
+            bail!("--rate {r}: must be a positive number of requests per second")
+        }
+        (None, Some(r)) => {
+            if a.max_in_flight == 0 {
+                bail!("--max-in-flight 0: must be at least 1");
+            }
+            Mode::Open {
+                rate_per_s: r,
+                max_in_flight: a.max_in_flight,
+            }
+        }
+        (None, None) => {
+            bail!("one of --in-flight N (closed loop) or --rate R (open loop) is required")
+        }
+        (Some(_), Some(_)) => bail!("--in-flight and --rate are exclusive"),
+    })
 }
 
 fn statuses(m: &std::collections::BTreeMap<String, u64>) -> String {
@@ -435,6 +628,26 @@ async fn run_transfer(t: TransferArgs, push: bool) -> anyhow::Result<i32> {
         }
     }
     let idx = t.device.unwrap_or(if push { 0 } else { 1 });
+    if t.conn.protocol == ProtocolArg::Webdav {
+        let client = dav_client(&target, &t.conn).await?;
+        let report = if push {
+            loadgen::webdav::push_vault(&client, &t.vault)
+                .await
+                .with_context(|| format!("pushing {}", t.vault.display()))?
+        } else {
+            std::fs::create_dir_all(&t.vault)
+                .with_context(|| format!("--vault {}", t.vault.display()))?;
+            let depth = if t.depth_infinity {
+                loadgen::webdav::Depth::Infinity
+            } else {
+                loadgen::webdav::Depth::One
+            };
+            loadgen::webdav::pull_vault(&client, &t.vault, depth)
+                .await
+                .with_context(|| format!("pulling into {}", t.vault.display()))?
+        };
+        return print_transfer(&t, &target, push, idx, &report);
+    }
     let devices = ensure_devices(&target, &t.conn, idx + 1).await?;
     let dev = &devices[idx];
     let report = if push {
@@ -450,6 +663,16 @@ async fn run_transfer(t: TransferArgs, push: bool) -> anyhow::Result<i32> {
             .await
             .with_context(|| format!("pulling into {}", t.vault.display()))?
     };
+    print_transfer(&t, &target, push, idx, &report)
+}
+
+fn print_transfer(
+    t: &TransferArgs,
+    target: &Target,
+    push: bool,
+    idx: usize,
+    report: &TransferReport,
+) -> anyhow::Result<i32> {
     let op = if push { "push" } else { "pull" };
     let rss = peak_rss_kib();
     if t.json {
@@ -460,11 +683,11 @@ async fn run_transfer(t: TransferArgs, push: bool) -> anyhow::Result<i32> {
             vault: t.vault.display().to_string(),
             device: idx,
             peak_rss_kib: rss,
-            report: &report,
+            report,
         };
         println!("{}", serde_json::to_string_pretty(&doc)?);
     } else {
-        print!("{}", human_transfer(op, &report, &t.vault, rss));
+        print!("{}", human_transfer(op, report, &t.vault, rss));
     }
     Ok(exit::OK)
 }
@@ -482,14 +705,20 @@ pub fn human_transfer(op: &str, r: &TransferReport, vault: &Path, rss: Option<u6
         r.requests,
         r.last_seq
     );
-    out += &format!(
-        "chunks transferred {}  already present {}  deleted {}  own echo {}\n",
-        r.chunks_transferred, r.chunks_present, r.deleted, r.own_echo
-    );
+    // Chunks, the echo and signing are obsync-v1's; a WebDAV transfer has none of them.
+    let signed = r.signing_summary().count > 0;
+    if signed {
+        out += &format!(
+            "chunks transferred {}  already present {}  deleted {}  own echo {}\n",
+            r.chunks_transferred, r.chunks_present, r.deleted, r.own_echo
+        );
+    }
     for (route, st) in &r.routes {
         out += &fmt_summary(route, &st.summary());
     }
-    out += &fmt_summary("signing", &r.signing_summary());
+    if signed {
+        out += &fmt_summary("signing", &r.signing_summary());
+    }
     for c in &r.checkpoints {
         out += &format!(
             "checkpoint {:>8} files at {:>8} ms: {:.1} files/s\n",

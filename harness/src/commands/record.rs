@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use reports::schema::Baseline;
 
-use crate::prepare::{RunOpts, load_scenario, prepare};
+use crate::prepare::{RunOpts, check_protocol, load_scenario, prepare};
 use crate::recording::{RecordJob, Recorded, record};
 use crate::sample::runner::SubprocessRunner;
 use crate::sample::target::TargetSpec;
@@ -57,6 +57,7 @@ pub fn run(args: RecordArgs) -> anyhow::Result<i32> {
         );
     }
     let target = TargetSpec::parse(&args.target)?;
+    check_protocol(&scenario, args.common.protocol, &[("--target", &target)])?;
     let identity = target.identity()?;
     let n = args.common.samples.unwrap_or(scenario.samples);
     if n == 0 {

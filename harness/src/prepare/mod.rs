@@ -7,7 +7,7 @@ use anyhow::{Context, bail};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use scenarios::scenario::Scenario;
+use scenarios::scenario::{Protocol, Scenario};
 
 use crate::sample::plan::SamplePlan;
 use crate::sample::target::TargetSpec;
@@ -51,6 +51,83 @@ pub struct RunOpts {
     /// name per phase); needs the Debian packages valgrind and strace.
     #[arg(long)]
     pub cost: bool,
+    /// The protocol the run speaks: `obsync` (the signed obsync-v1 protocol) or `webdav`.
+    /// The scenario's `protocol =` selects it; the flag asserts it: a scenario, a target or
+    /// a flag that disagree fail before any sample (exit 2), naming both.
+    #[arg(long, value_enum)]
+    pub protocol: Option<ProtocolArg>,
+}
+
+/// `--protocol` values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ProtocolArg {
+    /// The signed obsync wire protocol v1.
+    #[value(alias = "obsync-v1")]
+    Obsync,
+    /// WebDAV, as the Remotely Save plugin uses it.
+    Webdav,
+}
+
+impl ProtocolArg {
+    pub fn protocol(self) -> Protocol {
+        match self {
+            ProtocolArg::Obsync => Protocol::ObsyncV1,
+            ProtocolArg::Webdav => Protocol::Webdav,
+        }
+    }
+}
+
+/// The protocol a target speaks: a WebDAV preset speaks WebDAV; any other command line (the
+/// reference server, a binary, `{addr}`/`{data}` templates) is an obsync-v1 server.
+pub fn target_protocol(t: &TargetSpec) -> Protocol {
+    if t.preset().is_some() {
+        Protocol::Webdav
+    } else {
+        Protocol::ObsyncV1
+    }
+}
+
+/// Checks, before anything is prepared, that `--protocol` (when given), the scenario and every
+/// target (`(flag, given)` pairs such as `("--target", "ref")`) speak one protocol; the error
+/// names both sides.
+pub fn check_protocol(
+    scenario: &Scenario,
+    flag: Option<ProtocolArg>,
+    targets: &[(&str, &TargetSpec)],
+) -> anyhow::Result<()> {
+    let want = scenario.protocol;
+    if let Some(f) = flag
+        && f.protocol() != want
+    {
+        bail!(
+            "--protocol {} disagrees with scenario {}, which speaks {}",
+            f.protocol().name(),
+            scenario.name,
+            want.name()
+        );
+    }
+    for (flag, t) in targets {
+        let has = target_protocol(t);
+        if has == want {
+            continue;
+        }
+        let hint = match want {
+            Protocol::Webdav => {
+                "choose a WebDAV target (apache-webdav, nginx-webdav, rclone-webdav)"
+            }
+            Protocol::ObsyncV1 => {
+                "choose a WebDAV scenario (small-webdav, personal-webdav) or an obsync-v1 target"
+            }
+        };
+        bail!(
+            "protocol mismatch: scenario {} speaks {} but {flag} {} speaks {}: {hint}",
+            scenario.name,
+            want.name(),
+            t.given,
+            has.name()
+        );
+    }
+    Ok(())
 }
 
 /// Seeds in decimal or `0x` hex, for clap (the one parser is `contract::parse::seed`).
@@ -235,6 +312,38 @@ pub fn progress(msg: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_protocol_mismatch_names_both_sides() {
+        let small = scenarios::scenario::builtin("small").unwrap();
+        let dav = scenarios::scenario::builtin("small-webdav").unwrap();
+        let r = TargetSpec::parse("ref").unwrap();
+        let nginx = TargetSpec::parse("nginx-webdav").unwrap();
+        check_protocol(&small, None, &[("--target", &r)]).unwrap();
+        check_protocol(&dav, Some(ProtocolArg::Webdav), &[("--a", &nginx)]).unwrap();
+        let e = check_protocol(&small, None, &[("--target", &nginx)]).unwrap_err();
+        let e = e.to_string();
+        assert!(
+            e.contains("scenario small speaks obsync-v1")
+                && e.contains("--target nginx-webdav speaks webdav")
+                && e.contains("choose a WebDAV scenario"),
+            "{e}"
+        );
+        let e = check_protocol(&dav, None, &[("--a", &nginx), ("--b", &r)])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("--b ref speaks obsync-v1") && e.contains("choose a WebDAV target"),
+            "{e}"
+        );
+        let e = check_protocol(&small, Some(ProtocolArg::Webdav), &[("--target", &r)])
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            e,
+            "--protocol webdav disagrees with scenario small, which speaks obsync-v1"
+        );
+    }
 
     #[test]
     fn seeds_parse() {

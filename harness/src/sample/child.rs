@@ -1,6 +1,6 @@
 //! One sample, run inside a fresh `vaultbench sample` subprocess: calibration reading, a fresh
-//! server with a fresh data dir, the scenario's phases driven with signed devices (or the
-//! WebDAV client, for a WebDAV scenario against a WebDAV preset), the server
+//! server with a fresh data dir, the scenario's phases driven through the protocol seam with
+//! signed devices (or the WebDAV client, for a WebDAV scenario against a WebDAV preset), the server
 //! stopped and reaped for its rusage, a second reading; one JSON result on stdout. The
 //! measured phases are bracketed by two `/proc` snapshots (in-sample contention), and the
 //! server and the generator run on disjoint CPU sets unless the plan says not to pin.
@@ -13,8 +13,11 @@ use reports::schema::{Better, ChannelReading, FORMAT_VERSION, KIND_SAMPLE, Sampl
 use scenarios::scenario::Protocol;
 
 use crate::sample::contention::{self, Window};
+use crate::sample::obsync_client::ObsyncClient;
+use crate::sample::phases;
 use crate::sample::plan::{Metrics, SamplePlan};
 use crate::sample::target::{Server, ServerUsage};
+use crate::sample::webdav_client::WebdavClient;
 
 /// Runs the plan; never panics on a failing target: failures become `errors`.
 pub fn execute(plan: &SamplePlan) -> SampleResult {
@@ -132,23 +135,18 @@ fn measure(
     );
     let rt = loadgen::runtime(threads).context("building the tokio runtime")?;
     let window = Window::start();
-    let driven = if webdav {
-        let target = loadgen::Target::parse(&server.url(), false)?;
-        let client =
-            loadgen::webdav::DavClient::new(target, Some(&crate::sample::target::preset_auth()));
-        rt.block_on(crate::sample::webdav_phases::drive(
-            plan, &client, sample_dir, m,
-        ))
-    } else {
-        let mut cost = crate::sample::server_cost::PhaseCost::new(server.pid);
-        rt.block_on(crate::sample::phases::drive(
-            plan,
-            &mut server,
-            sample_dir,
-            m,
-            &mut cost,
-        ))
-    };
+    // One phase flow for every protocol; the per-phase server cost reads the target's whole
+    // process tree (a WebDAV preset's master and workers too).
+    let mut cost = crate::sample::server_cost::PhaseCost::new(server.pid);
+    let driven = rt.block_on(async {
+        if webdav {
+            let mut client = WebdavClient::connect(plan, &server)?;
+            phases::drive(plan, &mut server, &mut client, sample_dir, m, &mut cost).await
+        } else {
+            let mut client = ObsyncClient::connect(plan, &server, true).await?;
+            phases::drive(plan, &mut server, &mut client, sample_dir, m, &mut cost).await
+        }
+    });
     let mut reading = window
         .finish(server.pid)
         .unwrap_or_else(|e| reports::schema::Contention {
@@ -232,17 +230,14 @@ fn measure_cost(
         let mut scratch = Metrics::default();
         let mut cg = CallgrindMarks::new(server.pid);
         let mut st = StraceMarks::default();
-        let bounds: &mut dyn crate::sample::phases::Boundary = match tool {
+        let bounds: &mut dyn phases::Boundary = match tool {
             CostTool::Callgrind => &mut cg,
             CostTool::Strace => &mut st,
         };
-        let driven = rt.block_on(crate::sample::phases::drive(
-            plan,
-            &mut server,
-            &out,
-            &mut scratch,
-            bounds,
-        ));
+        let driven = rt.block_on(async {
+            let mut client = ObsyncClient::connect(plan, &server, bounds.scrapes()).await?;
+            phases::drive(plan, &mut server, &mut client, &out, &mut scratch, bounds).await
+        });
         drop(rt);
         let crashed = !server.is_running();
         let stderr = server.stderr_line();

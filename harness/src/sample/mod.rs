@@ -1,17 +1,20 @@
 //! One sample: the plan; the runner seam the loops call; the parent side that spawns a fresh
 //! `vaultbench sample` process; the child side that starts the target server (`target`),
-//! drives the scenario's phases (`phases`, or `webdav_phases` for a WebDAV scenario) and prints
-//! the result; `contention` reads the in-sample contention over the measured window and
-//! pins the server and the generator to disjoint CPUs.
+//! drives the scenario's phases (`phases`, one flow over the `sync_client` seam, implemented
+//! by `obsync_client` and `webdav_client`) and prints the result; `contention` reads the
+//! in-sample contention over the measured window and pins the server and the generator to
+//! disjoint CPUs.
 
 pub mod child;
 pub mod contention;
 pub mod cost;
 pub mod crash;
+pub mod obsync_client;
 pub mod parent;
 pub mod phases;
 pub mod plan;
 pub mod runner;
 pub mod server_cost;
+pub mod sync_client;
 pub mod target;
-pub mod webdav_phases;
+pub mod webdav_client;

@@ -1,7 +1,7 @@
 //! Recording and A/B against the real third-party WebDAV servers (slow: real servers, so
 //! `#[ignore]`d; `.ci/run` installs the servers and runs them): a `small-webdav` recording
-//! against `rclone-webdav` that `verify` accepts, an A/B between two presets at R = 2, and the
-//! refusals of a protocol mismatch.
+//! against `rclone-webdav` that `verify` accepts and an A/B between two presets at R = 2; and
+//! the refusals of a protocol mismatch (fast: checked before any server starts).
 
 use std::path::Path;
 
@@ -62,9 +62,25 @@ fn small_webdav_against_rclone_records_and_verifies() {
         "route.move.c1.p99_us",
         "server.cpu_s",
         "server.peak_rss_mib",
+        // Per-phase server cost over the preset's process tree, the obsync phases' keys.
+        "cold_push.server.cpu_ms",
+        "cold_push.server.cpu_us_per_file",
+        "cold_pull.server.cpu_us_per_file",
+        "idle_resync.server.cpu_us_per_request",
+        "idle_resync.server.syscalls_per_request",
+        "edit.server.cpu_us_per_request",
+        "route.get-file.c1.server.cpu_us_per_request",
     ] {
         assert!(value(key) > 0.0, "{key}");
     }
+    assert!(
+        b["metrics"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .any(|k| k.starts_with("cold_push.server.thread_cpu_ms.")),
+        "thread keys"
+    );
     let prov = read(&out.join("small-webdav.provenance.json"));
     let text = prov.to_string();
     assert!(
@@ -111,7 +127,12 @@ fn ab_between_two_presets_writes_a_result() {
     let doc = read(&res);
     assert_eq!(doc["kind"], "vaultbench.ab");
     assert_eq!(doc["rounds"].as_array().unwrap().len(), 2);
-    for key in ["cold_push.wall_ms", "cold_pull.wall_ms", "server.cpu_s"] {
+    for key in [
+        "cold_push.wall_ms",
+        "cold_pull.wall_ms",
+        "server.cpu_s",
+        "cold_push.server.cpu_us_per_file",
+    ] {
         assert!(doc["metrics"][key].is_object(), "{key}: {}", doc["metrics"]);
     }
     let text = doc.to_string();
@@ -121,37 +142,62 @@ fn ab_between_two_presets_writes_a_result() {
     );
 }
 
+/// Checked before any sample, so no server needs to be installed: exit 2, one line naming
+/// both sides, nothing written.
 #[test]
-#[ignore = "slow: real servers"]
 fn a_protocol_mismatch_is_refused_naming_both() {
     let home = tempfile::tempdir().unwrap();
-    let gate = home.path().join("gate.toml");
-    std::fs::write(&gate, LOOSE_GATE).unwrap();
-    for (scenario, target, want) in [
-        ("small", "nginx-webdav", "choose a WebDAV scenario"),
-        ("small-webdav", "ref", "choose a WebDAV target"),
-    ] {
+    let out = home.path().join("out");
+    let cases: [(&[&str], &str); 5] = [
+        (
+            &["record", "small", "--target", "nginx-webdav"],
+            "scenario small speaks obsync-v1 but --target nginx-webdav speaks webdav: choose a WebDAV scenario",
+        ),
+        (
+            &["record", "small-webdav", "--target", "ref"],
+            "scenario small-webdav speaks webdav but --target ref speaks obsync-v1: choose a WebDAV target",
+        ),
+        (
+            &["record", "small", "--protocol", "webdav"],
+            "--protocol webdav disagrees with scenario small, which speaks obsync-v1",
+        ),
+        (
+            &[
+                "record",
+                "small-webdav",
+                "--target",
+                "rclone-webdav",
+                "--protocol",
+                "obsync",
+            ],
+            "--protocol obsync-v1 disagrees with scenario small-webdav, which speaks webdav",
+        ),
+        (
+            &[
+                "ab",
+                "--a",
+                "apache-webdav",
+                "--b",
+                "ref",
+                "--scenario",
+                "small-webdav",
+            ],
+            "--b ref speaks obsync-v1",
+        ),
+    ];
+    for (args, want) in cases {
         let o = vb(home.path())
-            .args(["record", scenario, "--target", target, "--samples", "1"])
-            .arg("--gate-config")
-            .arg(&gate)
+            .args(args)
             .arg("--out")
-            .arg(home.path().join("out"))
-            .arg("--work-dir")
-            .arg(home.path().join("work"))
-            .timeout(std::time::Duration::from_secs(300))
+            .arg(&out)
+            .timeout(std::time::Duration::from_secs(60))
             .assert()
-            .failure()
+            .code(2)
             .get_output()
             .clone();
         let err = String::from_utf8_lossy(&o.stderr);
-        assert!(err.contains(want), "{scenario} on {target}: {err}");
-        assert!(
-            !home
-                .path()
-                .join("out")
-                .join(format!("{scenario}.json"))
-                .exists()
-        );
+        assert!(err.contains(want), "{args:?}: {err}");
+        assert_eq!(err.trim().lines().count(), 1, "{args:?}: {err}");
+        assert!(!out.exists(), "{args:?} wrote {}", out.display());
     }
 }

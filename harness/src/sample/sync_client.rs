@@ -1,0 +1,254 @@
+//! The protocol seam: what the scenario's phases ask of a sync client, whatever protocol it
+//! speaks. `phases::drive` runs the phase flow once over a [`SyncClient`]; the obsync-v1
+//! client (signed devices, `sample::obsync_client`) and the WebDAV client
+//! (`sample::webdav_client`) implement it. Keys the flow writes keep one name across
+//! protocols where the meaning carries over (`cold_push.wall_ms`, `edit.p50_ms`); a client
+//! adds the keys only its protocol has (`cold_push.own_echo.answers`, `edit.polls`).
+//!
+//! Also the small vault helpers both clients and the driver use (the note edited, the folder
+//! renamed), so every protocol picks the same ones.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use loadgen::{RouteStats, TransferReport};
+
+use crate::sample::plan::{Metrics, SamplePlan};
+use crate::sample::target::Server;
+
+/// What the edit-propagation phase hands the client.
+pub struct EditJob<'a> {
+    pub plan: &'a SamplePlan,
+    /// The note edited (the vault's first note, [`first_note`]).
+    pub rel: &'a str,
+    pub sample_dir: &'a Path,
+    /// B's copy of the vault (the cold pull's target).
+    pub pull_dir: &'a Path,
+    pub rounds: usize,
+}
+
+/// What the edit-propagation phase measured.
+pub struct EditReport {
+    /// Per round, from A's edit until B has the new bytes on disk, in ms.
+    pub latencies_ms: Vec<f64>,
+    /// Requests of the phase that its server cost is divided by.
+    pub requests: u64,
+}
+
+/// One route-load step's result, whatever the protocol.
+pub struct StepReport {
+    pub requests: u64,
+    pub throughput_per_s: f64,
+    pub stats: RouteStats,
+}
+
+/// A sync client the phase flow drives: device A writes, device B reads (two enrolled
+/// devices for obsync, two clients of the same server for WebDAV). Methods write their
+/// protocol's own keys into `m`; the driver writes the shared ones from what they return.
+// Driven through a generic on one runtime thread (`block_on`), never boxed or sent between
+// threads, so the futures need no `Send` bound.
+#[allow(async_fn_in_trait)]
+pub trait SyncClient {
+    /// The protocol's name, for messages (`obsync-v1`, `webdav`).
+    fn protocol(&self) -> &'static str;
+
+    /// Route names the route load knows for this protocol.
+    fn routes(&self) -> Vec<&'static str>;
+
+    /// A phase starts: read the server's own counters, where the protocol has them.
+    async fn phase_started(&mut self) -> anyhow::Result<()> {
+        Ok(())
+    }
+
+    /// The phase begun last ended (after its cost window closed): its server-counter keys
+    /// under `phase`; `files` is what a push moved (counters per file).
+    async fn phase_ended(
+        &mut self,
+        _phase: &str,
+        _files: Option<u64>,
+        _m: &mut Metrics,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
+
+    /// Cold push: A uploads the whole vault under `vault` with `in_flight` files at once.
+    async fn push(
+        &mut self,
+        vault: &Path,
+        in_flight: usize,
+        checkpoint_every: usize,
+        m: &mut Metrics,
+    ) -> anyhow::Result<TransferReport>;
+
+    /// Keys of a push or pull report that only this protocol has (`chunks_transferred`).
+    fn transfer_keys(&self, _phase: &str, _r: &TransferReport, _m: &mut Metrics) {}
+
+    /// Cold pull: B downloads everything into `dir` (the driver checks the digest).
+    async fn pull(&mut self, dir: &Path) -> anyhow::Result<TransferReport>;
+
+    /// Idle resync: B looks for changes against its copy under `dir` and should find none.
+    async fn resync(&mut self, dir: &Path) -> anyhow::Result<TransferReport>;
+
+    /// Edit propagation: A edits `job.rel` `job.rounds` times, B picks each edit up.
+    async fn edit_propagation(
+        &mut self,
+        job: &EditJob<'_>,
+        m: &mut Metrics,
+    ) -> anyhow::Result<EditReport>;
+
+    /// A renames folder `from` to `to`; returns the requests it sent.
+    async fn rename(&mut self, from: &str, to: &str, m: &mut Metrics) -> anyhow::Result<u64>;
+
+    /// B picks the rename up into its copy under `pull_dir`; returns the requests it sent.
+    /// The driver then checks B's copy shows the new folder and no file in the old one.
+    async fn propagate_rename(
+        &mut self,
+        from: &str,
+        to: &str,
+        pull_dir: &Path,
+    ) -> anyhow::Result<u64>;
+
+    /// The crash phase (kill the target mid-push, restart, check); obsync-v1 only.
+    #[allow(clippy::too_many_arguments)]
+    async fn crash(
+        &mut self,
+        _plan: &SamplePlan,
+        _server: &mut Server,
+        _in_flight: usize,
+        _crashes: usize,
+        _sample_dir: &Path,
+        _m: &mut Metrics,
+    ) -> anyhow::Result<()> {
+        anyhow::bail!(
+            "crash phases drive obsync-v1 targets only, not {}",
+            self.protocol()
+        )
+    }
+
+    /// One closed-loop route-load step: `route` at `in_flight` for at most `duration` or
+    /// `max_requests`. The driver has checked `route` is one of [`SyncClient::routes`].
+    async fn route_step(
+        &mut self,
+        route: &str,
+        in_flight: usize,
+        duration: Duration,
+        max_requests: u64,
+        seed: u64,
+    ) -> anyhow::Result<StepReport>;
+
+    /// After the last phase: keys of the whole run (the fault hop's counts).
+    fn finish(&mut self, _m: &mut Metrics) {}
+}
+
+/// Persists a histogram through the contract's codec (base64 of V2 + DEFLATE).
+pub fn encode_histogram(h: &hdrhistogram::Histogram<u64>) -> Option<String> {
+    contract::histogram::encode(h)
+}
+
+/// Nearest-rank percentile of sorted values (p95 of 20 is the 19th).
+pub fn nearest_rank(sorted: &[f64], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let rank = (q * sorted.len() as f64).ceil().max(1.0) as usize;
+    sorted[rank.min(sorted.len()) - 1]
+}
+
+/// The first non-empty Markdown note in sorted order, dot-folders skipped (deterministic for
+/// a vault).
+pub fn first_note(dir: &Path) -> anyhow::Result<Option<String>> {
+    let mut stack = vec![dir.to_path_buf()];
+    let mut best: Option<String> = None;
+    while let Some(d) = stack.pop() {
+        let mut entries: Vec<_> = std::fs::read_dir(&d)?.filter_map(|e| e.ok()).collect();
+        entries.sort_by_key(|e| e.file_name());
+        for e in entries {
+            let p = e.path();
+            let rel = p.strip_prefix(dir)?.to_string_lossy().replace('\\', "/");
+            if rel.starts_with('.') {
+                continue;
+            }
+            if e.file_type()?.is_dir() {
+                stack.push(p);
+            } else if rel.ends_with(".md")
+                && std::fs::metadata(&p)?.len() > 0
+                && best.as_ref().is_none_or(|b| rel < *b)
+            {
+                best = Some(rel);
+            }
+        }
+    }
+    Ok(best)
+}
+
+/// The top-level folder with the most files under it (ties: the first by name), dot-folders
+/// skipped.
+pub fn largest_folder(dir: &Path) -> anyhow::Result<Option<String>> {
+    let mut best: Option<(u64, String)> = None;
+    let mut entries: Vec<_> = std::fs::read_dir(dir)?.filter_map(|e| e.ok()).collect();
+    entries.sort_by_key(|e| e.file_name());
+    for e in entries {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if !e.file_type()?.is_dir() || name.starts_with('.') {
+            continue;
+        }
+        let n = count_files(&e.path())?;
+        if best.as_ref().is_none_or(|(b, _)| n > *b) {
+            best = Some((n, name));
+        }
+    }
+    Ok(best.map(|(_, n)| n))
+}
+
+/// Files under `d`, recursively.
+pub fn count_files(d: &Path) -> anyhow::Result<u64> {
+    let mut n = 0;
+    for e in std::fs::read_dir(d)? {
+        let e = e?;
+        if e.file_type()?.is_dir() {
+            n += count_files(&e.path())?;
+        } else {
+            n += 1;
+        }
+    }
+    Ok(n)
+}
+
+/// The edited copy of a note lives here on A's side.
+pub fn edit_dir(sample_dir: &Path) -> PathBuf {
+    sample_dir.join("edit-a")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nearest_rank_matches_the_report() {
+        let v: Vec<f64> = (1..=20).map(f64::from).collect();
+        assert_eq!(nearest_rank(&v, 0.95), 19.0); // "p95: the 19th of 20"
+        assert_eq!(nearest_rank(&v, 0.50), 10.0);
+    }
+
+    #[test]
+    fn the_note_and_the_folder_are_the_same_for_every_protocol() {
+        let d = tempfile::tempdir().unwrap();
+        for (p, body) in [
+            ("b/one.md", "x"),
+            ("b/two.md", "y"),
+            ("a/z.md", "z"),
+            ("a/empty.md", ""),
+            (".obsidian/a.md", "cfg"),
+            (".obsidian/b.md", "cfg"),
+            (".obsidian/c.md", "cfg"),
+        ] {
+            let f = d.path().join(p);
+            std::fs::create_dir_all(f.parent().unwrap()).unwrap();
+            std::fs::write(f, body).unwrap();
+        }
+        assert_eq!(first_note(d.path()).unwrap().as_deref(), Some("a/z.md"));
+        // Ties go to the first name; dot-folders never count.
+        assert_eq!(largest_folder(d.path()).unwrap().as_deref(), Some("a"));
+        assert_eq!(count_files(&d.path().join(".obsidian")).unwrap(), 3);
+    }
+}

@@ -64,9 +64,9 @@ pub use stats::{
     write_interval_log,
 };
 pub use sync::{
-    Checkpoint, PushOpts, PushedVersion, TransferReport, decode_manifest, delete_file,
-    fetch_and_write, file_id_for, pull_vault, push_file, push_vault, rename_path, resume_vault,
-    resync, wait_changes,
+    Checkpoint, Interrupted, PushOpts, PushedVersion, TransferReport, decode_manifest, delete_file,
+    fetch_and_write, file_id_for, pull_vault, push_file, push_vault, push_vault_counted,
+    rename_path, resume_vault, resync, wait_changes,
 };
 pub use target::Target;
 

@@ -258,9 +258,17 @@ pub async fn drive(
                 }
                 Some(work)
             }
-            Phase::Crash { in_flight, crashes } => {
-                crate::sample::crash::run(plan, server, a, b, *in_flight, *crashes, sample_dir, m)
-                    .await?;
+            Phase::Crash {
+                in_flight,
+                crashes,
+                kill_at,
+            } => {
+                let how = crate::sample::crash::How {
+                    in_flight: *in_flight,
+                    crashes: *crashes,
+                    kill_at: *kill_at,
+                };
+                crate::sample::crash::run(plan, server, a, b, how, sample_dir, m).await?;
                 bounds.restarted(server.pid);
                 continue; // the restarted server's counters start again from zero
             }

@@ -90,6 +90,8 @@ pub(crate) struct DeviceInner {
     /// share a body both see the sid missing; the second waits for the first's PUT instead of
     /// sending its own, so request and fsync counts do not depend on timing.
     pub uploads: Mutex<BTreeMap<String, Arc<tokio::sync::OnceCell<()>>>>,
+    /// A crash point inside a chunk upload's body, when one is armed.
+    pub mid_body: Mutex<Option<Arc<crate::midbody::MidBodyTrap>>>,
 }
 
 /// The device's local index: path -> file state, and file_id -> path (renames keep the id).
@@ -182,6 +184,7 @@ impl Device {
                 files: Mutex::new(FileIndex::default()),
                 ambient: Recorder::new(false),
                 uploads: Mutex::new(BTreeMap::new()),
+                mid_body: Mutex::new(None),
             }),
         }
     }
@@ -203,6 +206,7 @@ impl Device {
                 files: Mutex::new(lock(&i.files).clone()),
                 ambient: i.ambient.clone(),
                 uploads: Mutex::new(lock(&i.uploads).clone()),
+                mid_body: Mutex::new(lock(&i.mid_body).clone()),
             }),
         }
     }
@@ -300,6 +304,10 @@ impl Device {
                 .header(HeaderName::from_static(H_TS), ts.to_string())
                 .header(HeaderName::from_static(H_NONCE), nonce)
                 .header(HeaderName::from_static(H_SIG), sig);
+        }
+        if let Some(trap) = self.trap_for(&req) {
+            let head = raw_head(&builder, self.inner.target.authority(), req.body.len());
+            return self.send_trapped(rec, &req, head, sign_time, &trap).await;
         }
         let bytes_sent = req.body.len() as u64;
         let request = builder
@@ -614,7 +622,7 @@ pub(crate) struct LeanSig {
     pub sig: [u8; 64],
 }
 
-fn transport(route: Route, kind: &'static str, detail: String) -> LoadError {
+pub(crate) fn transport(route: Route, kind: &'static str, detail: String) -> LoadError {
     LoadError::Transport {
         route: route.label().to_owned(),
         kind,
@@ -684,6 +692,28 @@ impl Device {
 
 pub(crate) fn lock_files(d: &Device) -> std::sync::MutexGuard<'_, FileIndex> {
     lock(&d.inner.files)
+}
+
+/// The HTTP/1.1 head of the request `b` describes, with `Host` and `Content-Length`, as
+/// written on a connection of its own (a mid-body crash point's request).
+fn raw_head(b: &hyper::http::request::Builder, authority: &str, body_len: usize) -> Vec<u8> {
+    let mut out = Vec::with_capacity(512);
+    let method = b.method_ref().map_or("GET", |m| m.as_str());
+    let path = b
+        .uri_ref()
+        .and_then(|u| u.path_and_query())
+        .map_or("/", |p| p.as_str());
+    out.extend_from_slice(format!("{method} {path} HTTP/1.1\r\nhost: {authority}\r\n").as_bytes());
+    if let Some(h) = b.headers_ref() {
+        for (name, value) in h {
+            out.extend_from_slice(name.as_str().as_bytes());
+            out.extend_from_slice(b": ");
+            out.extend_from_slice(value.as_bytes());
+            out.extend_from_slice(b"\r\n");
+        }
+    }
+    out.extend_from_slice(format!("content-length: {body_len}\r\n\r\n").as_bytes());
+    out
 }
 
 /// Status labels for the common codes without allocating per request.

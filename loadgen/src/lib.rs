@@ -40,6 +40,7 @@ mod error;
 mod fake;
 mod h1;
 mod metrics;
+mod midbody;
 mod route;
 mod stats;
 mod sync;
@@ -55,6 +56,7 @@ pub use client::{Acknowledged, Clock, Device, system_clock};
 pub use enroll::{StateDevice, StateFile, domain_id_for, enroll, pair, probe};
 pub use error::LoadError;
 pub use metrics::{parse_metrics_text, scrape_metrics};
+pub use midbody::{MidBodyCut, MidBodyTrap, TrapState};
 pub use protocol::wire::{Change, ChangesResponse};
 pub use route::{Mode, Route, RouteLoadConfig, RouteLoadReport, run_route_load};
 pub use stats::{
@@ -62,9 +64,9 @@ pub use stats::{
     write_interval_log,
 };
 pub use sync::{
-    Checkpoint, PushOpts, PushedVersion, TransferReport, decode_manifest, delete_file,
-    fetch_and_write, file_id_for, pull_vault, push_file, push_vault, rename_path, resume_vault,
-    resync, wait_changes,
+    Checkpoint, Interrupted, PushOpts, PushedVersion, TransferReport, decode_manifest, delete_file,
+    fetch_and_write, file_id_for, get_chunk, pull_vault, push_file, push_vault, push_vault_counted,
+    rename_path, resume_vault, resync, wait_changes,
 };
 pub use target::Target;
 

@@ -85,6 +85,7 @@ pub const DEFAULT_SEED: u64 = 0x5eed;
 /// Every profile name, in increasing order of interest for a first run.
 pub const PROFILE_NAMES: &[&str] = &[
     "small",
+    "small-big",
     "assets",
     "personal",
     "vault1k",
@@ -144,6 +145,15 @@ pub fn profile(name: &str) -> Option<Profile> {
                 "mcp-server-perf-baselines: 100 notes, 20 duplicate-body groups, fan-out 3, every link resolves",
                 100,
             )
+        },
+        "small-big" => Profile {
+            // Four 1 MiB client chunks: a large upload that a crash point can cut mid-body,
+            // as the fixture's 100 MiB attachments are, at a size a test can push in seconds.
+            large_attachments: 1,
+            large_attachment_bytes: 4 * MIB,
+            doc: "small + one 4 MiB incompressible attachment (a multi-chunk upload for mid-body crash points)",
+            name: "small-big",
+            ..profile("small")?
         },
         "assets" => Profile {
             tiny_png_per_note: true,

@@ -164,11 +164,17 @@ pub enum Phase {
     /// a seeded number of acknowledged version posts, `crashes` times; after each restart on
     /// the same data dir, every acknowledged version must pull back byte-identical, then the
     /// push resumes. Proves process-crash consistency (a SIGKILL keeps the page cache).
+    ///
+    /// `kill_at` picks the crash points: `"acked"` (default) kills after K acknowledged posts;
+    /// `"mid_body"` kills while a large chunk upload's body is half sent (a seeded number of
+    /// its bytes), so the vault needs a file of at least a chunk (`small-big`).
     Crash {
         #[serde(default = "default_in_flight")]
         in_flight: usize,
         #[serde(default = "default_crashes")]
         crashes: usize,
+        #[serde(default, skip_serializing_if = "KillAt::is_acked")]
+        kill_at: KillAt,
     },
     /// Each route at each in-flight level, bounded either by time (`seconds`, with a
     /// `max_requests` ceiling: throughput keys) or by work (`requests`: exactly that many
@@ -278,6 +284,30 @@ fn default_crashes() -> usize {
     1
 }
 
+/// Where a crash phase's kills land.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum KillAt {
+    /// After a seeded number of acknowledged version posts.
+    #[default]
+    Acked,
+    /// Inside a large chunk upload's body, after a seeded number of its bytes.
+    MidBody,
+}
+
+impl KillAt {
+    pub fn is_acked(&self) -> bool {
+        *self == KillAt::Acked
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            KillAt::Acked => "acked",
+            KillAt::MidBody => "mid_body",
+        }
+    }
+}
+
 /// Most crash points in one crash phase: each costs a restart and a full pull.
 pub const MAX_CRASHES: usize = 50;
 
@@ -318,6 +348,10 @@ pub const BUILTIN: &[(&str, &str)] = &[
     ("vault100k", include_str!("../scenarios/vault100k.toml")),
     ("hazards", include_str!("../scenarios/hazards.toml")),
     ("crash-small", include_str!("../scenarios/crash-small.toml")),
+    (
+        "crash-mid-body",
+        include_str!("../scenarios/crash-mid-body.toml"),
+    ),
     (
         "faults-small",
         include_str!("../scenarios/faults-small.toml"),
@@ -449,7 +483,9 @@ pub fn parse(text: &str, origin: &str) -> Result<Scenario, ScenarioError> {
             Phase::EditPropagation { rounds } if *rounds == 0 => {
                 return invalid("edit_propagation rounds must be at least 1".into());
             }
-            Phase::Crash { in_flight, crashes } => {
+            Phase::Crash {
+                in_flight, crashes, ..
+            } => {
                 if *in_flight == 0 || *crashes == 0 || *crashes > MAX_CRASHES {
                     return invalid(format!(
                         "crash in_flight must be at least 1 and crashes in 1..={MAX_CRASHES}"

@@ -1,5 +1,8 @@
 //! The crash phase: device A pushes the vault while the target's whole process tree is
-//! killed with SIGKILL after a seeded number of acknowledged version posts. After each kill
+//! killed with SIGKILL after a seeded number of acknowledged version posts (`kill_at =
+//! "acked"`), or while a large chunk upload's body is half sent (`"mid_body"`: a
+//! [`loadgen::MidBodyTrap`] writes a seeded number of the body's bytes and holds the rest;
+//! the chunk must then be absent or whole, never torn). After each kill
 //! the target restarts on the same data dir and address, device B pulls everything, and every
 //! version A saw acknowledged must be there with its bytes; then the push resumes. After the
 //! last crash the push finishes and the whole vault must pull back byte-identical.
@@ -14,10 +17,12 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
-use loadgen::{Acknowledged, Device, PushOpts};
+use loadgen::{Acknowledged, Device, MidBodyTrap, PushOpts, TrapState};
 use rand::{Rng as _, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use reports::schema::Better;
+use scenarios::scenario::KillAt;
+use sha2::Digest as _;
 
 use crate::prepare::vault::manifest_of_dir;
 use crate::sample::plan::{Metrics, SamplePlan, ms};
@@ -47,6 +52,91 @@ pub fn crash_points(seed: u64, files: usize, crashes: usize) -> anyhow::Result<V
         points.insert(1 + ((u128::from(rng.next_u64()) * span) >> 64) as usize);
     }
     Ok(points.into_iter().collect())
+}
+
+/// Smallest chunk body a mid-body crash point cuts: large uploads only (the client cuts files
+/// into 1 MiB chunks; a quarter of one keeps notes, which are kilobytes, out).
+pub const MID_BODY_MIN_BYTES: usize = 256 * 1024;
+
+/// The client's chunk size (the load generator cuts files into fixed 1 MiB chunks, as its
+/// crate documentation states).
+const CLIENT_CHUNK_BYTES: u64 = 1024 * 1024;
+
+/// Chunk bodies of at least [`MID_BODY_MIN_BYTES`] that pushing files of these sizes sends.
+pub fn large_bodies(sizes: impl Iterator<Item = u64>) -> usize {
+    let chunk = CLIENT_CHUNK_BYTES;
+    sizes
+        .map(|n| {
+            let tail = n % chunk;
+            (n / chunk) as usize + usize::from(tail >= MID_BODY_MIN_BYTES as u64)
+        })
+        .sum()
+}
+
+/// One mid-body crash point: let `skip` large bodies through, then cut the next one after
+/// `MidBodyTrap::cut_of(draw, len)` bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MidBodyPoint {
+    pub skip: usize,
+    pub draw: u64,
+}
+
+/// `crashes` mid-body crash points over `bodies` large chunk bodies, from the scenario's
+/// seed. A body let through is stored (one file's chunks go up one after another), a cut one
+/// is not, so crash `i` skips a seeded share of the bodies still missing and always leaves
+/// the cut one to cut.
+pub fn mid_body_points(
+    seed: u64,
+    bodies: usize,
+    crashes: usize,
+) -> anyhow::Result<Vec<MidBodyPoint>> {
+    if bodies == 0 {
+        bail!(
+            "crash phase: kill_at = \"mid_body\" needs a vault with a file of at least {} KiB (a large upload to cut; the small-big profile has one)",
+            MID_BODY_MIN_BYTES / 1024
+        );
+    }
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    rng.set_stream(CRASH_STREAM + 1);
+    let mut left = bodies;
+    let mut out = Vec::with_capacity(crashes);
+    for _ in 0..crashes {
+        let skip = ((u128::from(rng.next_u64()) * left as u128) >> 64) as usize;
+        left -= skip;
+        out.push(MidBodyPoint {
+            skip,
+            draw: rng.next_u64(),
+        });
+    }
+    Ok(out)
+}
+
+/// How the crash phase runs (the scenario's `crash` phase).
+#[derive(Debug, Clone, Copy)]
+pub struct How {
+    pub in_flight: usize,
+    pub crashes: usize,
+    pub kill_at: KillAt,
+}
+
+/// A crash point of either kind.
+#[derive(Debug, Clone, Copy)]
+enum Point {
+    Acked(usize),
+    MidBody(MidBodyPoint),
+}
+
+impl std::fmt::Display for Point {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Point::Acked(k) => write!(f, "{k} acknowledged posts"),
+            Point::MidBody(p) => write!(
+                f,
+                "mid-body of the large upload after {} large bodies",
+                p.skip
+            ),
+        }
+    }
 }
 
 /// What one look at the target after a restart found.
@@ -81,56 +171,83 @@ pub fn check(
 }
 
 /// Runs the crash phase. `a` pushes, `b` pulls; the server is killed and restarted in place.
-#[allow(clippy::too_many_arguments)]
 pub async fn run(
     plan: &SamplePlan,
     server: &mut Server,
     a: &Device,
     b: &Device,
-    in_flight: usize,
-    crashes: usize,
+    how: How,
     sample_dir: &Path,
     m: &mut Metrics,
 ) -> anyhow::Result<()> {
     let vault = manifest_of_dir(&plan.vault_dir)?;
-    let points = crash_points(plan.seed, vault.entries.len(), crashes)?;
+    let points: Vec<Point> = match how.kill_at {
+        KillAt::Acked => crash_points(plan.seed, vault.entries.len(), how.crashes)?
+            .into_iter()
+            .map(Point::Acked)
+            .collect(),
+        KillAt::MidBody => {
+            let bodies = large_bodies(vault.entries.iter().map(|e| e.size));
+            mid_body_points(plan.seed, bodies, how.crashes)?
+                .into_iter()
+                .map(Point::MidBody)
+                .collect()
+        }
+    };
     let opts = PushOpts {
-        in_flight,
+        in_flight: how.in_flight,
         checkpoint_every: usize::MAX,
     };
     let mut ready_ms = Vec::new();
     let (mut unacked_present, mut acked_at_kill, mut resume_requests) = (0u64, 0u64, 0u64);
-    for (i, &k) in points.iter().enumerate() {
+    let (mut mid_kills, mut mid_sent, mut mid_len, mut mid_answered) = (0u64, 0u64, 0u64, 0u64);
+    for (i, &point) in points.iter().enumerate() {
         let root = server.pid;
+        let trap = match point {
+            Point::MidBody(p) => {
+                let t = Arc::new(MidBodyTrap::new(p.skip, MID_BODY_MIN_BYTES, p.draw));
+                a.arm_mid_body(t.clone());
+                Some(t)
+            }
+            Point::Acked(_) => None,
+        };
         let (dev, dir) = (a.clone(), plan.vault_dir.clone());
         let resume = i > 0;
-        let push = tokio::spawn(async move {
-            if resume {
-                loadgen::resume_vault(&dev, &dir, &opts).await
-            } else {
-                loadgen::push_vault(&dev, &dir, &opts).await
-            }
-        });
-        // A plain thread watches the acknowledgement count and kills the moment it reaches
-        // the crash point: the async push keeps going at full speed meanwhile.
+        let push =
+            tokio::spawn(
+                async move { loadgen::push_vault_counted(&dev, &dir, &opts, resume).await },
+            );
+        // A plain thread watches the acknowledgement count (or the trap) and kills the moment
+        // the crash point is reached: the async push keeps going at full speed meanwhile.
         let killed = Arc::new(AtomicBool::new(false));
         let finished = Arc::new(AtomicBool::new(false));
         let acked_then = Arc::new(AtomicU32::new(0));
         let watcher = {
-            let (dev, killed, finished, acked_then) = (
+            let (dev, killed, finished, acked_then, trap) = (
                 a.clone(),
                 killed.clone(),
                 finished.clone(),
                 acked_then.clone(),
+                trap.clone(),
             );
             std::thread::spawn(move || {
                 let deadline = Instant::now() + PUSH_DEADLINE;
                 while !finished.load(Ordering::SeqCst) && Instant::now() < deadline {
-                    let n = dev.acknowledged_count();
-                    if n >= k {
+                    let due = match (point, &trap) {
+                        (Point::Acked(k), _) => dev.acknowledged_count() >= k,
+                        // Held with its cut written: the target has part of the body.
+                        (Point::MidBody(_), Some(t)) => {
+                            matches!(t.state(), TrapState::Held(c) if c.sent > 0)
+                        }
+                        (Point::MidBody(_), None) => false,
+                    };
+                    if due {
                         kill_pids(&tree_pids(root));
-                        acked_then.store(n as u32, Ordering::SeqCst);
+                        acked_then.store(dev.acknowledged_count() as u32, Ordering::SeqCst);
                         killed.store(true, Ordering::SeqCst);
+                        if let Some(t) = &trap {
+                            t.release();
+                        }
                         return;
                     }
                     std::thread::sleep(Duration::from_micros(100));
@@ -140,21 +257,30 @@ pub async fn run(
         let pushed = tokio::time::timeout(PUSH_DEADLINE + Duration::from_secs(5), push).await;
         finished.store(true, Ordering::SeqCst);
         let _ = watcher.join();
+        if let Some(t) = &trap {
+            t.release();
+        }
+        a.disarm_mid_body();
         if !killed.load(Ordering::SeqCst) {
             let why = match pushed {
                 Ok(Ok(Ok(_))) => "the push finished first".to_owned(),
-                Ok(Ok(Err(e))) => format!("the push failed: {e}"),
+                Ok(Ok(Err(e))) => format!("the push failed: {}", e.error),
                 Ok(Err(e)) => format!("the push task failed: {e}"),
                 Err(_) => format!("no answer within {}s", PUSH_DEADLINE.as_secs()),
             };
             bail!(
-                "crash {}: the crash point ({k} acknowledged posts) was never reached: {why}",
+                "crash {}: the crash point ({point}) was never reached: {why}",
                 i + 1
             );
         }
         server.reap_killed()?;
-        if let Ok(Ok(Ok(r))) = &pushed {
-            resume_requests += if resume { r.requests } else { 0 };
+        // A resumed push counts whole, also when this kill cut it short.
+        if resume {
+            resume_requests += match &pushed {
+                Ok(Ok(Ok(r))) => r.requests,
+                Ok(Ok(Err(e))) => e.report.requests,
+                _ => 0,
+            };
         }
         acked_at_kill += u64::from(acked_then.load(Ordering::SeqCst));
         let acked = a.acknowledged();
@@ -162,11 +288,53 @@ pub async fn run(
             .restart(&plan.target)
             .with_context(|| format!("crash {}: restarting the target", i + 1))?;
         ready_ms.push(ms(ready));
+        let cut = match trap.as_ref().map(|t| t.state()) {
+            Some(TrapState::Done(c)) => Some(c),
+            Some(s) => bail!(
+                "crash {}: the mid-body crash point's upload did not end ({s:?})",
+                i + 1
+            ),
+            None => None,
+        };
+        let at = match &cut {
+            Some(c) => format!(
+                "killed mid-body after {} of {} bytes of PUT {}",
+                c.sent, c.len, c.path
+            ),
+            None => format!(
+                "killed after {} acknowledged posts",
+                acked_then.load(Ordering::SeqCst)
+            ),
+        };
+        if let Some(c) = &cut {
+            mid_kills += 1;
+            mid_sent += c.sent;
+            mid_len += c.len;
+            mid_answered += u64::from(c.answered);
+            // The half-sent chunk must be absent, or whole: never a torn body under its sid.
+            let sid = c.path.rsplit('/').next().unwrap_or_default();
+            let served = loadgen::get_chunk(b, sid).await.with_context(|| {
+                format!(
+                    "crash {} ({at}): reading the cut chunk after the restart",
+                    i + 1
+                )
+            })?;
+            if let Some(body) = served
+                && hex::encode(sha2::Sha256::digest(&body)) != sid
+            {
+                m.exact("crash.torn_served", 1.0, "count");
+                bail!(
+                    "crash {} ({at}): crash.torn_served = 1: the target serves {} bytes under {sid} that do not hash to it (a torn upload)",
+                    i + 1,
+                    body.len()
+                );
+            }
+        }
         let look = sample_dir.join(format!("crash-pull-{}", i + 1));
         // Enrolment is acknowledged state too: a target that forgot the devices fails here.
         let (pulled, dirs) = pull_tree(b, &look).await.with_context(|| {
             format!(
-                "crash {} (killed after {k} acknowledged posts): the target lost acknowledged state: pulling after the restart failed",
+                "crash {} ({at}): the target lost acknowledged state: pulling after the restart failed",
                 i + 1
             )
         })?;
@@ -175,7 +343,7 @@ pub async fn run(
             m.exact("crash.acked_lost", c.lost.len() as f64, "count");
             let shown: Vec<&str> = c.lost.iter().take(5).map(String::as_str).collect();
             bail!(
-                "crash {} (killed after {k} acknowledged posts): crash.acked_lost = {}: the target lost acknowledged versions of {}{}",
+                "crash {} ({at}): crash.acked_lost = {}: the target lost acknowledged versions of {}{}",
                 i + 1,
                 c.lost.len(),
                 shown.join(", "),
@@ -190,8 +358,9 @@ pub async fn run(
         std::fs::remove_dir_all(&look).ok();
     }
     // The last resume runs to the end, then the whole vault must come back byte-identical.
-    let r = loadgen::resume_vault(a, &plan.vault_dir, &opts)
+    let r = loadgen::push_vault_counted(a, &plan.vault_dir, &opts, true)
         .await
+        .map_err(|e| e.error)
         .context("crash: the final resumed push")?;
     resume_requests += r.requests;
     let fin = sample_dir.join("crash-pull-final");
@@ -199,7 +368,8 @@ pub async fn run(
     let got = crate::commands::vault::tree_digest(&fin).context("hashing the pulled tree")?;
     if got != plan.vault_digest {
         bail!(
-            "crash: after {crashes} crashes and a resumed push, the pulled tree's digest {got} differs from the vault's {}",
+            "crash: after {} crashes and a resumed push, the pulled tree's digest {got} differs from the vault's {}",
+            how.crashes,
             plan.vault_digest
         );
     }
@@ -207,9 +377,17 @@ pub async fn run(
     m.exact("crash.kills", points.len() as f64, "count");
     m.exact("crash.acked_lost", 0.0, "count");
     m.passed("crash.byte_identical");
+    if how.kill_at == KillAt::MidBody {
+        // The cuts are seeded (which body, how many of its bytes): exact keys.
+        m.exact("crash.mid_body_kills", mid_kills as f64, "count");
+        m.exact("crash.mid_body_bytes_sent", mid_sent as f64, "bytes");
+        m.exact("crash.mid_body_bytes_total", mid_len as f64, "bytes");
+        m.exact("crash.mid_body_answered", mid_answered as f64, "count");
+        m.exact("crash.torn_served", 0.0, "count");
+    }
     // Where in flight a kill lands depends on timing: how many posts the server had already
-    // made durable without answering, and how many the resumed push redoes, are load-
-    // dependent, so these are resource keys, not exact ones.
+    // made durable without answering, and how many requests the resumed pushes made, are
+    // load-dependent, so these are resource keys, not exact ones.
     m.resource("crash.unacked_present", unacked_present as f64, "count");
     m.resource("crash.acked_at_kill", acked_at_kill as f64, "count");
     m.resource("crash.resume_requests", resume_requests as f64, "count");
@@ -270,6 +448,27 @@ mod tests {
         assert!(p.iter().all(|&k| (1..100).contains(&k)));
         assert!(crash_points(1, 5, 5).is_err());
         assert!(crash_points(1, 1, 1).is_err());
+    }
+
+    #[test]
+    fn mid_body_points_are_seeded_and_always_leave_a_body_to_cut() {
+        let p = mid_body_points(0x5eed, 4, 3).unwrap();
+        assert_eq!(p, mid_body_points(0x5eed, 4, 3).unwrap());
+        assert_ne!(p, mid_body_points(0x5eee, 4, 3).unwrap());
+        for seed in 0..200 {
+            let p = mid_body_points(seed, 4, 5).unwrap();
+            // Each skipped body is stored; the cut one is not: the skips never use up all 4.
+            assert!(p.iter().map(|x| x.skip).sum::<usize>() < 4, "{p:?}");
+        }
+        assert!(mid_body_points(1, 0, 1).is_err());
+    }
+
+    #[test]
+    fn large_bodies_count_full_chunks_and_a_large_tail() {
+        let mib = CLIENT_CHUNK_BYTES;
+        assert_eq!(large_bodies([4 * mib].into_iter()), 4);
+        assert_eq!(large_bodies([mib + 300 * 1024, 2000].into_iter()), 2);
+        assert_eq!(large_bodies([mib + 1000, 200 * 1024].into_iter()), 1);
     }
 
     fn ack(sha: &str, is_dir: bool) -> Acknowledged {

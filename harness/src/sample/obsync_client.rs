@@ -252,13 +252,12 @@ impl SyncClient for ObsyncClient {
         &mut self,
         plan: &SamplePlan,
         server: &mut Server,
-        in_flight: usize,
-        crashes: usize,
+        how: crate::sample::crash::How,
         sample_dir: &Path,
         m: &mut Metrics,
     ) -> anyhow::Result<()> {
         let (a, b) = (&self.devices[0], &self.devices[1]);
-        crate::sample::crash::run(plan, server, a, b, in_flight, crashes, sample_dir, m).await
+        crate::sample::crash::run(plan, server, a, b, how, sample_dir, m).await
     }
 
     async fn route_step(

@@ -77,10 +77,17 @@ pub async fn drive<C: SyncClient>(
         let name = phase.name();
         match phase {
             Phase::ColdStart => continue,
-            Phase::Crash { in_flight, crashes } => {
-                client
-                    .crash(plan, server, *in_flight, *crashes, sample_dir, m)
-                    .await?;
+            Phase::Crash {
+                in_flight,
+                crashes,
+                kill_at,
+            } => {
+                let how = crate::sample::crash::How {
+                    in_flight: *in_flight,
+                    crashes: *crashes,
+                    kill_at: *kill_at,
+                };
+                client.crash(plan, server, how, sample_dir, m).await?;
                 bounds.restarted(server.pid);
                 continue; // the restarted server's counters start again from zero
             }

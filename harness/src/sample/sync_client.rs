@@ -114,8 +114,7 @@ pub trait SyncClient {
         &mut self,
         _plan: &SamplePlan,
         _server: &mut Server,
-        _in_flight: usize,
-        _crashes: usize,
+        _how: crate::sample::crash::How,
         _sample_dir: &Path,
         _m: &mut Metrics,
     ) -> anyhow::Result<()> {

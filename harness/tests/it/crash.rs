@@ -117,3 +117,52 @@ fn the_fault_hop_is_reproducible_and_the_reference_server_is_idempotent() {
         assert!(v.windows(2).all(|w| w[0] == w[1]), "{k}: {v:?}");
     }
 }
+
+#[test]
+#[ignore = "slow: records crash-mid-body (three SIGKILLs inside a large upload's body)"]
+fn a_kill_inside_a_large_upload_leaves_no_torn_chunk_and_the_resume_finishes_it() {
+    let home = tempfile::tempdir().unwrap();
+    let gate = home.path().join("gate.toml");
+    std::fs::write(&gate, LOOSE_GATE).unwrap();
+    let out = home.path().join("out");
+    vb(home.path())
+        .args(["record", "crash-mid-body", "--samples", "1", "--json"])
+        .arg("--gate-config")
+        .arg(&gate)
+        .arg("--out")
+        .arg(&out)
+        .timeout(std::time::Duration::from_secs(600))
+        .assert()
+        .success();
+    let b: Value =
+        serde_json::from_slice(&std::fs::read(out.join("crash-mid-body.json")).unwrap()).unwrap();
+    let m = &b["metrics"];
+    let key = |k: &str| m[k]["value"].as_f64();
+    assert_eq!(key("crash.kills"), Some(3.0), "{m}");
+    assert_eq!(key("crash.mid_body_kills"), Some(3.0));
+    // Really mid-body: some of each cut body was on the wire, not all, and no answer came.
+    let (sent, total) = (
+        key("crash.mid_body_bytes_sent").unwrap(),
+        key("crash.mid_body_bytes_total").unwrap(),
+    );
+    assert!(sent >= 3.0 && sent < total, "{sent} of {total}");
+    // Every cut body is a whole 1 MiB chunk of the 4 MiB file.
+    assert_eq!(total, 3.0 * 1024.0 * 1024.0);
+    assert_eq!(key("crash.mid_body_answered"), Some(0.0));
+    assert_eq!(key("crash.torn_served"), Some(0.0));
+    assert_eq!(key("crash.acked_lost"), Some(0.0));
+    for k in ["crash.mid_body_bytes_sent", "crash.torn_served"] {
+        assert_eq!(m[k]["class"], "exact", "{k}");
+    }
+    // Two resumed pushes cut short by a kill made at least 3 requests each (the file lookup,
+    // chunks/exists, the cut PUT) and the final one at least 4 (lookup, exists, a PUT, the
+    // post): 10. The final push alone would be at most 7 (4 chunks), so the cut-short ones count.
+    assert!(
+        key("crash.resume_requests").is_some_and(|v| v >= 10.0),
+        "{m}"
+    );
+    // The resume finished the upload: the whole vault, the 4 MiB file included, pulls back.
+    assert_eq!(key("crash.byte_identical"), Some(1.0));
+    assert_eq!(key("cold_pull.byte_identical"), Some(1.0));
+    vb(home.path()).arg("verify").arg(&out).assert().success();
+}

@@ -18,7 +18,7 @@ mod report;
 
 pub use local::{decode_manifest, file_id_for};
 pub use long_poll::wait_changes;
-pub use pull::{fetch_and_write, pull_vault, resync};
-pub use push::{push_file, push_vault, resume_vault};
+pub use pull::{fetch_and_write, get_chunk, pull_vault, resync};
+pub use push::{Interrupted, push_file, push_vault, push_vault_counted, resume_vault};
 pub use rename::{delete_file, rename_path};
 pub use report::{Checkpoint, PushOpts, PushedVersion, TransferReport};

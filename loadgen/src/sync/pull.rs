@@ -397,6 +397,18 @@ pub async fn resync(dev: &Device, dir: &Path, since: u64) -> Result<TransferRepo
     Ok(r)
 }
 
+/// One chunk's bytes as the target serves them (`GET /v1/chunks/{sid}`), or `None` when it
+/// answers `404`. The bytes are returned as served, unchecked: a caller looking for a torn
+/// chunk compares their SHA-256 with `sid` itself.
+pub async fn get_chunk(dev: &Device, sid: &str) -> Result<Option<bytes::Bytes>, LoadError> {
+    let pq = format!("/v1/chunks/{sid}");
+    let rec = dev.inner.ambient.clone();
+    let a = dev
+        .call(&rec, Outgoing::new(Route::GetChunk, &pq), &[200, 404])
+        .await?;
+    Ok((a.status == 200).then_some(a.body))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

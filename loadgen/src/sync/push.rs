@@ -267,11 +267,52 @@ pub async fn resume_vault(
     push_vault_from(dev, dir, opts, true).await
 }
 
+/// A whole-vault push that failed part way: the error, and what the push had sent by then
+/// (`report.requests` and `report.routes` count every request it made, those of the tasks
+/// still in flight at the failure included; the file counts stay 0).
+#[derive(Debug)]
+pub struct Interrupted {
+    pub error: LoadError,
+    pub report: TransferReport,
+}
+
+/// [`push_vault`] (`resume` false) or [`resume_vault`] (`resume` true) that, on failure,
+/// lets the files in flight finish or fail and returns what the push sent
+/// ([`Interrupted`]): the requests a push cut short by a crash still count.
+pub async fn push_vault_counted(
+    dev: &Device,
+    dir: &Path,
+    opts: &PushOpts,
+    resume: bool,
+) -> Result<TransferReport, Interrupted> {
+    let rec = Recorder::new(false);
+    let t0 = Instant::now();
+    push_vault_inner(dev, dir, opts, resume, &rec, true)
+        .await
+        .map_err(|error| Interrupted {
+            error,
+            report: TransferReport::new(rec.snapshot(), t0.elapsed()),
+        })
+}
+
 async fn push_vault_from(
     dev: &Device,
     dir: &Path,
     opts: &PushOpts,
     resume: bool,
+) -> Result<TransferReport, LoadError> {
+    push_vault_inner(dev, dir, opts, resume, &Recorder::new(false), false).await
+}
+
+/// The push. With `drain`, a failure first waits for the tasks in flight (each bounded by its
+/// requests' timeouts), so `rec` holds every request sent.
+async fn push_vault_inner(
+    dev: &Device,
+    dir: &Path,
+    opts: &PushOpts,
+    resume: bool,
+    rec: &Recorder,
+    drain: bool,
 ) -> Result<TransferReport, LoadError> {
     check_dir(dir)?;
     if opts.in_flight == 0 || opts.checkpoint_every == 0 {
@@ -280,7 +321,6 @@ async fn push_vault_from(
             reason: "in_flight and checkpoint_every must be at least 1".into(),
         });
     }
-    let rec = Recorder::new(false);
     let t0 = Instant::now();
     let mut walk = Walk::new(dir)?;
     let mut set: JoinSet<Result<(Pushed, OneFile), LoadError>> = JoinSet::new();
@@ -334,10 +374,18 @@ async fn push_vault_from(
         let Some(res) = set.join_next().await else {
             continue;
         };
-        let (kind, one) = res.map_err(|e| LoadError::Invalid {
+        let (kind, one) = match res.map_err(|e| LoadError::Invalid {
             what: "push task".into(),
             reason: e.to_string(),
-        })??;
+        }) {
+            Ok(Ok(done)) => done,
+            Ok(Err(e)) | Err(e) => {
+                if drain {
+                    while set.join_next().await.is_some() {}
+                }
+                return Err(e);
+            }
+        };
         last_seq = last_seq.max(one.version.seq);
         match kind {
             Pushed::Skipped => continue,
@@ -393,4 +441,35 @@ pub async fn push_file(
         requests: rec.snapshot().requests() - before,
         chunks_put: one.put,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A push that fails still reports every request it sent: three files in flight against
+    /// a closed port, each tried three times (connect refused), counted whole.
+    #[tokio::test]
+    async fn an_interrupted_push_counts_the_requests_of_every_file_in_flight() {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap();
+        let target = crate::Target::parse(&format!("http://{port}"), false).unwrap();
+        let dev = crate::client::tests::test_device(target);
+        let dir = tempfile::tempdir().unwrap();
+        for n in ["a.md", "b.md", "c.md"] {
+            std::fs::write(dir.path().join(n), n).unwrap();
+        }
+        let opts = PushOpts {
+            in_flight: 4,
+            checkpoint_every: 1,
+        };
+        let e = push_vault_counted(&dev, dir.path(), &opts, false)
+            .await
+            .unwrap_err();
+        assert!(matches!(e.error, LoadError::Transport { .. }), "{e:?}");
+        assert_eq!(e.report.requests, 9, "{:?}", e.report.routes.keys());
+        assert!(push_vault(&dev, dir.path(), &opts).await.is_err());
+    }
 }

@@ -96,3 +96,13 @@ fn golden_hazards() {
         "45c6f7de0167d4cf2a8a15380f4dffb0130f7888124ddb7f4d94238165311c70",
     );
 }
+
+#[test]
+fn golden_small_big() {
+    check(
+        "small-big",
+        101,
+        4455940,
+        "649f982c18d9eecc4de43aef035f4c490a5105d7aa2fcb570d555c7bad7aa968",
+    );
+}

@@ -855,6 +855,126 @@ impl Answer {
     }
 }
 
+/// The mid-body crash point's side of a device (the trap itself is `crate::midbody`).
+impl Device {
+    /// Arms `trap` on this device (and its clones): the next chunk uploads of at least the
+    /// trap's size go through it. Replaces an earlier trap.
+    pub fn arm_mid_body(&self, trap: std::sync::Arc<crate::midbody::MidBodyTrap>) {
+        *lock(&self.inner.mid_body) = Some(trap);
+    }
+
+    /// Removes the armed trap, if any.
+    pub fn disarm_mid_body(&self) {
+        *lock(&self.inner.mid_body) = None;
+    }
+
+    /// The armed trap, when it catches this chunk upload.
+    pub(crate) fn trap_for(
+        &self,
+        req: &Outgoing<'_>,
+    ) -> Option<std::sync::Arc<crate::midbody::MidBodyTrap>> {
+        if req.route != protocol::Route::PutChunk {
+            return None;
+        }
+        let t = lock(&self.inner.mid_body).clone()?;
+        t.catches(req.body.len()).then_some(t)
+    }
+
+    /// Sends `head` and the trap's cut of `body` on a fresh connection, marks the trap held,
+    /// and waits for the connection to close, an answer, a release or the timeout. Always a
+    /// transport error: the rest of the body is never sent.
+    pub(crate) async fn send_trapped(
+        &self,
+        rec: &Recorder,
+        req: &Outgoing<'_>,
+        head: Vec<u8>,
+        sign: Option<Duration>,
+        trap: &crate::midbody::MidBodyTrap,
+    ) -> Result<Answer, LoadError> {
+        let route = req.route;
+        let len = req.body.len() as u64;
+        let cut = crate::midbody::MidBodyTrap::cut_of(trap.draw, len);
+        let sent_at = Instant::now();
+        let io = |e: std::io::Error| transport(route, "io", e.to_string());
+        use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+        let outcome = tokio::time::timeout(req.timeout, async {
+            let mut s = tokio::net::TcpStream::connect(self.inner.target.addr())
+                .await
+                .map_err(|e| transport(route, "connect", e.to_string()))?;
+            s.set_nodelay(true).map_err(io)?;
+            s.write_all(&head).await.map_err(io)?;
+            s.write_all(&req.body[..cut as usize]).await.map_err(io)?;
+            s.flush().await.map_err(io)?;
+            if let crate::midbody::TrapState::Held(c) = &mut *lock(&trap.state) {
+                c.path = req.path_and_query.to_owned();
+                c.sent = cut;
+            }
+            let mut buf = [0u8; 512];
+            let mut got = 0u64;
+            loop {
+                tokio::select! {
+                    r = s.read(&mut buf) => match r {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => got += n as u64,
+                    },
+                    _ = trap.release.notified() => break,
+                }
+            }
+            Ok::<u64, LoadError>(got)
+        })
+        .await;
+        let answered = matches!(outcome, Ok(Ok(n)) if n > 0);
+        {
+            let mut st = lock(&trap.state);
+            let c = match &*st {
+                crate::midbody::TrapState::Held(c) => crate::midbody::MidBodyCut {
+                    answered,
+                    ..c.clone()
+                },
+                _ => crate::midbody::MidBodyCut {
+                    path: req.path_and_query.to_owned(),
+                    sent: 0,
+                    len,
+                    answered,
+                },
+            };
+            *st = crate::midbody::TrapState::Done(c);
+        }
+        let sent = lock(&trap.state).clone();
+        let bytes_sent = match sent {
+            crate::midbody::TrapState::Done(c) => c.sent,
+            _ => 0,
+        };
+        rec.record(
+            route.label(),
+            "io",
+            Sample {
+                sent: sent_at,
+                intended: req.intended,
+                done: Instant::now(),
+                bytes_sent,
+                bytes_received: 0,
+                sign,
+            },
+        );
+        match outcome {
+            Ok(Err(e)) => Err(e),
+            Err(_) => Err(transport(
+                route,
+                "timeout",
+                format!("no answer within {:?}", req.timeout),
+            )),
+            Ok(Ok(_)) => Err(transport(
+                route,
+                "io",
+                format!(
+                    "the body was cut after {bytes_sent} of {len} bytes (a mid-body crash point)"
+                ),
+            )),
+        }
+    }
+}
+
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;

@@ -9,13 +9,10 @@
 //! sent" at the kill is exact.
 
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-
-use crate::client::{Answer, Device, Outgoing, lock};
-use crate::error::LoadError;
-use crate::stats::{Recorder, Sample};
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
 
 /// Where a trap is: waiting for its request, holding one, or done with it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -42,16 +39,16 @@ pub struct MidBodyCut {
 }
 
 /// A one-shot crash point inside a chunk upload's body. Arm it with
-/// [`Device::arm_mid_body`]; poll [`MidBodyTrap::state`] from the thread that kills the
+/// `Device::arm_mid_body`; poll [`MidBodyTrap::state`] from the thread that kills the
 /// target, then call [`MidBodyTrap::release`].
 #[derive(Debug)]
 pub struct MidBodyTrap {
     /// Bodies shorter than this pass untouched (the trap is for large uploads).
     min_body: usize,
     /// A 64-bit draw that picks the cut: `1 + draw * (len - 1) / 2^64`, in `1..len`.
-    draw: u64,
-    state: Mutex<TrapState>,
-    release: tokio::sync::Notify,
+    pub(crate) draw: u64,
+    pub(crate) state: Mutex<TrapState>,
+    pub(crate) release: tokio::sync::Notify,
 }
 
 impl MidBodyTrap {
@@ -83,7 +80,7 @@ impl MidBodyTrap {
     }
 
     /// Whether this request is the one to catch (and if so, the trap is taken).
-    fn catches(&self, body_len: usize) -> bool {
+    pub(crate) fn catches(&self, body_len: usize) -> bool {
         if body_len < self.min_body {
             return false;
         }
@@ -107,126 +104,16 @@ impl MidBodyTrap {
     }
 }
 
-impl Device {
-    /// Arms `trap` on this device (and its clones): the next chunk uploads of at least the
-    /// trap's size go through it. Replaces an earlier trap.
-    pub fn arm_mid_body(&self, trap: std::sync::Arc<MidBodyTrap>) {
-        *lock(&self.inner.mid_body) = Some(trap);
-    }
-
-    /// Removes the armed trap, if any.
-    pub fn disarm_mid_body(&self) {
-        *lock(&self.inner.mid_body) = None;
-    }
-
-    /// The armed trap, when it catches this chunk upload.
-    pub(crate) fn trap_for(&self, req: &Outgoing<'_>) -> Option<std::sync::Arc<MidBodyTrap>> {
-        if req.route != protocol::Route::PutChunk {
-            return None;
-        }
-        let t = lock(&self.inner.mid_body).clone()?;
-        t.catches(req.body.len()).then_some(t)
-    }
-
-    /// Sends `head` and the trap's cut of `body` on a fresh connection, marks the trap held,
-    /// and waits for the connection to close, an answer, a release or the timeout. Always a
-    /// transport error: the rest of the body is never sent.
-    pub(crate) async fn send_trapped(
-        &self,
-        rec: &Recorder,
-        req: &Outgoing<'_>,
-        head: Vec<u8>,
-        sign: Option<Duration>,
-        trap: &MidBodyTrap,
-    ) -> Result<Answer, LoadError> {
-        let route = req.route;
-        let len = req.body.len() as u64;
-        let cut = MidBodyTrap::cut_of(trap.draw, len);
-        let sent_at = Instant::now();
-        let io = |e: std::io::Error| crate::client::transport(route, "io", e.to_string());
-        let outcome = tokio::time::timeout(req.timeout, async {
-            let mut s = tokio::net::TcpStream::connect(self.inner.target.addr())
-                .await
-                .map_err(|e| crate::client::transport(route, "connect", e.to_string()))?;
-            s.set_nodelay(true).map_err(io)?;
-            s.write_all(&head).await.map_err(io)?;
-            s.write_all(&req.body[..cut as usize]).await.map_err(io)?;
-            s.flush().await.map_err(io)?;
-            if let TrapState::Held(c) = &mut *lock(&trap.state) {
-                c.path = req.path_and_query.to_owned();
-                c.sent = cut;
-            }
-            let mut buf = [0u8; 512];
-            let mut got = 0u64;
-            loop {
-                tokio::select! {
-                    r = s.read(&mut buf) => match r {
-                        Ok(0) | Err(_) => break,
-                        Ok(n) => got += n as u64,
-                    },
-                    _ = trap.release.notified() => break,
-                }
-            }
-            Ok::<u64, LoadError>(got)
-        })
-        .await;
-        let answered = matches!(outcome, Ok(Ok(n)) if n > 0);
-        {
-            let mut st = lock(&trap.state);
-            let c = match &*st {
-                TrapState::Held(c) => MidBodyCut {
-                    answered,
-                    ..c.clone()
-                },
-                _ => MidBodyCut {
-                    path: req.path_and_query.to_owned(),
-                    sent: 0,
-                    len,
-                    answered,
-                },
-            };
-            *st = TrapState::Done(c);
-        }
-        let sent = lock(&trap.state).clone();
-        let bytes_sent = match sent {
-            TrapState::Done(c) => c.sent,
-            _ => 0,
-        };
-        rec.record(
-            route.label(),
-            "io",
-            Sample {
-                sent: sent_at,
-                intended: req.intended,
-                done: Instant::now(),
-                bytes_sent,
-                bytes_received: 0,
-                sign,
-            },
-        );
-        match outcome {
-            Ok(Err(e)) => Err(e),
-            Err(_) => Err(crate::client::transport(
-                route,
-                "timeout",
-                format!("no answer within {:?}", req.timeout),
-            )),
-            Ok(Ok(_)) => Err(crate::client::transport(
-                route,
-                "io",
-                format!(
-                    "the body was cut after {bytes_sent} of {len} bytes (a mid-body crash point)"
-                ),
-            )),
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::io::{Read, Write};
     use std::sync::Arc;
+    use std::time::{Duration, Instant};
+
+    use crate::client::Outgoing;
+    use crate::error::LoadError;
+    use crate::stats::Recorder;
 
     #[test]
     fn cuts_fall_strictly_inside_the_body() {

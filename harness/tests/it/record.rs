@@ -169,9 +169,8 @@ fn verify_catches_edits_by_key() {
         err.contains("cold_push.files") && err.contains("snapshot"),
         "{err}"
     );
-    // The sidecar alone.
-    let err =
-        edited(&|_, p| p["machine"] = serde_json::json!({"identity": {"cpu_model": "forged"}}));
+    // The sidecar alone: a forged machine, in the sidecar's own schema.
+    let err = edited(&|_, p| p["machine"]["identity"]["cpu_model"] = Value::from("forged"));
     assert!(err.contains("digest"), "{err}");
 }
 

@@ -91,7 +91,10 @@ async fn versions_and_spent_nonces_survive_a_restart_and_a_torn_tail_is_cut() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_clock_is_a_parameter() {
     let dir = tempfile::tempdir().unwrap();
-    let clock = ManualClock::new(now_s() * 1000);
+    // The request is stamped with the server clock's start, not a second read of the real
+    // clock: a second boundary crossed in between would leave it a second inside the window.
+    let t0 = now_s();
+    let clock = ManualClock::new(t0 * 1000);
     let mut cfg = ServerConfig::new(dir.path().join("data"));
     cfg.clock = clock.clone();
     let server = TestServer::start(cfg).unwrap();
@@ -102,7 +105,7 @@ async fn the_clock_is_a_parameter() {
         &Method::GET,
         "/v1/changes",
         b"",
-        now_s(),
+        t0,
         &api.random_hex(16),
     );
     assert_eq!(
@@ -113,8 +116,9 @@ async fn the_clock_is_a_parameter() {
     clock.advance_s(299);
     let r = api.raw(Method::GET, "/v1/changes", &h, "").await;
     assert_eq!(r.error(), "replayed_nonce");
-    // ...and past the skew window it is stale, whatever its nonce.
-    clock.advance_s(2);
+    // ...and past the skew window it is stale, whatever its nonce (3 s past it, so a request
+    // signed below with the real clock, a second boundary later, is still past it).
+    clock.advance_s(4);
     let r = api.raw(Method::GET, "/v1/changes", &h, "").await;
     assert_eq!(r.error(), "stale_timestamp");
     let r = api.signed(&a, Method::GET, "/v1/changes", "").await;

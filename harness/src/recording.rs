@@ -96,7 +96,7 @@ pub fn record(job: RecordJob<'_>, runner: &dyn SampleRunner) -> anyhow::Result<R
     // counts do not depend on the machine's load).
     let mut cost_sample: Option<SampleResult> = None;
     if failure.is_none() && prep.cost.is_some() {
-        crate::prepare::progress("cost sample (callgrind, then strace)");
+        crate::prepare::progress("cost sample (callgrind and strace side by side)");
         match runner.run(&prep.cost_plan(job.target, n + 1)) {
             Ok(r) => cost_sample = Some(r),
             Err(e) if e.downcast_ref::<crate::interrupt::Interrupted>().is_some() => return Err(e),

@@ -178,6 +178,16 @@ fn sid_of(data: &[u8]) -> String {
     hex::encode(Sha256::digest(data))
 }
 
+/// Mixes a run's level into its seed for `put-chunk` bodies (an odd constant, the golden ratio's).
+const LEVEL_MIX: u64 = 0x9e37_79b9_7f4a_7c15;
+
+/// The `n`-th `put-chunk` body of a run at `level` (and its sid).
+fn load_chunk(seed: u64, level: u64, n: u64) -> (Bytes, String) {
+    let mut r = ChaCha8Rng::seed_from_u64(seed ^ level.wrapping_mul(LEVEL_MIX));
+    r.set_stream(n);
+    random_chunk(&mut r)
+}
+
 fn random_chunk(rng: &mut ChaCha8Rng) -> (Bytes, String) {
     let mut buf = vec![0u8; LOAD_CHUNK_BYTES];
     rng.fill_bytes(&mut buf);
@@ -273,10 +283,13 @@ struct Run {
     devices: Vec<Device>,
     prep: Prep,
     rec: Recorder,
-    /// Unique per request across workers: names new files in `post-version`.
+    /// Unique per request across workers: names new files in `post-version` and picks the
+    /// bytes of a `put-chunk` request.
     counter: AtomicU64,
     deadline: Instant,
     seed: u64,
+    /// Tells this run's `put-chunk` bodies from another level's of the same seed.
+    level: u64,
 }
 
 /// One request of the route, planned before it is signed and sent.
@@ -317,7 +330,12 @@ impl Run {
         match self.route {
             Route::Livez => Planned::get("/livez"),
             Route::PutChunk => {
-                let (body, sid) = random_chunk(rng);
+                // The n-th request's bytes depend on n and the level alone, not on which worker
+                // sends it: the chunks a run stores, and so the server's renames, fsyncs and
+                // directories, are the same whatever the interleaving (a worker's own stream
+                // used to repeat the chunks an earlier level's worker of that index had stored).
+                let n = self.counter.fetch_add(1, Ordering::Relaxed);
+                let (body, sid) = load_chunk(self.seed, self.level, n);
                 Planned {
                     method: Method::PUT,
                     path_and_query: format!("/v1/chunks/{sid}").into(),
@@ -450,6 +468,10 @@ pub async fn run_route_load(
         counter: AtomicU64::new(0),
         deadline: t0 + cfg.duration,
         seed: cfg.seed,
+        level: match cfg.mode {
+            Mode::Closed { in_flight } => in_flight as u64,
+            Mode::Open { rate_per_s, .. } => (1 << 63) | rate_per_s.to_bits() >> 1,
+        },
     });
     let issued = Arc::new(AtomicU64::new(0));
     let mut set = JoinSet::new();
@@ -565,6 +587,25 @@ mod tests {
     }
 
     use super::*;
+
+    /// A `put-chunk` body depends on the request's index and the run's level only: the chunks
+    /// a run stores do not depend on which worker sent what, and one level never repeats
+    /// another's (an earlier stream-per-worker scheme made the 4-in-flight step re-send some
+    /// of the 1-in-flight step's chunks, timing-dependently, so its renames and fsyncs varied).
+    #[test]
+    fn put_chunk_bodies_depend_on_index_and_level_only() {
+        let (a, sa) = load_chunk(7, 1, 3);
+        let (b, sb) = load_chunk(7, 1, 3);
+        assert_eq!((a.clone(), sa.clone()), (b, sb));
+        assert_eq!(sa, sid_of(&a));
+        let c1: std::collections::BTreeSet<String> =
+            (0..500).map(|n| load_chunk(7, 1, n).1).collect();
+        let c4: std::collections::BTreeSet<String> =
+            (0..500).map(|n| load_chunk(7, 4, n).1).collect();
+        assert_eq!(c1.len(), 500);
+        assert_eq!(c4.len(), 500);
+        assert!(c1.is_disjoint(&c4));
+    }
     use crate::client::nonce_rng;
     use crate::fake::{Script, start};
 

@@ -295,7 +295,7 @@ impl Prepared {
         }
     }
 
-    /// The cost sample's plan (`--cost`): the scenario under callgrind, then under strace.
+    /// The cost sample's plan (`--cost`): the scenario under callgrind and under strace, side by side.
     pub fn cost_plan(&self, target: &TargetSpec, index: u32) -> SamplePlan {
         SamplePlan {
             cost: true,

@@ -184,22 +184,20 @@ impl Drop for Restore {
 }
 
 /// The cost sample: the scenario once under callgrind (instructions per phase) and once under
-/// strace (syscalls by name per phase), each against a fresh server and data dir. Its other
-/// keys are dropped, except the strace run's own `/metrics` fsync counters, kept beside the
-/// syscall counts of the same run so the two can be checked against each other.
+/// strace (syscalls by name per phase), each against a fresh server and data dir. The two runs
+/// go side by side, each on a thread of its own: neither count depends on time, and a
+/// callgrind run spends most of its wall time waiting (its server's threads take turns on
+/// valgrind's one lock, its fsyncs wait for the disk), so the pair takes little longer than
+/// callgrind alone. Its other keys are dropped, except the strace run's own `/metrics` fsync
+/// counters, kept beside the syscall counts of the same run so the two can be checked against
+/// each other.
 fn measure_cost(
     plan: &SamplePlan,
     sample_dir: &Path,
     m: &mut Metrics,
     server_pid: &mut u32,
 ) -> anyhow::Result<()> {
-    use crate::sample::cost::{self, CallgrindMarks, CostTool, StraceMarks};
-    if plan.scenario.protocol == Protocol::Webdav {
-        bail!(
-            "--cost drives obsync scenarios; {} is a WebDAV scenario",
-            plan.scenario.name
-        );
-    }
+    use crate::sample::cost::CostTool;
     if plan
         .scenario
         .phases
@@ -212,68 +210,115 @@ fn measure_cost(
             plan.scenario.name
         );
     }
-    for tool in [CostTool::Callgrind, CostTool::Strace] {
-        let out = sample_dir.join(match tool {
-            CostTool::Callgrind => "callgrind",
-            CostTool::Strace => "strace",
-        });
-        std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
-        let mut server =
-            Server::start_wrapped(&plan.target, &out.join("data"), &cost::wrapper(tool, &out))?;
-        *server_pid = server.pid;
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .thread_name(loadgen::WORKER_THREAD)
-            .enable_all()
-            .build()
-            .context("building the tokio runtime")?;
-        let mut scratch = Metrics::default();
-        let mut cg = CallgrindMarks::new(server.pid);
-        let mut st = StraceMarks::default();
-        let bounds: &mut dyn phases::Boundary = match tool {
-            CostTool::Callgrind => &mut cg,
-            CostTool::Strace => &mut st,
+    // Each thread spawns its own server: PR_SET_PDEATHSIG follows the spawning thread, and
+    // each thread outlives its server (stopped and reaped before the thread returns).
+    let (callgrind, strace) = std::thread::scope(|s| {
+        let cg = std::thread::Builder::new()
+            .name("cost-callgrind".into())
+            .spawn_scoped(s, || cost_run(plan, sample_dir, CostTool::Callgrind))
+            .map_err(anyhow::Error::from);
+        let st = std::thread::Builder::new()
+            .name("cost-strace".into())
+            .spawn_scoped(s, || cost_run(plan, sample_dir, CostTool::Strace))
+            .map_err(anyhow::Error::from);
+        let join = |h: anyhow::Result<std::thread::ScopedJoinHandle<'_, _>>| {
+            h.and_then(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(anyhow::anyhow!("cost run thread panicked")))
+            })
         };
-        let driven = rt.block_on(async {
+        (join(cg), join(st))
+    });
+    let (cg_keys, cg_pid) = callgrind?;
+    let (st_keys, _) = strace?;
+    *server_pid = cg_pid;
+    m.map.extend(cg_keys.map);
+    m.map.extend(st_keys.map);
+    Ok(())
+}
+
+/// One run of the cost sample under `tool`, in `sample_dir/<tool>/`: its keys and its
+/// server's pid.
+fn cost_run(
+    plan: &SamplePlan,
+    sample_dir: &Path,
+    tool: crate::sample::cost::CostTool,
+) -> anyhow::Result<(Metrics, u32)> {
+    use crate::sample::cost::{self, CallgrindMarks, CostTool, StraceMarks};
+    let name = match tool {
+        CostTool::Callgrind => "callgrind",
+        CostTool::Strace => "strace",
+    };
+    let out = sample_dir.join(name);
+    std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
+    let t0 = std::time::Instant::now();
+    let mut server =
+        Server::start_wrapped(&plan.target, &out.join("data"), &cost::wrapper(tool, &out))?;
+    let pid = server.pid;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name(loadgen::WORKER_THREAD)
+        .enable_all()
+        .build()
+        .context("building the tokio runtime")?;
+    let mut scratch = Metrics::default();
+    let mut cg = CallgrindMarks::new(server.pid);
+    let mut st = StraceMarks::default();
+    let bounds: &mut dyn phases::Boundary = match tool {
+        CostTool::Callgrind => &mut cg,
+        CostTool::Strace => &mut st,
+    };
+    let driven = rt.block_on(async {
+        if plan.scenario.protocol == Protocol::Webdav {
+            let mut client = WebdavClient::connect(plan, &server)?;
+            phases::drive(plan, &mut server, &mut client, &out, &mut scratch, bounds).await
+        } else {
             let mut client = ObsyncClient::connect(plan, &server, bounds.scrapes()).await?;
             phases::drive(plan, &mut server, &mut client, &out, &mut scratch, bounds).await
-        });
-        drop(rt);
-        let crashed = !server.is_running();
-        let stderr = server.stderr_line();
-        let usage = server.stop()?;
-        if crashed {
-            bail!(
-                "target exited mid-sample under {tool:?} (status {:?}): {stderr}",
-                usage.exit_status
-            );
         }
-        driven.with_context(|| format!("cost sample under {tool:?}"))?;
-        match tool {
-            CostTool::Callgrind => {
-                let counts = cost::read_callgrind_dir(&out)?;
-                cost::instruction_keys(&counts, &cg.work, m)?;
-                let mut d = cg.dump_ms.clone();
-                d.sort_by(f64::total_cmp);
-                if let Some(max) = d.last() {
-                    m.resource("cost_sample.vgdb_dump_ms.max", *max, "ms");
-                    m.resource("cost_sample.vgdb_dump_ms.median", d[d.len() / 2], "ms");
-                }
+    });
+    drop(rt);
+    let crashed = !server.is_running();
+    let stderr = server.stderr_line();
+    let usage = server.stop()?;
+    if crashed {
+        bail!(
+            "target exited mid-sample under {tool:?} (status {:?}): {stderr}",
+            usage.exit_status
+        );
+    }
+    driven.with_context(|| format!("cost sample under {tool:?}"))?;
+    let mut m = Metrics::default();
+    // How long the run took, spawn to reaped: the sidecar's record of what `--cost` costs.
+    m.resource(
+        format!("cost_sample.{name}_wall_s"),
+        t0.elapsed().as_secs_f64(),
+        "s",
+    );
+    match tool {
+        CostTool::Callgrind => {
+            let counts = cost::read_callgrind_dir(&out)?;
+            cost::instruction_keys(&counts, &cg.work, &mut m)?;
+            let mut d = cg.dump_ms.clone();
+            d.sort_by(f64::total_cmp);
+            if let Some(max) = d.last() {
+                m.resource("cost_sample.vgdb_dump_ms.max", *max, "ms");
+                m.resource("cost_sample.vgdb_dump_ms.median", d[d.len() / 2], "ms");
             }
-            CostTool::Strace => {
-                let log = out.join("strace.log");
-                let text = std::fs::read_to_string(&log)
-                    .with_context(|| format!("reading {}", log.display()))?;
-                cost::syscall_keys(&cost::parse_strace(&text, &st.windows), m);
-                for (k, v) in scratch.map {
-                    if k.contains(".server.fsyncs.") {
-                        m.map.insert(k, v);
-                    }
+        }
+        CostTool::Strace => {
+            let log = out.join("strace.log");
+            let text = std::fs::read_to_string(&log)
+                .with_context(|| format!("reading {}", log.display()))?;
+            cost::syscall_keys(&cost::parse_strace(&text, &st.windows), &st.timed, &mut m);
+            for (k, v) in scratch.map {
+                if k.contains(".server.fsyncs.") {
+                    m.map.insert(k, v);
                 }
             }
         }
     }
-    Ok(())
+    Ok((m, pid))
 }
 
 fn server_metrics(u: &ServerUsage, m: &mut Metrics) {

@@ -160,6 +160,7 @@ pub async fn drive<C: SyncClient>(
                 let work = Work {
                     requests: r.requests,
                     files: None,
+                    timed: false,
                 };
                 (Some(work), None)
             }
@@ -188,6 +189,7 @@ pub async fn drive<C: SyncClient>(
                 let work = Work {
                     requests: r.requests,
                     files: None,
+                    timed: false,
                 };
                 (Some(work), None)
             }
@@ -196,6 +198,7 @@ pub async fn drive<C: SyncClient>(
                 let work = Work {
                     requests,
                     files: None,
+                    timed: false,
                 };
                 (Some(work), None)
             }
@@ -263,6 +266,7 @@ fn transfer_work(r: &TransferReport) -> Work {
     Work {
         requests: r.requests,
         files: Some(r.files),
+        timed: false,
     }
 }
 
@@ -342,6 +346,7 @@ async fn route_load<C: SyncClient>(
                 Work {
                     requests: rep.requests,
                     files: None,
+                    timed: matches!(bound, RouteBound::Time { .. }),
                 },
                 true,
                 m,

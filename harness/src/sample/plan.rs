@@ -24,7 +24,7 @@ pub struct SamplePlan {
     /// Run the server and the generator on the same CPUs (`--no-pin`).
     #[serde(default)]
     pub no_pin: bool,
-    /// A cost sample: the scenario under callgrind, then under strace (`sample::cost`).
+    /// A cost sample: the scenario under callgrind and under strace, side by side (`sample::cost`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub cost: bool,
 }

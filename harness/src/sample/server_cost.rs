@@ -17,6 +17,9 @@ pub struct Work {
     pub requests: u64,
     /// Files transferred, for a push or a pull (costs are then per file).
     pub files: Option<u64>,
+    /// A route step bounded by time: its request count, and so any count of what the server
+    /// did in it, depends on throughput (only per-request figures compare).
+    pub timed: bool,
 }
 
 /// The snapshot at the start of the current phase.
@@ -170,6 +173,7 @@ mod tests {
             Work {
                 requests: 50,
                 files: Some(4),
+                timed: false,
             },
             false,
         ));
@@ -198,6 +202,7 @@ mod tests {
             Work {
                 requests: 1000,
                 files: None,
+                timed: false,
             },
             true,
         ));
@@ -240,6 +245,7 @@ mod tests {
             Work {
                 requests: 1,
                 files: None,
+                timed: false,
             },
             false,
             &mut m,

@@ -89,6 +89,59 @@ fn small_webdav_against_rclone_records_and_verifies() {
     );
 }
 
+/// `--cost` wraps a third-party server too: nginx's master and workers under callgrind (a
+/// dump to every process of the tree) and under strace, so its fsyncs per note are exact keys
+/// like the reference server's `/metrics` counters.
+#[test]
+#[ignore = "slow: real servers under valgrind and strace"]
+fn cost_sample_of_nginx_counts_instructions_and_syscalls_by_name() {
+    let home = tempfile::tempdir().unwrap();
+    let out = home.path().join("out");
+    crate::common::record_loose(
+        home.path(),
+        &[
+            "small-webdav",
+            "--target",
+            "nginx-webdav",
+            "--cost",
+            "--samples",
+            "1",
+        ],
+    )
+    .arg("--out")
+    .arg(&out)
+    .arg("--work-dir")
+    .arg(home.path().join("work"))
+    .timeout(std::time::Duration::from_secs(900))
+    .assert()
+    .success();
+    vb(home.path()).arg("verify").arg(&out).assert().success();
+    let m = &read(&out.join("small-webdav.json"))["metrics"];
+    let get = |k: &str| {
+        let e = &m[k];
+        (
+            e["value"]
+                .as_f64()
+                .unwrap_or_else(|| panic!("{k} missing: {m}")),
+            e["class"].as_str().unwrap_or("").to_owned(),
+        )
+    };
+    let (ipf, class) = get("cold_push.server.instructions_per_file");
+    assert!(ipf > 0.0 && class == "cost", "{ipf} {class}");
+    // nginx's dav module writes each PUT to a temporary file and renames it into place.
+    assert_eq!(
+        get("cold_push.server.syscalls.rename"),
+        (100.0, "exact".into())
+    );
+    for name in ["fsync", "fdatasync"] {
+        let (_, class) = get(&format!("cold_push.server.syscalls.{name}"));
+        assert_eq!(class, "exact", "{name}");
+    }
+    // small-webdav's route steps are time-bounded: their counts follow throughput.
+    let (_, class) = get("route.put-file.c1.server.syscalls.rename");
+    assert_eq!(class, "resource");
+}
+
 #[test]
 #[ignore = "slow: real servers"]
 fn ab_between_two_presets_writes_a_result() {

@@ -227,3 +227,34 @@ fn cost_keys_use_their_own_tight_threshold() {
     assert_eq!(status(&c, key), Status::Improvement);
     assert!(reports::compare::markdown(&c).contains("cost keys 1"));
 }
+
+/// A syscall count from the one cost sample (exact, a series of one in both recordings) that
+/// moved by a few in a thousand is below the cost threshold, not a regression; beyond the
+/// threshold it is judged as an exact key again, whatever the timing threshold.
+#[test]
+fn a_cost_sample_syscall_count_gets_the_cost_threshold() {
+    use reports::compare::compare_with;
+    use reports::schema::Metric;
+    let key = "route.post-version.c4.server.syscalls.fdatasync";
+    let with = |v: f64| {
+        let (mut b, mut p) = small();
+        b.metrics.insert(key.into(), Metric::exact(v, "count"));
+        p.raw.insert(key.into(), vec![v]);
+        (b, p)
+    };
+    let (b, p) = with(1004.0);
+    let (rb, rp) = with(1009.0);
+    let c = compare((&b, &p), (&rb, &rp), 0.05).unwrap();
+    assert_eq!(status(&c, key), Status::BelowThreshold);
+    assert_eq!(c.regressions, 0);
+    let (wb, wp) = with(1030.0);
+    let c = compare_with((&b, &p), (&wb, &wp), 0.50, 0.01).unwrap();
+    assert_eq!(status(&c, key), Status::Regression);
+    // An exact key of the timing samples (a series of five) still compares exactly.
+    let (mut b5, mut p5) = small();
+    let (mut r5, mut rp5) = small();
+    set(&mut b5, &mut p5, "cold_push.requests", &[1004.0; 5]);
+    set(&mut r5, &mut rp5, "cold_push.requests", &[1005.0; 5]);
+    let c = compare((&b5, &p5), (&r5, &rp5), 0.05).unwrap();
+    assert_eq!(status(&c, "cold_push.requests"), Status::Regression);
+}

@@ -108,3 +108,57 @@ pub fn report_error(err: &anyhow::Error) -> i32 {
     }
     exit::ERROR
 }
+
+#[cfg(test)]
+mod cli_tests {
+    use super::*;
+
+    /// Every seed flag takes the same spellings (`contract::parse::seed`): `0x5e_ed` too.
+    #[test]
+    fn every_seed_flag_accepts_hex_with_separators() {
+        let parse = |args: &[&str]| {
+            Cli::try_parse_from(std::iter::once("vaultbench").chain(args.iter().copied()))
+                .unwrap_or_else(|e| panic!("{args:?}: {e}"))
+                .command
+        };
+        let Command::Record(r) = parse(&["record", "small", "--seed", "0x5e_ed"]) else {
+            panic!("record")
+        };
+        assert_eq!(r.common.seed, Some(0x5eed));
+        let Command::Ab(a) = parse(&[
+            "ab",
+            "--a",
+            "ref",
+            "--b",
+            "ref --group-commit",
+            "--scenario",
+            "small",
+            "--seed",
+            "0x5e_ed",
+            "--order-seed",
+            "0x5e_ed",
+        ]) else {
+            panic!("ab")
+        };
+        assert_eq!((a.common.seed, a.order_seed), (Some(0x5eed), 0x5eed));
+        let Command::Load(l) = parse(&["load", "--seed", "0x5e_ed"]) else {
+            panic!("load")
+        };
+        assert_eq!(l.route.conn.seed, 0x5eed);
+        let Command::Load(l) = parse(&["load", "push", "--vault", "v", "--seed", "0x5e_ed"]) else {
+            panic!("load push")
+        };
+        let Some(load::LoadCmd::Push(t)) = l.cmd else {
+            panic!("load push")
+        };
+        assert_eq!(t.conn.seed, 0x5eed);
+        // `vault gen|verify|bench --seed` keep the text and parse it with the same parser.
+        assert_eq!(vault::parse_seed("0x5e_ed").unwrap(), 0x5eed);
+        assert!(
+            Cli::try_parse_from(["vaultbench", "load", "--seed", "0x5g"])
+                .unwrap_err()
+                .to_string()
+                .contains("bad seed \"0x5g\"")
+        );
+    }
+}

@@ -108,7 +108,8 @@ pub fn record(job: RecordJob<'_>, runner: &dyn SampleRunner) -> anyhow::Result<R
     if let Some(cause) = failure {
         ledger.append(&name, "failed", &cause)?;
         return Ok(Recorded::Refused(format!(
-            "a sample failed, nothing written: {cause}"
+            "a sample failed, {}: {cause}",
+            ledger.what_was_written()
         )));
     }
     let refs: Vec<&SampleResult> = counted.iter().collect();
@@ -126,8 +127,13 @@ pub fn record(job: RecordJob<'_>, runner: &dyn SampleRunner) -> anyhow::Result<R
     if !verdict.accepted {
         let cause = verdict.failures.join("; ");
         ledger.append(&name, "refused", &cause)?;
+        // The gate's message says "nothing written"; in an untracked `--out` the ledger line is.
         return Ok(Recorded::Refused(
-            verdict.refusal(prep.reference_file.as_deref()),
+            verdict.refusal(prep.reference_file.as_deref()).replacen(
+                "nothing written",
+                &ledger.what_was_written(),
+                1,
+            ),
         ));
     }
     let attempts = attempts_since_last_accept(&ledger.path);
@@ -287,11 +293,20 @@ impl Ledger {
         if !self.writable {
             return Ok(());
         }
-        append_ledger(&self.path, scenario, outcome, cause)?;
-        if outcome != "accepted" {
-            eprintln!("attempt counted in {}", self.path.display());
+        append_ledger(&self.path, scenario, outcome, cause)
+    }
+
+    /// What a refused or failed run left behind, for its message: literally nothing in a
+    /// tracked directory, else the ledger line alone.
+    pub fn what_was_written(&self) -> String {
+        if self.writable {
+            format!(
+                "no recording written (the attempt is counted in {})",
+                self.path.display()
+            )
+        } else {
+            "nothing written".to_owned()
         }
-        Ok(())
     }
 }
 
@@ -477,9 +492,14 @@ mod tests {
         let (prep, t, out) = (prepared(), spec(), tempfile::tempdir().unwrap());
         let runner = MockRunner::new([ok(1.0), ok(2.0), Step::Fail("server died"), ok(3.0)]);
         let r = record(job(&prep, &t, out.path(), 3), &runner).unwrap();
-        assert!(
-            matches!(&r, Recorded::Refused(c) if c == "a sample failed, nothing written: server died")
+        let ledger_path = out
+            .path()
+            .join(format!("{}.attempts.jsonl", prep.scenario.name));
+        let want = format!(
+            "a sample failed, no recording written (the attempt is counted in {}): server died",
+            ledger_path.display()
         );
+        assert!(matches!(&r, Recorded::Refused(c) if *c == want), "{want}");
         assert_eq!(runner.left(), 1, "no sample runs after a failure");
         let name = &prep.scenario.name;
         assert_eq!(files(out.path()), vec![format!("{name}.attempts.jsonl")]);
@@ -500,12 +520,16 @@ mod tests {
         };
         // The refusal names the failing channel, says the reference was not found (and
         // where it would live), and says what to do next: retry quiet, calibrate, or loosen.
+        let ledger_path = out
+            .path()
+            .join(format!("{}.attempts.jsonl", prep.scenario.name));
         assert!(
-            cause.starts_with(
-                "calibration gate refused, nothing written: \
+            cause.starts_with(&format!(
+                "calibration gate refused, no recording written (the attempt is counted in {}): \
                  cpu_ms has a reading that is not a positive number. \
-                 no reference for this machine in /nonexistent-reference.json"
-            ),
+                 no reference for this machine in /nonexistent-reference.json",
+                ledger_path.display()
+            )),
             "{cause}"
         );
         for next in [
@@ -598,10 +622,13 @@ mod tests {
             MockRunner::new([noisy(1.0), ok(2.0), noisy(3.0)]),
             MockRunner::new([ok(1.0), Step::Fail("server died")]),
         ] {
-            assert!(matches!(
-                record(job(&prep, &t, &out, 2), &runner).unwrap(),
-                Recorded::Refused(_)
-            ));
+            let r = record(job(&prep, &t, &out, 2), &runner).unwrap();
+            // "Nothing written" is literally true here.
+            assert!(
+                matches!(&r, Recorded::Refused(c) if c.contains("nothing written") && !c.contains("counted in")),
+                "{:?}",
+                matches!(r, Recorded::Refused(_))
+            );
         }
         assert_eq!(
             git(

@@ -13,6 +13,8 @@ struct Cli {
 }
 
 fn main() {
+    // Before any other thread starts: the per-thread CPU keys and `top -H` read this name.
+    refserver::name_this_thread(refserver::MAIN_THREAD);
     let cli = Cli::parse();
     let code = match refserver::cli::run(cli.args) {
         Ok(code) => code,

@@ -114,19 +114,23 @@ pub fn run(args: RecordArgs) -> anyhow::Result<i32> {
     Ok(crate::exit::OK)
 }
 
-/// Whether a key is one of a phase's headline figures: wall time, p50/p95, files/s, CPU per
-/// request, fsyncs per file (and the server's total CPU and peak RSS).
+/// Whether a key is one of a phase's headline figures: wall time, p50/p95 (of the phase and
+/// of each route it used, and each route-load step's p50), files/s, CPU per request, fsyncs
+/// per file (and the server's total CPU and peak RSS). Syscall counts per request are not
+/// headline figures; `--full` shows them.
 pub fn is_headline(key: &str) -> bool {
-    const SUFFIXES: [&str; 9] = [
+    const SUFFIXES: [&str; 11] = [
         ".wall_ms",
         ".ready_ms",
         ".propagate_ms",
         ".p50_ms",
         ".p95_ms",
+        ".p50_us",
+        ".p95_us",
         ".files_per_s",
         "fsyncs_per_file",
-        "per_request",
-        "per_request_us",
+        ".cpu_us_per_request",
+        ".cpu_us_per_file",
     ];
     SUFFIXES.iter().any(|s| key.ends_with(s))
         || matches!(key, "server.cpu_s" | "server.peak_rss_mib")
@@ -296,6 +300,33 @@ mod tests {
                 .unwrap()
         };
         (b, raw)
+    }
+
+    #[test]
+    fn headline_keys_are_the_phase_figures_the_issue_names() {
+        for k in [
+            "cold_push.wall_ms",
+            "cold_start.ready_ms",
+            "edit.p95_ms",
+            "cold_push.put-chunk.p50_us",
+            "cold_pull.changes.p95_us",
+            "route.changes.c4.p50_us",
+            "cold_push.files_per_s",
+            "cold_push.server.data_fsyncs_per_file",
+            "route.put-chunk.c1.server.cpu_us_per_request",
+            "cold_push.server.cpu_us_per_file",
+            "server.cpu_s",
+        ] {
+            assert!(is_headline(k), "{k}");
+        }
+        for k in [
+            "route.changes.c1.server.syscalls_per_request",
+            "route.changes.c1.p99_us",
+            "cold_push.requests.put-chunk",
+            "server.io.syscr",
+        ] {
+            assert!(!is_headline(k), "{k}");
+        }
     }
 
     #[test]

@@ -494,7 +494,9 @@ fn resolve_baseline(path: &Path, scenario: &str, class: Option<&str>) -> Option<
 }
 
 pub fn run_compare(args: CompareArgs) -> anyhow::Result<i32> {
+    // Both percent flags first: a bad value is a usage error whatever the inputs hold.
     let threshold = reports::compare::parse_threshold(&args.threshold)?;
+    let cost_threshold = reports::compare::parse_threshold(&args.cost_threshold)?;
     let rec_path = resolve(&args.recording, None)?;
     let (rb, rp) = crate::commands::verify::read_pair(&rec_path)?;
     let rec_class = crate::commands::class::of_recorded(&rp.machine);
@@ -545,7 +547,6 @@ pub fn run_compare(args: CompareArgs) -> anyhow::Result<i32> {
             );
         }
     }
-    let cost_threshold = reports::compare::parse_threshold(&args.cost_threshold)?;
     let cmp = reports::compare::compare_with((&bb, &bp), (&rb, &rp), threshold, cost_threshold)?;
     let md = reports::compare::markdown(&cmp);
     if args.json {

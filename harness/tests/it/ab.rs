@@ -101,6 +101,15 @@ fn a_slowed_build_is_worse_and_the_rule_rejects_it() {
     );
     assert_eq!(doc["kind"], "vaultbench.ab");
     assert_eq!(doc["rounds"].as_array().unwrap().len(), 6);
+    // Without a terminal: one line per round, with its outcome and time.
+    let err = String::from_utf8(o.stderr.clone()).unwrap();
+    for i in 1..=6 {
+        assert!(
+            err.lines()
+                .any(|l| l.starts_with(&format!("round {i}/6: ok, ")) && l.ends_with(" s")),
+            "no line for round {i}: {err}"
+        );
+    }
     let orders: Vec<&str> = doc["rounds"]
         .as_array()
         .unwrap()

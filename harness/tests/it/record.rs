@@ -650,3 +650,103 @@ fn class_prints_this_machines_class_and_its_parts() {
         class
     );
 }
+
+/// `git -C dir ARGS` with a throwaway identity; its stdout.
+fn git_in(dir: &Path, args: &[&str]) -> String {
+    let o = std::process::Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args([
+            "-c",
+            "user.name=vaultbench test",
+            "-c",
+            "user.email=test@example.invalid",
+            "-c",
+            "commit.gpgsign=false",
+        ])
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8(o.stdout).unwrap()
+}
+
+/// The Quickstart on a newcomer's checkout, whose `baselines/` holds another machine's class
+/// only: `record` without `--out` files under `baselines/<this class>/` of the working
+/// directory and touches nothing else; a refusal leaves the new class directory holding only
+/// the attempts ledger, and once that directory is committed a refusal writes nothing at all.
+#[test]
+#[ignore = "slow: real recordings in a git checkout"]
+fn record_without_out_files_under_this_class_and_a_refusal_leaves_the_checkout_as_it_was() {
+    let home = tempfile::tempdir().unwrap();
+    let repo = home.path().join("clone");
+    let other = repo.join("baselines/xeon-64c-512g-xfs-k5-abc123");
+    std::fs::create_dir_all(&other).unwrap();
+    std::fs::write(other.join("push-only.json"), "another machine's baseline\n").unwrap();
+    git_in(&repo, &["init", "-q"]);
+    git_in(&repo, &["add", "."]);
+    git_in(&repo, &["commit", "-q", "-m", "another class"]);
+    let status = || git_in(&repo, &["status", "--porcelain", "--untracked-files=all"]);
+
+    let class = String::from_utf8(
+        vb(home.path())
+            .arg("class")
+            .assert()
+            .success()
+            .get_output()
+            .stdout
+            .clone(),
+    )
+    .unwrap()
+    .trim_end()
+    .to_owned();
+    let (gate_tight, gate_loose, scen) = (
+        home.path().join("tight.toml"),
+        home.path().join("loose.toml"),
+        home.path().join("s.toml"),
+    );
+    std::fs::write(&gate_tight, TIGHT_GATE).unwrap();
+    std::fs::write(&gate_loose, LOOSE_GATE).unwrap();
+    std::fs::write(&scen, PUSH_ONLY).unwrap();
+    let record = |gate: &Path| {
+        let mut c = vb(home.path());
+        c.current_dir(&repo)
+            .arg("record")
+            .arg("--scenario-file")
+            .arg(&scen)
+            .arg("--gate-config")
+            .arg(gate)
+            .args(["--samples", "2"]);
+        c
+    };
+    let dir = format!("baselines/{class}");
+
+    // Refused in a new (untracked) class dir: only the ledger, counting the attempt.
+    record(&gate_tight).assert().code(3);
+    assert_eq!(status(), format!("?? {dir}/push-only.attempts.jsonl\n"));
+
+    // Accepted: the pair lands in this class's directory; the other class is untouched.
+    record(&gate_loose).assert().success();
+    assert_eq!(
+        status(),
+        format!(
+            "?? {dir}/push-only.attempts.jsonl\n?? {dir}/push-only.json\n?? {dir}/push-only.provenance.json\n"
+        )
+    );
+    assert_eq!(
+        std::fs::read_to_string(other.join("push-only.json")).unwrap(),
+        "another machine's baseline\n"
+    );
+    let side = read(&repo.join(&dir).join("push-only.provenance.json"));
+    assert_eq!(side["attempts"]["refused"], 1, "{}", side["attempts"]);
+
+    // Committed, the class dir is the repository's record: a refusal writes nothing.
+    git_in(&repo, &["add", "baselines"]);
+    git_in(&repo, &["commit", "-q", "-m", "this class"]);
+    record(&gate_tight).assert().code(3);
+    assert_eq!(status(), "");
+}

@@ -431,6 +431,70 @@ fn a_percent_flag_refuses_a_bare_number_naming_flag_and_value() {
         err.contains("--tau") && err.contains("0.05") && err.contains("no unit"),
         "{err}"
     );
+    // The cost flags and the decision rules take the same `%`; `5%` is accepted by each.
+    // A missing baseline with --missing-baseline-ok exits 0, so the bad flag must be caught
+    // before the inputs are looked at.
+    let empty = t.path().join("no-baselines");
+    std::fs::create_dir_all(&empty).unwrap();
+    let err = vb()
+        .args(["compare", "--missing-baseline-ok", "--cost-threshold", "1"])
+        .arg(&empty)
+        .arg(&base)
+        .assert()
+        .code(2)
+        .get_output()
+        .stderr
+        .clone();
+    let err = String::from_utf8(err).unwrap();
+    assert!(err.contains("\"1\"") && err.contains("no unit"), "{err}");
+    vb().args(["compare", "--missing-baseline-ok", "--cost-threshold", "1%"])
+        .arg(&empty)
+        .arg(&base)
+        .assert()
+        .code(0);
+    let ab = |extra: &[&str]| {
+        let o = vb()
+            .args([
+                "ab",
+                "--a",
+                "ref",
+                "--b",
+                "ref",
+                "--aa",
+                "--scenario",
+                "small",
+            ])
+            .args(extra)
+            .assert()
+            .code(2)
+            .get_output()
+            .stderr
+            .clone();
+        String::from_utf8(o).unwrap()
+    };
+    let err = ab(&["--rounds", "1", "--cost-tau", "1"]);
+    assert!(
+        err.contains("--cost-tau") && err.contains("no unit"),
+        "{err}"
+    );
+    // Rules are parsed after the round plan and before the machine lock or any sample.
+    let err = ab(&["--rounds", "2", "--keep-if", "server.cpu_s <= -10"]);
+    assert!(
+        err.contains("server.cpu_s <= -10") && err.contains("'%'"),
+        "{err}"
+    );
+    // With `%` the flags parse; what stops this run is the plan (`--rounds 1`), before any sample.
+    let err = ab(&[
+        "--rounds",
+        "1",
+        "--cost-tau",
+        "1%",
+        "--tau",
+        "5%",
+        "--keep-if",
+        "server.cpu_s <= -10%",
+    ]);
+    assert!(err.contains("--rounds 1"), "{err}");
 }
 
 #[test]

@@ -100,6 +100,38 @@ fn the_server_says_where_its_setup_token_is() {
     assert!(data.join("setup-token").exists());
 }
 
+/// Every thread of the binary carries a name it was given, none cut at Linux's 15 bytes (the
+/// main thread would otherwise be `obsync-refserve`, after the 16-byte executable name).
+#[test]
+fn every_thread_has_a_name_it_was_given() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Proc::start(&dir.path().join("data"));
+    let given: Vec<&str> = [refserver::MAIN_THREAD, refserver::WORKER_THREAD]
+        .into_iter()
+        .chain(refserver::WRITER_THREADS)
+        .collect();
+    let tasks = Path::new("/proc")
+        .join(server.child.id().to_string())
+        .join("task");
+    let mut names: Vec<String> = std::fs::read_dir(tasks)
+        .unwrap()
+        .flatten()
+        .filter_map(|t| std::fs::read_to_string(t.path().join("comm")).ok())
+        .map(|n| n.trim_end().to_owned())
+        .collect();
+    names.sort();
+    assert!(
+        names.contains(&refserver::MAIN_THREAD.to_owned()),
+        "{names:?}"
+    );
+    for n in &names {
+        assert!(
+            given.contains(&n.as_str()),
+            "thread {n:?} not among {given:?}"
+        );
+    }
+}
+
 #[test]
 fn refusals_are_one_line_and_exit_2() {
     let dir = tempfile::tempdir().unwrap();

@@ -194,14 +194,32 @@ fn recording_charts(b: &Baseline, p: &Provenance) -> Result<Vec<Chart>, ChartErr
             _ => ("transfer phases".to_owned(), key.clone()),
         };
         // The curve should come from the sample whose p50 is the recorded median; a recording
-        // made before that rule may hold another sample's: then the legend says so.
+        // made before that rule may hold another sample's: then the legend says so. For an
+        // even sample count the median lies between the two middle samples, and the rule
+        // takes one of them (`recording::median_histograms`): the raw p50s nearest the median.
         let p50 = h.value_at_quantile(0.5) as f64;
-        let median_p50 = b.metrics.get(&format!("{key}.p50_us")).map(|m| m.value);
-        let name = match median_p50 {
-            Some(m) if (m - p50).abs() > 1e-6 * m.abs().max(1.0) => {
-                format!("{name} (not the median sample)")
+        let p50_key = format!("{key}.p50_us");
+        let near = |a: f64, m: f64| (a - m).abs() <= 1e-6 * m.abs().max(1.0);
+        let median_sample = match (
+            b.metrics.get(&p50_key).map(|m| m.value),
+            p.raw.get(&p50_key),
+        ) {
+            (Some(m), Some(raw)) if !raw.is_empty() => {
+                let d = raw
+                    .iter()
+                    .map(|v| (v - m).abs())
+                    .fold(f64::INFINITY, f64::min);
+                raw.iter()
+                    .filter(|v| near((*v - m).abs(), d))
+                    .any(|v| near(p50, *v))
             }
-            _ => name,
+            (Some(m), _) => near(p50, m),
+            (None, _) => true,
+        };
+        let name = if median_sample {
+            name
+        } else {
+            format!("{name} (not the median sample)")
         };
         groups.entry(group).or_default().push(PercentileSeries {
             name,

@@ -137,3 +137,64 @@ fn a_sparse_sidecar_still_renders() {
         "{e}"
     );
 }
+
+/// A percentile curve is labelled "not the median sample" only when it is not the sample the
+/// recording rule picks: with an even sample count the median lies between the middle two
+/// samples, and the curve of either is the median sample's.
+#[test]
+fn a_curve_is_flagged_only_when_it_is_not_the_median_sample() {
+    let (mut b, mut p) = small();
+    let key = "cold_push.put-chunk";
+    // The fixture's curves are its median samples' (as a recording's are): none is flagged.
+    assert!(
+        !render(
+            &Document::Recording {
+                baseline: &b,
+                provenance: &p,
+            },
+            Format::Html,
+        )
+        .unwrap()
+        .contains("not the median sample")
+    );
+    let h = reports::charts::decode_histogram(key, &p.histograms[key]).unwrap();
+    let x = h.value_at_quantile(0.5) as f64;
+    let p50_key = format!("{key}.p50_us");
+    let flagged = |b: &reports::schema::Baseline, p: &reports::schema::Provenance| {
+        render(
+            &Document::Recording {
+                baseline: b,
+                provenance: p,
+            },
+            Format::Html,
+        )
+        .unwrap()
+        .contains(&format!("{key} (not the median sample)"))
+    };
+    let mut set = |raw: Vec<f64>, median: f64| {
+        b.samples = raw.len() as u32;
+        p.raw.insert(p50_key.clone(), raw);
+        b.metrics.insert(
+            p50_key.clone(),
+            reports::schema::Metric::new(
+                median,
+                "us",
+                reports::schema::MetricClass::Timing,
+                reports::schema::Better::Lower,
+            ),
+        );
+        (b.clone(), p.clone())
+    };
+    // Five samples, this curve's p50 is the median: no flag.
+    let (b5, p5) = set(vec![x - 10.0, x + 20.0, x, x + 30.0, x - 5.0], x);
+    assert!(!flagged(&b5, &p5));
+    // Four samples: the median is between this curve's p50 and the next; still the median sample.
+    let (b4, p4) = set(vec![x - 10.0, x, x + 20.0, x + 30.0], x + 10.0);
+    assert!(
+        !flagged(&b4, &p4),
+        "a middle sample of an even count is the median sample"
+    );
+    // Its p50 is no middle sample's: the legend says so.
+    let (bo, po) = set(vec![x + 100.0, x + 110.0, x + 120.0, x + 130.0], x + 115.0);
+    assert!(flagged(&bo, &po));
+}

@@ -65,14 +65,16 @@ fn a_slowed_build_is_worse_and_the_rule_rejects_it() {
     let home = tempfile::tempdir().unwrap();
     let (gate, scen) = loose_files(home.path());
     let res = home.path().join("ab.json");
-    // 20 ms on every version post: 104 posts at 4 in flight add about 0.5 s to the push.
+    // 50 ms on every version post: 104 posts at 4 in flight add about 1.3 s to a push that
+    // takes about 0.1 s. (With 20 ms, one round on a loaded machine whose A push ran as long as
+    // its B push made the six-round verdict inconclusive, and the test failed once.)
     let o = vb(home.path())
         .args([
             "ab",
             "--a",
             "ref",
             "--b",
-            "ref --inject-delay-us 20000",
+            "ref --inject-delay-us 50000",
             "--rounds",
             "6",
             "--json",

@@ -138,15 +138,7 @@ fn measure(
     // One phase flow for every protocol; the per-phase server cost reads the target's whole
     // process tree (a WebDAV preset's master and workers too).
     let mut cost = crate::sample::server_cost::PhaseCost::new(server.pid);
-    let driven = rt.block_on(async {
-        if webdav {
-            let mut client = WebdavClient::connect(plan, &server)?;
-            phases::drive(plan, &mut server, &mut client, sample_dir, m, &mut cost).await
-        } else {
-            let mut client = ObsyncClient::connect(plan, &server, true).await?;
-            phases::drive(plan, &mut server, &mut client, sample_dir, m, &mut cost).await
-        }
-    });
+    let driven = rt.block_on(drive(plan, &mut server, sample_dir, m, &mut cost));
     let mut reading = window
         .finish(server.pid)
         .unwrap_or_else(|e| reports::schema::Contention {
@@ -160,18 +152,42 @@ fn measure(
     *in_sample = Some(reading);
     m.resource("generator.threads", threads as f64, "count");
     drop(rt);
+    let usage = stop_live(server, "")?;
+    driven?;
+    server_metrics(&usage, m);
+    Ok(())
+}
+
+/// Drives the plan's phases against `server` through the scenario's protocol client.
+async fn drive(
+    plan: &SamplePlan,
+    server: &mut Server,
+    dir: &Path,
+    m: &mut Metrics,
+    bounds: &mut dyn phases::Boundary,
+) -> anyhow::Result<()> {
+    if plan.scenario.protocol == Protocol::Webdav {
+        let mut client = WebdavClient::connect(plan, server)?;
+        phases::drive(plan, server, &mut client, dir, m, bounds).await
+    } else {
+        let mut client = ObsyncClient::connect(plan, server, bounds.scrapes()).await?;
+        phases::drive(plan, server, &mut client, dir, m, bounds).await
+    }
+}
+
+/// Stops and reaps `server`; fails when it had exited by itself mid-sample (`under` names
+/// the tool it ran under, if any).
+fn stop_live(mut server: Server, under: &str) -> anyhow::Result<ServerUsage> {
     let crashed = !server.is_running();
     let stderr = server.stderr_line();
     let usage = server.stop()?;
     if crashed {
         bail!(
-            "target exited mid-sample (status {:?}): {stderr}",
+            "target exited mid-sample{under} (status {:?}): {stderr}",
             usage.exit_status
         );
     }
-    driven?;
-    server_metrics(&usage, m);
-    Ok(())
+    Ok(usage)
 }
 
 /// Puts this thread's original CPU set back when dropped.
@@ -268,25 +284,9 @@ fn cost_run(
         CostTool::Callgrind => &mut cg,
         CostTool::Strace => &mut st,
     };
-    let driven = rt.block_on(async {
-        if plan.scenario.protocol == Protocol::Webdav {
-            let mut client = WebdavClient::connect(plan, &server)?;
-            phases::drive(plan, &mut server, &mut client, &out, &mut scratch, bounds).await
-        } else {
-            let mut client = ObsyncClient::connect(plan, &server, bounds.scrapes()).await?;
-            phases::drive(plan, &mut server, &mut client, &out, &mut scratch, bounds).await
-        }
-    });
+    let driven = rt.block_on(drive(plan, &mut server, &out, &mut scratch, bounds));
     drop(rt);
-    let crashed = !server.is_running();
-    let stderr = server.stderr_line();
-    let usage = server.stop()?;
-    if crashed {
-        bail!(
-            "target exited mid-sample under {tool:?} (status {:?}): {stderr}",
-            usage.exit_status
-        );
-    }
+    stop_live(server, &format!(" under {tool:?}"))?;
     driven.with_context(|| format!("cost sample under {tool:?}"))?;
     let mut m = Metrics::default();
     // How long the run took, spawn to reaped: the sidecar's record of what `--cost` costs.

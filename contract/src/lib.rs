@@ -8,6 +8,7 @@
 
 pub mod class;
 pub mod exit;
+pub mod fault;
 pub mod format;
 pub mod histogram;
 pub mod key;

@@ -10,6 +10,7 @@ pub mod class;
 pub mod exit;
 pub mod fault;
 pub mod format;
+pub mod gate;
 pub mod histogram;
 pub mod key;
 pub mod ledger;

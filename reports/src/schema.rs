@@ -86,7 +86,7 @@ pub struct AbResult {
     /// Exact keys that agree.
     pub exact_same: Vec<String>,
     /// Gate over every kept sample's readings (both builds).
-    pub gate: serde_json::Value,
+    pub gate: Option<contract::gate::Gate>,
     /// The rule texts and the decision, when rules were given.
     pub rules: Vec<String>,
     pub decision: Option<crate::ab::Decision>,

@@ -413,7 +413,10 @@ pub fn compare(
         metrics,
         exact_differences,
         exact_same,
-        gate: serde_json::json!({ "config": prep.gate_cfg, "verdict": gate }),
+        gate: Some(contract::gate::Gate {
+            config: Some(prep.gate_cfg),
+            verdict: Some(gate),
+        }),
         rules: args.keep_if.iter().chain(&args.guard).cloned().collect(),
         decision,
     };

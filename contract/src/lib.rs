@@ -6,6 +6,7 @@
 //! `calibration`, `reports`, `scenarios` and `harness` read and write through it, and
 //! nothing here depends on them.
 
+pub mod ab;
 pub mod class;
 pub mod exit;
 pub mod fault;

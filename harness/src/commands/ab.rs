@@ -406,7 +406,7 @@ pub fn compare(
         rounds_planned: orders.len(),
         rounds,
         balance: balance.clone(),
-        order_counts: Some(abstat::OrderCounts::of(orders, &balance.kept)),
+        order_counts: Some(abstat::order_counts(orders, &balance.kept)),
         tau: tau_default,
         tau_source: tau_source.into(),
         units,
@@ -511,7 +511,7 @@ fn fmt_pct(x: Option<f64>) -> String {
 /// The terminal table: metric, A median, B median, change with interval, verdict.
 pub fn table(r: &AbResult, balance: &BalancePlan) -> String {
     let orders: Vec<Order> = r.rounds.iter().map(|x| x.order).collect();
-    let counts = abstat::OrderCounts::of(&orders, &balance.kept);
+    let counts = abstat::order_counts(&orders, &balance.kept);
     let mut s = format!(
         "\n{} {}: {} vs {} — {} of {} rounds kept ({}), tau {:.1}% ({})\n",
         r.scenario,

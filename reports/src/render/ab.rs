@@ -111,7 +111,7 @@ fn order_counts(v: &Value) -> Option<crate::ab::OrderCounts> {
         .iter()
         .map(|i| i.as_u64().map(|i| i as usize))
         .collect::<Option<_>>()?;
-    Some(crate::ab::OrderCounts::of(&orders, &kept))
+    Some(crate::ab::order_counts(&orders, &kept))
 }
 
 impl AbView {

@@ -7,36 +7,15 @@
 //! bounds are looser because a quiet reference host was itself measured at io CV 0.229.
 
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
+pub use contract::gate::{
+    CPU, ChannelBounds, ChannelStats, GENERATOR_RUN_DELAY, GateConfig, GateVerdict, IN_SAMPLE, IO,
+    InSampleStats, PSI_CPU_SOME, PSI_IO_SOME, SERVER_RUN_DELAY, STEAL, ShareBound,
+};
 use contract::schema::{ChannelReading, Contention, GateFigure, SampleVerdict};
-use serde::{Deserialize, Serialize};
 
 use crate::reference::Reference;
-
-/// Channel names, in the order they are reported.
-pub const CPU: &str = "cpu_ms";
-/// See [`CPU`].
-pub const IO: &str = "io_ms";
-/// In-sample channel: run-queue delay of the server's threads / their CPU time.
-pub const SERVER_RUN_DELAY: &str = "server_run_delay";
-/// In-sample channel: run-queue delay of the generator's threads / their CPU time.
-pub const GENERATOR_RUN_DELAY: &str = "generator_run_delay";
-/// In-sample channel: PSI cpu `some` stall / window.
-pub const PSI_CPU_SOME: &str = "psi_cpu_some";
-/// In-sample channel: PSI io `some` stall / window.
-pub const PSI_IO_SOME: &str = "psi_io_some";
-/// In-sample channel: steal / all CPU time.
-pub const STEAL: &str = "steal";
-/// The in-sample channels, in the order they are reported.
-pub const IN_SAMPLE: [&str; 5] = [
-    SERVER_RUN_DELAY,
-    GENERATOR_RUN_DELAY,
-    PSI_CPU_SOME,
-    PSI_IO_SOME,
-    STEAL,
-];
 
 /// The value of one in-sample channel in a sample's contention reading.
 pub fn in_sample_value(c: &Contention, channel: &str) -> Option<f64> {
@@ -47,108 +26,6 @@ pub fn in_sample_value(c: &Contention, channel: &str) -> Option<f64> {
         PSI_IO_SOME => c.psi_io_some,
         STEAL => c.steal,
         _ => None,
-    }
-}
-
-/// The bound of one in-sample channel: the largest share any one sample may show.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ShareBound {
-    pub max_share: f64,
-}
-
-/// The bounds one channel must stay within over a recording.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ChannelBounds {
-    /// Largest allowed coefficient of variation (sample standard deviation / mean).
-    pub max_cv: f64,
-    /// Largest allowed ratio of the slowest reading to the median.
-    pub max_over_median: f64,
-    /// Largest allowed |median / reference median - 1|.
-    pub reference_tolerance: f64,
-}
-
-/// Gate thresholds for both channels. `Default` is the seed document's practice.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct GateConfig {
-    pub cpu_ms: ChannelBounds,
-    pub io_ms: ChannelBounds,
-    #[serde(default = "defaults::server_run_delay")]
-    pub server_run_delay: ShareBound,
-    #[serde(default = "defaults::generator_run_delay")]
-    pub generator_run_delay: ShareBound,
-    #[serde(default = "defaults::psi_cpu_some")]
-    pub psi_cpu_some: ShareBound,
-    #[serde(default = "defaults::psi_io_some")]
-    pub psi_io_some: ShareBound,
-    #[serde(default = "defaults::steal")]
-    pub steal: ShareBound,
-}
-
-/// Default bounds of the in-sample channels. Where each comes from is in `calibration/gate.toml`
-/// and README "In-sample contention": the quiet and contended figures measured with
-/// `calibrate --gate-trial` on the project's 2-core VM.
-mod defaults {
-    use super::ShareBound;
-    pub fn server_run_delay() -> ShareBound {
-        ShareBound {
-            max_share: SERVER_RUN_DELAY,
-        }
-    }
-    pub fn generator_run_delay() -> ShareBound {
-        ShareBound {
-            max_share: GENERATOR_RUN_DELAY,
-        }
-    }
-    pub fn psi_cpu_some() -> ShareBound {
-        ShareBound {
-            max_share: PSI_CPU_SOME,
-        }
-    }
-    pub fn psi_io_some() -> ShareBound {
-        ShareBound {
-            max_share: PSI_IO_SOME,
-        }
-    }
-    pub fn steal() -> ShareBound {
-        ShareBound { max_share: STEAL }
-    }
-    // Measured on the project's 2-core VM, `record small` (5 samples each), 2026-12-01: quiet,
-    // pinned: server run delay 0.74-0.94, generator 0.26-0.29, PSI cpu 0.25-0.31, steal up to
-    // 0.19; quiet, unpinned: server 0.65-0.74, generator 0.58-0.61. On two cores the server and
-    // the generator wake each other for every request, so their run-queue delay is large even
-    // with nothing else running. Contended (the test suite running beside the recordings):
-    // server 1.3-4.9, generator 0.56-2.0, PSI cpu 0.54-0.77. Each bound sits above the quiet
-    // maximum and below most contended readings; a K >= 20 gate trial has not been run yet.
-    pub const SERVER_RUN_DELAY: f64 = 1.2;
-    pub const GENERATOR_RUN_DELAY: f64 = 1.0;
-    pub const PSI_CPU_SOME: f64 = 0.5;
-    pub const PSI_IO_SOME: f64 = 0.9;
-    pub const STEAL: f64 = 0.3;
-}
-
-impl Default for GateConfig {
-    fn default() -> Self {
-        // shared/seeds/mcp-server-perf-baselines.txt, "Method": the contention.ts table.
-        GateConfig {
-            cpu_ms: ChannelBounds {
-                max_cv: 0.20,
-                max_over_median: 1.6,
-                reference_tolerance: 0.5,
-            },
-            io_ms: ChannelBounds {
-                max_cv: 0.45,
-                max_over_median: 2.5,
-                reference_tolerance: 1.0,
-            },
-            server_run_delay: defaults::server_run_delay(),
-            generator_run_delay: defaults::generator_run_delay(),
-            psi_cpu_some: defaults::psi_cpu_some(),
-            psi_io_some: defaults::psi_io_some(),
-            steal: defaults::steal(),
-        }
     }
 }
 
@@ -172,16 +49,26 @@ pub enum ConfigError {
     },
 }
 
-impl GateConfig {
+/// The gate file: reading a [`GateConfig`] from TOML over the defaults, and writing one.
+/// (The config type is the contract's; the file and its errors are this crate's.)
+pub trait GateFile: Sized {
     /// Env var naming a gate config file, used when no path is given.
-    pub const ENV: &'static str = "VAULTBENCH_GATE_CONFIG";
+    const ENV: &'static str = "VAULTBENCH_GATE_CONFIG";
 
     /// Loads thresholds from a TOML file (`[cpu_ms]` / `[io_ms]` tables with `max_cv`,
     /// `max_over_median`, `reference_tolerance`; missing keys keep their defaults).
     /// `None` reads the file named by `$VAULTBENCH_GATE_CONFIG`, or returns the defaults.
     /// An unknown key or a negative, non-finite or non-numeric bound is an error naming the
     /// file and the key.
-    pub fn load(path: Option<&Path>) -> Result<GateConfig, ConfigError> {
+    fn load(path: Option<&Path>) -> Result<Self, ConfigError>;
+    /// Parses config text; `path` only names the file in errors.
+    fn parse(path: &Path, text: &str) -> Result<Self, ConfigError>;
+    /// The config as a TOML document (what `calibrate --print-config` writes).
+    fn to_toml(&self) -> String;
+}
+
+impl GateFile for GateConfig {
+    fn load(path: Option<&Path>) -> Result<GateConfig, ConfigError> {
         let env_path;
         let path = match path {
             Some(p) => p,
@@ -200,8 +87,7 @@ impl GateConfig {
         Self::parse(path, &text)
     }
 
-    /// Parses config text; `path` only names the file in errors.
-    pub fn parse(path: &Path, text: &str) -> Result<GateConfig, ConfigError> {
+    fn parse(path: &Path, text: &str) -> Result<GateConfig, ConfigError> {
         let table: toml::Table =
             text.parse()
                 .map_err(|e: toml::de::Error| ConfigError::Syntax {
@@ -259,41 +145,7 @@ impl GateConfig {
         }
         Ok(cfg)
     }
-
-    /// The bound of one in-sample channel by name.
-    pub fn share_bound(&self, channel: &str) -> Option<&ShareBound> {
-        match channel {
-            SERVER_RUN_DELAY => Some(&self.server_run_delay),
-            GENERATOR_RUN_DELAY => Some(&self.generator_run_delay),
-            PSI_CPU_SOME => Some(&self.psi_cpu_some),
-            PSI_IO_SOME => Some(&self.psi_io_some),
-            STEAL => Some(&self.steal),
-            _ => None,
-        }
-    }
-
-    fn share_bound_mut(&mut self, channel: &str) -> Option<&mut ShareBound> {
-        match channel {
-            SERVER_RUN_DELAY => Some(&mut self.server_run_delay),
-            GENERATOR_RUN_DELAY => Some(&mut self.generator_run_delay),
-            PSI_CPU_SOME => Some(&mut self.psi_cpu_some),
-            PSI_IO_SOME => Some(&mut self.psi_io_some),
-            STEAL => Some(&mut self.steal),
-            _ => None,
-        }
-    }
-
-    /// The bounds of one channel by name.
-    pub fn bounds(&self, channel: &str) -> Option<&ChannelBounds> {
-        match channel {
-            CPU => Some(&self.cpu_ms),
-            IO => Some(&self.io_ms),
-            _ => None,
-        }
-    }
-
-    /// The config as a TOML document (what `calibrate --print-config` writes).
-    pub fn to_toml(&self) -> String {
+    fn to_toml(&self) -> String {
         // Serialising two flat tables of floats cannot fail.
         toml::to_string(self).unwrap_or_default()
     }
@@ -320,70 +172,6 @@ fn bound_number(path: &Path, full: &str, value: &toml::Value) -> Result<f64, Con
         });
     }
     Ok(number)
-}
-
-/// One channel's statistics over a recording and how they compare with the bounds.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ChannelStats {
-    pub n: usize,
-    pub median: f64,
-    pub mean: f64,
-    pub min: f64,
-    pub max: f64,
-    /// Sample standard deviation (n - 1) / mean.
-    pub cv: f64,
-    pub max_over_median: f64,
-    /// The reference median this recording was compared with, when there was one.
-    pub reference_median: Option<f64>,
-    /// median / reference median - 1 (signed), when there was a reference.
-    pub drift: Option<f64>,
-    pub bounds: ChannelBounds,
-    /// cv / max_cv.
-    pub cv_share: f64,
-    /// (max/median - 1) / (bound - 1): the allowance is the excess over 1, since max/median
-    /// is never below 1.
-    pub max_over_median_share: f64,
-    /// |drift| / reference_tolerance.
-    pub drift_share: Option<f64>,
-    /// Each bound this channel broke, e.g. `cpu_ms cv 0.310 > 0.20`.
-    pub failures: Vec<String>,
-}
-
-/// The gate's judgement of one recording.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct GateVerdict {
-    pub accepted: bool,
-    /// False when no reference was stored for this machine: drift was not judged.
-    pub drift_checked: bool,
-    /// Fingerprint id of the reference used, if any.
-    pub reference_id: Option<String>,
-    pub channels: BTreeMap<String, ChannelStats>,
-    /// The in-sample contention channels over every sample's measured window.
-    #[serde(default)]
-    pub in_sample: BTreeMap<String, InSampleStats>,
-    /// In-sample counters this kernel (or a sample) did not offer, named; those channels were
-    /// not judged, and the kernels alone stood for them.
-    #[serde(default)]
-    pub unavailable: Vec<String>,
-    /// All failures of all channels, in channel order.
-    pub failures: Vec<String>,
-}
-
-/// One in-sample channel over a recording's samples.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct InSampleStats {
-    /// Samples that had this counter.
-    pub n: usize,
-    pub median: f64,
-    pub max: f64,
-    /// The bound every sample must stay within.
-    pub max_share: f64,
-    /// max / max_share: the worst sample as a share of the allowance.
-    pub share: f64,
-    /// Each sample's value in sample order (`None`: not offered in that sample).
-    pub per_sample: Vec<Option<f64>>,
-    /// Each sample that broke the bound, e.g. `psi_cpu_some 0.620 > 0.50 in sample 3`.
-    pub failures: Vec<String>,
 }
 
 /// Judges a recording's readings of both channels.
@@ -671,6 +459,7 @@ fn channel_stats(
         ));
     }
     ChannelStats {
+        channel: None,
         n,
         median,
         mean,
@@ -685,90 +474,5 @@ fn channel_stats(
         max_over_median_share: (max_over_median - 1.0) / (bounds.max_over_median - 1.0),
         drift_share: drift.map(|d| d.abs() / bounds.reference_tolerance),
         failures,
-    }
-}
-
-impl GateVerdict {
-    /// Human lines: one per channel with each figure as a share of its allowance, then the verdict.
-    pub fn lines(&self) -> Vec<String> {
-        let mut out = Vec::new();
-        for (name, s) in &self.channels {
-            let mut line = format!(
-                "{name:<7} n {}  median {:.2} ms  cv {:.3} = {:.1} % of allowance  max/median {:.3} = {:.1} % of allowance",
-                s.n,
-                s.median,
-                s.cv,
-                s.cv_share * 100.0,
-                s.max_over_median,
-                s.max_over_median_share * 100.0
-            );
-            match (s.drift, s.drift_share) {
-                (Some(d), Some(share)) => {
-                    let _ = write!(
-                        line,
-                        "  drift {d:+.3} = {:.1} % of allowance",
-                        share * 100.0
-                    );
-                }
-                _ => line.push_str("  drift not checked"),
-            }
-            out.push(line);
-        }
-        for (name, s) in &self.in_sample {
-            out.push(format!(
-                "{name:<7} n {}  median {:.3}  max {:.3} = {:.1} % of allowance (bound {:.2})",
-                s.n,
-                s.median,
-                s.max,
-                s.share * 100.0,
-                s.max_share
-            ));
-        }
-        if !self.unavailable.is_empty() {
-            out.push(format!(
-                "in-sample channels not judged ({}): the kernels alone stood for them",
-                self.unavailable.join("; ")
-            ));
-        }
-        if !self.drift_checked {
-            out.push(
-                "no calibration reference for this machine: drift was not checked (run `vaultbench calibrate`)"
-                    .to_owned(),
-            );
-        }
-        if self.accepted {
-            out.push("gate: accepted".to_owned());
-        } else {
-            out.push(format!("gate: refused: {}", self.failures.join("; ")));
-        }
-        out
-    }
-
-    /// The refusal as one line that says what to do next: the failing channels; whether this
-    /// machine's reference was used and where it lives (`reference_file`, the resolved path,
-    /// `None` when no path could be resolved); to retry when quiet or after `vaultbench
-    /// calibrate` on a quiet machine; and how to loosen the bounds knowingly.
-    pub fn refusal(&self, reference_file: Option<&Path>) -> String {
-        let file = reference_file.map_or_else(
-            || "no reference path (set $VAULTBENCH_REFERENCE or $HOME)".to_owned(),
-            |p| p.display().to_string(),
-        );
-        let reference = match &self.reference_id {
-            Some(id) => format!("judged against this machine's reference {id} in {file}"),
-            None => format!("no reference for this machine in {file}, so drift was not judged"),
-        };
-        format!(
-            "calibration gate refused, nothing written: {}. {reference}. Next: retry when the machine is quiet (nothing else compiling, testing or syncing), or run `vaultbench calibrate` on a quiet machine to store its reference, then retry; to loosen the bounds knowingly, write them out with `vaultbench calibrate --print-config > gate.toml`, edit, and pass `--gate-config gate.toml` (the recording's report names every loosened bound)",
-            self.failures.join("; ")
-        )
-    }
-
-    /// The failures as one line, for an error message.
-    pub fn summary(&self) -> String {
-        if self.accepted {
-            "accepted".to_owned()
-        } else {
-            self.failures.join("; ")
-        }
     }
 }

@@ -15,7 +15,9 @@ pub mod reference;
 
 pub use channels::{Reading, cpu_kernel_ms, io_kernel_ms, read_channels};
 pub use fingerprint::{Fingerprint, fingerprint, loadavg};
-pub use gate::{ChannelBounds, ChannelStats, ConfigError, GateConfig, GateVerdict, judge};
+pub use gate::{
+    ChannelBounds, ChannelStats, ConfigError, GateConfig, GateFile, GateVerdict, judge,
+};
 pub use lock::MachineLock;
 pub use reference::{Reference, ReferenceError, load_reference, reference_path, store_reference};
 

@@ -120,27 +120,10 @@ pub fn store_reference(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::collections::BTreeMap;
 
     fn sample(id_suffix: &str, cpu: f64) -> (Fingerprint, Reference) {
-        let fp = Fingerprint {
-            identity: BTreeMap::from([("cpu_model".into(), format!("test {id_suffix}"))]),
-            info: BTreeMap::new(),
-        };
-        let r = Reference {
-            fingerprint_id: fp.id(),
-            fingerprint: fp.clone(),
-            cpu_ms: cpu,
-            io_ms: 5.0,
-            cpu_cv: 0.01,
-            io_cv: 0.1,
-            n: 20,
-            created_unix_s: 0,
-            loadavg_before: None,
-            loadavg_after: None,
-            vaultbench_version: "0".into(),
-        };
-        (fp, r)
+        let r = Reference::fixture(&format!("test {id_suffix}"), cpu, 5.0);
+        (r.fingerprint.clone(), r)
     }
 
     #[test]

@@ -6,9 +6,12 @@
 //! `calibration`, `reports`, `scenarios` and `harness` read and write through it, and
 //! nothing here depends on them.
 
+pub mod ab;
 pub mod class;
 pub mod exit;
+pub mod fault;
 pub mod format;
+pub mod gate;
 pub mod histogram;
 pub mod key;
 pub mod ledger;

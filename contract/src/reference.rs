@@ -33,6 +33,31 @@ pub struct Reference {
     pub vaultbench_version: String,
 }
 
+impl Reference {
+    /// An entry for a test fixture: a machine whose one identity field is `cpu_model`, with
+    /// these medians and fixed metadata (20 readings, CVs 0.01 and 0.1, no load averages,
+    /// time 0, version `test`). Tests of this crate and of `calibration` share it.
+    pub fn fixture(cpu_model: &str, cpu_ms: f64, io_ms: f64) -> Reference {
+        let fingerprint = Fingerprint {
+            identity: [("cpu_model".to_owned(), cpu_model.to_owned())].into(),
+            info: BTreeMap::new(),
+        };
+        Reference {
+            fingerprint_id: fingerprint.id(),
+            fingerprint,
+            cpu_ms,
+            io_ms,
+            cpu_cv: 0.01,
+            io_cv: 0.1,
+            n: 20,
+            created_unix_s: 0,
+            loadavg_before: None,
+            loadavg_after: None,
+            vaultbench_version: "test".into(),
+        }
+    }
+}
+
 /// The whole reference file: every machine's entry.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -81,22 +106,9 @@ mod tests {
     use super::*;
 
     fn entry(cpu_ms: f64) -> Reference {
-        let fingerprint = Fingerprint {
-            identity: [("cpu_model".to_owned(), "test".to_owned())].into(),
-            info: BTreeMap::new(),
-        };
         Reference {
-            fingerprint_id: fingerprint.id(),
-            fingerprint,
-            cpu_ms,
-            io_ms: 5.0,
-            cpu_cv: 0.01,
-            io_cv: 0.1,
-            n: 20,
-            created_unix_s: 0,
-            loadavg_before: None,
             loadavg_after: Some([0.5, 0.25, 0.125]),
-            vaultbench_version: "0".into(),
+            ..Reference::fixture("test", cpu_ms, 5.0)
         }
     }
 

@@ -267,7 +267,7 @@ pub struct Provenance {
     pub loadavg_before: Option<[f64; 3]>,
     pub loadavg_after: Option<[f64; 3]>,
     /// Gate thresholds and the verdict with each channel's statistics.
-    pub gate: serde_json::Value,
+    pub gate: Option<crate::gate::Gate>,
     pub attempts: Attempts,
     pub samples: Vec<SampleMeta>,
     /// Every counted sample's value per key, in sample order.
@@ -483,7 +483,7 @@ mod tests {
             machine: crate::machine::Fingerprint::default(),
             loadavg_before: None,
             loadavg_after: None,
-            gate: serde_json::json!({}),
+            gate: Some(crate::gate::Gate::default()),
             attempts: Attempts::default(),
             samples: vec![],
             raw,

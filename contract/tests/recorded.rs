@@ -9,10 +9,13 @@ use contract::schema::{Baseline, Provenance, binding_digest, canonical_json};
 fn committed_pairs() -> Vec<(PathBuf, PathBuf)> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let mut dirs = vec![root.join("reports/tests/fixtures")];
-    for class in std::fs::read_dir(root.join("baselines")).expect("baselines/") {
-        let class = class.unwrap().path();
-        if class.is_dir() {
-            dirs.push(class);
+    // One folder level under each: `baselines/<class>/`, `docs/webdav-small/<server>/`.
+    for parent in ["baselines", "docs/webdav-small"] {
+        for sub in std::fs::read_dir(root.join(parent)).expect(parent) {
+            let sub = sub.unwrap().path();
+            if sub.is_dir() {
+                dirs.push(sub);
+            }
         }
     }
     let mut out = Vec::new();
@@ -31,7 +34,7 @@ fn committed_pairs() -> Vec<(PathBuf, PathBuf)> {
 #[test]
 fn committed_recordings_round_trip_through_the_types() {
     let pairs = committed_pairs();
-    assert!(pairs.len() >= 2, "{pairs:?}");
+    assert!(pairs.len() >= 5, "{pairs:?}");
     for (b, p) in pairs {
         let bytes = std::fs::read(&p).unwrap();
         let raw: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
@@ -41,6 +44,13 @@ fn committed_recordings_round_trip_through_the_types() {
             String::from_utf8(canonical_json(&typed)).unwrap(),
             String::from_utf8(canonical_json(&raw)).unwrap(),
             "{} does not write back as it was read",
+            p.display()
+        );
+        let mut pretty = serde_json::to_vec_pretty(&typed).unwrap();
+        pretty.push(b'\n');
+        assert!(
+            pretty == bytes,
+            "{} does not pretty-print back to its own bytes",
             p.display()
         );
         let baseline: Baseline = serde_json::from_slice(&std::fs::read(&b).unwrap()).unwrap();

@@ -159,7 +159,10 @@ pub fn record(job: RecordJob<'_>, runner: &dyn SampleRunner) -> anyhow::Result<R
     prov.machine = prep.fingerprint.clone();
     prov.loadavg_before = loadavg_before;
     prov.loadavg_after = loadavg_after;
-    prov.gate = serde_json::json!({ "config": prep.gate_cfg, "verdict": verdict });
+    prov.gate = Some(contract::gate::Gate {
+        config: Some(prep.gate_cfg),
+        verdict: Some(verdict),
+    });
     prov.digest = binding_digest(&baseline, &prov);
     let baseline_path = job.out.join(format!("{name}.json"));
     let provenance_path = job.out.join(format!("{name}.provenance.json"));

@@ -21,6 +21,7 @@ use sha2::{Digest, Sha256};
 
 use crate::error::LoadError;
 use crate::h1::{self, H1Conn};
+use crate::lock::lock;
 use crate::stats::{Recorder, Sample};
 use crate::target::Target;
 
@@ -647,10 +648,6 @@ fn chain(e: &dyn std::error::Error) -> String {
         cur = s.source();
     }
     out
-}
-
-pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// One path the server acknowledged (answered 2xx to its version post), as this device

@@ -28,33 +28,9 @@ use rand::{Rng as _, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use tokio::net::{TcpListener, TcpStream};
 
-/// What a rule does to a request it picks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FaultKind {
-    /// Answer `503` without forwarding: the target never sees the request.
-    StatusBefore,
-    /// Forward, then answer `503` instead of the target's answer: the target did the work and
-    /// the client must retry it (the idempotency case).
-    StatusAfter,
-    /// Forward, then close the client's connection with a reset instead of the answer.
-    ResetAfter,
-    /// Wait `ms` before forwarding.
-    Delay,
-    /// Forward the head and the first half of the body, wait `ms`, then the rest.
-    StallBody,
-}
+use crate::lock::lock;
 
-impl FaultKind {
-    pub fn label(self) -> &'static str {
-        match self {
-            FaultKind::StatusBefore => "status_before",
-            FaultKind::StatusAfter => "status_after",
-            FaultKind::ResetAfter => "reset_after",
-            FaultKind::Delay => "delay",
-            FaultKind::StallBody => "stall_body",
-        }
-    }
-}
+pub use contract::fault::FaultKind;
 
 /// One rule of the schedule.
 #[derive(Debug, Clone, PartialEq)]
@@ -176,10 +152,6 @@ impl Drop for FaultHop {
     fn drop(&mut self) {
         self.task.abort();
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// Picks the fault for one request of `route`: every rule for the route draws (so one rule's

@@ -39,6 +39,7 @@ mod error;
 #[cfg(test)]
 mod fake;
 mod h1;
+mod lock;
 mod metrics;
 mod midbody;
 mod route;

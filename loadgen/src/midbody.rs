@@ -10,9 +10,7 @@
 
 use std::sync::Mutex;
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
+use crate::lock::lock;
 
 /// Where a trap is: waiting for its request, holding one, or done with it.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -113,7 +113,7 @@ pub fn build(input: RecordingInput<'_>) -> Result<Built, NoSamples> {
         machine: contract::machine::Fingerprint::default(),
         loadavg_before: None,
         loadavg_after: None,
-        gate: serde_json::Value::Null,
+        gate: None,
         attempts: input.attempts,
         samples: input.metas.to_vec(),
         raw,

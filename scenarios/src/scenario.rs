@@ -52,21 +52,7 @@ pub struct FaultRule {
     pub ms: u64,
 }
 
-/// What a fault rule does to a request it picks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum FaultKind {
-    /// `503` without forwarding.
-    StatusBefore,
-    /// Forwarded, then `503` instead of the target's answer.
-    StatusAfter,
-    /// Forwarded, then the connection reset instead of the answer.
-    ResetAfter,
-    /// `ms` of latency before forwarding.
-    Delay,
-    /// Half the body, `ms` of pause, the rest.
-    StallBody,
-}
+pub use contract::fault::FaultKind;
 
 /// The longest delay or stall a fault rule may ask for.
 pub const MAX_FAULT_MS: u64 = 60_000;

@@ -3,7 +3,6 @@
 //! Tests that need a second process re-run this test binary with `--exact <the same test>`
 //! and an env var telling it to play the child's part, so no other binary is needed.
 
-use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -11,30 +10,14 @@ use std::time::{Duration, Instant};
 
 use calibration::gate::{ChannelBounds, ConfigError};
 use calibration::probe::{ProbeConfig, SyncMode, run_fsync_probe};
-use calibration::{Fingerprint, GateConfig, LockBusy, MachineLock, Reference, judge};
+use calibration::{GateConfig, GateFile, LockBusy, MachineLock, Reference, judge};
 
 fn close(a: f64, b: f64) -> bool {
     (a - b).abs() < 1e-12
 }
 
 fn reference(cpu_ms: f64, io_ms: f64) -> Reference {
-    let fp = Fingerprint {
-        identity: BTreeMap::from([("cpu_model".into(), "fixed".into())]),
-        info: BTreeMap::new(),
-    };
-    Reference {
-        fingerprint_id: fp.id(),
-        fingerprint: fp,
-        cpu_ms,
-        io_ms,
-        cpu_cv: 0.0,
-        io_cv: 0.0,
-        n: 20,
-        created_unix_s: 0,
-        loadavg_before: None,
-        loadavg_after: None,
-        vaultbench_version: "test".into(),
-    }
+    Reference::fixture("fixed", cpu_ms, io_ms)
 }
 
 mod gate {
@@ -215,17 +198,17 @@ mod in_sample {
             vec![
                 format!(
                     "server_run_delay 3.200 > {:.2} in sample 2",
-                    cfg.server_run_delay.max_share
+                    cfg.server_run_delay.unwrap().max_share
                 ),
                 format!(
                     "psi_cpu_some 0.900 > {:.2} in sample 2",
-                    cfg.psi_cpu_some.max_share
+                    cfg.psi_cpu_some.unwrap().max_share
                 ),
             ]
         );
         let psi = &v.in_sample["psi_cpu_some"];
         assert_eq!((psi.n, psi.max), (2, 0.9));
-        assert!(close(psi.share, 0.9 / cfg.psi_cpu_some.max_share));
+        assert!(close(psi.share, 0.9 / cfg.psi_cpu_some.unwrap().max_share));
         assert_eq!(psi.per_sample, vec![Some(0.03), Some(0.9)]);
         // Quiet samples and the same kernels pass.
         let v = judge_with_contention(
@@ -355,7 +338,7 @@ mod in_sample {
             v.failures,
             vec![format!(
                 "psi_io_some 0.990 > {:.2}",
-                cfg.psi_io_some.max_share
+                cfg.psi_io_some.unwrap().max_share
             )]
         );
     }
@@ -413,8 +396,8 @@ mod config {
     #[test]
     fn in_sample_bounds_parse_and_refuse_unknown_keys() {
         let cfg = parse("[psi_io_some]\nmax_share = 0.95\n[steal]\nmax_share = 0\n").unwrap();
-        assert_eq!(cfg.psi_io_some.max_share, 0.95);
-        assert_eq!(cfg.steal.max_share, 0.0);
+        assert_eq!(cfg.psi_io_some.unwrap().max_share, 0.95);
+        assert_eq!(cfg.steal.unwrap().max_share, 0.0);
         assert_eq!(cfg.psi_cpu_some, GateConfig::default().psi_cpu_some);
         let err = parse("[psi_cpu_some]\nmax_cv = 0.3\n")
             .unwrap_err()

@@ -406,14 +406,17 @@ pub fn compare(
         rounds_planned: orders.len(),
         rounds,
         balance: balance.clone(),
-        order_counts: Some(abstat::OrderCounts::of(orders, &balance.kept)),
+        order_counts: Some(abstat::order_counts(orders, &balance.kept)),
         tau: tau_default,
         tau_source: tau_source.into(),
         units,
         metrics,
         exact_differences,
         exact_same,
-        gate: serde_json::json!({ "config": prep.gate_cfg, "verdict": gate }),
+        gate: Some(contract::gate::Gate {
+            config: Some(prep.gate_cfg),
+            verdict: Some(gate),
+        }),
         rules: args.keep_if.iter().chain(&args.guard).cloned().collect(),
         decision,
     };
@@ -508,7 +511,7 @@ fn fmt_pct(x: Option<f64>) -> String {
 /// The terminal table: metric, A median, B median, change with interval, verdict.
 pub fn table(r: &AbResult, balance: &BalancePlan) -> String {
     let orders: Vec<Order> = r.rounds.iter().map(|x| x.order).collect();
-    let counts = abstat::OrderCounts::of(&orders, &balance.kept);
+    let counts = abstat::order_counts(&orders, &balance.kept);
     let mut s = format!(
         "\n{} {}: {} vs {} — {} of {} rounds kept ({}), tau {:.1}% ({})\n",
         r.scenario,

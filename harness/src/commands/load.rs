@@ -314,14 +314,6 @@ pub async fn ensure_devices(
     Ok(devices)
 }
 
-#[derive(Serialize)]
-struct RouteDoc<'a> {
-    target: &'a str,
-    seed: u64,
-    peak_rss_kib: Option<u64>,
-    report: &'a RouteLoadReport,
-}
-
 async fn run_route(a: RouteArgs) -> anyhow::Result<i32> {
     let target = target_of(&a.conn)?;
     let route = a.route.as_deref().context(
@@ -348,33 +340,9 @@ async fn run_route(a: RouteArgs) -> anyhow::Result<i32> {
         seed: a.conn.seed,
     };
     let report = run_route_load(&devices[..a.devices], &cfg).await?;
-    if let Some(path) = &a.hdr_log {
-        let mut buf = Vec::new();
-        report
-            .write_hdr_log(&mut buf)
-            .context("encoding the interval log")?;
-        write_atomic(path, &buf).with_context(|| format!("--hdr-log {}", path.display()))?;
-    }
-    let rss = peak_rss_kib();
-    if a.json {
-        let doc = RouteDoc {
-            target: target.base(),
-            seed: a.conn.seed,
-            peak_rss_kib: rss,
-            report: &report,
-        };
-        println!("{}", serde_json::to_string_pretty(&doc)?);
-    } else {
-        print!("{}", human_route(&report, target.base(), a.conn.seed, rss));
-    }
-    if report.requests > 0 && report.stats.ok() == 0 {
-        bail!(
-            "route {}: no request succeeded ({})",
-            route.name(),
-            statuses(&report.stats.status)
-        );
-    }
-    Ok(exit::OK)
+    finish_route(RouteOut::of(&a, &target), &report, route.name(), |rss| {
+        human_route(&report, target.base(), a.conn.seed, rss)
+    })
 }
 
 /// The basic-auth credentials of `--basic-auth-file` (`user:password` on its first line).
@@ -444,14 +412,6 @@ async fn dav_client(target: &Target, conn: &ConnArgs) -> anyhow::Result<DavClien
     Ok(DavClient::new(target.clone(), auth.as_ref()))
 }
 
-#[derive(Serialize)]
-struct DavRouteDoc<'a> {
-    target: &'a str,
-    seed: u64,
-    peak_rss_kib: Option<u64>,
-    report: &'a DavRouteLoadReport,
-}
-
 async fn run_dav_route(
     a: &RouteArgs,
     target: &Target,
@@ -468,23 +428,7 @@ async fn run_dav_route(
         folder: a.folder.clone(),
     };
     let report = loadgen::webdav::run_dav_route_load(&client, &cfg).await?;
-    if let Some(path) = &a.hdr_log {
-        let mut buf = Vec::new();
-        report
-            .write_hdr_log(&mut buf)
-            .context("encoding the interval log")?;
-        write_atomic(path, &buf).with_context(|| format!("--hdr-log {}", path.display()))?;
-    }
-    let rss = peak_rss_kib();
-    if a.json {
-        let doc = DavRouteDoc {
-            target: target.base(),
-            seed: a.conn.seed,
-            peak_rss_kib: rss,
-            report: &report,
-        };
-        println!("{}", serde_json::to_string_pretty(&doc)?);
-    } else {
+    finish_route(RouteOut::of(a, target), &report, route.name(), |rss| {
         let mode = match mode {
             Mode::Closed { in_flight } => format!("closed loop, {in_flight} in flight"),
             Mode::Open {
@@ -511,13 +455,101 @@ async fn run_dav_route(
         if let Some(kib) = rss {
             out += &format!("peak RSS       {:.1} MiB\n", kib as f64 / 1024.0);
         }
-        print!("{out}");
+        out
+    })
+}
+
+/// What a route run's output needs besides its report: the flags and the target.
+struct RouteOut<'a> {
+    target: &'a str,
+    seed: u64,
+    json: bool,
+    hdr_log: Option<&'a Path>,
+}
+
+impl<'a> RouteOut<'a> {
+    fn of(a: &'a RouteArgs, target: &'a Target) -> RouteOut<'a> {
+        RouteOut {
+            target: target.base(),
+            seed: a.conn.seed,
+            json: a.json,
+            hdr_log: a.hdr_log.as_deref(),
+        }
     }
-    if report.requests > 0 && report.stats.ok() == 0 {
+}
+
+/// The `--json` document of a route run, for either protocol's report.
+#[derive(Serialize)]
+struct RouteDoc<'a, R> {
+    target: &'a str,
+    seed: u64,
+    peak_rss_kib: Option<u64>,
+    report: &'a R,
+}
+
+/// A route run's report, whichever protocol made it.
+trait RouteReport: Serialize {
+    fn write_hdr_log(&self, w: &mut Vec<u8>) -> std::io::Result<()>;
+    fn requests(&self) -> u64;
+    fn stats(&self) -> &loadgen::RouteStats;
+}
+
+impl RouteReport for RouteLoadReport {
+    fn write_hdr_log(&self, w: &mut Vec<u8>) -> std::io::Result<()> {
+        RouteLoadReport::write_hdr_log(self, w)
+    }
+    fn requests(&self) -> u64 {
+        self.requests
+    }
+    fn stats(&self) -> &loadgen::RouteStats {
+        &self.stats
+    }
+}
+
+impl RouteReport for DavRouteLoadReport {
+    fn write_hdr_log(&self, w: &mut Vec<u8>) -> std::io::Result<()> {
+        DavRouteLoadReport::write_hdr_log(self, w)
+    }
+    fn requests(&self) -> u64 {
+        self.requests
+    }
+    fn stats(&self) -> &loadgen::RouteStats {
+        &self.stats
+    }
+}
+
+/// The end of a route run for both protocols: the `--hdr-log` file, then the JSON document
+/// (or `human`'s text, given the peak RSS), then the refusal of a run where no request
+/// succeeded.
+fn finish_route<R: RouteReport>(
+    out: RouteOut<'_>,
+    report: &R,
+    route: &str,
+    human: impl FnOnce(Option<u64>) -> String,
+) -> anyhow::Result<i32> {
+    if let Some(path) = out.hdr_log {
+        let mut buf = Vec::new();
+        report
+            .write_hdr_log(&mut buf)
+            .context("encoding the interval log")?;
+        write_atomic(path, &buf).with_context(|| format!("--hdr-log {}", path.display()))?;
+    }
+    let rss = peak_rss_kib();
+    if out.json {
+        let doc = RouteDoc {
+            target: out.target,
+            seed: out.seed,
+            peak_rss_kib: rss,
+            report,
+        };
+        println!("{}", serde_json::to_string_pretty(&doc)?);
+    } else {
+        print!("{}", human(rss));
+    }
+    if report.requests() > 0 && report.stats().ok() == 0 {
         bail!(
-            "route {}: no request succeeded ({})",
-            route.name(),
-            statuses(&report.stats.status)
+            "route {route}: no request succeeded ({})",
+            statuses(&report.stats().status)
         );
     }
     Ok(exit::OK)

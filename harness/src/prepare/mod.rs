@@ -232,7 +232,8 @@ pub fn prepare(scenario: Scenario, opts: &RunOpts) -> anyhow::Result<Prepared> {
     let profile = scenarios::profile(&scenario.profile)
         .with_context(|| format!("unknown profile {:?}", scenario.profile))?;
     let seed = opts.seed.or(scenario.seed).unwrap_or(profile.default_seed);
-    let gate_cfg = calibration::GateConfig::load(opts.gate_config.as_deref())?;
+    let gate_cfg =
+        <calibration::GateConfig as calibration::GateFile>::load(opts.gate_config.as_deref())?;
     let cache = opts.cache_dir.clone().unwrap_or_else(default_cache_dir);
     progress(&format!(
         "vault: {} seed {seed:#x} (cache {})",

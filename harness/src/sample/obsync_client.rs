@@ -295,19 +295,11 @@ impl SyncClient for ObsyncClient {
 }
 
 fn hop_rules(rules: &[scenarios::scenario::FaultRule]) -> Vec<loadgen::faulthop::FaultRule> {
-    use loadgen::faulthop::FaultKind as K;
-    use scenarios::scenario::FaultKind as S;
     rules
         .iter()
         .map(|r| loadgen::faulthop::FaultRule {
             route: r.route.clone(),
-            kind: match r.kind {
-                S::StatusBefore => K::StatusBefore,
-                S::StatusAfter => K::StatusAfter,
-                S::ResetAfter => K::ResetAfter,
-                S::Delay => K::Delay,
-                S::StallBody => K::StallBody,
-            },
+            kind: r.kind,
             rate: r.rate,
             ms: r.ms,
         })

@@ -152,7 +152,8 @@ pub mod mock {
             vault_dir: PathBuf::from("/nonexistent-vault"),
             vault_digest: "digest".into(),
             work,
-            gate_cfg: calibration::GateConfig::load(None).expect("default gate"),
+            gate_cfg: <calibration::GateConfig as calibration::GateFile>::load(None)
+                .expect("default gate"),
             reference: None,
             reference_file: Some(PathBuf::from("/nonexistent-reference.json")),
             fingerprint,

@@ -4,19 +4,14 @@
 
 use serde_json::Value;
 
-use crate::common::{LOOSE_GATE, vb};
+use crate::common::{record_loose, vb};
 
 #[test]
 #[ignore = "slow: records crash-small (five SIGKILLs and restarts per sample)"]
 fn the_reference_server_loses_nothing_it_acknowledged() {
     let home = tempfile::tempdir().unwrap();
-    let gate = home.path().join("gate.toml");
-    std::fs::write(&gate, LOOSE_GATE).unwrap();
     let out = home.path().join("out");
-    let assert = vb(home.path())
-        .args(["record", "crash-small", "--samples", "1", "--json"])
-        .arg("--gate-config")
-        .arg(&gate)
+    let assert = record_loose(home.path(), &["crash-small", "--samples", "1", "--json"])
         .arg("--out")
         .arg(&out)
         .timeout(std::time::Duration::from_secs(600))
@@ -41,25 +36,22 @@ fn the_reference_server_loses_nothing_it_acknowledged() {
 #[ignore = "slow: drives a deliberately broken reference server through crash-small"]
 fn a_server_that_acknowledges_before_writing_is_caught() {
     let home = tempfile::tempdir().unwrap();
-    let gate = home.path().join("gate.toml");
-    std::fs::write(&gate, LOOSE_GATE).unwrap();
     let out = home.path().join("out");
-    let assert = vb(home.path())
-        .args([
-            "record",
+    let assert = record_loose(
+        home.path(),
+        &[
             "crash-small",
             "--samples",
             "1",
             "--target",
             "ref --unsafe-ack-before-write-ms 30",
-        ])
-        .arg("--gate-config")
-        .arg(&gate)
-        .arg("--out")
-        .arg(&out)
-        .timeout(std::time::Duration::from_secs(600))
-        .assert()
-        .failure();
+        ],
+    )
+    .arg("--out")
+    .arg(&out)
+    .timeout(std::time::Duration::from_secs(600))
+    .assert()
+    .failure();
     let err = String::from_utf8_lossy(&assert.get_output().stderr).into_owned();
     assert!(
         err.contains("crash.acked_lost") || err.contains("lost acknowledged"),
@@ -72,13 +64,8 @@ fn a_server_that_acknowledges_before_writing_is_caught() {
 #[ignore = "slow: records faults-small through the fault hop"]
 fn the_fault_hop_is_reproducible_and_the_reference_server_is_idempotent() {
     let home = tempfile::tempdir().unwrap();
-    let gate = home.path().join("gate.toml");
-    std::fs::write(&gate, LOOSE_GATE).unwrap();
     let out = home.path().join("out");
-    vb(home.path())
-        .args(["record", "faults-small", "--samples", "3"])
-        .arg("--gate-config")
-        .arg(&gate)
+    record_loose(home.path(), &["faults-small", "--samples", "3"])
         .arg("--out")
         .arg(&out)
         .timeout(std::time::Duration::from_secs(600))
@@ -122,13 +109,8 @@ fn the_fault_hop_is_reproducible_and_the_reference_server_is_idempotent() {
 #[ignore = "slow: records crash-mid-body (three SIGKILLs inside a large upload's body)"]
 fn a_kill_inside_a_large_upload_leaves_no_torn_chunk_and_the_resume_finishes_it() {
     let home = tempfile::tempdir().unwrap();
-    let gate = home.path().join("gate.toml");
-    std::fs::write(&gate, LOOSE_GATE).unwrap();
     let out = home.path().join("out");
-    vb(home.path())
-        .args(["record", "crash-mid-body", "--samples", "1", "--json"])
-        .arg("--gate-config")
-        .arg(&gate)
+    record_loose(home.path(), &["crash-mid-body", "--samples", "1", "--json"])
         .arg("--out")
         .arg(&out)
         .timeout(std::time::Duration::from_secs(600))

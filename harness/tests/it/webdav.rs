@@ -7,7 +7,7 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use crate::common::{LOOSE_GATE, vb};
+use crate::common::{LOOSE_GATE, record_loose, vb};
 
 fn read(p: &Path) -> Value {
     serde_json::from_slice(&std::fs::read(p).unwrap()).unwrap()
@@ -17,27 +17,24 @@ fn read(p: &Path) -> Value {
 #[ignore = "slow: real servers"]
 fn small_webdav_against_rclone_records_and_verifies() {
     let home = tempfile::tempdir().unwrap();
-    let gate = home.path().join("gate.toml");
-    std::fs::write(&gate, LOOSE_GATE).unwrap();
     let out = home.path().join("out");
-    vb(home.path())
-        .args([
-            "record",
+    record_loose(
+        home.path(),
+        &[
             "small-webdav",
             "--target",
             "rclone-webdav",
             "--samples",
             "2",
-            "--gate-config",
-        ])
-        .arg(&gate)
-        .arg("--out")
-        .arg(&out)
-        .arg("--work-dir")
-        .arg(home.path().join("work"))
-        .timeout(std::time::Duration::from_secs(600))
-        .assert()
-        .success();
+        ],
+    )
+    .arg("--out")
+    .arg(&out)
+    .arg("--work-dir")
+    .arg(home.path().join("work"))
+    .timeout(std::time::Duration::from_secs(600))
+    .assert()
+    .success();
     vb(home.path()).arg("verify").arg(&out).assert().success();
     let b = read(&out.join("small-webdav.json"));
     let value = |k: &str| {

@@ -127,7 +127,7 @@ pub(super) async fn upload_missing(
     let mut present = uniq.len() as u64 - missing.len() as u64;
     let mut put = 0;
     for sid in &missing {
-        let cell = crate::client::lock(&dev.inner.uploads)
+        let cell = crate::lock::lock(&dev.inner.uploads)
             .entry(sid.clone())
             .or_default()
             .clone();

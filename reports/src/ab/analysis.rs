@@ -1,14 +1,13 @@
 //! Per-metric A/B analysis: per-round ratios, Wilcoxon + Hodges–Lehmann in percent, the
 //! permutation cross-check, the minimum detectable effect, the order effect and a verdict.
 
-use std::collections::BTreeMap;
-use std::fmt;
-
-use serde::{Deserialize, Serialize};
-
 use super::error::AbError;
 use super::plan::Order;
-use crate::stats::{self, CiMethod, HodgesLehmann, OrderEffect, PermutationTest, SignedRankTest};
+use crate::stats::{self, CiMethod, HodgesLehmann};
+pub use contract::ab::{
+    Better, ExactDiff, Interval, IntervalMethod, MetricAnalysis, Scale, Verdict,
+};
+use std::collections::BTreeMap;
 
 /// Requested confidence level of the Hodges–Lehmann interval (issue 7: "a 95 % interval").
 pub const CONF_LEVEL: f64 = 0.95;
@@ -23,119 +22,6 @@ pub const PERMUTATION_DRAWS: usize = 20_000;
 /// (Inconclusive). n = 4 pairs achieve 0.875 and stay usable (R = 6 with one failed round
 /// balanced away); n = 3 achieve 0.75 and do not.
 pub const MIN_VERDICT_CONF: f64 = 0.85;
-
-/// Which direction of change is an improvement for a metric.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Better {
-    Lower,
-    Higher,
-}
-
-/// Four-way verdict for B against A.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Verdict {
-    /// The whole interval is on the improving side of 0 and not inside ±tau.
-    Better,
-    /// The whole interval is on the worsening side of 0 and not inside ±tau.
-    Worse,
-    /// The whole interval lies inside [-tau, +tau] (or every round was identical).
-    NoChange,
-    /// Anything else: the interval crosses 0 and reaches beyond ±tau, too few rounds, or no
-    /// percent scale could be defined.
-    Inconclusive,
-}
-
-impl fmt::Display for Verdict {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Verdict::Better => "better",
-            Verdict::Worse => "worse",
-            Verdict::NoChange => "no change",
-            Verdict::Inconclusive => "inconclusive",
-        })
-    }
-}
-
-/// A closed interval; in percent when it comes from a `*_pct` field.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct Interval {
-    pub lo: f64,
-    pub hi: f64,
-}
-
-/// How per-round values were compared.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case", tag = "kind")]
-pub enum Scale {
-    /// d = ln(B/A); percent = 100 (e^d − 1). Used when every value is > 0.
-    LogRatio,
-    /// A value was <= 0 so a ratio is undefined: d = B − A in the metric's unit; percent =
-    /// 100 d / `reference`, the median of A.
-    DifferenceOverMedianA { reference: f64 },
-    /// As above but A's median is 0 too: no percent can be given; tests still run on B − A.
-    Difference,
-}
-
-/// Everything the reports need about one timing/resource metric of an A/B run.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct MetricAnalysis {
-    pub better: Better,
-    /// Practical threshold as a fraction (0.03 = 3 %).
-    pub tau: f64,
-    /// Seed for the Monte Carlo permutation draws (recorded even when enumeration was exact).
-    pub seed: u64,
-    pub n_rounds: usize,
-    pub a: Vec<f64>,
-    pub b: Vec<f64>,
-    pub orders: Vec<Order>,
-    pub a_median: f64,
-    pub b_median: f64,
-    pub scale: Scale,
-    /// Per-round d (see [`Scale`]), in round order.
-    pub per_round: Vec<f64>,
-    /// Hodges–Lehmann estimate and interval of d, in d's units.
-    pub hodges_lehmann: HodgesLehmann,
-    /// The estimate as a percent change of B against A (`None` for [`Scale::Difference`]).
-    pub estimate_pct: Option<f64>,
-    pub ci_pct: Option<Interval>,
-    pub wilcoxon: SignedRankTest,
-    pub permutation: PermutationTest,
-    /// Minimum detectable effect at [`ALPHA`], [`POWER`], in percent; `None` when no effect is
-    /// detectable with this many rounds or no percent scale exists.
-    pub mde_pct: Option<f64>,
-    /// A-first vs B-first rounds; `None` when one of the groups is empty.
-    pub order_effect: Option<OrderEffect>,
-    /// Benjamini–Hochberg-adjusted Wilcoxon p across the metrics of the run; filled by
-    /// [`adjust_across_metrics`].
-    pub p_bh: Option<f64>,
-    pub verdict: Verdict,
-    /// Why the verdict is what it is, in words, for the report.
-    pub reason: String,
-    /// Which interval the estimate, interval and verdict come from (absent: Hodges–Lehmann,
-    /// so documents of timing keys read as before).
-    #[serde(default, skip_serializing_if = "IntervalMethod::is_hodges_lehmann")]
-    pub interval_method: IntervalMethod,
-}
-
-/// How a metric's estimate and interval were made.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum IntervalMethod {
-    /// Hodges–Lehmann with the exact Wilcoxon interval (timing and resource keys).
-    #[default]
-    HodgesLehmann,
-    /// Student's t interval on the per-round log ratios (cost keys): valid at R = 3 or 4,
-    /// where the exact Wilcoxon cannot reach p < 0.125, for keys whose rounds barely vary.
-    TLogRatio,
-}
-
-impl IntervalMethod {
-    fn is_hodges_lehmann(&self) -> bool {
-        *self == IntervalMethod::HodgesLehmann
-    }
-}
 
 /// A Student's t interval of a mean.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -237,18 +123,16 @@ fn ci_verdict(ci: Interval, better: Better, tau: f64, span: String) -> (Verdict,
     }
 }
 
-impl MetricAnalysis {
-    /// `ci_pct` turned so that positive means worse (for higher-is-better metrics the sign
-    /// is flipped): the frame in which `all <= +3%` guards are read.
-    pub fn worsening_ci_pct(&self) -> Option<Interval> {
-        self.ci_pct.map(|c| match self.better {
-            Better::Lower => c,
-            Better::Higher => Interval {
-                lo: -c.hi,
-                hi: -c.lo,
-            },
-        })
-    }
+/// `m.ci_pct` turned so that positive means worse (for higher-is-better metrics the sign
+/// is flipped): the frame in which `all <= +3%` guards are read.
+pub fn worsening_ci_pct(m: &MetricAnalysis) -> Option<Interval> {
+    m.ci_pct.map(|c| match m.better {
+        Better::Lower => c,
+        Better::Higher => Interval {
+            lo: -c.hi,
+            hi: -c.lo,
+        },
+    })
 }
 
 fn check_values(what: &'static str, xs: &[f64]) -> Result<(), AbError> {
@@ -435,31 +319,6 @@ pub fn adjust_across_metrics(analyses: &mut BTreeMap<String, MetricAnalysis>) {
     if let Ok(adj) = stats::benjamini_hochberg(&p) {
         for (m, q) in analyses.values_mut().zip(adj) {
             m.p_bh = Some(q);
-        }
-    }
-}
-
-/// A difference in an exact-class metric (deterministic for a build and seed), reported as
-/// values, never as statistics: "4.9 -> 5.9".
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ExactDiff {
-    /// A's value (the median if A's samples disagree).
-    pub a: f64,
-    /// B's value (the median if B's samples disagree).
-    pub b: f64,
-    /// Whether every A sample gave the same value (an exact key should).
-    pub a_stable: bool,
-    pub b_stable: bool,
-}
-
-impl fmt::Display for ExactDiff {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} -> {}", self.a, self.b)?;
-        match (self.a_stable, self.b_stable) {
-            (true, true) => Ok(()),
-            (false, true) => write!(f, " (A varies between samples)"),
-            (true, false) => write!(f, " (B varies between samples)"),
-            (false, false) => write!(f, " (A and B vary between samples)"),
         }
     }
 }

@@ -17,12 +17,12 @@ pub use aa::{FalsePositives, MetricFalsePositives, count_false_positives, tau_fr
 pub use analysis::{
     ALPHA, Better, CONF_LEVEL, ExactDiff, Interval, IntervalMethod, MIN_VERDICT_CONF,
     MetricAnalysis, PERMUTATION_DRAWS, POWER, Scale, TInterval, Verdict, adjust_across_metrics,
-    analyse_cost_metric, analyse_metric, exact_difference, t_interval,
+    analyse_cost_metric, analyse_metric, exact_difference, t_interval, worsening_ci_pct,
 };
 pub use error::AbError;
 pub use plan::{
     BalancePlan, DropReason, DroppedRound, MAX_ROUNDS, Order, OrderCount, OrderCounts,
-    drop_to_balance, plan_orders,
+    drop_to_balance, order_count, order_counts, plan_orders,
 };
 pub use rules::{
     Cmp, Decision, DecisionRules, Outcome, Rule, RuleCheck, RuleError, RuleStatus, RuleTarget,

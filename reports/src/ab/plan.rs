@@ -1,24 +1,16 @@
 //! Round orders: a balanced, seeded shuffle of A-first / B-first, and Pinpoint's
 //! drop-to-balance rule when rounds fail.
 
+pub use contract::ab::{BalancePlan, DropReason, DroppedRound, Order, OrderCount, OrderCounts};
 use rand::seq::SliceRandom;
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use serde::{Deserialize, Serialize};
 
 use super::error::AbError;
 
 /// Upper bound on rounds: every A/B run is bounded in count (each round is two fresh
 /// server processes, so 1000 rounds is already hours of work).
 pub const MAX_ROUNDS: usize = 1000;
-
-/// Which build runs first in a round.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Order {
-    AFirst,
-    BFirst,
-}
 
 /// `rounds` orders shuffled with `ChaCha8Rng::seed_from_u64(seed)` (Fisher–Yates via rand's
 /// `SliceRandom::shuffle`): `rounds / 2` of each order and, when `rounds` is odd, one extra
@@ -55,82 +47,24 @@ pub fn plan_orders(rounds: usize, seed: u64) -> Result<Vec<Order>, AbError> {
     Ok(v)
 }
 
-/// How many rounds ran (or were planned) in each order.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct OrderCount {
-    pub a_first: usize,
-    pub b_first: usize,
-}
-
-impl OrderCount {
-    /// The counts of `orders`.
-    pub fn of<'a>(orders: impl IntoIterator<Item = &'a Order>) -> OrderCount {
-        let mut c = OrderCount::default();
-        for o in orders {
-            match o {
-                Order::AFirst => c.a_first += 1,
-                Order::BFirst => c.b_first += 1,
-            }
-        }
-        c
-    }
-
-    /// `true` when one order ran once more than the other: an order effect is then not
-    /// cancelled for that one round.
-    pub fn is_uneven(&self) -> bool {
-        self.a_first != self.b_first
-    }
-}
-
-impl std::fmt::Display for OrderCount {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{} A-first, {} B-first", self.a_first, self.b_first)
-    }
-}
-
-/// The order counts of an A/B run: as planned and as kept for the analysis.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct OrderCounts {
-    pub planned: OrderCount,
-    pub kept: OrderCount,
-}
-
-impl OrderCounts {
-    /// The counts of a plan and of the rounds `kept` (0-based indices into `orders`).
-    pub fn of(orders: &[Order], kept: &[usize]) -> OrderCounts {
-        OrderCounts {
-            planned: OrderCount::of(orders),
-            kept: OrderCount::of(kept.iter().filter_map(|&i| orders.get(i))),
+/// The counts of `orders`.
+pub fn order_count<'a>(orders: impl IntoIterator<Item = &'a Order>) -> OrderCount {
+    let mut c = OrderCount::default();
+    for o in orders {
+        match o {
+            Order::AFirst => c.a_first += 1,
+            Order::BFirst => c.b_first += 1,
         }
     }
+    c
 }
 
-/// Why a round was left out of the analysis.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum DropReason {
-    /// A sample of this round failed or was refused by the calibration gate (after retries).
-    Failed,
-    /// The round succeeded but was dropped to keep A-first and B-first counts equal.
-    Balance,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct DroppedRound {
-    /// 0-based round index in the plan.
-    pub round: usize,
-    pub order: Order,
-    pub reason: DropReason,
-}
-
-/// Which rounds to analyse after failures.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct BalancePlan {
-    /// 0-based indices of the rounds kept, ascending; A-first and B-first counts are equal
-    /// (an odd plan may keep one more of either order).
-    pub kept: Vec<usize>,
-    /// Rounds left out, ascending by index, with the reason.
-    pub dropped: Vec<DroppedRound>,
+/// The counts of a plan and of the rounds `kept` (0-based indices into `orders`).
+pub fn order_counts(orders: &[Order], kept: &[usize]) -> OrderCounts {
+    OrderCounts {
+        planned: order_count(orders),
+        kept: order_count(kept.iter().filter_map(|&i| orders.get(i))),
+    }
 }
 
 /// Pinpoint's rule: drop every failed round, then drop as few successful rounds as needed so
@@ -213,7 +147,7 @@ mod tests {
             for rounds in [3, 5, 7, 11] {
                 let p = plan_orders(rounds, seed).unwrap();
                 assert_eq!(p, plan_orders(rounds, seed).unwrap(), "deterministic");
-                let c = OrderCount::of(&p);
+                let c = order_count(&p);
                 assert_eq!(c.a_first + c.b_first, rounds);
                 assert_eq!(c.a_first.abs_diff(c.b_first), 1, "{rounds} {seed}");
                 if rounds == 3 && c.a_first == 2 {
@@ -268,7 +202,7 @@ mod tests {
         let p = drop_to_balance(&five, &[true, true, true, false, true]).unwrap();
         assert_eq!(p.kept, vec![0, 1, 2]);
         assert_eq!(
-            OrderCounts::of(&five, &p.kept).kept.to_string(),
+            order_counts(&five, &p.kept).kept.to_string(),
             "2 A-first, 1 B-first"
         );
         // An A-first failure leaves 2 and 2: nothing more dropped.
@@ -283,7 +217,7 @@ mod tests {
     #[test]
     fn order_counts_count_the_plan_and_the_kept_rounds() {
         use Order::{AFirst as A, BFirst as B};
-        let c = OrderCounts::of(&[A, B, A], &[0, 1]);
+        let c = order_counts(&[A, B, A], &[0, 1]);
         assert_eq!(
             c.planned,
             OrderCount {

@@ -23,7 +23,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::analysis::{Interval, MIN_VERDICT_CONF, MetricAnalysis};
+use super::analysis::{Interval, MIN_VERDICT_CONF, MetricAnalysis, worsening_ci_pct};
+pub use contract::ab::{Decision, Outcome, RuleCheck, RuleStatus};
 
 /// A malformed or inapplicable rule; the variant names the rule text and the metric.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -182,53 +183,6 @@ impl DecisionRules {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum RuleStatus {
-    Holds,
-    Violated,
-    Unknown,
-}
-
-/// One rule applied to one metric.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct RuleCheck {
-    pub rule: String,
-    pub metric: String,
-    /// Whether `interval_pct` is the plain change or the worsening-frame change (`all`).
-    pub worsening_frame: bool,
-    pub interval_pct: Option<Interval>,
-    pub status: RuleStatus,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
-pub enum Outcome {
-    Keep,
-    Reject,
-    Inconclusive,
-}
-
-impl std::fmt::Display for Outcome {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Outcome::Keep => "KEEP",
-            Outcome::Reject => "REJECT",
-            Outcome::Inconclusive => "INCONCLUSIVE",
-        })
-    }
-}
-
-/// The decision and the evidence for it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Decision {
-    pub outcome: Outcome,
-    pub keep_if: Option<RuleCheck>,
-    /// One check per (guard, metric); an `all` guard expands to every metric it covers.
-    pub guards: Vec<RuleCheck>,
-    pub reason: String,
-}
-
 /// The interval a rule is judged on, or `None` when it carries no confidence.
 fn judged_interval(m: &MetricAnalysis, worsening: bool) -> Option<Interval> {
     let identical = m.per_round.iter().all(|d| *d == 0.0);
@@ -239,7 +193,7 @@ fn judged_interval(m: &MetricAnalysis, worsening: bool) -> Option<Interval> {
         return None;
     }
     if worsening {
-        m.worsening_ci_pct()
+        worsening_ci_pct(m)
     } else {
         m.ci_pct
     }

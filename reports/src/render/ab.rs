@@ -111,7 +111,7 @@ fn order_counts(v: &Value) -> Option<crate::ab::OrderCounts> {
         .iter()
         .map(|i| i.as_u64().map(|i| i as usize))
         .collect::<Option<_>>()?;
-    Some(crate::ab::OrderCounts::of(&orders, &kept))
+    Some(crate::ab::order_counts(&orders, &kept))
 }
 
 impl AbView {
@@ -186,7 +186,14 @@ impl AbView {
                 })
                 .unwrap_or_default(),
             calibration: {
-                let mut c = super::recording::calibration(v.get("gate").unwrap_or(&Value::Null));
+                let gate: Option<contract::gate::Gate> = match v.get("gate") {
+                    None | Some(Value::Null) => None,
+                    Some(g) => Some(
+                        serde_json::from_value(g.clone())
+                            .map_err(|e| RenderError::Ab(format!("gate: {e}")))?,
+                    ),
+                };
+                let mut c = super::recording::calibration(gate.as_ref());
                 c.samples = round_contention(v);
                 c
             },

@@ -7,16 +7,11 @@ use serde::Serialize;
 use std::collections::BTreeMap;
 
 use crate::schema::{Attempts, Baseline, Better, Contention, MetricClass, Provenance};
+use contract::gate::{Gate, GateConfig};
 use contract::key::RouteLoadKey;
 
 /// Identifies the JSON report document.
 pub const KIND_REPORT: &str = "vaultbench.report";
-
-/// The gate's default bounds per channel: (name, max CV, max/median, drift tolerance), from
-/// shared/seeds/mcp-server-perf-baselines.txt ("Method": cpuMs 0.20, 1.6, 0.5; ioMs 0.45, 2.5,
-/// 1.0), the calibration crate's `GateConfig::default()`. Looser bounds are called out.
-const DEFAULT_BOUNDS: [(&str, f64, f64, f64); 2] =
-    [("cpu_ms", 0.20, 1.6, 0.5), ("io_ms", 0.45, 2.5, 1.0)];
 
 /// Phases in the order a scenario runs them (scenarios' `Phase::name`); unknown ones follow.
 const PHASE_ORDER: [&str; 6] = [
@@ -195,7 +190,7 @@ pub struct RecordingReport {
 pub fn recording_report(b: &Baseline, p: &Provenance) -> RecordingReport {
     let metrics: Vec<Row> = b.metrics.keys().filter_map(|k| row(b, p, k)).collect();
     let provenance = provenance_summary(p);
-    let mut calibration = calibration(&p.gate);
+    let mut calibration = calibration(p.gate.as_ref());
     calibration.samples = p
         .samples
         .iter()
@@ -404,83 +399,55 @@ fn provenance_summary(p: &Provenance) -> ProvenanceSummary {
     }
 }
 
-/// Reads `gate.verdict.channels.*` and `gate.config.*` defensively: a sidecar from an older
-/// harness may lack fields, and the report must still render.
-pub(crate) fn calibration(gate: &serde_json::Value) -> Calibration {
-    let verdict = gate.get("verdict");
-    let f = |v: Option<&serde_json::Value>, k: &str| {
-        v.and_then(|v| v.get(k)).and_then(serde_json::Value::as_f64)
-    };
-    let mut channels = Vec::new();
-    if let Some(chs) = verdict
-        .and_then(|v| v.get("channels"))
-        .and_then(|c| c.as_object())
-    {
-        for (name, ch) in chs {
-            let bounds = ch
-                .get("bounds")
-                .or_else(|| gate.get("config").and_then(|c| c.get(name)));
-            channels.push(ChannelRow {
-                channel: name.clone(),
-                n: ch.get("n").and_then(serde_json::Value::as_u64),
-                median_ms: f(Some(ch), "median"),
-                cv: f(Some(ch), "cv"),
-                cv_bound: f(bounds, "max_cv"),
-                cv_share: f(Some(ch), "cv_share"),
-                max_over_median: f(Some(ch), "max_over_median"),
-                max_over_median_bound: f(bounds, "max_over_median"),
-                max_over_median_share: f(Some(ch), "max_over_median_share"),
-                drift: f(Some(ch), "drift"),
-                drift_bound: f(bounds, "reference_tolerance"),
-                drift_share: f(Some(ch), "drift_share"),
-                failures: ch
-                    .get("failures")
-                    .and_then(|x| x.as_array())
-                    .map(|a| {
-                        a.iter()
-                            .filter_map(|s| s.as_str().map(str::to_owned))
-                            .collect()
-                    })
-                    .unwrap_or_default(),
-            });
-        }
-    }
-    let strings = |v: Option<&serde_json::Value>| -> Vec<String> {
-        v.and_then(|x| x.as_array())
-            .map(|a| {
-                a.iter()
-                    .filter_map(|s| s.as_str().map(str::to_owned))
-                    .collect()
-            })
-            .unwrap_or_default()
-    };
+/// The gate's figures as the report shows them, from the recorded verdict (`None`: a
+/// document without a gate, whose report shows no gate figures). Each channel's bounds are
+/// the ones its statistics carry, the bounds it was judged by.
+pub(crate) fn calibration(gate: Option<&Gate>) -> Calibration {
+    let verdict = gate.and_then(|g| g.verdict.as_ref());
+    let channels = verdict
+        .map(|v| {
+            v.channels
+                .iter()
+                .map(|(name, ch)| ChannelRow {
+                    channel: name.clone(),
+                    n: Some(ch.n as u64),
+                    median_ms: Some(ch.median),
+                    cv: Some(ch.cv),
+                    cv_bound: Some(ch.bounds.max_cv),
+                    cv_share: Some(ch.cv_share),
+                    max_over_median: Some(ch.max_over_median),
+                    max_over_median_bound: Some(ch.bounds.max_over_median),
+                    max_over_median_share: Some(ch.max_over_median_share),
+                    drift: ch.drift,
+                    drift_bound: Some(ch.bounds.reference_tolerance),
+                    drift_share: ch.drift_share,
+                    failures: ch.failures.clone(),
+                })
+                .collect()
+        })
+        .unwrap_or_default();
     let in_sample = verdict
-        .and_then(|v| v.get("in_sample"))
-        .and_then(|c| c.as_object())
-        .map(|chs| {
-            chs.iter()
+        .map(|v| {
+            v.in_sample
+                .iter()
                 .map(|(name, ch)| InSampleRow {
                     channel: name.clone(),
-                    n: ch.get("n").and_then(serde_json::Value::as_u64),
-                    median: f(Some(ch), "median"),
-                    max: f(Some(ch), "max"),
-                    max_share: f(Some(ch), "max_share"),
-                    share: f(Some(ch), "share"),
-                    failures: strings(ch.get("failures")),
+                    n: Some(ch.n as u64),
+                    median: Some(ch.median),
+                    max: Some(ch.max),
+                    max_share: Some(ch.max_share),
+                    share: Some(ch.share),
+                    failures: ch.failures.clone(),
                 })
                 .collect()
         })
         .unwrap_or_default();
     Calibration {
-        accepted: verdict
-            .and_then(|v| v.get("accepted"))
-            .and_then(serde_json::Value::as_bool),
-        drift_checked: verdict
-            .and_then(|v| v.get("drift_checked"))
-            .and_then(serde_json::Value::as_bool),
+        accepted: verdict.map(|v| v.accepted),
+        drift_checked: verdict.map(|v| v.drift_checked),
         channels,
         in_sample,
-        unavailable: strings(verdict.and_then(|v| v.get("unavailable"))),
+        unavailable: verdict.map(|v| v.unavailable.clone()).unwrap_or_default(),
         samples: Vec::new(),
     }
 }
@@ -558,16 +525,26 @@ fn not_claims(r: &RecordingReport, b: &Baseline) -> Vec<String> {
             if unsteady.len() == 1 { "" } else { "s" }
         ));
     }
+    // The one owner of the default bounds: a bound above its default is called out.
+    let defaults = GateConfig::default();
     let loosened: Vec<String> = r
         .calibration
         .channels
         .iter()
         .flat_map(|c| {
-            let d = DEFAULT_BOUNDS.iter().find(|d| d.0 == c.channel);
+            let d = defaults.bounds(&c.channel);
             [
-                ("cv", c.cv_bound, d.map(|d| d.1)),
-                ("max/median", c.max_over_median_bound, d.map(|d| d.2)),
-                ("drift tolerance", c.drift_bound, d.map(|d| d.3)),
+                ("cv", c.cv_bound, d.map(|d| d.max_cv)),
+                (
+                    "max/median",
+                    c.max_over_median_bound,
+                    d.map(|d| d.max_over_median),
+                ),
+                (
+                    "drift tolerance",
+                    c.drift_bound,
+                    d.map(|d| d.reference_tolerance),
+                ),
             ]
             .into_iter()
             .filter_map(|(what, got, default)| match (got, default) {

@@ -5,27 +5,13 @@
 use rand::SeedableRng;
 use rand::seq::SliceRandom;
 use rand_chacha::ChaCha8Rng;
-use serde::{Deserialize, Serialize};
 
 use super::common::{StatsError, check_finite};
 use super::permutation::{MAX_DRAWS, PermutationMethod};
+pub use contract::ab::OrderEffect;
 
 /// Exact enumeration when n <= 20 (at most C(20,10) = 184,756 relabellings).
 pub const EXACT_MAX_N: usize = 20;
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct OrderEffect {
-    pub n_a_first: usize,
-    pub n_b_first: usize,
-    pub mean_a_first: f64,
-    pub mean_b_first: f64,
-    /// mean(A-first) − mean(B-first).
-    pub difference: f64,
-    /// Two-sided permutation p of the difference of means over all relabellings that keep
-    /// the group sizes; in (0, 1]. (n = 6 split 3/3 has only 20 relabellings: p >= 0.1.)
-    pub p_two_sided: f64,
-    pub method: PermutationMethod,
-}
 
 /// Two-sample permutation test of the difference of means between the rounds with
 /// `a_first[i] == true` and the others. `None` if either group is empty.

@@ -3,33 +3,14 @@
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use serde::{Deserialize, Serialize};
 
 use super::common::{StatsError, check_finite};
+pub use contract::ab::{PermutationMethod, PermutationTest};
 
 /// Exact enumeration up to 2^16 = 65,536 sign patterns; above, Monte Carlo.
 pub const EXACT_MAX_N: usize = 16;
 /// Upper bound on Monte Carlo draws: keeps every call bounded in time.
 pub const MAX_DRAWS: usize = 10_000_000;
-
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case", tag = "kind")]
-pub enum PermutationMethod {
-    /// All 2^n sign patterns.
-    Exact { patterns: u64 },
-    /// `draws` random sign patterns from `ChaCha8Rng::seed_from_u64(seed)`;
-    /// p = (1 + hits) / (1 + draws) (Phipson & Smyth 2010), so p is never 0.
-    MonteCarlo { draws: usize, seed: u64 },
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct PermutationTest {
-    /// Observed mean of the differences.
-    pub mean: f64,
-    /// Share of sign patterns whose |mean| is at least the observed |mean|; in (0, 1].
-    pub p_two_sided: f64,
-    pub method: PermutationMethod,
-}
 
 /// Two-sided sign-flip test of "the differences are symmetric about 0" with the mean as the
 /// statistic. Exact for n <= 16; otherwise `draws` seeded Monte Carlo patterns.

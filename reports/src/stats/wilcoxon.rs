@@ -3,10 +3,9 @@
 //!
 //! Where this deliberately differs from R, the doc comment of the function says so.
 
-use serde::{Deserialize, Serialize};
-
 use super::common::{StatsError, check_finite, pnorm};
 use super::signrank::{psignrank, qsignrank};
+pub use contract::ab::{CiMethod, HodgesLehmann, PMethod, SignedRankTest};
 
 /// R uses the exact null distribution when `n < 50` (`exact <- (n < 50)`); so do we.
 pub const EXACT_MAX_N: usize = 49;
@@ -14,35 +13,6 @@ pub const EXACT_MAX_N: usize = 49;
 /// Largest n for the Hodges–Lehmann interval: n(n+1)/2 Walsh averages are materialised
 /// (2,001,000 values, 16 MB at n = 2000); A/B round counts are far below this.
 pub const MAX_HL_N: usize = 2000;
-
-/// How the signed-rank p-value was obtained.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case", tag = "kind")]
-pub enum PMethod {
-    /// Exact null distribution (no ties, no zeros, n <= [`EXACT_MAX_N`]).
-    Exact,
-    /// Normal approximation with tie correction of the variance and continuity correction;
-    /// `z` is the corrected statistic.
-    Normal { z: f64 },
-    /// Every difference was zero: there is no evidence of a shift and p is 1.
-    AllZero,
-}
-
-/// Result of the two-sided Wilcoxon signed-rank test on paired differences.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct SignedRankTest {
-    /// Differences left after dropping exact zeros (R drops them too).
-    pub n_used: usize,
-    /// Exact zeros dropped; any zero forces the normal approximation, as in R.
-    pub n_zeros: usize,
-    /// Whether |differences| had tied ranks (forces the normal approximation, as in R).
-    pub ties: bool,
-    /// R's V: the sum of the ranks of the positive differences.
-    pub v: f64,
-    /// Two-sided p-value.
-    pub p_two_sided: f64,
-    pub method: PMethod,
-}
 
 /// Midranks of |x| (ties share the mean of their positions), plus the sizes of tie groups.
 fn abs_ranks(x: &[f64]) -> (Vec<f64>, Vec<usize>) {
@@ -136,33 +106,6 @@ pub fn signed_rank_test(d: &[f64]) -> Result<SignedRankTest, StatsError> {
         p_two_sided: p.min(1.0),
         method: PMethod::Normal { z },
     })
-}
-
-/// How the Hodges–Lehmann interval was obtained.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum CiMethod {
-    /// Order statistics of the Walsh averages at the exact signed-rank quantile (R's exact case).
-    Exact,
-    /// Order statistics at the normal-approximation critical value (Hollander & Wolfe 1999,
-    /// eq. 3.25), used above [`EXACT_MAX_N`].
-    Normal,
-}
-
-/// Hodges–Lehmann location estimate of paired differences with a confidence interval.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct HodgesLehmann {
-    pub n: usize,
-    /// Median of the n(n+1)/2 Walsh averages (d_i + d_j)/2, i <= j.
-    pub estimate: f64,
-    pub lo: f64,
-    pub hi: f64,
-    /// The level that was asked for (e.g. 0.95).
-    pub conf_level_requested: f64,
-    /// The level the discrete distribution actually achieves with these order statistics
-    /// (n = 6: 1 - 2/64 = 0.96875; n = 5: 0.9375; n = 4: 0.875).
-    pub conf_level_achieved: f64,
-    pub method: CiMethod,
 }
 
 /// Hodges–Lehmann estimate and confidence interval from the Walsh averages' order statistics.

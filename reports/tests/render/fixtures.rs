@@ -414,7 +414,7 @@ pub fn small() -> (Baseline, Provenance) {
         .expect("a fingerprint"),
         loadavg_before: Some([0.12, 0.2, 0.18]),
         loadavg_after: Some([1.05, 0.41, 0.25]),
-        gate,
+        gate: Some(serde_json::from_value(gate).expect("a gate")),
         attempts: Attempts {
             attempted: 2,
             refused: 1,

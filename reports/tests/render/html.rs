@@ -102,7 +102,7 @@ fn a_sparse_sidecar_still_renders() {
     // An older or partial sidecar: no histograms, no gate verdict, no machine fingerprint.
     let (b, mut p) = small();
     p.histograms.clear();
-    p.gate = serde_json::Value::Null;
+    p.gate = None;
     p.machine = contract::machine::Fingerprint::default();
     let doc = Document::Recording {
         baseline: &b,

@@ -110,7 +110,8 @@ fn a_loosened_gate_and_unsteady_exact_keys_are_called_out() {
             .iter()
             .any(|c| c.contains("loosened") || c.contains("deterministic"))
     );
-    p.gate["verdict"]["channels"]["io_ms"]["bounds"]["max_cv"] = serde_json::json!(5.0);
+    let verdict = p.gate.as_mut().and_then(|g| g.verdict.as_mut()).unwrap();
+    verdict.channels.get_mut("io_ms").unwrap().bounds.max_cv = 5.0;
     p.raw.insert(
         "cold_push.requests".into(),
         vec![380.0, 381.0, 381.0, 382.0, 381.0],

@@ -108,9 +108,9 @@ pub fn run(args: CalibrateArgs, subcommand: &[&str]) -> anyhow::Result<i32> {
             args.burn_threads,
         );
     }
-    let cfg = GateConfig::load(args.gate_config.as_deref())?;
+    let cfg = <GateConfig as calibration::GateFile>::load(args.gate_config.as_deref())?;
     if args.print_config {
-        println!("{}", cfg.to_toml().trim_end());
+        println!("{}", calibration::GateFile::to_toml(&cfg).trim_end());
         return Ok(exit::OK);
     }
     let dir = io_dir(args.dir.as_deref())?;

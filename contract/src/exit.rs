@@ -7,7 +7,7 @@
 //! | 0 | success; `ab`: KEEP or no rule; `compare`: no regression; `verify`: every pair verifies |
 //! | 1 | `compare`: a regression beyond threshold; `ab`: the rule said REJECT |
 //! | 2 | usage or runtime error (one line naming the input): a target that would not start, I/O failure, a scenario, target or `--protocol` that speak different protocols (refused before any sample) |
-//! | 3 | refused: the calibration gate judged the machine too noisy, a sample failed, or too few balanced `ab` rounds survived; nothing written |
+//! | 3 | refused: the calibration gate judged the machine too noisy, a sample failed, or too few balanced `ab` rounds survived; no recording written (the attempt is counted in the ledger beside it only when git tracks nothing in `--out`) |
 //! | 4 | `ab`: INCONCLUSIVE, the rule could not decide at this sensitivity |
 //! | 5 | busy: another recording holds the machine lock and `--no-wait` was given |
 //! | 6 | `verify` / `vault verify`: a baseline does not match its sidecar (edited value, digest, version), or a vault differs from its manifest |
@@ -27,7 +27,7 @@ pub const OK: i32 = 0;
 pub const REGRESSION: i32 = 1;
 /// Usage or runtime error.
 pub const ERROR: i32 = 2;
-/// Refused by the gate (or a failed sample): nothing was written.
+/// Refused by the gate (or a failed sample): no recording was written.
 pub const REFUSED: i32 = 3;
 /// `ab`'s rule could not decide.
 pub const INCONCLUSIVE: i32 = 4;

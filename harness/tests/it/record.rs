@@ -321,17 +321,18 @@ fn committed_baselines_verify() {
     );
 }
 
-/// The committed `small` baseline: `baselines/<class>/small.json`, in the one class directory
-/// that holds it.
+/// A committed `small` baseline: `baselines/<class>/small.json` of the first class directory
+/// (by name) that holds one; each machine class that recorded one has its own.
 fn committed_small() -> std::path::PathBuf {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../baselines");
-    let found: Vec<std::path::PathBuf> = std::fs::read_dir(&dir)
+    let mut found: Vec<std::path::PathBuf> = std::fs::read_dir(&dir)
         .unwrap()
         .flatten()
         .map(|e| e.path().join("small.json"))
         .filter(|p| p.exists())
         .collect();
-    assert_eq!(found.len(), 1, "one class dir holds small.json: {found:?}");
+    found.sort();
+    assert!(!found.is_empty(), "a class dir holds small.json");
     found[0].clone()
 }
 

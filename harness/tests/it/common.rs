@@ -48,3 +48,27 @@ pub fn loose_files(home: &Path) -> (std::path::PathBuf, std::path::PathBuf) {
     std::fs::write(&scen, PUSH_ONLY).unwrap();
     (gate, scen)
 }
+
+/// `git -C dir ARGS` with a throwaway identity; its stdout.
+pub fn git_in(dir: &Path, args: &[&str]) -> String {
+    let o = std::process::Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args([
+            "-c",
+            "user.name=vaultbench test",
+            "-c",
+            "user.email=test@example.invalid",
+            "-c",
+            "commit.gpgsign=false",
+        ])
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8(o.stdout).unwrap()
+}

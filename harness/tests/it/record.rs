@@ -6,7 +6,7 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use crate::common::{LOOSE_GATE, PUSH_ONLY, vb};
+use crate::common::{LOOSE_GATE, PUSH_ONLY, git_in, vb};
 
 /// Bounds no machine can meet.
 const TIGHT_GATE: &str = "[cpu_ms]\nmax_cv = 0.0\nmax_over_median = 1.0\nreference_tolerance = 0.0\n\
@@ -650,30 +650,6 @@ fn class_prints_this_machines_class_and_its_parts() {
         contract::class::name(|k| parts.get(k).and_then(Value::as_str).map(str::to_owned)),
         class
     );
-}
-
-/// `git -C dir ARGS` with a throwaway identity; its stdout.
-fn git_in(dir: &Path, args: &[&str]) -> String {
-    let o = std::process::Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args([
-            "-c",
-            "user.name=vaultbench test",
-            "-c",
-            "user.email=test@example.invalid",
-            "-c",
-            "commit.gpgsign=false",
-        ])
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        o.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8(o.stdout).unwrap()
 }
 
 /// The Quickstart on a newcomer's checkout, whose `baselines/` holds another machine's class

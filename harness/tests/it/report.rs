@@ -8,6 +8,8 @@ use harness::commands::report::{CompareArgs, ReportArgs, run_compare, run_report
 use reports::render::Format;
 use reports::schema::{Baseline, Provenance, binding_digest, median};
 
+use crate::common::git_in;
+
 fn fixture_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../reports/tests/fixtures")
 }
@@ -217,33 +219,11 @@ fn a_results_directory_of_recordings_becomes_a_trend() {
     );
 }
 
-fn git(dir: &Path, args: &[&str]) {
-    let st = std::process::Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args([
-            "-c",
-            "user.name=vaultbench test",
-            "-c",
-            "user.email=test@example.invalid",
-            "-c",
-            "commit.gpgsign=false",
-        ])
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        st.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&st.stderr)
-    );
-}
-
 #[test]
 fn the_git_history_of_baselines_becomes_a_trend_with_charts() {
     let t = tempfile::tempdir().unwrap();
     let repo = t.path();
-    git(repo, &["init", "-q"]);
+    git_in(repo, &["init", "-q"]);
     let dir = repo.join("baselines");
     for i in 0..3 {
         let (mut b, mut p) = fixture();
@@ -253,8 +233,8 @@ fn the_git_history_of_baselines_becomes_a_trend_with_charts() {
             .collect();
         set(&mut b, &mut p, "cold_push.wall_ms", &series);
         write_pair(&dir, &b, &p);
-        git(repo, &["add", "baselines"]);
-        git(repo, &["commit", "-q", "-m", &format!("re-baseline {i}")]);
+        git_in(repo, &["add", "baselines"]);
+        git_in(repo, &["commit", "-q", "-m", &format!("re-baseline {i}")]);
     }
     // A stray report in the directory is not a baseline and is skipped.
     std::fs::write(dir.join("notes.json"), "{\"kind\":\"vaultbench.report\"}").unwrap();

@@ -378,6 +378,43 @@ impl Device {
         w: &mut WorkerConn,
         req: &Outgoing<'_>,
     ) -> Result<u16, LoadError> {
+        let sign = self.write_lean(w, req);
+        let sent = Instant::now();
+        let deadline = sent + req.timeout;
+        let timer = w
+            .timer
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(deadline.into())));
+        timer.as_mut().reset(deadline.into());
+        let head_only = req.method == Method::HEAD;
+        let outcome = tokio::select! {
+            biased;
+            r = w.conn.roundtrip(head_only, MAX_ANSWER_BYTES as u64) => r,
+            _ = timer.as_mut() => Err(("timeout", String::new())),
+        };
+        finish_lean(rec, req, sign, sent, outcome)
+    }
+
+    /// [`Device::send_lean`] over a blocking connection ([`WorkerConn::blocking`]), on the
+    /// worker's own thread: the socket's timeouts bound the exchange (the engine shuts it down
+    /// at its hard stop), so no runtime or timer takes part.
+    pub(crate) fn send_blocking(
+        &self,
+        rec: &Recorder,
+        w: &mut WorkerConn,
+        req: &Outgoing<'_>,
+    ) -> Result<u16, LoadError> {
+        let sign = self.write_lean(w, req);
+        let sent = Instant::now();
+        let head_only = req.method == Method::HEAD;
+        let outcome = w
+            .conn
+            .roundtrip_blocking(head_only, MAX_ANSWER_BYTES as u64);
+        finish_lean(rec, req, sign, sent, outcome)
+    }
+
+    /// Signs `req` afresh (when it is signed) and writes it whole into `w`'s request buffer;
+    /// returns how long signing took.
+    fn write_lean(&self, w: &mut WorkerConn, req: &Outgoing<'_>) -> Option<Duration> {
         let method = req.method.as_str();
         let mut signed = None;
         if req.signed {
@@ -427,42 +464,7 @@ impl Device {
         }
         buf.extend_from_slice(b"\r\n\r\n");
         buf.extend_from_slice(&req.body);
-        let sent = Instant::now();
-        let deadline = sent + req.timeout;
-        w.timer.as_mut().reset(deadline.into());
-        let head_only = req.method == Method::HEAD;
-        let outcome = tokio::select! {
-            biased;
-            r = w.conn.roundtrip(head_only, MAX_ANSWER_BYTES as u64) => Some(r),
-            _ = w.timer.as_mut() => None,
-        };
-        let done = Instant::now();
-        let sample = |received: u64| Sample {
-            sent,
-            intended: req.intended,
-            done,
-            bytes_sent: req.body.len() as u64,
-            bytes_received: received,
-            sign: signed.as_ref().map(|(_, t)| *t),
-        };
-        match outcome {
-            Some(Ok(reply)) => {
-                rec.record(
-                    req.route.label(),
-                    status_label(reply.status),
-                    sample(reply.body_bytes),
-                );
-                Ok(reply.status)
-            }
-            Some(Err((kind, detail))) => {
-                rec.record(req.route.label(), kind, sample(0));
-                Err(transport(req.route, kind, detail))
-            }
-            None => {
-                rec.record(req.route.label(), "timeout", sample(0));
-                Err(timed_out(req.route, req.timeout))
-            }
-        }
+        signed.map(|(_, t)| t)
     }
 
     /// [`Device::send`] with retries for operations that must succeed (push, pull): up to
@@ -568,8 +570,9 @@ pub(crate) struct WorkerConn {
     rng: ChaCha8Rng,
     canonical: Vec<u8>,
     /// Re-armed per request; moving a deadline later is an atomic update in tokio, not a
-    /// timer-wheel insertion as a fresh `timeout()` per request would be.
-    timer: std::pin::Pin<Box<tokio::time::Sleep>>,
+    /// timer-wheel insertion as a fresh `timeout()` per request would be. Made on the first
+    /// request of an async connection; a blocking one never has it.
+    timer: Option<std::pin::Pin<Box<tokio::time::Sleep>>>,
 }
 
 impl WorkerConn {
@@ -577,13 +580,24 @@ impl WorkerConn {
     /// device's stream, so they stay deterministic for a seed (when workers are made in a
     /// fixed order) and never depend on how workers interleave. Must run inside a runtime.
     pub fn new(dev: &Device) -> WorkerConn {
+        WorkerConn::over(dev, H1Conn::new(dev.target().addr()))
+    }
+
+    /// A worker of `dev` over a blocking connection, for a thread of its own: every socket
+    /// operation is bounded by `timeout`, and `slot` lets the engine shut it down. Nonces as
+    /// [`WorkerConn::new`]'s.
+    pub fn blocking(dev: &Device, timeout: Duration, slot: Arc<h1::BlockingSlot>) -> WorkerConn {
+        WorkerConn::over(dev, H1Conn::blocking(dev.target().addr(), timeout, slot))
+    }
+
+    fn over(dev: &Device, conn: H1Conn) -> WorkerConn {
         let mut seed = [0u8; 32];
         dev.fill_random(&mut seed);
         WorkerConn {
-            conn: H1Conn::new(dev.target().addr()),
+            conn,
             rng: ChaCha8Rng::from_seed(seed),
             canonical: Vec::with_capacity(256),
-            timer: Box::pin(tokio::time::sleep(REQUEST_TIMEOUT)),
+            timer: None,
         }
     }
 
@@ -621,6 +635,44 @@ pub(crate) struct LeanSig {
     pub ts: i64,
     /// 64 hex digits.
     pub sig: [u8; 64],
+}
+
+/// Records one lean exchange and turns its outcome into the request's result; a `timeout`
+/// failure is the request's timeout, whichever side noticed it.
+fn finish_lean(
+    rec: &Recorder,
+    req: &Outgoing<'_>,
+    sign: Option<Duration>,
+    sent: Instant,
+    outcome: Result<h1::Reply, h1::Fail>,
+) -> Result<u16, LoadError> {
+    let done = Instant::now();
+    let sample = |received: u64| Sample {
+        sent,
+        intended: req.intended,
+        done,
+        bytes_sent: req.body.len() as u64,
+        bytes_received: received,
+        sign,
+    };
+    match outcome {
+        Ok(reply) => {
+            rec.record(
+                req.route.label(),
+                status_label(reply.status),
+                sample(reply.body_bytes),
+            );
+            Ok(reply.status)
+        }
+        Err(("timeout", _)) => {
+            rec.record(req.route.label(), "timeout", sample(0));
+            Err(timed_out(req.route, req.timeout))
+        }
+        Err((kind, detail)) => {
+            rec.record(req.route.label(), kind, sample(0));
+            Err(transport(req.route, kind, detail))
+        }
+    }
 }
 
 pub(crate) fn transport(route: Route, kind: &'static str, detail: String) -> LoadError {

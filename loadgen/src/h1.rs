@@ -7,8 +7,23 @@
 //! hyper's client cost about twice wrk's CPU per request on `/livez` (a dispatcher task
 //! protocol, a header map and a body channel per request): issue 4's "never the bottleneck"
 //! target needs the generator to be nearly as cheap as wrk (`vaultbench load bench-peer`).
+//!
+//! A connection is either a tokio stream (its reads wait in the runtime's epoll, so one
+//! thread serves many connections) or a blocking socket on a thread of its own
+//! ([`H1Conn::blocking`]): a read then sleeps in `recv` itself, two system calls per request
+//! (send, recv) against three through epoll and wrk's six (`epoll_wait`, `read`, `epoll_ctl`,
+//! `epoll_wait`, `write`, `epoll_ctl`), and no runtime, scheduler or timer runs per request.
+//! The route engine uses blocking connections when every connection can have a CPU of its
+//! own (`route::blocking_workers`). The exchange code is the same for both: a blocking
+//! stream's futures never wait, so the engine polls them once ([`H1Conn::roundtrip_blocking`]).
 
+use std::future::Future;
+use std::io::Write as _;
 use std::net::SocketAddr;
+use std::pin::pin;
+use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
+use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -38,7 +53,10 @@ pub(crate) struct H1Conn {
     addr: SocketAddr,
     /// `None` between a failure and the next request; taken out while an exchange runs, so
     /// an exchange dropped half-way (timeout) never leaves a desynchronised stream behind.
-    stream: Option<TcpStream>,
+    stream: Option<Stream>,
+    /// `Some` for a blocking connection: its read and write timeout, and where the current
+    /// socket is published so that another thread can shut it down (the engine's hard stop).
+    blocking: Option<(Duration, Arc<BlockingSlot>)>,
     /// The request to send, head and body (callers fill it, see [`H1Conn::request_buf`]).
     wbuf: Vec<u8>,
     /// Answer bytes read but not yet consumed are `rbuf[rpos..]`.
@@ -64,15 +82,173 @@ enum BodyLen {
     UntilClose,
 }
 
+/// Where a blocking connection publishes its current socket, so that the thread that runs the
+/// load can end an exchange that outlives the run ([`BlockingSlot::shut_down`]).
+#[derive(Debug, Default)]
+pub(crate) struct BlockingSlot {
+    socket: std::sync::Mutex<Option<Arc<std::net::TcpStream>>>,
+    shut: std::sync::atomic::AtomicBool,
+}
+
+impl BlockingSlot {
+    /// Shuts the current socket down (a blocked `recv` returns at once) and every socket the
+    /// connection opens after this.
+    pub fn shut_down(&self) {
+        self.shut.store(true, std::sync::atomic::Ordering::SeqCst);
+        let g = crate::lock::lock(&self.socket);
+        if let Some(s) = g.as_ref() {
+            let _ = s.shutdown(std::net::Shutdown::Both);
+        }
+    }
+
+    /// Whether [`BlockingSlot::shut_down`] was called.
+    pub fn is_shut(&self) -> bool {
+        self.shut.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    fn publish(&self, s: &Arc<std::net::TcpStream>) {
+        *crate::lock::lock(&self.socket) = Some(s.clone());
+        if self.is_shut() {
+            let _ = s.shutdown(std::net::Shutdown::Both);
+        }
+    }
+}
+
+/// The socket under a connection.
+enum Stream {
+    /// Reads wait in the runtime's epoll.
+    Async(TcpStream),
+    /// Reads sleep in `recv` on the calling thread, bounded by the socket's read timeout.
+    Blocking(Arc<std::net::TcpStream>),
+}
+
+/// An I/O error of a blocking socket: its read or write timeout shows as `WouldBlock` (or
+/// `TimedOut`), which is the exchange's timeout.
+fn io_fail(what: &str, e: std::io::Error) -> Fail {
+    match e.kind() {
+        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut => {
+            ("timeout", format!("{what}: no progress within the timeout"))
+        }
+        _ => ("io", format!("{what}: {e}")),
+    }
+}
+
+impl Stream {
+    async fn write_all(&mut self, buf: &[u8]) -> Result<(), Fail> {
+        match self {
+            Stream::Async(s) => s.write_all(buf).await,
+            Stream::Blocking(s) => (&**s).write_all(buf),
+        }
+        .map_err(|e| io_fail("sending the request", e))
+    }
+
+    /// Reads into the spare capacity of `buf`; `Ok(0)` at end of stream.
+    async fn read_buf(&mut self, buf: &mut Vec<u8>) -> Result<usize, Fail> {
+        let r = match self {
+            Stream::Async(s) => s.read_buf(buf).await,
+            Stream::Blocking(s) => recv_into_spare(s, buf),
+        };
+        r.map_err(|e| io_fail("reading the answer", e))
+    }
+}
+
+/// One `recv` into the spare capacity that `fill` reserved, without zeroing it first (16 KiB
+/// of zeroes per read would cost more than the read); retried when a signal interrupts it.
+fn recv_into_spare(s: &std::net::TcpStream, buf: &mut Vec<u8>) -> std::io::Result<usize> {
+    use std::os::fd::AsRawFd as _;
+    let spare = buf.spare_capacity_mut();
+    loop {
+        // SAFETY: `recv` writes at most `spare.len()` bytes into memory this Vec owns, and
+        // only the count it reports is marked initialised below.
+        let n = unsafe { libc::recv(s.as_raw_fd(), spare.as_mut_ptr().cast(), spare.len(), 0) };
+        if n >= 0 {
+            let n = n as usize;
+            // SAFETY: the kernel initialised exactly `n` bytes past the old length.
+            unsafe { buf.set_len(buf.len() + n) };
+            return Ok(n);
+        }
+        let e = std::io::Error::last_os_error();
+        if e.kind() != std::io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+}
+
 impl H1Conn {
     pub fn new(addr: SocketAddr) -> H1Conn {
         H1Conn {
             addr,
             stream: None,
+            blocking: None,
             wbuf: Vec::with_capacity(4096),
             rbuf: Vec::with_capacity(READ_CHUNK),
             rpos: 0,
         }
+    }
+
+    /// A connection over a blocking socket, for a thread of its own: connecting, sending and
+    /// every read are bounded by `timeout`; `slot` lets another thread shut it down.
+    pub fn blocking(addr: SocketAddr, timeout: Duration, slot: Arc<BlockingSlot>) -> H1Conn {
+        H1Conn {
+            blocking: Some((timeout, slot)),
+            ..H1Conn::new(addr)
+        }
+    }
+
+    /// [`H1Conn::roundtrip`] of a blocking connection, run to completion on this thread.
+    pub fn roundtrip_blocking(&mut self, head_only: bool, max_body: u64) -> Result<Reply, Fail> {
+        debug_assert!(self.blocking.is_some(), "a blocking connection");
+        let r = {
+            let mut fut = pin!(self.roundtrip(head_only, max_body));
+            match fut.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
+                Poll::Ready(r) => r,
+                // Every await of a blocking stream is ready at once; a pending one would be a
+                // bug in this file, reported as a failed exchange rather than a hang.
+                Poll::Pending => Err((
+                    "io",
+                    "internal: a blocking exchange waited on the runtime".to_owned(),
+                )),
+            }
+        };
+        match (r, &self.blocking) {
+            // The engine's hard stop shut the socket down under a waiting exchange: that
+            // request ran out of time.
+            (Err(_), Some((_, slot))) if slot.is_shut() => Err((
+                "timeout",
+                "the run's hard stop ended the exchange".to_owned(),
+            )),
+            (r, _) => r,
+        }
+    }
+
+    async fn connect(&mut self) -> Result<Stream, Fail> {
+        let stream = match &self.blocking {
+            None => {
+                let s = TcpStream::connect(self.addr)
+                    .await
+                    .map_err(|e| ("connect", e.to_string()))?;
+                // Requests are written whole; Nagle would only delay them.
+                let _ = s.set_nodelay(true);
+                Stream::Async(s)
+            }
+            Some((timeout, slot)) => {
+                if slot.is_shut() {
+                    return Err(("timeout", "the run is over".to_owned()));
+                }
+                let s = std::net::TcpStream::connect_timeout(&self.addr, *timeout)
+                    .map_err(|e| ("connect", e.to_string()))?;
+                let _ = s.set_nodelay(true);
+                s.set_read_timeout(Some(*timeout))
+                    .and_then(|()| s.set_write_timeout(Some(*timeout)))
+                    .map_err(|e| ("connect", format!("setting the socket timeouts: {e}")))?;
+                let s = Arc::new(s);
+                slot.publish(&s);
+                Stream::Blocking(s)
+            }
+        };
+        self.rbuf.clear();
+        self.rpos = 0;
+        Ok(stream)
     }
 
     /// The request buffer, emptied: write the whole request (head and body) into it, then
@@ -87,21 +263,9 @@ impl H1Conn {
     pub async fn roundtrip(&mut self, head_only: bool, max_body: u64) -> Result<Reply, Fail> {
         let mut stream = match self.stream.take() {
             Some(s) => s,
-            None => {
-                let s = TcpStream::connect(self.addr)
-                    .await
-                    .map_err(|e| ("connect", e.to_string()))?;
-                // Requests are written whole; Nagle would only delay them.
-                let _ = s.set_nodelay(true);
-                self.rbuf.clear();
-                self.rpos = 0;
-                s
-            }
+            None => self.connect().await?,
         };
-        stream
-            .write_all(&self.wbuf)
-            .await
-            .map_err(|e| ("io", format!("sending the request: {e}")))?;
+        stream.write_all(&self.wbuf).await?;
         let reply = loop {
             let head = self.read_head(&mut stream).await?;
             self.rpos += head.len;
@@ -144,7 +308,7 @@ impl H1Conn {
     }
 
     /// Reads more from the socket into `rbuf`; `Ok(0)` at end of stream.
-    async fn fill(&mut self, stream: &mut TcpStream) -> Result<usize, Fail> {
+    async fn fill(&mut self, stream: &mut Stream) -> Result<usize, Fail> {
         if self.rpos == self.rbuf.len() {
             self.rbuf.clear();
             self.rpos = 0;
@@ -153,13 +317,10 @@ impl H1Conn {
             self.rpos = 0;
         }
         self.rbuf.reserve(READ_CHUNK);
-        stream
-            .read_buf(&mut self.rbuf)
-            .await
-            .map_err(|e| ("io", format!("reading the answer: {e}")))
+        stream.read_buf(&mut self.rbuf).await
     }
 
-    async fn read_head(&mut self, stream: &mut TcpStream) -> Result<Head, Fail> {
+    async fn read_head(&mut self, stream: &mut Stream) -> Result<Head, Fail> {
         loop {
             let buf = self.pending();
             if let Some(head) = parse_head(buf).map_err(|e| ("io", e))? {
@@ -183,7 +344,7 @@ impl H1Conn {
     }
 
     /// Consumes exactly `n` body bytes.
-    async fn skip_exact(&mut self, stream: &mut TcpStream, n: u64) -> Result<u64, Fail> {
+    async fn skip_exact(&mut self, stream: &mut Stream, n: u64) -> Result<u64, Fail> {
         let mut left = n;
         loop {
             let take = (self.pending().len() as u64).min(left);
@@ -202,7 +363,7 @@ impl H1Conn {
     }
 
     /// Consumes a chunked body and its trailers; returns the decoded length.
-    async fn skip_chunked(&mut self, stream: &mut TcpStream, max: u64) -> Result<u64, Fail> {
+    async fn skip_chunked(&mut self, stream: &mut Stream, max: u64) -> Result<u64, Fail> {
         let mut total = 0u64;
         loop {
             let line = self.line(stream).await?;
@@ -224,7 +385,7 @@ impl H1Conn {
     }
 
     /// Consumes everything up to the end of the stream.
-    async fn skip_to_eof(&mut self, stream: &mut TcpStream, max: u64) -> Result<u64, Fail> {
+    async fn skip_to_eof(&mut self, stream: &mut Stream, max: u64) -> Result<u64, Fail> {
         let mut total = 0u64;
         loop {
             total += self.pending().len() as u64;
@@ -240,7 +401,7 @@ impl H1Conn {
 
     /// The next line (without its CRLF or LF), consumed. Lines are short (chunk sizes,
     /// trailers), so a copy is fine.
-    async fn line(&mut self, stream: &mut TcpStream) -> Result<Vec<u8>, Fail> {
+    async fn line(&mut self, stream: &mut Stream) -> Result<Vec<u8>, Fail> {
         loop {
             let buf = self.pending();
             if let Some(i) = buf.iter().position(|&b| b == b'\n') {
@@ -265,9 +426,16 @@ const MAX_HEADERS: usize = 64;
 /// end in CRLF or a bare LF, which recipients may accept, RFC 9112 §2.2) and reads the headers
 /// that decide where the body ends. `Ok(None)`: the head is not complete yet.
 fn parse_head(buf: &[u8]) -> Result<Option<Head>, String> {
-    let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
-    let mut resp = httparse::Response::new(&mut headers);
-    let len = match resp.parse(buf) {
+    // Uninitialised header slots: filling 64 empty headers per answer showed in the lean
+    // path's profile.
+    let mut headers =
+        [const { std::mem::MaybeUninit::<httparse::Header<'_>>::uninit() }; MAX_HEADERS];
+    let mut resp = httparse::Response::new(&mut []);
+    let len = match httparse::ParserConfig::default().parse_response_with_uninit_headers(
+        &mut resp,
+        buf,
+        &mut headers,
+    ) {
         Ok(httparse::Status::Complete(n)) => n,
         Ok(httparse::Status::Partial) => return Ok(None),
         Err(e) => {

@@ -22,6 +22,7 @@ use tokio::task::JoinSet;
 
 use crate::client::{Device, Outgoing, REQUEST_TIMEOUT, WorkerConn};
 use crate::error::LoadError;
+use crate::h1::BlockingSlot;
 use crate::stats::{HistSummary, Recorder, RouteStats, write_interval_log};
 use crate::sync::file_id_for;
 
@@ -398,6 +399,13 @@ impl Run {
         let _ = dev.send(&self.rec, self.outgoing(&p, Some(intended))).await;
     }
 
+    /// Issues one closed-loop request over the worker's own blocking connection, on its
+    /// thread.
+    fn one_blocking(&self, dev: &Device, rng: &mut ChaCha8Rng, conn: &mut WorkerConn) {
+        let p = self.plan(dev, rng);
+        let _ = dev.send_blocking(&self.rec, conn, &self.outgoing(&p, None));
+    }
+
     /// Issues one closed-loop request over the worker's own connection.
     async fn one_lean(&self, dev: &Device, rng: &mut ChaCha8Rng, conn: &mut WorkerConn) {
         let p = self.plan(dev, rng);
@@ -405,6 +413,15 @@ impl Run {
             .send_lean(&self.rec, conn, &self.outgoing(&p, None))
             .await;
     }
+}
+
+/// Whether a closed loop of `in_flight` connections runs each on a blocking thread of its own:
+/// when every connection can have a CPU of those this thread may run on
+/// (`available_parallelism` follows the affinity mask the sample child pins the generator
+/// to). A request then costs two system calls and no runtime work. With more connections than
+/// CPUs the threads would queue for a CPU, and one epoll loop serves them for less.
+pub fn blocking_workers(in_flight: usize) -> bool {
+    std::thread::available_parallelism().map_or(1, |n| n.get()) >= in_flight
 }
 
 /// Runs one route load. Stops at `duration` or `max_requests`, whichever comes first;
@@ -475,7 +492,46 @@ pub async fn run_route_load(
     });
     let issued = Arc::new(AtomicU64::new(0));
     let mut set = JoinSet::new();
+    // Blocking connections, shut down at the requests' hard stop.
+    let mut slots: Vec<Arc<BlockingSlot>> = Vec::new();
     match cfg.mode {
+        Mode::Closed { in_flight } if blocking_workers(in_flight) => {
+            // One thread per connection, each sleeping in its socket's `recv`: the workers and
+            // their nonce streams are made here, in worker order, as below.
+            let conns: Vec<WorkerConn> = (0..in_flight)
+                .map(|w| {
+                    let slot = Arc::new(BlockingSlot::default());
+                    slots.push(slot.clone());
+                    WorkerConn::blocking(&run.devices[w % run.devices.len()], REQUEST_TIMEOUT, slot)
+                })
+                .collect();
+            for (w, mut conn) in conns.into_iter().enumerate() {
+                let (run, issued, max) = (run.clone(), issued.clone(), cfg.max_requests);
+                let (done_tx, done_rx) = tokio::sync::oneshot::channel::<()>();
+                std::thread::Builder::new()
+                    .name(crate::WORKER_THREAD.to_owned())
+                    .spawn(move || {
+                        let dev = run.devices[w % run.devices.len()].clone();
+                        let mut rng = ChaCha8Rng::seed_from_u64(run.seed);
+                        rng.set_stream(w as u64);
+                        while Instant::now() < run.deadline
+                            && issued.fetch_add(1, Ordering::Relaxed) < max
+                        {
+                            run.one_blocking(&dev, &mut rng, &mut conn);
+                        }
+                        let _ = done_tx.send(());
+                    })
+                    .map_err(|e| LoadError::Invalid {
+                        what: "worker thread".into(),
+                        reason: format!("could not start one: {e}"),
+                    })?;
+                // The run waits for the thread through its channel (a panicked worker drops
+                // it, which ends the wait too).
+                set.spawn(async move {
+                    let _ = done_rx.await;
+                });
+            }
+        }
         Mode::Closed { in_flight } => {
             // Each worker keeps one connection of its own, as wrk and oha do. They are made
             // here, in worker order, so each worker's nonce stream is fixed by the seed.
@@ -533,11 +589,24 @@ pub async fn run_route_load(
     }
     // Requests time out at deadline + grace (see `Run::one`) and are counted; the extra
     // quarter second lets them record that before anything still running is aborted.
+    // Blocking connections have no timer of their own past the socket timeout: at the
+    // requests' hard stop (deadline + grace) they are shut down, and the request each was
+    // waiting on is counted as a timeout, as an async worker's timer would count it.
     let hard_stop = run.deadline + DRAIN_GRACE + Duration::from_millis(250);
+    let shut_at = run.deadline + DRAIN_GRACE;
+    let mut shut = slots.is_empty();
     loop {
         tokio::select! {
             r = set.join_next() => if r.is_none() { break },
-            _ = tokio::time::sleep_until(hard_stop.into()) => { set.abort_all(); break; }
+            _ = tokio::time::sleep_until(shut_at.into()), if !shut => {
+                slots.iter().for_each(|s| s.shut_down());
+                shut = true;
+            }
+            _ = tokio::time::sleep_until(hard_stop.into()) => {
+                slots.iter().for_each(|s| s.shut_down());
+                set.abort_all();
+                break;
+            }
         }
     }
     let wall = t0.elapsed();
@@ -608,6 +677,43 @@ mod tests {
     }
     use crate::client::nonce_rng;
     use crate::fake::{Script, start};
+
+    /// A target that accepts and never answers under load: blocking workers (as many
+    /// connections as CPUs) and the async workers (more) alike end at the requests' hard stop,
+    /// each counting the request it waited on as a timeout.
+    #[tokio::test]
+    async fn a_silent_target_ends_both_kinds_of_worker_at_the_hard_stop() {
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        for in_flight in [1, cpus + 1] {
+            assert_eq!(blocking_workers(in_flight), in_flight <= cpus);
+            let (target, _t) = crate::client::tests::hanging_target();
+            let dev = crate::client::tests::test_device(target);
+            let cfg = RouteLoadConfig {
+                route: Route::Livez,
+                mode: Mode::Closed { in_flight },
+                duration: Duration::from_millis(300),
+                max_requests: 1000,
+                seed: 1,
+            };
+            let t0 = Instant::now();
+            let r = tokio::time::timeout(Duration::from_secs(15), run_route_load(&[dev], &cfg))
+                .await
+                .expect("the run ended by itself")
+                .expect("a run of counted failures");
+            let took = t0.elapsed();
+            assert!(
+                took >= DRAIN_GRACE && took < DRAIN_GRACE + Duration::from_secs(2),
+                "in flight {in_flight}: took {took:?}"
+            );
+            assert_eq!(r.requests, in_flight as u64, "in flight {in_flight}");
+            assert_eq!(
+                r.stats.status.get("timeout").copied(),
+                Some(in_flight as u64),
+                "in flight {in_flight}: {:?}",
+                r.stats.status
+            );
+        }
+    }
 
     /// A target that accepts and never answers while the route's data is prepared: the run
     /// ends near its duration, not after three 30 s retries per request.

@@ -86,7 +86,9 @@ impl Target {
 
     /// `host:port` as given (the `Host` header).
     pub fn authority(&self) -> &str {
-        self.base.trim_start_matches("http://")
+        // `strip_prefix`, not `trim_start_matches`: this runs once per request of the lean
+        // path, and a pattern searcher per call showed in its profile.
+        self.base.strip_prefix("http://").unwrap_or(&self.base)
     }
 
     /// The resolved socket address.

@@ -1,6 +1,7 @@
 //! Every committed recording reads into the typed documents and writes back byte for byte
 //! (canonical JSON, the bytes the binding digest is taken over): typing a field that used to
-//! be raw JSON must not change the digest of a file already on disk.
+//! be raw JSON must not change the digest of a file already on disk. The committed A/B result
+//! does the same through `AbResult`.
 
 use std::path::{Path, PathBuf};
 
@@ -61,4 +62,45 @@ fn committed_recordings_round_trip_through_the_types() {
             p.display()
         );
     }
+}
+
+/// `reports/tests/fixtures/ab.json` is what a real `vaultbench ab` A/A run wrote (a release
+/// build of b6e00f2, on a 2-CPU machine, with an empty `$XDG_DATA_HOME` so τ is the default),
+/// from a scenario trimmed so the file stays near 100 KB:
+///
+/// ```text
+/// vaultbench ab --a ref --b ref --aa --scenario-file ab-fixture.toml --rounds 2 \
+///     --guard 'all <= +50%' --gate-config gate-loose.toml --out ab.json
+/// ```
+///
+/// `ab-fixture.toml` is `scenarios/scenarios/small.toml` (named `ab-fixture`) with only the
+/// `cold_start` and `cold_push` phases and one `route_load` phase (`routes = ["put-chunk"]`,
+/// `in_flight = [1]`, `requests = 100`); `gate-loose.toml` is `vaultbench calibrate
+/// --print-config` with `server_run_delay.max_share` raised from 1.2 to 3.0 (the pinned
+/// server's run delay over so short a push was above 1.2; the loosened bounds are recorded in
+/// the file's `gate`).
+#[test]
+fn the_committed_ab_result_round_trips_through_the_type() {
+    use contract::ab::AbResult;
+    use contract::schema::KIND_AB;
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../reports/tests/fixtures/ab.json");
+    let bytes = std::fs::read(&p).unwrap();
+    let raw: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+    // Read as the harness reads it: through the kind/version check.
+    let typed: AbResult = contract::format::decode_slice(&bytes, KIND_AB)
+        .unwrap_or_else(|e| panic!("{} {e}", p.display()));
+    assert!(!typed.metrics.is_empty() && typed.rounds.len() == typed.rounds_planned);
+    assert!(typed.order_counts.is_some() && typed.decision.is_some() && typed.gate.is_some());
+    assert_eq!(
+        String::from_utf8(canonical_json(&typed)).unwrap(),
+        String::from_utf8(canonical_json(&raw)).unwrap(),
+        "{} does not write back as it was read",
+        p.display()
+    );
+    // `vaultbench ab --out` writes pretty JSON without a trailing newline.
+    assert!(
+        serde_json::to_vec_pretty(&typed).unwrap() == bytes,
+        "{} does not pretty-print back to its own bytes",
+        p.display()
+    );
 }

@@ -7,7 +7,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use reports::render::{Document, Format, HistoryPoint};
-use reports::schema::{Baseline, KIND_AB, KIND_BASELINE, KIND_PROVENANCE, KIND_SAMPLE, Provenance};
+use reports::schema::{
+    AbResult, Baseline, KIND_AB, KIND_BASELINE, KIND_PROVENANCE, KIND_SAMPLE, Provenance,
+};
 
 use crate::atomic::write_atomic;
 
@@ -71,7 +73,7 @@ pub struct CompareArgs {
 /// What a file turned out to be.
 enum Input {
     Recording(Box<(Baseline, Provenance)>),
-    Ab(serde_json::Value),
+    Ab(Box<AbResult>),
 }
 
 pub fn run_report(args: ReportArgs) -> anyhow::Result<i32> {
@@ -168,7 +170,9 @@ fn read_input(path: &Path) -> anyhow::Result<Input> {
                 crate::commands::verify::read_pair(&base)?,
             )))
         }
-        KIND_AB => Ok(Input::Ab(v)),
+        KIND_AB => contract::format::decode(v, KIND_AB)
+            .map(|r| Input::Ab(Box::new(r)))
+            .map_err(|e| anyhow::anyhow!("{} {e}", path.display())),
         KIND_SAMPLE => bail!(
             "{} is one sample's output (vaultbench.sample), not a recording: `vaultbench record` makes recordings",
             path.display()

@@ -94,6 +94,42 @@ fn a_recording_renders_in_every_format() {
     );
 }
 
+/// The committed real A/B result, read through the contract's type; a result that does not
+/// match it (here a verdict no build writes) is a one-line error naming the file.
+#[test]
+fn an_ab_result_renders_in_every_format_and_a_mangled_one_is_named() {
+    let t = tempfile::tempdir().unwrap();
+    let ab = fixture_dir().join("ab.json");
+    for (format, needle) in [
+        (Format::Md, "# vaultbench A/B: ab-fixture"),
+        (Format::Html, "<svg"),
+        (Format::Json, "\"report\": \"ab\""),
+    ] {
+        let out = t.path().join(format!("ab.{format}"));
+        assert_eq!(report(&ab, format, &out).unwrap(), 0);
+        let text = std::fs::read_to_string(&out).unwrap();
+        assert!(text.contains(needle), "{format}: no {needle:?}");
+    }
+    let text = std::fs::read_to_string(&ab).unwrap().replacen(
+        "\"verdict\": \"inconclusive\"",
+        "\"verdict\": \"maybe\"",
+        1,
+    );
+    let mangled = t.path().join("mangled-ab.json");
+    std::fs::write(&mangled, text).unwrap();
+    let out = t.path().join("mangled.md");
+    let (msg, code) = err_of(report(&mangled, Format::Md, &out));
+    assert!(
+        msg.contains(
+            "mangled-ab.json does not match the vaultbench.ab schema: unknown variant `maybe`"
+        ),
+        "{msg}"
+    );
+    assert!(!msg.contains('\n'), "one line: {msg}");
+    assert_eq!(code, 2);
+    assert!(!out.exists(), "nothing written on error");
+}
+
 #[test]
 fn png_charts_are_written_beside_the_html() {
     let t = tempfile::tempdir().unwrap();
@@ -159,7 +195,7 @@ fn files_that_are_not_recordings_say_what_they_look_like() {
         (
             "ab.json",
             r#"{"kind":"vaultbench.ab","format_version":1}"#,
-            "a/b result: no `metrics` object",
+            "does not match the vaultbench.ab schema: missing field `scenario`",
         ),
     ];
     for (name, text, needle) in cases {

@@ -1,28 +1,31 @@
 //! The A/B result report: the table of changes with intervals and verdicts, a forest plot of
 //! per-metric change, per-round values coloured by which build ran first, and the decision.
 //!
-//! Read defensively from JSON (`schema::AbResult`'s field names: `metrics.<key>.{estimate_pct,
-//! ci_pct, verdict, a, b, orders, ...}`, `exact_differences`, `decision`): the A/B document was
-//! designed in parallel with this renderer, and a report of an older or partial result should
-//! degrade to fewer columns rather than fail.
+//! Read from the typed result (`contract::ab::AbResult`, the one reader and writer of the
+//! `vaultbench.ab` format): renaming a field fails to compile here instead of blanking a column.
+//! A result of an older harness lacks `order_counts`; they are then counted from its rounds
+//! and `balance.kept`.
 
 use serde_json::Value;
 
 use super::RenderError;
 use super::fmt::{html_escape, html_table, md_table, num, pct, signed_pct};
+use crate::ab::{Order, OrderCounts, Outcome};
 use crate::charts::{Chart, ChartKind, ForestRow, RoundPoint};
+use crate::schema::AbResult;
 
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct AbMetric {
     pub key: String,
     pub unit: String,
-    pub better: String,
-    pub a_median: Option<f64>,
-    pub b_median: Option<f64>,
+    pub a_median: f64,
+    pub b_median: f64,
     pub estimate_pct: Option<f64>,
     pub ci_pct: Option<(f64, f64)>,
     pub mde_pct: Option<f64>,
-    pub p: Option<f64>,
+    /// The Benjamini–Hochberg-adjusted p, else the run's own Wilcoxon p.
+    pub p: f64,
+    /// The verdict in words (`no change`).
     pub verdict: String,
     pub reason: String,
     pub a: Vec<f64>,
@@ -37,37 +40,29 @@ pub(crate) struct AbView {
     pub recorded_at: String,
     pub a_target: String,
     pub b_target: String,
-    pub rounds_planned: Option<u64>,
+    pub rounds_planned: usize,
     pub rounds_kept: usize,
     /// Rounds per order, planned and kept (from `order_counts`, or counted from `rounds`
-    /// and `balance.kept` in an older result); `None` when neither is there.
-    pub orders: Option<crate::ab::OrderCounts>,
-    pub tau: Option<f64>,
+    /// and `balance.kept` in an older result).
+    pub orders: OrderCounts,
+    pub tau: f64,
     pub tau_source: String,
     pub metrics: Vec<AbMetric>,
     pub exact: Vec<(String, String, f64, f64)>,
     pub rules: Vec<String>,
-    pub decision: Option<(String, String)>,
+    pub decision: Option<(Outcome, String)>,
     /// The gate over every kept sample of both builds.
     pub calibration: super::recording::Calibration,
 }
 
 /// Every kept sample's in-sample contention from an A/B result's rounds (`round N A`).
-fn round_contention(v: &Value) -> Vec<super::recording::ContentionRow> {
-    let Some(rounds) = v.get("rounds").and_then(Value::as_array) else {
-        return Vec::new();
-    };
+fn round_contention(r: &AbResult) -> Vec<super::recording::ContentionRow> {
     let mut out = Vec::new();
-    for (i, r) in rounds.iter().enumerate() {
-        for arm in ["a", "b"] {
-            let c = r
-                .get(arm)
-                .and_then(|s| s.get("contention"))
-                .filter(|c| !c.is_null())
-                .and_then(|c| serde_json::from_value(c.clone()).ok());
-            if let Some(contention) = c {
+    for (i, round) in r.rounds.iter().enumerate() {
+        for (arm, sample) in [("A", &round.a), ("B", &round.b)] {
+            if let Some(contention) = sample.as_ref().and_then(|s| s.contention.clone()) {
                 out.push(super::recording::ContentionRow {
-                    sample: format!("round {} {}", i + 1, arm.to_uppercase()),
+                    sample: format!("round {} {arm}", i + 1),
                     contention,
                 });
             }
@@ -76,148 +71,76 @@ fn round_contention(v: &Value) -> Vec<super::recording::ContentionRow> {
     out
 }
 
-fn f(v: &Value, k: &str) -> Option<f64> {
-    v.get(k).and_then(Value::as_f64)
-}
-fn s(v: &Value, k: &str) -> String {
-    v.get(k).and_then(Value::as_str).unwrap_or("").to_owned()
-}
-fn floats(v: &Value, k: &str) -> Vec<f64> {
-    v.get(k)
-        .and_then(Value::as_array)
-        .map(|a| a.iter().filter_map(Value::as_f64).collect())
-        .unwrap_or_default()
-}
-
 /// The order counts of a result: its `order_counts`, else counted from each round's `order`
-/// and `balance.kept`.
-fn order_counts(v: &Value) -> Option<crate::ab::OrderCounts> {
-    if let Some(c) = v
-        .get("order_counts")
-        .and_then(|c| serde_json::from_value(c.clone()).ok())
-    {
-        return Some(c);
-    }
-    let orders: Vec<crate::ab::Order> = v
-        .get("rounds")?
-        .as_array()?
-        .iter()
-        .map(|r| serde_json::from_value(r.get("order")?.clone()).ok())
-        .collect::<Option<_>>()?;
-    let kept: Vec<usize> = v
-        .get("balance")?
-        .get("kept")?
-        .as_array()?
-        .iter()
-        .map(|i| i.as_u64().map(|i| i as usize))
-        .collect::<Option<_>>()?;
-    Some(crate::ab::order_counts(&orders, &kept))
+/// and `balance.kept` (a result written before odd plans existed).
+fn order_counts(r: &AbResult) -> OrderCounts {
+    r.order_counts.unwrap_or_else(|| {
+        let orders: Vec<Order> = r.rounds.iter().map(|round| round.order).collect();
+        crate::ab::order_counts(&orders, &r.balance.kept)
+    })
 }
 
 impl AbView {
-    pub fn read(v: &Value) -> Result<AbView, RenderError> {
-        let metrics_obj = v
-            .get("metrics")
-            .and_then(Value::as_object)
-            .ok_or_else(|| RenderError::Ab("no `metrics` object".into()))?;
-        let units = v.get("units");
-        let mut metrics = Vec::new();
-        for (key, m) in metrics_obj {
-            let ci = m
-                .get("ci_pct")
-                .and_then(|c| Some((f(c, "lo")?, f(c, "hi")?)));
-            let orders: Vec<bool> = m
-                .get("orders")
-                .and_then(Value::as_array)
-                .map(|a| a.iter().map(|o| o.as_str() == Some("a_first")).collect())
-                .unwrap_or_default();
-            metrics.push(AbMetric {
+    pub fn read(r: &AbResult) -> AbView {
+        let metrics: Vec<AbMetric> = r
+            .metrics
+            .iter()
+            .map(|(key, m)| AbMetric {
                 key: key.clone(),
-                unit: units.map(|u| s(u, key)).unwrap_or_default(),
-                better: s(m, "better"),
-                a_median: f(m, "a_median"),
-                b_median: f(m, "b_median"),
-                estimate_pct: f(m, "estimate_pct"),
-                ci_pct: ci,
-                mde_pct: f(m, "mde_pct"),
-                p: f(m, "p_bh").or_else(|| m.get("wilcoxon").and_then(|w| f(w, "p_two_sided"))),
-                verdict: s(m, "verdict").replace('_', " "),
-                reason: s(m, "reason"),
-                a: floats(m, "a"),
-                b: floats(m, "b"),
-                a_first: orders,
-            });
-        }
-        let exact = v
-            .get("exact_differences")
-            .and_then(Value::as_object)
-            .map(|o| {
-                o.iter()
-                    .filter_map(|(k, e)| {
-                        let d = e.get("diff").unwrap_or(e);
-                        Some((k.clone(), s(e, "unit"), f(d, "a")?, f(d, "b")?))
-                    })
-                    .collect()
+                unit: r.units.get(key).cloned().unwrap_or_default(),
+                a_median: m.a_median,
+                b_median: m.b_median,
+                estimate_pct: m.estimate_pct,
+                ci_pct: m.ci_pct.map(|c| (c.lo, c.hi)),
+                mde_pct: m.mde_pct,
+                p: m.p_bh.unwrap_or(m.wilcoxon.p_two_sided),
+                verdict: m.verdict.to_string(),
+                reason: m.reason.clone(),
+                a: m.a.clone(),
+                b: m.b.clone(),
+                a_first: m.orders.iter().map(|o| *o == Order::AFirst).collect(),
             })
-            .unwrap_or_default();
-        let rounds = v.get("rounds").and_then(Value::as_array);
-        Ok(AbView {
-            scenario: s(v, "scenario"),
-            aa: v.get("aa").and_then(Value::as_bool).unwrap_or(false),
-            recorded_at: s(v, "recorded_at"),
-            a_target: v.get("a").map(|a| s(a, "command")).unwrap_or_default(),
-            b_target: v.get("b").map(|b| s(b, "command")).unwrap_or_default(),
-            rounds_planned: v.get("rounds_planned").and_then(Value::as_u64),
-            rounds_kept: metrics
-                .first()
-                .map_or_else(|| rounds.map_or(0, Vec::len), |m| m.a.len()),
-            orders: order_counts(v),
-            tau: f(v, "tau"),
-            tau_source: s(v, "tau_source"),
+            .collect();
+        let exact = r
+            .exact_differences
+            .iter()
+            .map(|(k, e)| (k.clone(), e.unit.clone(), e.diff.a, e.diff.b))
+            .collect();
+        let mut calibration = super::recording::calibration(r.gate.as_ref());
+        calibration.samples = round_contention(r);
+        AbView {
+            scenario: r.scenario.clone(),
+            aa: r.aa,
+            recorded_at: r.recorded_at.clone(),
+            a_target: r.a.command.clone(),
+            b_target: r.b.command.clone(),
+            rounds_planned: r.rounds_planned,
+            rounds_kept: metrics.first().map_or(r.rounds.len(), |m| m.a.len()),
+            orders: order_counts(r),
+            tau: r.tau,
+            tau_source: r.tau_source.clone(),
             metrics,
             exact,
-            rules: v
-                .get("rules")
-                .and_then(Value::as_array)
-                .map(|a| {
-                    a.iter()
-                        .filter_map(|r| r.as_str().map(str::to_owned))
-                        .collect()
-                })
-                .unwrap_or_default(),
-            calibration: {
-                let gate: Option<contract::gate::Gate> = match v.get("gate") {
-                    None | Some(Value::Null) => None,
-                    Some(g) => Some(
-                        serde_json::from_value(g.clone())
-                            .map_err(|e| RenderError::Ab(format!("gate: {e}")))?,
-                    ),
-                };
-                let mut c = super::recording::calibration(gate.as_ref());
-                c.samples = round_contention(v);
-                c
-            },
-            decision: v
-                .get("decision")
-                .filter(|d| !d.is_null())
-                .map(|d| (s(d, "outcome"), s(d, "reason"))),
-        })
+            rules: r.rules.clone(),
+            calibration,
+            decision: r.decision.as_ref().map(|d| (d.outcome, d.reason.clone())),
+        }
     }
 }
 
 fn intro(r: &AbView) -> String {
     format!(
-        "Scenario {}, {} of {} planned rounds kept{}{}; practical threshold τ = {} ({}). A: `{}`; B: `{}`. Recorded {}.",
+        "Scenario {}, {} of {} planned rounds kept ({}){}; practical threshold τ = {} ({}). A: `{}`; B: `{}`. Recorded {}.",
         r.scenario,
         r.rounds_kept,
-        r.rounds_planned.map_or("?".into(), |n| n.to_string()),
-        r.orders.map_or(String::new(), |c| format!(" ({})", c.kept)),
+        r.rounds_planned,
+        r.orders.kept,
         if r.aa {
             " (A/A run: both arms are the same build)"
         } else {
             ""
         },
-        r.tau.map_or("?".into(), pct),
+        pct(r.tau),
         if r.tau_source.is_empty() {
             "source not recorded"
         } else {
@@ -235,14 +158,14 @@ fn change_rows(r: &AbView) -> Vec<Vec<String>> {
         .map(|m| {
             vec![
                 m.key.clone(),
-                m.a_median.map_or("–".into(), num),
-                m.b_median.map_or("–".into(), num),
+                num(m.a_median),
+                num(m.b_median),
                 m.estimate_pct.map_or("–".into(), |e| signed_pct(e / 100.0)),
                 m.ci_pct.map_or("–".into(), |(lo, hi)| {
                     format!("{} … {}", signed_pct(lo / 100.0), signed_pct(hi / 100.0))
                 }),
                 m.mde_pct.map_or("–".into(), |x| format!("{x:.1}%")),
-                m.p.map_or("–".into(), num),
+                num(m.p),
                 m.verdict.clone(),
             ]
         })
@@ -284,18 +207,16 @@ pub(crate) fn not_claims(r: &AbView) -> Vec<String> {
             flagged.first().map_or(String::new(), |k| format!(" (e.g. {k})"))
         ));
     }
-    if let Some(planned) = r.rounds_planned
-        && (r.rounds_kept as u64) < planned
-    {
+    if r.rounds_kept < r.rounds_planned {
         out.push(format!(
-            "Not every planned round. {} of {planned} rounds were kept; failed or refused rounds were dropped to keep the order balanced.",
-            r.rounds_kept
+            "Not every planned round. {} of {} rounds were kept; failed or refused rounds were dropped to keep the order balanced.",
+            r.rounds_kept, r.rounds_planned
         ));
     }
-    if let Some(c) = r.orders.filter(|c| c.kept.is_uneven()) {
+    if r.orders.kept.is_uneven() {
         out.push(format!(
             "Not balanced for order. The kept rounds are {}: an effect of which build runs first is not cancelled for the one extra round (cost keys counted under Valgrind do not depend on order; timing keys may).",
-            c.kept
+            r.orders.kept
         ));
     }
     let mdes: Vec<f64> = r.metrics.iter().filter_map(|m| m.mde_pct).collect();
@@ -368,7 +289,8 @@ pub(crate) fn markdown(r: &AbView) -> String {
     out
 }
 
-pub(crate) fn json(r: &AbView, v: &Value) -> Value {
+/// The `--format json` report: a summary and the result itself, serialised from the type.
+pub(crate) fn json(r: &AbView, result: &AbResult) -> Value {
     serde_json::json!({
         "kind": super::KIND_REPORT,
         "report": "ab",
@@ -376,10 +298,10 @@ pub(crate) fn json(r: &AbView, v: &Value) -> Value {
         "summary": {
             "scenario": r.scenario,
             "rounds_kept": r.rounds_kept,
-            "decision": r.decision.as_ref().map(|d| &d.0),
+            "decision": r.decision.as_ref().map(|d| d.0),
             "verdicts": r.metrics.iter().map(|m| (m.key.clone(), Value::from(m.verdict.clone()))).collect::<serde_json::Map<_, _>>(),
         },
-        "result": v,
+        "result": result,
     })
 }
 
@@ -483,10 +405,10 @@ pub(crate) fn html(r: &AbView, charts: &[Chart]) -> Result<String, RenderError> 
         html_escape(&r.scenario),
         super::fmt::html_inline(&intro(r))
     ));
-    let class = match r.decision.as_ref().map(|d| d.0.as_str()) {
-        Some("KEEP") => "keep",
-        Some("REJECT") => "reject",
-        _ => "muted",
+    let class = match r.decision.as_ref().map(|d| d.0) {
+        Some(Outcome::Keep) => "keep",
+        Some(Outcome::Reject) => "reject",
+        Some(Outcome::Inconclusive) | None => "muted",
     };
     s.push_str(&format!(
         "<h2>Decision</h2>\n<p class=\"{class}\">{}</p>\n",

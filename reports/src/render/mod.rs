@@ -74,8 +74,9 @@ pub enum Document<'a> {
         points: &'a [HistoryPoint],
         source: &'a str,
     },
-    /// An A/B result document (`kind: "vaultbench.ab"`), read defensively as JSON.
-    Ab(&'a serde_json::Value),
+    /// An A/B result document (`kind: "vaultbench.ab"`), read through
+    /// `contract::format::decode`.
+    Ab(&'a crate::schema::AbResult),
 }
 
 impl Document<'_> {
@@ -95,8 +96,6 @@ pub enum RenderError {
     Chart(#[from] ChartError),
     #[error("--format {format} exports a recording, not {what}")]
     Unsupported { format: Format, what: &'static str },
-    #[error("a/b result: {0}")]
-    Ab(String),
     #[error("baselines history: {0}")]
     History(String),
 }
@@ -147,11 +146,11 @@ pub fn render(doc: &Document, format: Format) -> Result<String, RenderError> {
                 _ => html::history(&r, &charts(doc)?),
             }
         }
-        (Document::Ab(v), f) => {
-            let r = ab::AbView::read(v)?;
+        (Document::Ab(result), f) => {
+            let r = ab::AbView::read(result);
             match f {
                 Format::Md => Ok(ab::markdown(&r)),
-                Format::Json => Ok(pretty(&ab::json(&r, v))),
+                Format::Json => Ok(pretty(&ab::json(&r, result))),
                 _ => ab::html(&r, &charts(doc)?),
             }
         }
@@ -166,7 +165,7 @@ pub fn charts(doc: &Document) -> Result<Vec<Chart>, RenderError> {
             provenance,
         } => Ok(recording_charts(baseline, provenance)?),
         Document::History { points, .. } => Ok(history::charts(&history_report(points)?)),
-        Document::Ab(v) => Ok(ab::charts(&ab::AbView::read(v)?)),
+        Document::Ab(result) => Ok(ab::charts(&ab::AbView::read(result))),
     }
 }
 

@@ -107,7 +107,7 @@ fn gab_is_a_smaller_is_better_array() {
 
 #[test]
 fn exports_refuse_documents_that_are_not_recordings() {
-    let v = serde_json::json!({ "kind": "vaultbench.ab", "metrics": {} });
+    let v = crate::fixtures::ab();
     let err = render(&Document::Ab(&v), Format::Bmf)
         .unwrap_err()
         .to_string();

@@ -6,9 +6,9 @@
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use reports::schema::{
-    Attempts, Baseline, Better, ChannelReading, Contention, FORMAT_VERSION, HarnessIdentity,
-    KIND_BASELINE, KIND_PROVENANCE, Metric, MetricClass, Provenance, SampleMeta, TargetIdentity,
-    binding_digest, median, verify_pair,
+    AbResult, Attempts, Baseline, Better, ChannelReading, Contention, FORMAT_VERSION,
+    HarnessIdentity, KIND_AB, KIND_BASELINE, KIND_PROVENANCE, Metric, MetricClass, Provenance,
+    SampleMeta, TargetIdentity, binding_digest, median, verify_pair,
 };
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -435,6 +435,14 @@ pub fn pretty<T: serde::Serialize>(v: &T) -> String {
     let mut s = serde_json::to_string_pretty(v).unwrap();
     s.push('\n');
     s
+}
+
+/// The A/B result a real `vaultbench ab` run wrote (`tests/fixtures/ab.json`; how it was
+/// made is in `contract/tests/recorded.rs`), read as the harness reads it: through the
+/// contract's kind/version check.
+pub fn ab() -> AbResult {
+    let bytes = std::fs::read(dir().join("ab.json")).unwrap();
+    contract::format::decode_slice(&bytes, KIND_AB).unwrap()
 }
 
 /// Reads a fixture pair from `tests/fixtures/<name>.json` (+ sidecar).

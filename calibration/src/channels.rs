@@ -12,6 +12,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
+use contract::schema::median;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
@@ -65,21 +66,11 @@ pub fn cpu_kernel_ms() -> f64 {
         *s = start.elapsed().as_secs_f64() * 1e3;
         black_box(digest);
     }
-    median_times(&mut slices) * CPU_SLICES as f64
+    median(&slices).expect("8 elapsed times") * CPU_SLICES as f64
 }
 
 /// Timed slices of one cpu reading (see [`cpu_kernel_ms`]).
 const CPU_SLICES: usize = 8;
-
-fn median_times(xs: &mut [f64]) -> f64 {
-    xs.sort_by(|a, b| a.total_cmp(b));
-    let n = xs.len();
-    if n % 2 == 1 {
-        xs[n / 2]
-    } else {
-        (xs[n / 2 - 1] + xs[n / 2]) / 2.0
-    }
-}
 
 /// The work itself, separate so a unit test can pin its result.
 fn cpu_kernel(block: &[u8], rounds: usize) -> [u8; 32] {
@@ -130,11 +121,11 @@ pub fn io_kernel_ms(dir: &Path) -> io::Result<f64> {
     // Remove the file even when a write failed; a failed remove of a file that was never
     // created is expected then, so only the first error is reported.
     let removed = std::fs::remove_file(&path);
-    let mut per = result?;
+    let per = result?;
     removed?;
     // As for the cpu channel: the median append+flush times the count, so one stalled flush
     // does not decide a reading, while a device slowed by a contender slows most flushes.
-    Ok(median_times(&mut per) * IO_APPENDS as f64)
+    Ok(median(&per).expect("16 elapsed times") * IO_APPENDS as f64)
 }
 
 /// Reads both channels once, in this process: the CPU kernel, then the io kernel in `io_dir`.

@@ -2,12 +2,21 @@
 //!
 //! Identity fields are the things that change what the channels measure: CPU model and
 //! count, memory, kernel, OS, virtualisation, the data dir's filesystem and the CPU
-//! governor. The portable parts come from `sysinfo` (CPU brand, total memory); the rest is
-//! read from /proc, /sys and /etc on Linux where `sysinfo` lacks the figure in the form the
-//! recorded fingerprints use (`os` is os-release's `PRETTY_NAME`, which `sysinfo` does not
-//! expose: it has `NAME` and `VERSION_ID`; the hypervisor flag, the mount's filesystem and
-//! the governor it does not read at all). A field that cannot be read is recorded as
-//! `unknown` rather than failing, so the fingerprint works everywhere.
+//! governor. The portable parts come from `sysinfo`: CPU brand, total memory, kernel release
+//! (`uname`, the same string as `/proc/sys/kernel/osrelease`), host name and the load
+//! average. Read by hand, because `sysinfo` does not give the figure in the form the recorded
+//! fingerprints hash:
+//! - `os`: `/etc/os-release`'s `PRETTY_NAME` (`sysinfo` has only `NAME` and `VERSION_ID`);
+//! - `virtualisation`: the `hypervisor` flag of `/proc/cpuinfo` (`sysinfo` has no CPU flags)
+//!   and `/sys/class/dmi/id/{sys_vendor,product_name}` (`sysinfo`'s `Product::name` falls
+//!   back to a device-tree model where DMI is absent, which would change the string);
+//! - `fs_type`: `/proc/self/mountinfo` (`sysinfo`'s `Disks` leaves out tmpfs and network
+//!   mounts, and is not a feature this workspace builds);
+//! - `cpu_governor`: `/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor` (not read by
+//!   `sysinfo` at all).
+//!
+//! A field that cannot be read is recorded as `unknown` rather than failing, so the
+//! fingerprint works everywhere.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -47,7 +56,7 @@ pub fn fingerprint(data_dir: &Path) -> Fingerprint {
     );
     identity.insert(
         "kernel".into(),
-        read("/proc/sys/kernel/osrelease").unwrap_or_else(|| UNKNOWN.into()),
+        known(sysinfo::System::kernel_version()).unwrap_or_else(|| UNKNOWN.into()),
     );
     identity.insert("os".into(), os_name());
     identity.insert("arch".into(), std::env::consts::ARCH.to_owned());
@@ -64,20 +73,26 @@ pub fn fingerprint(data_dir: &Path) -> Fingerprint {
     let mut info = BTreeMap::new();
     info.insert(
         "hostname".into(),
-        read("/proc/sys/kernel/hostname").unwrap_or_else(|| UNKNOWN.into()),
+        known(sysinfo::System::host_name()).unwrap_or_else(|| UNKNOWN.into()),
     );
     info.insert("data_dir".into(), data_dir.display().to_string());
     Fingerprint { identity, info }
 }
 
-/// The 1, 5 and 15 minute load averages from /proc/loadavg (None where unreadable).
+/// The 1, 5 and 15 minute load averages (`sysinfo`, from /proc/loadavg; None where
+/// unreadable; a figure that does not parse reads as 0, which the kernel never writes).
 pub fn loadavg() -> Option<[f64; 3]> {
-    parse_loadavg(&read("/proc/loadavg")?)
+    let l = sysinfo::System::load_average().ok()?;
+    Some([l.one, l.five, l.fifteen])
 }
 
-fn parse_loadavg(text: &str) -> Option<[f64; 3]> {
-    let mut it = text.split_whitespace().map(|s| s.parse::<f64>().ok());
-    Some([it.next()??, it.next()??, it.next()??])
+/// A `sysinfo` string as the hand reads it replaced gave it: trimmed, `None` when empty or
+/// unreadable.
+fn known(value: Result<String, sysinfo::Error>) -> Option<String> {
+    value
+        .ok()
+        .map(|s| s.trim().to_owned())
+        .filter(|s| !s.is_empty())
 }
 
 fn read(path: &str) -> Option<String> {
@@ -227,13 +242,30 @@ mod tests {
         assert_eq!(memory_gib(3 << 30).as_deref(), Some("3.0"));
     }
 
+    /// What the hand reads this replaced read (`/proc/sys/kernel/osrelease`, `.../hostname`,
+    /// `/proc/loadavg`): the kernel is hashed into the machine id, so `sysinfo` must give the
+    /// very same string, or every stored calibration reference of this machine would change.
     #[test]
-    fn loadavg_parses() {
-        assert_eq!(
-            parse_loadavg("0.50 1.25 2.00 1/88 10558"),
-            Some([0.5, 1.25, 2.0])
+    fn sysinfo_agrees_with_proc_for_kernel_hostname_and_load() {
+        let dir = tempfile::tempdir().unwrap();
+        let fp = fingerprint(dir.path());
+        let osrelease = read("/proc/sys/kernel/osrelease").expect("a Linux /proc");
+        assert_eq!(fp.identity["kernel"], osrelease);
+        let hostname = read("/proc/sys/kernel/hostname").expect("a Linux /proc");
+        assert_eq!(fp.info["hostname"], hostname);
+        // The kernel updates the load average every 5 s: `sysinfo`'s reading equals one taken
+        // just before or just after it.
+        let parse = |text: String| -> [f64; 3] {
+            let mut it = text.split_whitespace().map(|s| s.parse::<f64>().unwrap());
+            [it.next().unwrap(), it.next().unwrap(), it.next().unwrap()]
+        };
+        let before = parse(read("/proc/loadavg").unwrap());
+        let got = loadavg().expect("a load average");
+        let after = parse(read("/proc/loadavg").unwrap());
+        assert!(
+            got == before || got == after,
+            "{got:?} vs {before:?} / {after:?}"
         );
-        assert_eq!(parse_loadavg("garbage"), None);
     }
 
     #[test]

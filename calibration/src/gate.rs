@@ -387,19 +387,11 @@ pub fn judge_sample(
     v
 }
 
-/// Median of a non-empty slice (mean of the middle two for even lengths).
-pub fn median(values: &[f64]) -> f64 {
-    let mut v = values.to_vec();
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    if n == 0 {
-        return f64::NAN;
-    }
-    if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    }
+/// The workspace's one median (`contract`'s; the mean of the middle two for even lengths), NaN
+/// for none: an empty channel, or a NaN reading, which the gate has already refused as "not
+/// a positive number" and reports with a NaN median.
+fn median(values: &[f64]) -> f64 {
+    contract::schema::median(values).unwrap_or(f64::NAN)
 }
 
 /// True unless `figure <= bound`: a NaN figure (e.g. a zero reference) fails rather than passes.

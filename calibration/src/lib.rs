@@ -18,13 +18,8 @@ pub use fingerprint::{Fingerprint, fingerprint, loadavg};
 pub use gate::{
     ChannelBounds, ChannelStats, ConfigError, GateConfig, GateFile, GateVerdict, judge,
 };
-pub use lock::MachineLock;
+pub use lock::{LockBusy, MachineLock};
 pub use reference::{Reference, ReferenceError, load_reference, reference_path, store_reference};
 
 /// The gate refused: the machine was too noisy. The contract's one refusal type (exit code 3).
 pub use contract::exit::Refused;
-
-/// Another recording holds the machine lock and the caller would not wait. Exit code 5.
-#[derive(Debug, thiserror::Error)]
-#[error("machine lock {0} is held by another recording")]
-pub struct LockBusy(pub String);

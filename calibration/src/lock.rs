@@ -13,12 +13,15 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 
-use crate::LockBusy;
-
 /// Env var overriding the lock path.
 pub const ENV: &str = "VAULTBENCH_LOCK";
 /// Default lock path.
 pub const DEFAULT_PATH: &str = "/tmp/vaultbench-machine.lock";
+
+/// Another recording holds the machine lock and the caller would not wait. Exit code 5.
+#[derive(Debug, thiserror::Error)]
+#[error("machine lock {0} is held by another recording")]
+pub struct LockBusy(pub String);
 
 /// Holds the machine lock until dropped.
 #[derive(Debug)]

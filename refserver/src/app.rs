@@ -2,7 +2,7 @@
 //! chunk store. [`App`] is everything a request handler needs.
 
 use std::fs::{File, OpenOptions};
-use std::io::{Read, Write};
+use std::io::Read;
 use std::os::unix::fs::{DirBuilderExt as _, PermissionsExt as _};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -77,7 +77,8 @@ pub struct App {
     _lock: File,
 }
 
-/// Exclusive, non-blocking flock on `DATA/lock`, so two servers never share a data dir.
+/// Exclusive, non-blocking lock on `DATA/lock` (`File::try_lock`, which is `flock(2)` on
+/// Linux), so two servers never share a data dir.
 fn lock_data_dir(dir: &Path) -> Result<File, StartError> {
     let lock = dir.join(LOCK_FILE);
     let f = OpenOptions::new()
@@ -90,38 +91,14 @@ fn lock_data_dir(dir: &Path) -> Result<File, StartError> {
             path: dir.to_path_buf(),
             source,
         })?;
-    use std::os::fd::AsRawFd;
-    // SAFETY: flock on a file descriptor this function owns; no memory is shared.
-    let rc = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
-    if rc != 0 {
-        let err = std::io::Error::last_os_error();
-        if err.raw_os_error() == Some(libc::EWOULDBLOCK) {
-            return Err(StartError::InUse {
-                path: dir.to_path_buf(),
-                lock,
-            });
-        }
-        return Err(StartError::Io {
-            path: lock,
-            source: err,
-        });
+    match f.try_lock() {
+        Ok(()) => Ok(f),
+        Err(std::fs::TryLockError::WouldBlock) => Err(StartError::InUse {
+            path: dir.to_path_buf(),
+            lock,
+        }),
+        Err(std::fs::TryLockError::Error(source)) => Err(StartError::Io { path: lock, source }),
     }
-    Ok(f)
-}
-
-/// Writes `data` to `path` atomically: temp file, fsync, rename, directory fsync.
-pub(crate) fn write_atomic(path: &Path, data: &[u8]) -> std::io::Result<()> {
-    let tmp = path.with_extension("tmp");
-    {
-        let mut f = crate::store::log::create_private(&tmp)?;
-        f.write_all(data)?;
-        f.sync_all()?;
-    }
-    std::fs::rename(&tmp, path)?;
-    if let Some(dir) = path.parent() {
-        File::open(dir)?.sync_all()?;
-    }
-    Ok(())
 }
 
 /// 32 bytes from the operating system. Setup tokens, device secrets and enroll tokens are
@@ -187,7 +164,7 @@ impl App {
                 let mut b = [0u8; 32];
                 rng.fill_bytes(&mut b);
                 let t = hex::encode(b);
-                write_atomic(&token_path, format!("{t}\n").as_bytes())
+                durable::write_atomic(&token_path, format!("{t}\n").as_bytes(), durable::PRIVATE)
                     .map_err(io(token_path.clone()))?;
                 t
             }

@@ -107,7 +107,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<i32> {
     }
     let cfg = args.config()?;
     let rt = tokio::runtime::Builder::new_multi_thread()
-        .thread_name(crate::WORKER_THREAD)
+        .thread_name(crate::threads::WORKER_THREAD)
         .enable_all()
         .build()
         .context("starting the tokio runtime")?;

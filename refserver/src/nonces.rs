@@ -90,8 +90,8 @@ pub(crate) fn decode(rec: &[u8]) -> Option<(i64, Key)> {
 
 impl Nonces {
     /// Replays the log at `path` (truncating a torn tail), keeps the nonces still inside the
-    /// window at `now_s`, rewrites the log with only those (temp + fsync + rename + dir fsync),
-    /// and opens it for appending.
+    /// window at `now_s`, rewrites the log with only those (`durable::write_atomic`: temp +
+    /// fsync + rename + dir fsync), and opens it for appending.
     pub fn open(
         path: &Path,
         group_commit: bool,
@@ -111,20 +111,7 @@ impl Nonces {
         // Start-up compaction drops expired nonces. It is an optimisation: on a full disk
         // (or any write failure) the replayed log is kept as it is and appended to, so a
         // restart never needs free space.
-        let tmp = path.with_extension("compact");
-        let compacted = (|| -> std::io::Result<()> {
-            use std::io::Write;
-            let mut f = crate::store::log::create_private(&tmp)?;
-            f.write_all(&buf)?;
-            f.sync_all()?;
-            std::fs::rename(&tmp, path)?;
-            if let Some(dir) = path.parent() {
-                std::fs::File::open(dir)?.sync_all()?;
-            }
-            Ok(())
-        })();
-        if let Err(e) = compacted {
-            let _ = std::fs::remove_file(&tmp);
+        if let Err(e) = durable::write_atomic(path, &buf, durable::PRIVATE) {
             eprintln!(
                 "obsync-refserver: kept {} uncompacted ({e})",
                 path.display()

@@ -284,7 +284,7 @@ impl TestServer {
             .spawn(move || {
                 let rt = match tokio::runtime::Builder::new_multi_thread()
                     .worker_threads(2)
-                    .thread_name(crate::WORKER_THREAD)
+                    .thread_name(crate::threads::WORKER_THREAD)
                     .enable_all()
                     .build()
                 {

@@ -415,11 +415,11 @@ pub fn parse(text: &str, origin: &str) -> Result<Scenario, ScenarioError> {
             s.name
         ));
     }
-    if crate::profile(&s.profile).is_none() {
+    if crate::profile::profile(&s.profile).is_none() {
         return invalid(format!(
             "unknown profile {:?} (known: {})",
             s.profile,
-            crate::PROFILE_NAMES.join(", ")
+            crate::profile::PROFILE_NAMES.join(", ")
         ));
     }
     if s.samples == 0 {

@@ -218,6 +218,8 @@ fn ensure_dir(dir: &Path, metrics: &Metrics) -> io::Result<()> {
     }
 }
 
+/// Not `durable::write_atomic`: the body is already on disk (streamed there while hashed), and
+/// each fsync is counted for `/metrics`.
 fn commit_blocking(root: &Path, src: &Path, dest: &Path, metrics: &Metrics) -> io::Result<()> {
     std::fs::File::open(src)?.sync_all()?;
     metrics.fsync(FsyncKind::ChunkFile);

@@ -172,8 +172,8 @@ impl Appender {
         let mut writer = writer;
         writer.keep_reserve();
         let name = match kind {
-            LogKind::Journal => crate::WRITER_THREADS[0],
-            LogKind::Nonce => crate::WRITER_THREADS[1],
+            LogKind::Journal => crate::threads::WRITER_THREADS[0],
+            LogKind::Nonce => crate::threads::WRITER_THREADS[1],
         };
         let thread =
             std::thread::Builder::new()
@@ -384,6 +384,8 @@ impl Writer {
 
     /// Past the threshold, replaces the file with the compactor's live records: temp file,
     /// fsync, rename, directory fsync (counted as fsyncs of this log's kind, not as flushes).
+    /// Not `durable::write_atomic`: each fsync is counted for `/metrics`, and the writer
+    /// reopens the new file for appending.
     fn maybe_compact(&mut self) {
         let Some(c) = self.compactor.as_mut() else {
             return;

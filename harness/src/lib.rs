@@ -2,30 +2,40 @@
 //!
 //! This crate is the glue: the CLI, sample subprocesses, server lifecycle, and the
 //! record / ab / verify / compare flows. It is the only crate that knows the others.
-//! The pipeline reads in module order: prepare (scenario, vault, target) -> sample -> gate ->
-//! recording; `commands` holds one file per subcommand on top of it. A module only imports
-//! modules above it in this list (tests/it/layout.rs checks that no file imports back).
+//! The modules below read in pipeline order: the foundations (exit codes, interrupt, atomic
+//! write, child processes), then prepare (scenario, vault, target) -> sample -> gate ->
+//! recording, then `commands`, one file per subcommand on top of it. A module imports only
+//! modules above it in this list (`contract/tests/layout.rs` checks that no file imports a
+//! file that imports it back).
 
 use clap::{Parser, Subcommand};
 
-/// Durable atomic file writes (temp file, fsync, rename).
-pub mod atomic;
-/// One file per subcommand: argument structs and flows.
-pub mod commands;
-/// Exit codes of the binary.
+// The foundations every stage uses.
+
+/// Exit codes of the binary (`contract::exit`'s).
 pub mod exit;
-/// The calibration gate over samples, and the A/B loop's retried gated sample.
-pub mod gate;
 /// Ctrl-C: a flag the loops poll, and the error that stops them.
 pub mod interrupt;
-/// Resolving a run before any sample: scenario, cached vault, work dir, gate, reference.
-pub mod prepare;
-/// The record loop: samples through a runner, the gate, the written recording and ledger.
-pub mod recording;
-/// One sample: plan, runner seam, parent and child sides, phases, target server.
-pub mod sample;
+/// The harness's durable atomic write (`durable`, with the harness's error type).
+pub mod atomic;
 /// Child processes that answer with one JSON document, under a deadline.
 pub mod subprocess;
+
+// The pipeline, in the order a recording goes through it.
+
+/// Resolving a run before any sample: scenario, cached vault, work dir, gate, reference.
+pub mod prepare;
+/// One sample: plan, runner seam, parent and child sides, phases, target server.
+pub mod sample;
+/// The calibration gate over samples, and the A/B loop's retried gated sample.
+pub mod gate;
+/// The record loop: samples through a runner, the gate, the written recording and ledger.
+pub mod recording;
+
+// On top of the pipeline.
+
+/// One file per subcommand: argument structs and flows.
+pub mod commands;
 
 use commands::{
     ab, calibrate, class, load, probe, record, report as report_cmd, sample as sample_cmd, vault,

@@ -1,7 +1,9 @@
-//! The side-by-side ratio behind `vaultbench load bench-peer`: is the generator ever the bottleneck? Drives the same
-//! trivial endpoint (`GET /livez`) with vaultbench (signing every request) and with `wrk`
-//! at the same connection count, alternating, and prints the requests/s ratio, CPU-µs per
-//! request of each, and the signing cost (issue 4, "Speed"; target ≥ 0.8x the peer).
+//! The side-by-side ratio behind `vaultbench load bench-peer`: is the generator ever the
+//! bottleneck? Drives the same trivial endpoint (`GET /livez`) with vaultbench (signing every
+//! request) and with `wrk` at the same connection count, alternating, and returns the
+//! requests/s ratio, CPU-µs per request of each, and the signing cost (issue 4, "Speed";
+//! target ≥ 0.8x the peer). The command's flags and output are the harness's
+//! (`harness/src/commands/load.rs`).
 
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
@@ -33,8 +35,6 @@ pub struct BenchConfig {
     pub rounds: usize,
     /// The wrk binary.
     pub wrk: PathBuf,
-    /// Print one JSON document on stdout.
-    pub json: bool,
 }
 
 /// A child process killed and reaped when dropped.
@@ -118,13 +118,8 @@ pub struct BenchReport {
     pub device_sign_loop_ns: f64,
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(|a, b| a.total_cmp(b));
-    match v.len() {
-        0 => f64::NAN,
-        n if n % 2 == 1 => v[n / 2],
-        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
-    }
+fn median(v: Vec<f64>) -> f64 {
+    contract::schema::median(&v).unwrap_or(f64::NAN)
 }
 
 fn run_wrk(wrk: &PathBuf, url: &str, conns: usize, secs: u64) -> anyhow::Result<(u64, f64)> {
@@ -203,8 +198,12 @@ fn sign_loop_ns(dev: &Device) -> (f64, f64) {
     (plain, t0.elapsed().as_nanos() as f64 / f64::from(n))
 }
 
-/// Runs the comparison and prints it.
-pub async fn run(a: BenchConfig) -> anyhow::Result<()> {
+/// Runs the comparison; `on_round` sees each round's two runs (vaultbench's, wrk's) as it
+/// ends.
+pub async fn run(
+    a: BenchConfig,
+    mut on_round: impl FnMut(&GenRun, &GenRun),
+) -> anyhow::Result<BenchReport> {
     if a.connections == 0 {
         bail!("--connections 0: must be at least 1");
     }
@@ -298,16 +297,7 @@ pub async fn run(a: BenchConfig) -> anyhow::Result<()> {
         }
         let (vb, wr) = (vb.expect("ran"), wr.expect("ran"));
         ratios.push(vb.requests_per_s / wr.requests_per_s);
-        if !a.json {
-            eprintln!(
-                "round {round}: vaultbench {:.0} req/s ({:.1} CPU-µs/req), wrk {:.0} req/s ({:.1} CPU-µs/req), ratio {:.3}",
-                vb.requests_per_s,
-                vb.cpu_us_per_request,
-                wr.requests_per_s,
-                wr.cpu_us_per_request,
-                vb.requests_per_s / wr.requests_per_s
-            );
-        }
+        on_round(&vb, &wr);
         runs.push(vb);
         runs.push(wr);
     }
@@ -332,25 +322,5 @@ pub async fn run(a: BenchConfig) -> anyhow::Result<()> {
         device_sign_loop_ns,
         runs,
     };
-    if a.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
-    } else {
-        println!(
-            "GET /livez, {} connections, {} x {} s per generator, alternating",
-            report.connections, a.rounds, secs
-        );
-        println!(
-            "requests/s ratio vaultbench/wrk (median): {:.3}  (target ≥ 0.8)",
-            report.ratio_median
-        );
-        println!(
-            "CPU-µs per request (median): vaultbench {:.2}, wrk {:.2}",
-            report.vaultbench_cpu_us_per_request, report.wrk_cpu_us_per_request
-        );
-        println!(
-            "signing: {:.2} µs mean per request under load; tight loop: {:.0} ns (generator path), {:.0} ns (protocol::sign_request)",
-            report.signing_mean_us, report.device_sign_loop_ns, report.sign_loop_ns
-        );
-    }
-    Ok(())
+    Ok(report)
 }

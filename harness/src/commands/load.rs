@@ -75,19 +75,59 @@ pub struct BenchArgs {
     pub json: bool,
 }
 
-impl From<BenchArgs> for BenchConfig {
-    fn from(a: BenchArgs) -> BenchConfig {
+impl From<&BenchArgs> for BenchConfig {
+    fn from(a: &BenchArgs) -> BenchConfig {
         BenchConfig {
-            target: a.target,
+            target: a.target.clone(),
             allow_remote: a.allow_remote,
-            server_bin: a.server_bin,
+            server_bin: a.server_bin.clone(),
             connections: a.connections,
             duration: a.duration,
             rounds: a.rounds,
-            wrk: a.wrk,
-            json: a.json,
+            wrk: a.wrk.clone(),
         }
     }
+}
+
+/// `load bench-peer`: the comparison with a line per round on stderr, then its summary (or
+/// one JSON document with `--json`).
+async fn run_bench_peer(a: BenchArgs) -> anyhow::Result<i32> {
+    let mut round = 0;
+    let report = loadgen::bench::run((&a).into(), |vb, wr| {
+        if !a.json {
+            eprintln!(
+                "round {round}: vaultbench {:.0} req/s ({:.1} CPU-µs/req), wrk {:.0} req/s ({:.1} CPU-µs/req), ratio {:.3}",
+                vb.requests_per_s,
+                vb.cpu_us_per_request,
+                wr.requests_per_s,
+                wr.cpu_us_per_request,
+                vb.requests_per_s / wr.requests_per_s
+            );
+        }
+        round += 1;
+    })
+    .await?;
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+        return Ok(exit::OK);
+    }
+    println!(
+        "GET /livez, {} connections, {} x {} s per generator, alternating",
+        report.connections, a.rounds, report.duration_s
+    );
+    println!(
+        "requests/s ratio vaultbench/wrk (median): {:.3}  (target ≥ 0.8)",
+        report.ratio_median
+    );
+    println!(
+        "CPU-µs per request (median): vaultbench {:.2}, wrk {:.2}",
+        report.vaultbench_cpu_us_per_request, report.wrk_cpu_us_per_request
+    );
+    println!(
+        "signing: {:.2} µs mean per request under load; tight loop: {:.0} ns (generator path), {:.0} ns (protocol::sign_request)",
+        report.signing_mean_us, report.device_sign_loop_ns, report.sign_loop_ns
+    );
+    Ok(exit::OK)
 }
 
 /// `--route` values: the generator's route names for obsync-v1 (`put-chunk`, `livez`, ...).
@@ -239,7 +279,7 @@ pub fn run(args: LoadArgs) -> anyhow::Result<i32> {
             None => run_route(args.route).await,
             Some(LoadCmd::Push(t)) => run_transfer(t, true).await,
             Some(LoadCmd::Pull(t)) => run_transfer(t, false).await,
-            Some(LoadCmd::BenchPeer(b)) => loadgen::bench::run(b.into()).await.map(|()| exit::OK),
+            Some(LoadCmd::BenchPeer(b)) => run_bench_peer(b).await,
         }
     })
 }

@@ -519,6 +519,12 @@ pub fn apply_edit(dir: &Path, edit: &Edit) -> anyhow::Result<()> {
     }
 }
 
+/// The digest of the tree under `dir` (every file, hidden ones too), comparable with
+/// `VaultSummary::digest` and `scenarios::Manifest::digest`.
+pub fn tree_digest(dir: &Path) -> anyhow::Result<String> {
+    Ok(manifest_of_dir(dir)?.digest)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

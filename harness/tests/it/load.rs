@@ -232,3 +232,42 @@ fn push_and_pull_in_separate_invocations_share_a_state_file() {
     );
     assert!(h.contains_key("chunks-exists-uncorrected"));
 }
+
+/// `load bench-peer` end to end against wrk (installed by `.ci/run`) at one connection, where
+/// the generator runs a blocking worker thread: both generators answer, and every figure the
+/// README quotes is a positive number.
+#[test]
+#[ignore = "slow: runs wrk and the generator against a fresh reference server (needs wrk)"]
+fn bench_peer_runs_both_generators_at_one_connection() {
+    let out = std::process::Command::new(assert_cmd::cargo::cargo_bin!("vaultbench"))
+        .args(["load", "bench-peer", "--connections", "1", "--rounds", "2"])
+        .args(["--duration", "1s", "--json"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let runs = v["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 4, "{v}");
+    for g in ["vaultbench", "wrk"] {
+        let mine: Vec<_> = runs.iter().filter(|r| r["generator"] == g).collect();
+        assert_eq!(mine.len(), 2, "{g}: {v}");
+        for r in mine {
+            assert!(r["requests"].as_u64().unwrap() > 100, "{g}: {r}");
+            let cpu = r["cpu_us_per_request"].as_f64().unwrap();
+            assert!(cpu > 0.0 && cpu < 10_000.0, "{g}: {r}");
+        }
+    }
+    for k in [
+        "ratio_median",
+        "vaultbench_cpu_us_per_request",
+        "wrk_cpu_us_per_request",
+        "signing_mean_us",
+    ] {
+        let x = v[k].as_f64().unwrap();
+        assert!(x > 0.0 && x.is_finite(), "{k}: {v}");
+    }
+}

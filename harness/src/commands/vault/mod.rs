@@ -83,12 +83,6 @@ pub fn run(cmd: VaultCmd) -> anyhow::Result<i32> {
     }
 }
 
-/// The digest of the tree under `dir` (every file, hidden ones too), comparable with
-/// `VaultSummary::digest` and `scenarios::Manifest::digest`.
-pub fn tree_digest(dir: &std::path::Path) -> anyhow::Result<String> {
-    Ok(manifest_of_dir(dir)?.digest)
-}
-
 fn seed_for(p: &scenarios::Profile, seed: Option<&str>) -> anyhow::Result<u64> {
     seed.map_or(Ok(p.default_seed), parse_seed)
 }

@@ -1,11 +1,13 @@
 //! No file of the workspace imports a file that imports it back. For every crate's `src/`
 //! (each `src/bin/*.rs` is a crate root of its own and is left out with its directory), the
 //! module graph is read from the sources: an edge from a file to every module file it names
-//! through a `crate::` or `super::` path (a `{a, b}` group names each item). Left out: a
-//! folder's `mod.rs` naming its own children by relative path (`trial::run` in
-//! `calibrate/mod.rs`): a folder is one unit whose `mod.rs` is its table of contents and
-//! re-exports, so a child may use what its `mod.rs` defines; unit-test modules (from a file's
-//! first `#[cfg(test)]` on, where `use super::*` names the file itself); comment lines.
+//! through a `crate::` or `super::` path (a `{a, b}` group names each item), and from a
+//! folder's `mod.rs` (or the crate root) to every child whose items its own code uses by
+//! relative path (`trial::run()` in `calibrate/mod.rs`). A `mod child;` declaration and a
+//! re-export (`pub use child::X;`) are the folder's table of contents, not a use: so a child
+//! may not use what its `mod.rs` defines while the `mod.rs` calls into it. Left out: unit-test
+//! modules (from a file's first `#[cfg(test)]` on, where `use super::*` names the file
+//! itself); comment lines.
 //! The graph must have no cycle. Tests, benches and examples are leaf crates of their own.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -32,13 +34,19 @@ fn members() -> Vec<String> {
         .collect()
 }
 
-/// Every `.rs` file under `dir` but `src/bin`, as (module path, source).
-fn modules(root: &Path, dir: &Path, out: &mut BTreeMap<String, String>) {
+/// Every `.rs` file under `dir` but `src/bin`, as (module path, source); `folders` gets the
+/// modules that are a folder's `mod.rs` or the crate root.
+fn modules(
+    root: &Path,
+    dir: &Path,
+    out: &mut BTreeMap<String, String>,
+    folders: &mut BTreeSet<String>,
+) {
     for e in std::fs::read_dir(dir).unwrap() {
         let p = e.unwrap().path();
         if p.is_dir() {
             if p != root.join("bin") {
-                modules(root, &p, out);
+                modules(root, &p, out, folders);
             }
             continue;
         }
@@ -55,6 +63,7 @@ fn modules(root: &Path, dir: &Path, out: &mut BTreeMap<String, String>) {
             Some("mod" | "lib" | "main")
         ) {
             parts.pop();
+            folders.insert(parts.join("::"));
         }
         let text = std::fs::read_to_string(&p).unwrap();
         out.insert(parts.join("::"), shipped(&text));
@@ -139,7 +148,12 @@ fn starts_a_path(src: &str, i: usize) -> bool {
 }
 
 /// The module files that module `m` (source `src`) names.
-fn edges(m: &str, src: &str, known: &BTreeMap<String, String>) -> BTreeSet<String> {
+fn edges(
+    m: &str,
+    src: &str,
+    known: &BTreeMap<String, String>,
+    is_folder: bool,
+) -> BTreeSet<String> {
     let me: Vec<&str> = m.split("::").filter(|s| !s.is_empty()).collect();
     let mut out = BTreeSet::new();
     for (i, _) in src.match_indices("crate::") {
@@ -161,15 +175,53 @@ fn edges(m: &str, src: &str, known: &BTreeMap<String, String>) -> BTreeSet<Strin
             }
         }
     }
+    // A folder's mod.rs (or the crate root) that uses a child's items in its own code names
+    // that child: `child::f()`, `use child::X;`. Its `mod child;` declarations and its
+    // re-exports (`pub use child::X;`) are its table of contents, not a use.
+    if is_folder {
+        let children: Vec<(&str, &String)> = known
+            .keys()
+            .filter_map(|name| {
+                let child = if me.is_empty() {
+                    name.as_str()
+                } else {
+                    name.strip_prefix(m)?.strip_prefix("::")?
+                };
+                (!child.is_empty() && !child.contains("::")).then_some((child, name))
+            })
+            .collect();
+        for line in src.lines().map(str::trim_start) {
+            let declaration = [
+                "mod ",
+                "pub mod ",
+                "pub(crate) mod ",
+                "pub use ",
+                "pub(crate) use ",
+            ]
+            .iter()
+            .any(|p| line.starts_with(p));
+            if declaration {
+                continue;
+            }
+            for (child, name) in &children {
+                let named = line
+                    .match_indices(&format!("{child}::"))
+                    .any(|(i, _)| starts_a_path(line, i));
+                if named {
+                    out.insert((*name).clone());
+                }
+            }
+        }
+    }
     out.remove(m);
     out
 }
 
 fn graph(src_dir: &Path) -> BTreeMap<String, BTreeSet<String>> {
-    let mut mods = BTreeMap::new();
-    modules(src_dir, src_dir, &mut mods);
+    let (mut mods, mut folders) = (BTreeMap::new(), BTreeSet::new());
+    modules(src_dir, src_dir, &mut mods, &mut folders);
     mods.iter()
-        .map(|(m, src)| (m.clone(), edges(m, src, &mods)))
+        .map(|(m, src)| (m.clone(), edges(m, src, &mods, folders.contains(m))))
         .collect()
 }
 
@@ -268,14 +320,23 @@ fn edges_resolve_super_and_child_paths_to_module_files() {
         "a::b",
         "use super::c::Thing; use crate::d::f; let x = my_c::y;",
         &known,
+        false,
     );
     assert_eq!(e, BTreeSet::from(["a::c".to_owned(), "d".to_owned()]));
-    // A folder's mod.rs naming its children is not an edge.
-    let e = edges("a", "use b::{X}; c::run();", &known);
-    assert!(e.is_empty(), "{e:?}");
+    // A folder's mod.rs using its children's items names them; its declarations and
+    // re-exports do not.
+    let e = edges(
+        "a",
+        "mod b;\npub use c::Y;\nfn f() { b::run(); }",
+        &known,
+        true,
+    );
+    assert_eq!(e, BTreeSet::from(["a::b".to_owned()]));
+    let e = edges("", "pub mod a;\nfn f() { a::go(); d::go(); }", &known, true);
+    assert_eq!(e, BTreeSet::from(["a".to_owned(), "d".to_owned()]));
     // A group names its items, not the module the path stops at.
-    let e = edges("a::b", "use super::{c, X};", &known);
+    let e = edges("a::b", "use super::{c, X};", &known, false);
     assert_eq!(e, BTreeSet::from(["a::c".to_owned(), "a".to_owned()]));
-    let e = edges("d", "use crate::a::{b::Y, c};", &known);
+    let e = edges("d", "use crate::a::{b::Y, c};", &known, false);
     assert_eq!(e, BTreeSet::from(["a::b".to_owned(), "a::c".to_owned()]));
 }

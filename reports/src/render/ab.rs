@@ -8,7 +8,7 @@
 
 use serde_json::Value;
 
-use super::RenderError;
+use super::error::RenderError;
 use super::fmt::{html_escape, html_table, md_table, num, pct, signed_pct};
 use crate::ab::{Order, OrderCounts, Outcome};
 use crate::charts::{Chart, ChartKind, ForestRow, RoundPoint};
@@ -292,7 +292,7 @@ pub(crate) fn markdown(r: &AbView) -> String {
 /// The `--format json` report: a summary and the result itself, serialised from the type.
 pub(crate) fn json(r: &AbView, result: &AbResult) -> Value {
     serde_json::json!({
-        "kind": super::KIND_REPORT,
+        "kind": super::recording::KIND_REPORT,
         "report": "ab",
         "format_version": crate::schema::FORMAT_VERSION,
         "summary": {
@@ -387,7 +387,7 @@ pub(crate) fn charts(r: &AbView) -> Vec<Chart> {
             })
             .collect();
         out.push(Chart {
-            slug: format!("ab-rounds-{}", super::slug(&m.key)),
+            slug: format!("ab-rounds-{}", super::fmt::slug(&m.key)),
             title: format!("{}: per-round values ({})", m.key, m.verdict),
             kind: ChartKind::Rounds {
                 unit: m.unit.clone(),

@@ -161,6 +161,19 @@ pub fn html_table(headers: &[&str], rows: &[Vec<String>]) -> String {
     out
 }
 
+/// A file-name-safe slug.
+pub(crate) fn slug(s: &str) -> String {
+    let mut out = String::new();
+    for c in s.chars() {
+        if c.is_ascii_alphanumeric() {
+            out.push(c.to_ascii_lowercase());
+        } else if !out.ends_with('-') {
+            out.push('-');
+        }
+    }
+    out.trim_matches('-').to_owned()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -5,7 +5,7 @@
 use serde::Serialize;
 use std::collections::BTreeMap;
 
-use super::RenderError;
+use super::error::RenderError;
 use super::recording::range;
 use crate::charts::{Chart, ChartKind, TrendPoint};
 use crate::schema::{Baseline, Better, MetricClass, Provenance};
@@ -88,8 +88,8 @@ impl ScenarioHistory {
     pub(crate) fn chart_prefix(&self) -> String {
         format!(
             "trend-{}-on-{}-",
-            super::slug(&self.scenario),
-            super::slug(self.class.as_deref().unwrap_or("unknown-machine"))
+            super::fmt::slug(&self.scenario),
+            super::fmt::slug(self.class.as_deref().unwrap_or("unknown-machine"))
         )
     }
 }
@@ -127,7 +127,7 @@ pub fn history_report(points: &[HistoryPoint]) -> Result<HistoryReport, RenderEr
         .map(|((name, class), pts)| scenario_history(name, class, &pts))
         .collect();
     Ok(HistoryReport {
-        kind: super::KIND_REPORT.into(),
+        kind: super::recording::KIND_REPORT.into(),
         report: "history".into(),
         format_version: crate::schema::FORMAT_VERSION,
         source: String::new(),
@@ -254,7 +254,7 @@ pub(crate) fn charts(r: &HistoryReport) -> Vec<Chart> {
                 continue;
             }
             out.push(Chart {
-                slug: format!("{}{}", h.chart_prefix(), super::slug(&k.key)),
+                slug: format!("{}{}", h.chart_prefix(), super::fmt::slug(&k.key)),
                 title: format!(
                     "{} on {}: {} ({} is better)",
                     h.scenario,

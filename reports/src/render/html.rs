@@ -2,7 +2,7 @@
 //! and no URLs except one `data:` URI, the charts' font (an `@font-face` in the page's style,
 //! shared by every chart); the SVG namespace attribute is dropped: inline SVG in HTML needs none.
 
-use super::RenderError;
+use super::error::RenderError;
 use super::fmt::{html_escape, html_inline, html_table};
 use super::history::HistoryReport;
 use super::md::{history_rows, recording_sections};

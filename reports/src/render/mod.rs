@@ -3,12 +3,16 @@
 //! ([`RecordingReport`], [`HistoryReport`], the A/B document itself) feeds every format.
 
 mod ab;
+mod error;
 pub mod fmt;
+mod format;
 mod history;
 mod html;
 mod md;
 mod recording;
 
+pub use error::RenderError;
+pub use format::Format;
 pub use history::{
     HistoryPoint, HistoryReport, KeyTrend, PointMeta, ScenarioHistory, TrendValue, history_report,
 };
@@ -19,46 +23,6 @@ pub use recording::{
 
 use crate::charts::{Chart, ChartError};
 use crate::schema::{Baseline, Provenance};
-
-/// An output format of `vaultbench report`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Format {
-    Md,
-    Html,
-    Json,
-    /// Bencher Metric Format (recordings only).
-    Bmf,
-    /// github-action-benchmark `customSmallerIsBetter` (recordings only).
-    Gab,
-}
-
-impl std::str::FromStr for Format {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s.to_ascii_lowercase().as_str() {
-            "md" | "markdown" => Ok(Format::Md),
-            "html" => Ok(Format::Html),
-            "json" => Ok(Format::Json),
-            "bmf" => Ok(Format::Bmf),
-            "gab" => Ok(Format::Gab),
-            other => Err(format!(
-                "format {other:?} is not one of md, html, json, bmf, gab"
-            )),
-        }
-    }
-}
-
-impl std::fmt::Display for Format {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Format::Md => "md",
-            Format::Html => "html",
-            Format::Json => "json",
-            Format::Bmf => "bmf",
-            Format::Gab => "gab",
-        })
-    }
-}
 
 /// A document to report on.
 #[derive(Debug, Clone, Copy)]
@@ -87,17 +51,6 @@ impl Document<'_> {
             Document::Ab(_) => "an a/b result",
         }
     }
-}
-
-/// Why a report could not be made; each names the input.
-#[derive(Debug, thiserror::Error)]
-pub enum RenderError {
-    #[error(transparent)]
-    Chart(#[from] ChartError),
-    #[error("--format {format} exports a recording, not {what}")]
-    Unsupported { format: Format, what: &'static str },
-    #[error("baselines history: {0}")]
-    History(String),
 }
 
 /// Renders a document in a format; the result is the whole file's text.
@@ -234,7 +187,7 @@ fn recording_charts(b: &Baseline, p: &Provenance) -> Result<Vec<Chart>, ChartErr
         .chain(groups);
     for (group, series) in ordered {
         out.push(Chart {
-            slug: format!("latency-{}", slug(&group)),
+            slug: format!("latency-{}", fmt::slug(&group)),
             title: format!(
                 "{}: latency distribution, {} (median sample)",
                 b.scenario, group
@@ -268,19 +221,6 @@ fn recording_charts(b: &Baseline, p: &Provenance) -> Result<Vec<Chart>, ChartErr
         });
     }
     Ok(out)
-}
-
-/// A file-name-safe slug.
-pub(crate) fn slug(s: &str) -> String {
-    let mut out = String::new();
-    for c in s.chars() {
-        if c.is_ascii_alphanumeric() {
-            out.push(c.to_ascii_lowercase());
-        } else if !out.ends_with('-') {
-            out.push('-');
-        }
-    }
-    out.trim_matches('-').to_owned()
 }
 
 /// Min and max of a raw series, ignoring NaN (the noise band every renderer and export uses).

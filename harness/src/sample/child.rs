@@ -299,11 +299,13 @@ fn cost_run(
         CostTool::Callgrind => {
             let counts = cost::read_callgrind_dir(&out)?;
             cost::instruction_keys(&counts, &cg.work, &mut m)?;
-            let mut d = cg.dump_ms.clone();
-            d.sort_by(f64::total_cmp);
-            if let Some(max) = d.last() {
-                m.resource("cost_sample.vgdb_dump_ms.max", *max, "ms");
-                m.resource("cost_sample.vgdb_dump_ms.median", d[d.len() / 2], "ms");
+            let d = &cg.dump_ms;
+            if let (Some(max), Some(median)) = (
+                d.iter().copied().reduce(f64::max),
+                contract::schema::median(d),
+            ) {
+                m.resource("cost_sample.vgdb_dump_ms.max", max, "ms");
+                m.resource("cost_sample.vgdb_dump_ms.median", median, "ms");
             }
         }
         CostTool::Strace => {

@@ -391,10 +391,9 @@ pub async fn run(
     m.resource("crash.unacked_present", unacked_present as f64, "count");
     m.resource("crash.acked_at_kill", acked_at_kill as f64, "count");
     m.resource("crash.resume_requests", resume_requests as f64, "count");
-    ready_ms.sort_by(f64::total_cmp);
     m.timing(
         "crash.restart_ready_ms",
-        ready_ms[ready_ms.len() / 2],
+        contract::schema::median(&ready_ms).unwrap_or(0.0),
         "ms",
         Better::Lower,
     );

@@ -189,14 +189,10 @@ pub fn run(a: BenchArgs) -> anyhow::Result<i32> {
     Ok(exit::OK)
 }
 
+/// The workspace's one median (`contract::schema::median`) of millisecond counts; 0 for none.
 fn median(v: &[u64]) -> f64 {
-    let mut s = v.to_vec();
-    s.sort_unstable();
-    match s.len() {
-        0 => 0.0,
-        n if n % 2 == 1 => s[n / 2] as f64,
-        n => (s[n / 2 - 1] + s[n / 2]) as f64 / 2.0,
-    }
+    let xs: Vec<f64> = v.iter().map(|&x| x as f64).collect();
+    contract::schema::median(&xs).unwrap_or(0.0)
 }
 
 /// Removes a measured tree and flushes the deletion, so the next timed side does not pay

@@ -5,8 +5,10 @@
 //! chmod, rename over the target, fsync the directory (so the rename itself is durable).
 //!
 //! Its own crate rather than a module of `contract`: `contract` is a pure leaf with no file
-//! system access (a tidy test enforces that), while `harness`, `calibration` and `loadgen`
-//! all write files and share no other crate below them but `contract`.
+//! system access (a tidy test enforces that), while `harness`, `calibration`, `loadgen` and
+//! `refserver` (its setup token and nonce-log compaction) all write files and share no other
+//! crate below them but `contract`. The reference server's journal compaction and chunk
+//! store keep their own sequence: they count every fsync for `/metrics`.
 
 use std::io::Write;
 use std::path::Path;

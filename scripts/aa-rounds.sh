@@ -30,10 +30,14 @@ NOPIN_RUNS=${NOPIN_RUNS:-$RUNS}
 mkdir -p "$OUT"
 
 echo "# aa-rounds $(date -u +%FT%TZ) on $(nproc) cores; $SCENARIO, R = $ROUNDS, default gate; load before: $(cut -d' ' -f1-3 /proc/loadavg)"
-for mode in $MODES; do
-  n=$RUNS; extra=()
-  if [ "$mode" = nopin ]; then n=$NOPIN_RUNS; extra=(--no-pin); fi
-  for r in $(seq "$n"); do
+# Modes alternate run by run, so a drift of the machine over the script's half hour falls on
+# both alike.
+maxn=$RUNS; [ "$NOPIN_RUNS" -gt "$maxn" ] && maxn=$NOPIN_RUNS
+for r in $(seq "$maxn"); do
+  for mode in $MODES; do
+    n=$RUNS; extra=()
+    extra=(--pin); if [ "$mode" = nopin ]; then n=$NOPIN_RUNS; extra=(--no-pin); fi
+    [ "$r" -le "$n" ] || continue
     f="$OUT/$mode-$r.json"
     set +e
     "$VB" ab --a ref --b ref --aa --scenario "$SCENARIO" --rounds "$ROUNDS" --order-seed "$r" \

@@ -42,10 +42,14 @@ pub struct RunOpts {
     /// Upper bound on one sample's run time, in seconds (at least 1).
     #[arg(long, default_value_t = 1800, value_parser = clap::value_parser!(u64).range(1..))]
     pub sample_timeout: u64,
-    /// Do not pin the server's process tree and the generator to disjoint CPU sets (pinning
-    /// is on by default on a machine with at least 2 CPUs; the sets are in the sidecar).
-    #[arg(long)]
+    /// Do not pin the server's process tree and the generator to disjoint CPU sets (see
+    /// `--pin`; whether pinning is the default is `PIN_BY_DEFAULT`).
+    #[arg(long, conflicts_with = "pin")]
     pub no_pin: bool,
+    /// Pin the server's process tree and the generator to disjoint CPU sets, on a machine with
+    /// at least 2 CPUs (the sets are in the sidecar).
+    #[arg(long)]
+    pub pin: bool,
     /// Also run a cost sample per build (per arm and round in `ab`): the scenario under
     /// Valgrind's callgrind (instructions per phase, class cost) and under strace (syscalls by
     /// name per phase); needs the Debian packages valgrind and strace.
@@ -220,6 +224,17 @@ pub struct Prepared {
     pub cost: Option<crate::sample::cost::CostTools>,
 }
 
+/// Whether samples pin the server and the generator to disjoint CPU sets when neither `--pin`
+/// nor `--no-pin` is given.
+pub const PIN_BY_DEFAULT: bool = true;
+
+impl RunOpts {
+    /// Whether this run pins: `--pin`, `--no-pin`, else [`PIN_BY_DEFAULT`].
+    pub fn pins(&self) -> bool {
+        self.pin || (PIN_BY_DEFAULT && !self.no_pin)
+    }
+}
+
 /// Resolves the scenario's profile and seed, the cached vault, a fresh work dir, the gate
 /// thresholds, this machine's fingerprint and its calibration reference.
 pub fn prepare(scenario: Scenario, opts: &RunOpts) -> anyhow::Result<Prepared> {
@@ -261,7 +276,7 @@ pub fn prepare(scenario: Scenario, opts: &RunOpts) -> anyhow::Result<Prepared> {
         reference_file: calibration::reference_path(opts.reference.as_deref()).ok(),
         fingerprint,
         timeout: Duration::from_secs(opts.sample_timeout),
-        no_pin: opts.no_pin,
+        no_pin: !opts.pins(),
         cost,
     })
 }

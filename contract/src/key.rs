@@ -33,6 +33,14 @@ pub const ROUTE_PREFIX: &str = "route";
 /// The segment that starts a server-cost stat (and the first segment of a sample-wide one).
 pub const SERVER: &str = "server";
 
+/// The group of the per-name syscall counts of the cost sample's strace run:
+/// `<scope>.server.syscalls.<name>`.
+pub const SYSCALLS: &str = "syscalls";
+
+/// The group of the fsync counters by kind an obsync server exports on `/metrics`:
+/// `<scope>.server.fsyncs.<kind>`.
+pub const FSYNCS: &str = "fsyncs";
+
 /// A key that is not of the shape asked for: the key, and the shape expected.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("metric key {key:?} is not of the form {expected}")]
@@ -270,12 +278,29 @@ impl ServerKey {
         }
     }
 
+    /// `<scope>.server.<group>.<item>`: one member of a group of counters
+    /// ([`SYSCALLS`], [`FSYNCS`], `thread_cpu_ms`).
+    pub fn grouped(scope: Scope, group: &str, item: &str) -> ServerKey {
+        ServerKey::new(scope, &format!("{group}.{item}"))
+    }
+
     /// A whole-sample key, `server.<stat>`.
     pub fn sample(stat: &str) -> ServerKey {
         ServerKey {
             scope: None,
             stat: stat.to_owned(),
         }
+    }
+
+    /// `server.<group>.<item>`: one member of a whole-sample group (`io`, `thread_cpu_s`).
+    pub fn sample_grouped(group: &str, item: &str) -> ServerKey {
+        ServerKey::sample(&format!("{group}.{item}"))
+    }
+
+    /// Whether the key has a scope and is a member of `group`: `<scope>.server.<group>.<item>`
+    /// (a phase's fsyncs by kind, a cost part's syscalls by name).
+    pub fn is_scoped_member_of(&self, group: &str) -> bool {
+        self.scope.is_some() && self.group() == group && self.item().is_some()
     }
 
     /// The stat's first segment: `fsyncs` for `fsyncs.journal`, `syscalls` for
@@ -425,6 +450,16 @@ impl MetricKey {
             MetricKey::Server(k) => Some(k),
             _ => None,
         }
+    }
+
+    /// Whether `key` reads as a scoped server key in `group`
+    /// ([`ServerKey::is_scoped_member_of`]); a key that does not parse is in no group.
+    pub fn is_scoped_server_member(key: &str, group: &str) -> bool {
+        key.parse::<MetricKey>()
+            .ok()
+            .as_ref()
+            .and_then(MetricKey::as_server)
+            .is_some_and(|s| s.is_scoped_member_of(group))
     }
 }
 
@@ -641,8 +676,25 @@ mod tests {
             fsync,
             MetricKey::Server(ServerKey::new(Scope::phase("cold_push"), "fsyncs.journal"))
         );
-        assert_eq!(fsync.as_server().unwrap().group(), "fsyncs");
+        assert_eq!(fsync.as_server().unwrap().group(), FSYNCS);
+        assert_eq!(
+            fsync.as_server().unwrap(),
+            &ServerKey::grouped(Scope::phase("cold_push"), FSYNCS, "journal")
+        );
         assert_eq!(fsync.as_server().unwrap().item(), Some("journal"));
+        assert!(MetricKey::is_scoped_server_member(
+            "route.put-chunk.c4.server.syscalls.fsync",
+            SYSCALLS
+        ));
+        for (k, group) in [
+            ("server.fsyncs.journal", FSYNCS),
+            ("cold_push.server.fsyncs_per_file", FSYNCS),
+            ("cold_push.server.syscalls_per_request", SYSCALLS),
+            ("cold_push.fsyncs.journal", FSYNCS),
+            ("cold_push.server.fsyncs.journal", SYSCALLS),
+        ] {
+            assert!(!MetricKey::is_scoped_server_member(k, group), "{k}");
+        }
         assert_eq!(fsync.phase_name(), Some("cold_push"));
         assert_eq!(
             parse("server.thread_cpu_s.tokio-runtime-w"),

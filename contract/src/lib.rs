@@ -1,5 +1,5 @@
 //! The contract of vaultbench, in the manner of `nextest-metadata`: every persisted document
-//! as a serde type, the kind/format-version check, the histogram codec, the metric-key
+//! as a serde type (the `load` state file too), the kind/format-version check, the histogram codec, the metric-key
 //! grammar and metric classes, the exit codes, and the small parsers every command shares.
 //!
 //! Pure: no file system, no clock, no RNG. It sits at the bottom of the crate star:
@@ -20,4 +20,5 @@ pub mod noise;
 pub mod parse;
 pub mod reference;
 pub mod schema;
+pub mod state;
 pub mod time;

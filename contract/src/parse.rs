@@ -1,4 +1,5 @@
-//! The small parsers every command line shares: seeds, percentages, durations. Each error is
+//! The small parsers every command line shares: seeds, percentages (unsigned fractions for
+//! thresholds, signed points for A/B rules), durations (through `humantime`). Each error is
 //! one line naming the input.
 
 use std::time::Duration;
@@ -47,36 +48,70 @@ pub fn percent(s: &str) -> Result<f64, String> {
     Ok(v)
 }
 
+/// Why a signed percentage was refused; the caller words the message for its context (an A/B
+/// rule names "the threshold").
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SignedPercentError {
+    /// The text does not end in `%`.
+    #[error("{0:?} does not end in '%'")]
+    NoPercentSign(String),
+    /// What stands before the `%` (trailing spaces dropped) is not a signed decimal number.
+    #[error("{0:?} is not a signed decimal number")]
+    NotDecimal(String),
+}
+
+/// Parses a signed percentage, `-10%`, `+2.5 %`, `.5%`, `0%`, into percentage points (`-10.0`
+/// for `-10%`, not a fraction: an A/B rule keeps its threshold as written). The number is
+/// plain decimal: digits and at most one `.`-separated fraction, at most one leading sign,
+/// nothing else (no exponent, `inf` or `nan`); spaces may stand around it and before the `%`,
+/// not between the sign and the digits. Bounds are the caller's (a rule refuses -100 % and
+/// below).
+pub fn signed_percent_points(s: &str) -> Result<f64, SignedPercentError> {
+    let t = s.trim();
+    let Some(number) = t.strip_suffix('%') else {
+        return Err(SignedPercentError::NoPercentSign(t.to_owned()));
+    };
+    let number = number.trim_end();
+    let is_decimal = !number.is_empty()
+        && number
+            .trim_start_matches(['+', '-'])
+            .chars()
+            .all(|c| c.is_ascii_digit() || c == '.')
+        && number.chars().any(|c| c.is_ascii_digit())
+        && number.chars().filter(|c| matches!(c, '+' | '-')).count() <= 1;
+    match number.parse::<f64>() {
+        Ok(v) if is_decimal => Ok(v),
+        _ => Err(SignedPercentError::NotDecimal(number.to_owned())),
+    }
+}
+
 /// The longest duration a command accepts (a day): longer is a typo, not a benchmark.
 pub const MAX_DURATION: Duration = Duration::from_secs(24 * 3600);
 
-/// Parses `10s`, `500ms`, `2m`, `1h`, `1.5s` (more than 0, at most [`MAX_DURATION`]); a
-/// number without a unit is an error.
+/// Parses a duration with [`humantime::parse_duration`] (`10s`, `500ms`, `2m`, `1h`, `1.5s`,
+/// and its other spellings: `90sec`, `2 min`, `1h 30m`, `1d`), under this project's rules:
+/// more than 0, at most [`MAX_DURATION`], and a number without a unit is an error (`10` could
+/// mean seconds or milliseconds).
 ///
-/// Not `humantime::parse_duration`: it refuses fractions (`1.5s`), which the load generator
-/// has always accepted and its docs show.
+/// humantime (2.2 and later) reads fractions, so `1.5s`, which `load --duration` has always
+/// accepted, still parses. It wants a digit on both sides of the point: `.5s` and `5.s`, which
+/// the hand-written parser before it took, are refused now. Its compound forms (`1h 30m`) and
+/// its longer unit names are accepted: they cannot be misread, and a day is still the most.
 pub fn duration(s: &str) -> Result<Duration, String> {
     let t = s.trim();
-    let split = t
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .ok_or_else(|| format!("duration {s:?} has no unit (use ms, s, m or h)"))?;
-    let (num, unit) = t.split_at(split);
-    let n: f64 = num
-        .parse()
-        .map_err(|_| format!("duration {s:?} is not a number followed by a unit"))?;
-    let secs = match unit {
-        "ms" => n / 1000.0,
-        "s" => n,
-        "m" => n * 60.0,
-        "h" => n * 3600.0,
-        _ => {
-            return Err(format!(
-                "duration {s:?} has unknown unit {unit:?} (use ms, s, m or h)"
-            ));
+    if t.chars().all(|c| c.is_ascii_digit() || c == '.') {
+        return Err(format!("duration {s:?} has no unit (use ms, s, m or h)"));
+    }
+    let d = humantime::parse_duration(t).map_err(|e| match e {
+        humantime::DurationError::UnknownUnit { unit, .. } if unit.is_empty() => {
+            format!("duration {s:?} has no unit after its last number (use ms, s, m or h)")
         }
-    };
-    let d =
-        Duration::try_from_secs_f64(secs).map_err(|_| format!("duration {s:?} is out of range"))?;
+        humantime::DurationError::UnknownUnit { unit, .. } => {
+            format!("duration {s:?} has unknown unit {unit:?} (use ms, s, m or h)")
+        }
+        humantime::DurationError::NumberOverflow => format!("duration {s:?} is out of range"),
+        e => format!("duration {s:?} is not a number followed by a unit ({e})"),
+    })?;
     if d.is_zero() {
         return Err(format!("duration {s:?} must be more than 0"));
     }
@@ -116,12 +151,67 @@ mod tests {
     }
 
     #[test]
+    fn signed_percents() {
+        for (s, v) in [
+            ("-10%", -10.0),
+            ("+2.5 %", 2.5),
+            (" 5% ", 5.0),
+            (".5%", 0.5),
+            ("5.%", 5.0),
+            ("0%", 0.0),
+            ("-99.9%", -99.9),
+        ] {
+            assert_eq!(signed_percent_points(s), Ok(v), "{s}");
+        }
+        assert_eq!(
+            signed_percent_points("-10"),
+            Err(SignedPercentError::NoPercentSign("-10".into()))
+        );
+        for (s, number) in [
+            ("%", ""),
+            ("--5%", "--5"),
+            ("+-5%", "+-5"),
+            ("- 5%", "- 5"),
+            ("1e2%", "1e2"),
+            ("inf%", "inf"),
+            ("1.2.3%", "1.2.3"),
+            (".%", "."),
+            ("5-%", "5-"),
+        ] {
+            assert_eq!(
+                signed_percent_points(s),
+                Err(SignedPercentError::NotDecimal(number.into())),
+                "{s}"
+            );
+        }
+    }
+
+    #[test]
     fn durations() {
         assert_eq!(duration("1.5s"), Ok(Duration::from_millis(1500)));
         assert_eq!(duration("500ms"), Ok(Duration::from_millis(500)));
         assert_eq!(duration("2m"), Ok(Duration::from_secs(120)));
-        assert!(duration("10").unwrap_err().contains("no unit"));
-        assert!(duration("0s").is_err());
-        assert!(duration("25h").is_err());
+        assert_eq!(duration("1h"), Ok(Duration::from_secs(3600)));
+        assert_eq!(duration(" 10s "), Ok(Duration::from_secs(10)));
+        assert_eq!(duration("1.5h"), Ok(Duration::from_secs(5400)));
+        // humantime's other spellings: compound, long unit names, a whole day.
+        assert_eq!(duration("1h 30m"), Ok(Duration::from_secs(5400)));
+        assert_eq!(duration("90sec"), Ok(Duration::from_secs(90)));
+        assert_eq!(duration("1d"), Ok(MAX_DURATION));
+        for bare in ["10", "1.5", "0", ""] {
+            let e = duration(bare).unwrap_err();
+            assert!(
+                e.contains("no unit") && e.contains(&format!("{bare:?}")),
+                "{e}"
+            );
+        }
+        assert!(duration("1h30").unwrap_err().contains("no unit"));
+        assert!(duration("10x").unwrap_err().contains("unknown unit \"x\""));
+        assert!(duration("0s").unwrap_err().contains("more than 0"));
+        assert!(duration("25h").unwrap_err().contains("longer than 24h"));
+        assert!(duration("24h 1s").is_err());
+        for bad in ["s", "-1s", ".5s", "5.s", "1e3s", "0.5ns"] {
+            assert!(duration(bad).is_err(), "{bad}");
+        }
     }
 }

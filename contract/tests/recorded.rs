@@ -104,3 +104,44 @@ fn the_committed_ab_result_round_trips_through_the_type() {
         p.display()
     );
 }
+
+/// Every metric key and histogram key of every committed recording reads into its family and
+/// displays back to the same text; together the recordings hold every family.
+#[test]
+fn committed_keys_round_trip_through_the_grammar() {
+    use contract::key::{HistogramKey, MetricKey, Scope};
+    let mut families = std::collections::BTreeSet::new();
+    let mut n = 0;
+    for (b, p) in committed_pairs() {
+        let prov: Provenance = serde_json::from_slice(&std::fs::read(&p).unwrap()).unwrap();
+        let baseline: Baseline = serde_json::from_slice(&std::fs::read(&b).unwrap()).unwrap();
+        let cost = prov.cost.iter().flat_map(|c| c.metrics.keys());
+        let keys = baseline
+            .metrics
+            .keys()
+            .chain(prov.raw.keys())
+            .chain(prov.exact_snapshot.keys())
+            .chain(cost);
+        for k in keys {
+            let parsed: MetricKey = k.parse().unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+            assert_eq!(&parsed.to_string(), k, "{}", p.display());
+            families.insert(match &parsed {
+                MetricKey::RouteLoad(_) => "route load",
+                MetricKey::Server(s) => match s.scope {
+                    Some(Scope::Phase(_)) => "phase server",
+                    Some(Scope::Level(_)) => "level server",
+                    None => "sample server",
+                },
+                MetricKey::PhaseRoute(_) => "phase route",
+                MetricKey::Phase(_) => "phase",
+            });
+            n += 1;
+        }
+        for k in prov.histograms.keys() {
+            let parsed: HistogramKey = k.parse().unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+            assert_eq!(&parsed.to_string(), k, "{}", p.display());
+        }
+    }
+    assert!(n > 300, "only {n} keys");
+    assert_eq!(families.len(), 6, "{families:?}");
+}

@@ -163,7 +163,11 @@ mod cli_tests {
         };
         assert_eq!(t.conn.seed, 0x5eed);
         // `vault gen|verify|bench --seed` keep the text and parse it with the same parser.
-        assert_eq!(vault::parse_seed("0x5e_ed").unwrap(), 0x5eed);
+        let small = vault::lookup_profile("small").unwrap();
+        assert_eq!(
+            vault::seed_or_default(&small, Some("0x5e_ed")).unwrap(),
+            0x5eed
+        );
         assert!(
             Cli::try_parse_from(["vaultbench", "load", "--seed", "0x5g"])
                 .unwrap_err()

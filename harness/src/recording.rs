@@ -8,6 +8,7 @@ use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use contract::key::{MetricKey, SYSCALLS};
 use reports::recording::{RecordingInput, sample_meta};
 use reports::schema::{
     Attempts, Baseline, CostProvenance, HarnessIdentity, MetricClass, Provenance, SampleResult,
@@ -180,7 +181,7 @@ pub fn record(job: RecordJob<'_>, runner: &dyn SampleRunner) -> anyhow::Result<R
 /// Whether a cost sample's key goes into the recording: instruction counts (class `cost`) and
 /// syscalls by name. The rest of the cost sample stays in the sidecar only.
 pub fn is_cost_key(key: &str, class: MetricClass) -> bool {
-    class == MetricClass::Cost || key.contains(".server.syscalls.")
+    class == MetricClass::Cost || MetricKey::is_scoped_server_member(key, SYSCALLS)
 }
 
 /// Adds a cost sample's keys to the baseline (a series of one in the sidecar) and the whole

@@ -275,7 +275,7 @@ mod tests {
             e,
             "slow: did not finish within 0.3 s (killed with its process group)"
         );
-        let pid: i32 = std::fs::read_to_string(&pidfile)
+        let pid: u32 = std::fs::read_to_string(&pidfile)
             .unwrap()
             .trim()
             .parse()
@@ -283,10 +283,10 @@ mod tests {
         // Killed: gone, or a zombie waiting for whoever inherited it to reap it.
         let gone_by = Instant::now() + Duration::from_secs(10);
         let alive = || {
-            std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
-                s.rsplit_once(')')
-                    .is_some_and(|(_, r)| !r.trim_start().starts_with('Z'))
-            })
+            procstat::read::process_stat(procstat::read::Pid::Of(pid))
+                .ok()
+                .flatten()
+                .is_some_and(|s| s.state != 'Z')
         };
         while alive() {
             assert!(Instant::now() < gone_by, "grandchild {pid} still alive");

@@ -4,13 +4,13 @@
 use std::path::{Path, PathBuf};
 
 use base64::Engine as _;
+use contract::state::{LoadState, StateDevice};
 use protocol::Route;
 use protocol::sign::DeviceCredentials;
 use protocol::wire::{
     ApproveRequest, ClaimRequest, ClaimResponse, DeviceInfo, EnvelopeResponse, PairingResponse,
     ReadyResponse, SetupRequest, SetupResponse,
 };
-use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::client::{Device, Outgoing, nonce_rng, session_nonce_rng};
@@ -240,31 +240,29 @@ pub async fn pair(
     Ok(dev)
 }
 
-/// The persisted enrolment: written 0600, atomically (temp + fsync + rename + dir fsync).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// The enrolment loaded for one session: the persisted document (the contract's
+/// [`LoadState`], written 0600, atomically: temp + fsync + rename + dir fsync) and this
+/// session's salt. Reads as the document (`state.seed`, `state.session`).
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StateFile {
-    pub format_version: u32,
-    /// The target base URL the devices belong to.
-    pub target: String,
-    pub seed: u64,
-    /// Incremented by every invocation that loads the file (under the state file's lock).
-    pub session: u64,
-    pub domain_id: String,
-    pub devices: Vec<StateDevice>,
+    pub doc: LoadState,
     /// 64 bits from the operating system, drawn anew by every load and never saved: with
     /// `seed` and `session` it keys this invocation's nonce streams (see [`nonce_rng`]).
-    #[serde(skip)]
     pub salt: u64,
 }
 
-/// One enrolled device in the state file.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct StateDevice {
-    pub device_id: String,
-    pub device_secret: String,
+impl std::ops::Deref for StateFile {
+    type Target = LoadState;
+    fn deref(&self) -> &LoadState {
+        &self.doc
+    }
 }
 
-const STATE_FORMAT: u32 = 1;
+impl std::ops::DerefMut for StateFile {
+    fn deref_mut(&mut self) -> &mut LoadState {
+        &mut self.doc
+    }
+}
 
 impl StateFile {
     /// The default state file for a target: `$XDG_STATE_HOME/vaultbench/` (or
@@ -285,24 +283,19 @@ impl StateFile {
 
     /// Captures enrolled devices (all of one account) for saving.
     pub fn from_devices(target: &Target, seed: u64, devices: &[Device]) -> StateFile {
-        StateFile {
-            format_version: STATE_FORMAT,
-            target: target.base().to_owned(),
+        let doc = LoadState::new(
+            target.base(),
             seed,
-            session: 0,
-            salt: 0,
-            domain_id: devices
-                .first()
-                .map(|d| d.domain_id().to_owned())
-                .unwrap_or_default(),
-            devices: devices
+            devices.first().map(|d| d.domain_id()).unwrap_or_default(),
+            devices
                 .iter()
                 .map(|d| StateDevice {
                     device_id: d.device_id().to_owned(),
                     device_secret: d.credentials().secret_hex(),
                 })
                 .collect(),
-        }
+        );
+        StateFile { doc, salt: 0 }
     }
 
     /// Loads a state file; `Ok(None)` when it does not exist.
@@ -312,22 +305,13 @@ impl StateFile {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(LoadError::io(path, e)),
         };
-        let s: StateFile = serde_json::from_slice(&bytes).map_err(|e| LoadError::State {
+        // The one kind/version check: a file from a newer build says "upgrade vaultbench".
+        let doc = LoadState::from_json(&bytes).map_err(|e| LoadError::State {
             path: path.to_owned(),
-            reason: format!("not a vaultbench state file: {e}"),
+            reason: e.to_string(),
         })?;
-        let mut s = s;
-        s.salt = os_random_u64().map_err(|e| LoadError::io(Path::new("/dev/urandom"), e))?;
-        if s.format_version != STATE_FORMAT {
-            return Err(LoadError::State {
-                path: path.to_owned(),
-                reason: format!(
-                    "format_version {} (expected {STATE_FORMAT})",
-                    s.format_version
-                ),
-            });
-        }
-        Ok(Some(s))
+        let salt = os_random_u64().map_err(|e| LoadError::io(Path::new("/dev/urandom"), e))?;
+        Ok(Some(StateFile { doc, salt }))
     }
 
     /// Rebuilds the devices for `target` using nonce streams of the current session.
@@ -388,8 +372,7 @@ impl StateFile {
 
     /// Writes the file with mode 0600 via a temp file beside it, fsync and rename.
     pub fn save(&self, path: &Path) -> Result<(), LoadError> {
-        let json = serde_json::to_vec_pretty(self).expect("plain struct serialises");
-        write_private_atomic(path, &json)
+        write_private_atomic(path, &self.doc.to_json())
     }
 }
 
@@ -424,18 +407,17 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("sub/state.json");
         let target = Target::parse("http://127.0.0.1:9", false).unwrap();
-        let s = StateFile {
-            format_version: STATE_FORMAT,
-            target: target.base().into(),
-            seed: 5,
-            session: 3,
-            salt: 0,
-            domain_id: "ab".repeat(16),
-            devices: vec![StateDevice {
+        let mut doc = LoadState::new(
+            target.base(),
+            5,
+            &"ab".repeat(16),
+            vec![StateDevice {
                 device_id: "01".repeat(16),
                 device_secret: "02".repeat(32),
             }],
-        };
+        );
+        doc.session = 3;
+        let s = StateFile { doc, salt: 0 };
         s.save(&path).unwrap();
         let mode = std::fs::metadata(&path).unwrap().permissions().mode();
         assert_eq!(mode & 0o777, 0o600);
@@ -467,18 +449,16 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("state.json");
         let target = Target::parse("http://127.0.0.1:9", false).unwrap();
-        let s = StateFile {
-            format_version: STATE_FORMAT,
-            target: target.base().into(),
-            seed: 5,
-            session: 0,
-            salt: 0,
-            domain_id: "ab".repeat(16),
-            devices: vec![StateDevice {
+        let doc = LoadState::new(
+            target.base(),
+            5,
+            &"ab".repeat(16),
+            vec![StateDevice {
                 device_id: "01".repeat(16),
                 device_secret: "02".repeat(32),
             }],
-        };
+        );
+        let s = StateFile { doc, salt: 0 };
         s.save(&path).unwrap();
         let backup = std::fs::read(&path).unwrap();
         let threads: Vec<_> = (0..8)

@@ -54,7 +54,7 @@ pub mod internals;
 pub mod webdav;
 
 pub use client::{Acknowledged, Clock, Device, system_clock};
-pub use enroll::{StateDevice, StateFile, domain_id_for, enroll, pair, probe};
+pub use enroll::{StateFile, domain_id_for, enroll, pair, probe};
 pub use error::LoadError;
 pub use metrics::{parse_metrics_text, scrape_metrics};
 pub use midbody::{MidBodyCut, MidBodyTrap, TrapState};

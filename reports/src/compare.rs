@@ -99,13 +99,6 @@ pub enum CompareError {
         "baseline seed {baseline:#x} differs from the recording's {recording:#x}: different vaults are different workloads"
     )]
     Seed { baseline: u64, recording: u64 },
-    #[error("--threshold {0}")]
-    Threshold(String),
-}
-
-/// Parses `5%` or `2.5%` (`contract::parse::percent`: a bare number is refused as ambiguous).
-pub fn parse_threshold(s: &str) -> Result<f64, CompareError> {
-    contract::parse::percent(s).map_err(CompareError::Threshold)
 }
 
 /// Compares a recording with a baseline (both with their sidecars); cost keys against
@@ -347,27 +340,4 @@ pub fn markdown(c: &Comparison) -> String {
         if same == 1 { "" } else { "s" }
     ));
     s
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn thresholds_parse_as_percentages_only() {
-        assert_eq!(parse_threshold("5%").unwrap(), 0.05);
-        assert_eq!(parse_threshold(" 2.5% ").unwrap(), 0.025);
-        assert_eq!(
-            parse_threshold("0.1").unwrap_err().to_string(),
-            "--threshold \"0.1\" has no unit: write a percentage like 0.1% (a bare number is ambiguous)"
-        );
-        assert!(parse_threshold("5").is_err());
-        assert!(parse_threshold("-1%").is_err());
-        assert!(
-            parse_threshold("five")
-                .unwrap_err()
-                .to_string()
-                .contains("five")
-        );
-    }
 }

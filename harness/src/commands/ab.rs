@@ -45,16 +45,16 @@ pub struct AbArgs {
     #[arg(long, default_value_t = 6)]
     pub rounds: usize,
     /// Seed of the order shuffle and the permutation draws.
-    #[arg(long, default_value = "0xab", value_parser = crate::prepare::parse_seed)]
+    #[arg(long, default_value = "0xab", value_parser = contract::parse::seed)]
     pub order_seed: u64,
     /// A/A mode: the same build in both arms, to measure false positives and the noise floor.
     #[arg(long)]
     pub aa: bool,
     /// Practical threshold, e.g. `3%` (default: this machine's stored A/A noise floor, else 5%).
-    #[arg(long, value_parser = parse_pct)]
+    #[arg(long, value_parser = contract::parse::percent)]
     pub tau: Option<f64>,
     /// Practical threshold of `cost` keys (instructions retired, from `--cost`).
-    #[arg(long, value_parser = parse_pct, default_value = "1%")]
+    #[arg(long, value_parser = contract::parse::percent, default_value = "1%")]
     pub cost_tau: f64,
     /// Keep rule, e.g. 'server.cpu_s <= -10%'.
     #[arg(long)]
@@ -71,11 +71,6 @@ pub struct AbArgs {
     /// Print the A/B result as one JSON document on stdout.
     #[arg(long)]
     pub json: bool,
-}
-
-/// `3%`, `+3%`, `0.5%` -> a fraction; a bare number is refused (`contract::parse::percent`).
-pub fn parse_pct(s: &str) -> Result<f64, String> {
-    contract::parse::percent(s)
 }
 
 fn better(b: Better) -> abstat::Better {
@@ -871,14 +866,5 @@ mod tests {
         .expect_err("interrupted");
         assert!(e.downcast_ref::<crate::interrupt::Interrupted>().is_some());
         assert!(!out.exists());
-    }
-
-    #[test]
-    fn percentages() {
-        assert_eq!(parse_pct("3%"), Ok(0.03));
-        assert_eq!(parse_pct("+10%"), Ok(0.10));
-        assert!(parse_pct("-1%").is_err());
-        assert!(parse_pct("x").is_err());
-        assert!(parse_pct("0.05").is_err(), "ambiguous: 5 % or 0.05 %");
     }
 }

@@ -62,7 +62,7 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = 8)]
     pub connections: usize,
     /// Length of each run, whole seconds (wrk's resolution): e.g. 5s.
-    #[arg(long, default_value = "5s", value_parser = parse_duration)]
+    #[arg(long, default_value = "5s", value_parser = contract::parse::duration)]
     pub duration: Duration,
     /// Rounds; each runs both generators, order alternating.
     #[arg(long, default_value_t = 3)]
@@ -172,7 +172,7 @@ pub struct ConnArgs {
     #[arg(long)]
     pub allow_remote: bool,
     /// Run seed for nonces and generated bodies (decimal or 0x hex).
-    #[arg(long, default_value = "0x5eed", value_parser = parse_seed)]
+    #[arg(long, default_value = "0x5eed", value_parser = contract::parse::seed)]
     pub seed: u64,
     /// The protocol the target speaks: `obsync` (signed obsync-v1, enrolled devices) or
     /// `webdav`. Checked before any load request: a target that answers as the other
@@ -207,7 +207,7 @@ pub struct RouteArgs {
     #[arg(long, value_name = "N", default_value_t = 256)]
     pub max_in_flight: usize,
     /// How long to run, with a unit: 500ms, 10s, 2m, 1h.
-    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    #[arg(long, default_value = "10s", value_parser = contract::parse::duration)]
     pub duration: Duration,
     /// Stop after this many requests even if the duration has not passed.
     #[arg(long, value_name = "M", default_value_t = 1_000_000)]
@@ -249,16 +249,6 @@ pub struct TransferArgs {
     /// Print one JSON document on stdout instead of the summary.
     #[arg(long)]
     pub json: bool,
-}
-
-/// Parses `10s`, `500ms`, `2m`, `1h`, `1.5s`; a number without a unit is an error.
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    contract::parse::duration(s)
-}
-
-/// Parses a seed in decimal or `0x` hex.
-pub fn parse_seed(s: &str) -> Result<u64, String> {
-    contract::parse::seed(s)
 }
 
 use crate::prepare::ProtocolArg;
@@ -572,7 +562,8 @@ fn finish_route<R: RouteReport>(
         report
             .write_hdr_log(&mut buf)
             .context("encoding the interval log")?;
-        write_atomic(path, &buf).with_context(|| format!("--hdr-log {}", path.display()))?;
+        crate::atomic::write_atomic(path, &buf)
+            .with_context(|| format!("--hdr-log {}", path.display()))?;
     }
     let rss = peak_rss_kib();
     if out.json {
@@ -808,35 +799,4 @@ pub fn peak_rss_kib() -> Option<u64> {
     procstat::read::peak_rss_kib(procstat::Pid::Current)
         .ok()
         .flatten()
-}
-
-/// temp beside the file + fsync + rename + directory fsync (the one `durable` write).
-fn write_atomic(path: &Path, data: &[u8]) -> std::io::Result<()> {
-    durable::write_atomic(path, data, durable::SHARED)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn durations_need_units() {
-        assert_eq!(parse_duration("10s").unwrap(), Duration::from_secs(10));
-        assert_eq!(parse_duration("500ms").unwrap(), Duration::from_millis(500));
-        assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
-        assert_eq!(parse_duration("1.5s").unwrap(), Duration::from_millis(1500));
-        let e = parse_duration("10").unwrap_err();
-        assert!(e.contains("\"10\"") && e.contains("no unit"), "{e}");
-        assert!(parse_duration("10x").unwrap_err().contains("unknown unit"));
-        assert!(parse_duration("0s").is_err());
-        assert!(parse_duration("25h").is_err());
-        assert!(parse_duration("s").is_err());
-    }
-
-    #[test]
-    fn seeds_decimal_or_hex() {
-        assert_eq!(parse_seed("0x5eed").unwrap(), 0x5eed);
-        assert_eq!(parse_seed("42").unwrap(), 42);
-        assert!(parse_seed("0xzz").unwrap_err().contains("0xzz"));
-    }
 }

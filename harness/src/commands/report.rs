@@ -498,9 +498,13 @@ fn resolve_baseline(path: &Path, scenario: &str, class: Option<&str>) -> Option<
 }
 
 pub fn run_compare(args: CompareArgs) -> anyhow::Result<i32> {
-    // Both percent flags first: a bad value is a usage error whatever the inputs hold.
-    let threshold = reports::compare::parse_threshold(&args.threshold)?;
-    let cost_threshold = reports::compare::parse_threshold(&args.cost_threshold)?;
+    // Both percent flags first: a bad value is a usage error whatever the inputs hold. They
+    // are parsed here rather than by clap so the error is one line naming the flag.
+    let percent = |flag: &str, s: &str| {
+        contract::parse::percent(s).map_err(|e| anyhow::anyhow!("--{flag} {e}"))
+    };
+    let threshold = percent("threshold", &args.threshold)?;
+    let cost_threshold = percent("cost-threshold", &args.cost_threshold)?;
     let rec_path = resolve(&args.recording, None)?;
     let (rb, rp) = crate::commands::verify::read_pair(&rec_path)?;
     let rec_class = crate::commands::class::of_recorded(&rp.machine);

@@ -22,7 +22,7 @@ pub struct RunOpts {
     #[arg(long)]
     pub samples: Option<u32>,
     /// Vault seed (decimal or 0x hex); the scenario's seed when absent.
-    #[arg(long, value_parser = parse_seed)]
+    #[arg(long, value_parser = contract::parse::seed)]
     pub seed: Option<u64>,
     /// Gate thresholds file (TOML); the built-in defaults when absent.
     #[arg(long, value_name = "FILE")]
@@ -132,11 +132,6 @@ pub fn check_protocol(
         );
     }
     Ok(())
-}
-
-/// Seeds in decimal or `0x` hex, for clap (the one parser is `contract::parse::seed`).
-pub fn parse_seed(s: &str) -> Result<u64, String> {
-    contract::parse::seed(s)
 }
 
 /// Loads the scenario named on the command line or from `--scenario-file`, and checks its
@@ -358,16 +353,6 @@ mod tests {
         assert_eq!(
             e,
             "--protocol webdav disagrees with scenario small, which speaks obsync-v1"
-        );
-    }
-
-    #[test]
-    fn seeds_parse() {
-        assert_eq!(parse_seed("0x5eed"), Ok(0x5eed));
-        assert_eq!(parse_seed("42"), Ok(42));
-        assert!(
-            parse_seed("0xZZ").unwrap_err().contains("0xZZ"),
-            "the message names the input"
         );
     }
 }

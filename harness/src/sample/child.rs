@@ -9,6 +9,7 @@ use anyhow::{Context, bail};
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use contract::key::{FSYNCS, MetricKey, PhaseKey, ServerKey};
 use reports::schema::{Better, ChannelReading, FORMAT_VERSION, KIND_SAMPLE, SampleResult};
 use scenarios::scenario::Protocol;
 
@@ -291,7 +292,7 @@ fn cost_run(
     let mut m = Metrics::default();
     // How long the run took, spawn to reaped: the sidecar's record of what `--cost` costs.
     m.resource(
-        format!("cost_sample.{name}_wall_s"),
+        PhaseKey::new("cost_sample", &format!("{name}_wall_s")),
         t0.elapsed().as_secs_f64(),
         "s",
     );
@@ -314,7 +315,7 @@ fn cost_run(
                 .with_context(|| format!("reading {}", log.display()))?;
             cost::syscall_keys(&cost::parse_strace(&text, &st.windows), &st.timed, &mut m);
             for (k, v) in scratch.map {
-                if k.contains(".server.fsyncs.") {
+                if MetricKey::is_scoped_server_member(&k, FSYNCS) {
                     m.map.insert(k, v);
                 }
             }
@@ -335,7 +336,7 @@ fn server_metrics(u: &ServerUsage, m: &mut Metrics) {
         } else {
             "count"
         };
-        m.resource(format!("server.io.{k}"), *v as f64, unit);
+        m.resource(ServerKey::sample_grouped("io", k), *v as f64, unit);
     }
     for (name, s) in &u.thread_cpu_s {
         let clean: String = name
@@ -348,6 +349,6 @@ fn server_metrics(u: &ServerUsage, m: &mut Metrics) {
                 }
             })
             .collect();
-        m.resource(format!("server.thread_cpu_s.{clean}"), *s, "s");
+        m.resource(ServerKey::sample_grouped("thread_cpu_s", &clean), *s, "s");
     }
 }

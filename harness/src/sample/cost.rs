@@ -18,6 +18,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant, SystemTime};
 
+use contract::key::{SYSCALLS as SYSCALLS_GROUP, Scope, ServerKey};
+
 use crate::sample::phases::Boundary;
 use crate::sample::plan::Metrics;
 use crate::sample::server_cost::Work;
@@ -145,8 +147,8 @@ pub fn wrapper(tool: CostTool, out: &Path) -> Vec<String> {
 pub struct CallgrindMarks {
     root: u32,
     started: bool,
-    /// The work of each dumped part, by part name.
-    pub work: BTreeMap<String, Work>,
+    /// The work of each dumped part, by its scope (the part is named by the scope's text).
+    pub work: BTreeMap<Scope, Work>,
     /// Wall time of each dump, ms.
     pub dump_ms: Vec<f64>,
 }
@@ -221,9 +223,9 @@ impl Boundary for CallgrindMarks {
         }
         Ok(())
     }
-    fn end(&mut self, prefix: &str, work: Work, _: bool, _: &mut Metrics) -> anyhow::Result<()> {
-        self.dump(prefix)?;
-        self.work.insert(prefix.to_owned(), work);
+    fn end(&mut self, scope: &Scope, work: Work, _: bool, _: &mut Metrics) -> anyhow::Result<()> {
+        self.dump(&scope.to_string())?;
+        self.work.insert(scope.clone(), work);
         Ok(())
     }
     fn scrapes(&self) -> bool {
@@ -235,10 +237,10 @@ impl Boundary for CallgrindMarks {
 #[derive(Default)]
 pub struct StraceMarks {
     open: Option<f64>,
-    /// (part name, start, end) in Unix seconds.
-    pub windows: Vec<(String, f64, f64)>,
+    /// (part, start, end) in Unix seconds.
+    pub windows: Vec<(Scope, f64, f64)>,
     /// The parts that were time-bounded route steps: their counts scale with throughput.
-    pub timed: BTreeSet<String>,
+    pub timed: BTreeSet<Scope>,
 }
 
 fn unix_now() -> f64 {
@@ -253,13 +255,13 @@ impl Boundary for StraceMarks {
         self.open = Some(unix_now());
         Ok(())
     }
-    fn end(&mut self, prefix: &str, work: Work, _: bool, _: &mut Metrics) -> anyhow::Result<()> {
+    fn end(&mut self, scope: &Scope, work: Work, _: bool, _: &mut Metrics) -> anyhow::Result<()> {
         let Some(t0) = self.open.take() else {
-            bail!("strace run: phase {prefix} ended without a start");
+            bail!("strace run: phase {scope} ended without a start");
         };
-        self.windows.push((prefix.to_owned(), t0, unix_now()));
+        self.windows.push((scope.clone(), t0, unix_now()));
         if work.timed {
-            self.timed.insert(prefix.to_owned());
+            self.timed.insert(scope.clone());
         }
         Ok(())
     }
@@ -305,9 +307,9 @@ pub fn parse_callgrind(text: &str) -> BTreeMap<String, u64> {
 /// `write` only to a regular file (`-y` shows a path outside `/dev`).
 pub fn parse_strace(
     text: &str,
-    windows: &[(String, f64, f64)],
-) -> BTreeMap<String, BTreeMap<&'static str, u64>> {
-    let mut out: BTreeMap<String, BTreeMap<&'static str, u64>> = BTreeMap::new();
+    windows: &[(Scope, f64, f64)],
+) -> BTreeMap<Scope, BTreeMap<&'static str, u64>> {
+    let mut out: BTreeMap<Scope, BTreeMap<&'static str, u64>> = BTreeMap::new();
     for (w, _, _) in windows {
         let e = out.entry(w.clone()).or_default();
         for s in SYSCALLS {
@@ -358,26 +360,23 @@ pub fn parse_strace(
 /// file for a push or pull), class `cost`; the `setup` part (start-up, enrolment) is left out.
 pub fn instruction_keys(
     counts: &BTreeMap<String, u64>,
-    work: &BTreeMap<String, Work>,
+    work: &BTreeMap<Scope, Work>,
     m: &mut Metrics,
 ) -> anyhow::Result<()> {
     for (part, w) in work {
-        let Some(&n) = counts.get(part) else {
+        let Some(&n) = counts.get(&part.to_string()) else {
             bail!("callgrind wrote no part for phase {part}");
         };
-        m.cost(
-            format!("{part}.server.instructions"),
-            n as f64,
-            "instructions",
-        );
+        let key = |stat: &str| ServerKey::new(part.clone(), stat);
+        m.cost(key("instructions"), n as f64, "instructions");
         match w.files {
             Some(f) if f > 0 => m.cost(
-                format!("{part}.server.instructions_per_file"),
+                key("instructions_per_file"),
                 (n as f64 / f as f64).round(),
                 "instructions/file",
             ),
             _ if w.requests > 0 => m.cost(
-                format!("{part}.server.instructions_per_request"),
+                key("instructions_per_request"),
                 (n as f64 / w.requests as f64).round(),
                 "instructions/request",
             ),
@@ -391,13 +390,13 @@ pub fn instruction_keys(
 /// what the build does for that work. A time-bounded step's (one of `timed`) did as many
 /// requests as the throughput allowed, so its counts are `resource` keys.
 pub fn syscall_keys(
-    counts: &BTreeMap<String, BTreeMap<&'static str, u64>>,
-    timed: &BTreeSet<String>,
+    counts: &BTreeMap<Scope, BTreeMap<&'static str, u64>>,
+    timed: &BTreeSet<Scope>,
     m: &mut Metrics,
 ) {
     for (part, by) in counts {
         for (name, n) in by {
-            let key = format!("{part}.server.syscalls.{name}");
+            let key = ServerKey::grouped(part.clone(), SYSCALLS_GROUP, name);
             if timed.contains(part) {
                 m.resource(key, *n as f64, "count");
             } else {
@@ -451,9 +450,9 @@ part: 2\ndesc: Trigger: dump cold_push\nevents: Ir\nsummary: 1200\ntotals: 1200\
             ("route.post-version.c1".into(), 3001),
         ]
         .into();
-        let work: BTreeMap<String, Work> = [
+        let work: BTreeMap<Scope, Work> = [
             (
-                "cold_push".to_owned(),
+                Scope::phase("cold_push"),
                 Work {
                     requests: 7,
                     files: Some(4),
@@ -461,7 +460,7 @@ part: 2\ndesc: Trigger: dump cold_push\nevents: Ir\nsummary: 1200\ntotals: 1200\
                 },
             ),
             (
-                "route.post-version.c1".into(),
+                contract::key::RouteLevel::new("post-version", 1).into(),
                 Work {
                     requests: 2,
                     files: None,
@@ -484,7 +483,7 @@ part: 2\ndesc: Trigger: dump cold_push\nevents: Ir\nsummary: 1200\ntotals: 1200\
             reports::schema::MetricClass::Cost
         );
         assert_eq!(m.map.len(), 4, "setup is not a phase");
-        let missing: BTreeMap<String, Work> = [("edit".to_owned(), Work::default())].into();
+        let missing: BTreeMap<Scope, Work> = [(Scope::phase("edit"), Work::default())].into();
         let e = instruction_keys(&counts, &missing, &mut m).unwrap_err();
         assert!(e.to_string().contains("edit"), "{e}");
     }
@@ -506,12 +505,10 @@ part: 2\ndesc: Trigger: dump cold_push\nevents: Ir\nsummary: 1200\ntotals: 1200\
 101 103.5 fsync(6</d/chunks/ab>) = 0
 +++ exited with 0 +++
 ";
-        let w = vec![
-            ("p".to_owned(), 101.0, 102.0),
-            ("q".to_owned(), 103.0, 104.0),
-        ];
+        let (p, q) = (Scope::phase("p"), Scope::phase("q"));
+        let w = vec![(p.clone(), 101.0, 102.0), (q.clone(), 103.0, 104.0)];
         let c = parse_strace(log, &w);
-        let p = &c["p"];
+        let p = &c[&p];
         assert_eq!(
             (
                 p["fdatasync"],
@@ -523,10 +520,10 @@ part: 2\ndesc: Trigger: dump cold_push\nevents: Ir\nsummary: 1200\ntotals: 1200\
             ),
             (1, 1, 1, 1, 1, 0)
         );
-        assert_eq!(c["q"]["fsync"], 1);
-        assert_eq!(c["q"]["write"], 0, "every name is present, zero included");
+        assert_eq!(c[&q]["fsync"], 1);
+        assert_eq!(c[&q]["write"], 0, "every name is present, zero included");
         let mut m = Metrics::default();
-        syscall_keys(&c, &BTreeSet::from(["q".to_owned()]), &mut m);
+        syscall_keys(&c, &BTreeSet::from([q]), &mut m);
         assert_eq!(m.map["p.server.syscalls.fsync"].value, 1.0);
         assert_eq!(
             m.map["p.server.syscalls.fsync"].class,

@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use contract::key::{PhaseKey, Scope, ServerKey};
 use loadgen::{Device, PushOpts, Target, TransferReport};
 use reports::schema::Better;
 use scenarios::scenario::Phase;
@@ -121,6 +122,7 @@ impl SyncClient for ObsyncClient {
         }
         let after = self.scrape().await?;
         let delta = counter_delta(&self.before, &after);
+        let key = |stat: &str| ServerKey::new(Scope::phase(name), stat);
         if let Some(files) = files.filter(|f| *f > 0) {
             let fsyncs: f64 = delta
                 .iter()
@@ -135,18 +137,18 @@ impl SyncClient for ObsyncClient {
             // Data fsyncs (chunk file, chunk dir, journal) per file are a property of the
             // build; all fsyncs also count the nonce log, which the echo long poll feeds.
             m.exact(
-                format!("{name}.server.data_fsyncs_per_file"),
+                key("data_fsyncs_per_file"),
                 round6(data / files as f64),
                 "fsyncs/file",
             );
             m.resource(
-                format!("{name}.server.fsyncs_per_file"),
+                key("fsyncs_per_file"),
                 round6(fsyncs / files as f64),
                 "fsyncs/file",
             );
         }
         for (k, v) in delta {
-            let key = format!("{name}.server.{k}");
+            let key = key(&k);
             let unit = if k.contains("bytes") {
                 "bytes"
             } else {
@@ -187,13 +189,13 @@ impl SyncClient for ObsyncClient {
 
     fn transfer_keys(&self, p: &str, r: &TransferReport, m: &mut Metrics) {
         m.exact(
-            format!("{p}.chunks_transferred"),
+            PhaseKey::new(p, "chunks_transferred"),
             r.chunks_transferred as f64,
             "count",
         );
         if p == "cold_push" {
             m.exact(
-                format!("{p}.chunks_present"),
+                PhaseKey::new(p, "chunks_present"),
                 r.chunks_present as f64,
                 "count",
             );

@@ -9,6 +9,7 @@ use anyhow::{Context, bail};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use contract::key::{HistogramKey, PhaseKey, PhaseRouteKey, RouteLoadKey, Scope};
 use loadgen::TransferReport;
 use reports::schema::Better;
 use scenarios::scenario::{Phase, RouteBound};
@@ -26,10 +27,10 @@ use crate::sample::target::Server;
 pub trait Boundary {
     /// A phase (or route-load step) starts.
     fn begin(&mut self) -> anyhow::Result<()>;
-    /// The phase begun last ended after `work`; its keys go under `prefix`.
+    /// The phase begun last ended after `work`; its keys go under `scope`.
     fn end(
         &mut self,
-        prefix: &str,
+        scope: &Scope,
         work: Work,
         route_step: bool,
         m: &mut Metrics,
@@ -49,12 +50,12 @@ impl Boundary for PhaseCost {
     }
     fn end(
         &mut self,
-        prefix: &str,
+        scope: &Scope,
         work: Work,
         route_step: bool,
         m: &mut Metrics,
     ) -> anyhow::Result<()> {
-        PhaseCost::end(self, prefix, work, route_step, m)
+        PhaseCost::end(self, scope, work, route_step, m)
     }
     fn restarted(&mut self, pid: u32) {
         *self = PhaseCost::new(pid);
@@ -115,12 +116,12 @@ pub async fn drive<C: SyncClient>(
                 let r = client
                     .push(&plan.vault_dir, *in_flight, *checkpoint_every, m)
                     .await?;
-                bounds.end(name, transfer_work(&r), false, m)?;
+                bounds.end(&Scope::phase(name), transfer_work(&r), false, m)?;
                 transfer_metrics(client, name, &r, m);
                 if r.checkpoints.len() > 1 {
                     for cp in &r.checkpoints {
                         m.timing(
-                            format!("{name}.checkpoint.{:07}.files_per_s", cp.files),
+                            PhaseKey::new(name, &format!("checkpoint.{:07}.files_per_s", cp.files)),
                             cp.files_per_s,
                             "files/s",
                             Better::Higher,
@@ -143,20 +144,16 @@ pub async fn drive<C: SyncClient>(
                     );
                 }
                 // Checked above: a pulled tree that differs fails the sample.
-                m.passed(format!("{name}.byte_identical"));
+                m.passed(PhaseKey::new(name, "byte_identical"));
                 (Some(transfer_work(&r)), None)
             }
             Phase::IdleResync => {
                 let r = client.resync(&pull_dir).await?;
-                m.exact(format!("{name}.requests"), r.requests as f64, "count");
-                m.exact(format!("{name}.mismatched"), r.mismatched as f64, "count");
-                m.exact(format!("{name}.files_examined"), r.files as f64, "count");
-                m.timing(
-                    format!("{name}.wall_ms"),
-                    r.wall_ns as f64 / 1e6,
-                    "ms",
-                    Better::Lower,
-                );
+                let key = |stat: &str| PhaseKey::new(name, stat);
+                m.exact(key("requests"), r.requests as f64, "count");
+                m.exact(key("mismatched"), r.mismatched as f64, "count");
+                m.exact(key("files_examined"), r.files as f64, "count");
+                m.timing(key("wall_ms"), r.wall_ns as f64 / 1e6, "ms", Better::Lower);
                 let work = Work {
                     requests: r.requests,
                     files: None,
@@ -207,7 +204,7 @@ pub async fn drive<C: SyncClient>(
             }
         };
         if let Some(work) = work {
-            bounds.end(name, work, false, m)?;
+            bounds.end(&Scope::phase(name), work, false, m)?;
         }
         if bounds.scrapes() {
             client.phase_ended(name, push_files, m).await?;
@@ -233,21 +230,21 @@ async fn folder_rename<C: SyncClient>(
     let t0 = Instant::now();
     let sent = client.rename(&folder, &to, m).await?;
     m.timing(
-        format!("{name}.wall_ms"),
+        PhaseKey::new(name, "wall_ms"),
         ms(t0.elapsed()),
         "ms",
         Better::Lower,
     );
-    m.exact(format!("{name}.requests"), sent as f64, "count");
+    m.exact(PhaseKey::new(name, "requests"), sent as f64, "count");
     let t1 = Instant::now();
     let pulled = client.propagate_rename(&folder, &to, pull_dir).await?;
     m.timing(
-        format!("{name}.propagate_ms"),
+        PhaseKey::new(name, "propagate_ms"),
         ms(t1.elapsed()),
         "ms",
         Better::Lower,
     );
-    m.exact(format!("{name}.pull_requests"), pulled as f64, "count");
+    m.exact(PhaseKey::new(name, "pull_requests"), pulled as f64, "count");
     let old = pull_dir.join(&folder);
     let (new_there, old_gone) = (
         pull_dir.join(&to).is_dir(),
@@ -271,40 +268,33 @@ fn transfer_work(r: &TransferReport) -> Work {
 }
 
 fn transfer_metrics<C: SyncClient>(client: &C, p: &str, r: &TransferReport, m: &mut Metrics) {
+    let key = |stat: &str| PhaseKey::new(p, stat);
+    m.timing(key("wall_ms"), r.wall_ns as f64 / 1e6, "ms", Better::Lower);
     m.timing(
-        format!("{p}.wall_ms"),
-        r.wall_ns as f64 / 1e6,
-        "ms",
-        Better::Lower,
-    );
-    m.timing(
-        format!("{p}.files_per_s"),
+        key("files_per_s"),
         r.files_per_s(),
         "files/s",
         Better::Higher,
     );
-    m.exact(format!("{p}.files"), r.files as f64, "count");
-    m.exact(format!("{p}.dirs"), r.dirs as f64, "count");
-    m.exact(format!("{p}.bytes"), r.bytes as f64, "bytes");
-    m.exact(format!("{p}.requests"), r.requests as f64, "count");
+    m.exact(key("files"), r.files as f64, "count");
+    m.exact(key("dirs"), r.dirs as f64, "count");
+    m.exact(key("bytes"), r.bytes as f64, "bytes");
+    m.exact(key("requests"), r.requests as f64, "count");
     client.transfer_keys(p, r, m);
     let mut errors = 0;
     for (route, s) in &r.routes {
-        m.exact(format!("{p}.requests.{route}"), s.requests as f64, "count");
+        m.exact(PhaseKey::requests(p, route), s.requests as f64, "count");
         errors += s.errors();
         let sum = s.summary();
-        for (q, v) in [
-            ("p50", sum.p50_us),
-            ("p95", sum.p95_us),
-            ("p99", sum.p99_us),
-        ] {
-            m.timing(format!("{p}.{route}.{q}_us"), v, "us", Better::Lower);
+        for (q, v) in [(50, sum.p50_us), (95, sum.p95_us), (99, sum.p99_us)] {
+            m.timing(PhaseRouteKey::new(p, route, q), v, "us", Better::Lower);
         }
         if let Some(h) = encode_histogram(s.headline()) {
-            m.histograms.insert(format!("{p}.{route}"), h);
+            m.histograms
+                .insert(PhaseRouteKey::new(p, route, 50).histogram().into(), h);
         }
     }
-    m.exact(format!("{p}.errors"), errors as f64, "count");
+    m.exact(key("errors"), errors as f64, "count");
 }
 
 async fn route_load<C: SyncClient>(
@@ -338,11 +328,11 @@ async fn route_load<C: SyncClient>(
                 )
                 .await
                 .with_context(|| format!("route load {route} at {level} in flight"))?;
-            let key = contract::key::RouteLoadKey::new(route, level as u32, "p50_us");
+            let key = RouteLoadKey::new(route, level as u32, "p50_us");
             // The step's preparation (a few uploads, the same in every run) falls in its
             // window too.
             bounds.end(
-                &key.level(),
+                &key.level().into(),
                 Work {
                     requests: rep.requests,
                     files: None,
@@ -377,37 +367,25 @@ async fn route_load<C: SyncClient>(
                 );
             }
             let sum = stats.summary();
-            m.timing(key.to_string(), sum.p50_us, "us", Better::Lower);
-            m.timing(
-                key.with_stat("p99_us").to_string(),
-                sum.p99_us,
-                "us",
-                Better::Lower,
-            );
+            m.timing(key.clone(), sum.p50_us, "us", Better::Lower);
+            m.timing(key.with_stat("p99_us"), sum.p99_us, "us", Better::Lower);
             // Throughput is a property of a time-bounded step; a fixed-work step's is the
             // same work over a wall time the machine's load decides, so it is not reported.
             if matches!(bound, RouteBound::Time { .. }) {
                 m.timing(
-                    key.with_stat("rps").to_string(),
+                    key.with_stat("rps"),
                     rep.throughput_per_s,
                     "req/s",
                     Better::Higher,
                 );
             } else {
-                m.exact(
-                    key.with_stat("requests").to_string(),
-                    rep.requests as f64,
-                    "count",
-                );
+                m.exact(key.with_stat("requests"), rep.requests as f64, "count");
             }
             // A count of failed requests, not a timing (any failure also fails the sample).
-            m.exact(
-                key.with_stat("errors").to_string(),
-                stats.errors() as f64,
-                "count",
-            );
+            m.exact(key.with_stat("errors"), stats.errors() as f64, "count");
             if let Some(h) = encode_histogram(stats.headline()) {
-                m.histograms.insert(key.level(), h);
+                m.histograms
+                    .insert(HistogramKey::from(key.level()).into(), h);
             }
         }
     }

@@ -6,6 +6,7 @@
 
 use std::collections::BTreeMap;
 
+use contract::key::{Scope, ServerKey};
 use procstat::{Delta, Snapshot};
 
 use crate::sample::plan::Metrics;
@@ -40,21 +41,21 @@ impl PhaseCost {
         Ok(())
     }
 
-    /// Ends the phase begun last: its cost keys under `prefix` (`cold_push`,
+    /// Ends the phase begun last: its cost keys under `scope` (`cold_push`,
     /// `route.post-version.c1`), the per-thread keys only for a whole phase (`route_step`
     /// false).
     pub fn end(
         &mut self,
-        prefix: &str,
+        scope: &Scope,
         work: Work,
         route_step: bool,
         m: &mut Metrics,
     ) -> anyhow::Result<()> {
         let Some(start) = self.start.take() else {
-            anyhow::bail!("server cost: phase {prefix} ended without a start snapshot");
+            anyhow::bail!("server cost: phase {scope} ended without a start snapshot");
         };
         let end = capture(self.root)?;
-        for (key, value, unit) in keys(prefix, &Delta::between(&start, &end), work, route_step) {
+        for (key, value, unit) in keys(scope, &Delta::between(&start, &end), work, route_step) {
             m.resource(key, value, unit);
         }
         Ok(())
@@ -87,26 +88,23 @@ fn round3(x: f64) -> f64 {
 /// `syscalls_per_request` counts the read- and write-family calls `/proc/<pid>/io` sees
 /// (`syscr + syscw`); other syscalls are counted by name in the cost sample.
 pub fn keys(
-    prefix: &str,
+    scope: &Scope,
     d: &Delta,
     work: Work,
     route_step: bool,
-) -> Vec<(String, f64, &'static str)> {
+) -> Vec<(ServerKey, f64, &'static str)> {
+    let key = |stat: &str| ServerKey::new(scope.clone(), stat);
     let mut out = Vec::new();
     let cpu_us = d.cpu_ns as f64 / 1e3;
     if !route_step {
-        out.push((
-            format!("{prefix}.server.cpu_ms"),
-            round3(cpu_us / 1e3),
-            "ms",
-        ));
+        out.push((key("cpu_ms"), round3(cpu_us / 1e3), "ms"));
         let mut by: BTreeMap<String, u64> = BTreeMap::new();
         for (name, ns) in &d.cpu_ns_by_name {
             *by.entry(clean_name(name)).or_default() += ns;
         }
         for (name, ns) in by {
             out.push((
-                format!("{prefix}.server.thread_cpu_ms.{name}"),
+                ServerKey::grouped(scope.clone(), "thread_cpu_ms", &name),
                 round3(ns as f64 / 1e6),
                 "ms",
             ));
@@ -115,18 +113,18 @@ pub fn keys(
     match work.files {
         Some(files) if files > 0 => {
             out.push((
-                format!("{prefix}.server.cpu_us_per_file"),
+                key("cpu_us_per_file"),
                 round3(cpu_us / files as f64),
                 "us/file",
             ));
             out.push((
-                format!("{prefix}.server.write_bytes_per_file"),
+                key("write_bytes_per_file"),
                 round3(d.io.write_bytes as f64 / files as f64),
                 "bytes/file",
             ));
         }
         _ if work.requests > 0 => out.push((
-            format!("{prefix}.server.cpu_us_per_request"),
+            key("cpu_us_per_request"),
             round3(cpu_us / work.requests as f64),
             "us/request",
         )),
@@ -134,7 +132,7 @@ pub fn keys(
     }
     if work.requests > 0 {
         out.push((
-            format!("{prefix}.server.syscalls_per_request"),
+            key("syscalls_per_request"),
             round3((d.io.syscr + d.io.syscw) as f64 / work.requests as f64),
             "syscalls/request",
         ));
@@ -145,6 +143,7 @@ pub fn keys(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use contract::key::RouteLevel;
 
     fn delta() -> Delta {
         let mut d = Delta {
@@ -161,14 +160,16 @@ mod tests {
         d
     }
 
-    fn as_map(v: Vec<(String, f64, &'static str)>) -> BTreeMap<String, (f64, &'static str)> {
-        v.into_iter().map(|(k, x, u)| (k, (x, u))).collect()
+    fn as_map(v: Vec<(ServerKey, f64, &'static str)>) -> BTreeMap<String, (f64, &'static str)> {
+        v.into_iter()
+            .map(|(k, x, u)| (k.to_string(), (x, u)))
+            .collect()
     }
 
     #[test]
     fn a_push_costs_per_file_with_threads_by_name() {
         let k = as_map(keys(
-            "cold_push",
+            &Scope::phase("cold_push"),
             &delta(),
             Work {
                 requests: 50,
@@ -197,7 +198,7 @@ mod tests {
     #[test]
     fn a_route_step_costs_per_request_without_thread_keys() {
         let k = as_map(keys(
-            "route.post-version.c1",
+            &RouteLevel::new("post-version", 1).into(),
             &delta(),
             Work {
                 requests: 1000,
@@ -225,7 +226,12 @@ mod tests {
 
     #[test]
     fn no_work_gives_totals_only() {
-        let k = as_map(keys("idle", &delta(), Work::default(), false));
+        let k = as_map(keys(
+            &Scope::phase("idle"),
+            &delta(),
+            Work::default(),
+            false,
+        ));
         assert!(k.contains_key("idle.server.cpu_ms"));
         assert!(k.keys().all(|x| !x.contains("per_")), "{k:?}");
     }
@@ -240,8 +246,9 @@ mod tests {
             x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(i));
         }
         let mut m = Metrics::default();
+        let p = Scope::phase("p");
         c.end(
-            "p",
+            &p,
             Work {
                 requests: 1,
                 files: None,
@@ -252,6 +259,6 @@ mod tests {
         )
         .unwrap();
         assert!(m.map["p.server.cpu_ms"].value > 0.0, "{:?}", m.map);
-        assert!(c.end("p", Work::default(), false, &mut m).is_err());
+        assert!(c.end(&p, Work::default(), false, &mut m).is_err());
     }
 }

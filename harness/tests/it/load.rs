@@ -187,7 +187,7 @@ fn push_and_pull_in_separate_invocations_share_a_state_file() {
     push.extend(common.iter().cloned());
     let push: Vec<&str> = push.iter().map(String::as_str).collect();
     assert_eq!(run(parse(&push).unwrap()).unwrap(), 0);
-    let st: loadgen::StateFile = serde_json::from_slice(&std::fs::read(&state).unwrap()).unwrap();
+    let st = contract::state::LoadState::from_json(&std::fs::read(&state).unwrap()).unwrap();
     assert_eq!(st.devices.len(), 1);
     // The second invocation pairs device 1 and pulls with it (a new nonce session).
     let mut pull: Vec<String> = vec!["pull".into(), "--vault".into(), s(&dst)];
@@ -195,7 +195,7 @@ fn push_and_pull_in_separate_invocations_share_a_state_file() {
     let pull: Vec<&str> = pull.iter().map(String::as_str).collect();
     assert_eq!(run(parse(&pull).unwrap()).unwrap(), 0);
     assert_eq!(tree(&src), tree(&dst));
-    let st: loadgen::StateFile = serde_json::from_slice(&std::fs::read(&state).unwrap()).unwrap();
+    let st = contract::state::LoadState::from_json(&std::fs::read(&state).unwrap()).unwrap();
     assert_eq!(st.devices.len(), 2);
     assert_eq!(st.session, 1);
 

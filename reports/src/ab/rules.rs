@@ -21,6 +21,7 @@
 
 use std::collections::BTreeMap;
 
+use contract::parse::SignedPercentError;
 use serde::{Deserialize, Serialize};
 
 use super::analysis::{Interval, MIN_VERDICT_CONF, MetricAnalysis, worsening_ci_pct};
@@ -102,21 +103,14 @@ pub fn parse_rule(text: &str) -> Result<Rule, RuleError> {
     {
         return Err(bad("the metric name contains a space or a comparison sign"));
     }
-    let Some(number) = rhs.strip_suffix('%') else {
-        return Err(bad("the threshold must be a percent ending in '%'"));
-    };
-    let number = number.trim_end();
-    let is_decimal = !number.is_empty()
-        && number
-            .trim_start_matches(['+', '-'])
-            .chars()
-            .all(|c| c.is_ascii_digit() || c == '.')
-        && number.chars().any(|c| c.is_ascii_digit())
-        && number.chars().filter(|c| matches!(c, '+' | '-')).count() <= 1;
-    let threshold_pct: f64 = match number.parse() {
-        Ok(v) if is_decimal => v,
-        _ => return Err(bad(&format!("'{number}' is not a signed decimal number"))),
-    };
+    let threshold_pct = contract::parse::signed_percent_points(rhs).map_err(|e| match e {
+        SignedPercentError::NoPercentSign(_) => {
+            bad("the threshold must be a percent ending in '%'")
+        }
+        SignedPercentError::NotDecimal(number) => {
+            bad(&format!("'{number}' is not a signed decimal number"))
+        }
+    })?;
     if threshold_pct <= -100.0 {
         return Err(bad("a change cannot reach -100 % or below"));
     }

@@ -478,10 +478,14 @@ const COST_COLUMNS: [(&str, &str); 13] = [
 
 /// One row per phase or route-load step that has any cost key, in key order.
 pub(crate) fn cost_rows(metrics: &[super::recording::Row]) -> Vec<Vec<String>> {
+    use contract::key::{MetricKey, ServerKey};
     use std::collections::BTreeMap;
-    let mut by: BTreeMap<&str, BTreeMap<&str, &super::recording::Row>> = BTreeMap::new();
+    let mut by: BTreeMap<String, BTreeMap<String, &super::recording::Row>> = BTreeMap::new();
     for m in metrics {
-        if let Some((prefix, stat)) = m.key.split_once(".server.")
+        if let Ok(MetricKey::Server(ServerKey {
+            scope: Some(scope),
+            stat,
+        })) = m.key.parse()
             && COST_COLUMNS[1..].iter().any(|(_, s)| {
                 if s.ends_with('_') {
                     stat.starts_with(s) && !stat.contains('.')
@@ -490,7 +494,7 @@ pub(crate) fn cost_rows(metrics: &[super::recording::Row]) -> Vec<Vec<String>> {
                 }
             })
         {
-            by.entry(prefix).or_default().insert(stat, m);
+            by.entry(scope.to_string()).or_default().insert(stat, m);
         }
     }
     by.into_iter()

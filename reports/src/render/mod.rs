@@ -133,15 +133,16 @@ fn pretty<T: serde::Serialize>(v: &T) -> String {
 /// concurrency level) and the phase wall-time bars.
 fn recording_charts(b: &Baseline, p: &Provenance) -> Result<Vec<Chart>, ChartError> {
     use crate::charts::{Bar, ChartKind, PercentileSeries, decode_histogram, percentile_curve};
+    use contract::key::HistogramKey;
     use std::collections::BTreeMap;
     let mut groups: BTreeMap<String, Vec<PercentileSeries>> = BTreeMap::new();
     for (key, b64) in &p.histograms {
         let h = decode_histogram(key, b64)?;
-        let parts: Vec<&str> = key.split('.').collect();
-        let (group, name) = match parts.as_slice() {
-            ["route", route, level] => (
-                format!("route load at {} in flight", level.trim_start_matches('c')),
-                (*route).to_owned(),
+        let parsed = key.parse::<HistogramKey>().ok();
+        let (group, name) = match &parsed {
+            Some(HistogramKey::Level(l)) => (
+                format!("route load at {} in flight", l.in_flight),
+                l.route.clone(),
             ),
             _ => ("transfer phases".to_owned(), key.clone()),
         };
@@ -150,7 +151,8 @@ fn recording_charts(b: &Baseline, p: &Provenance) -> Result<Vec<Chart>, ChartErr
         // even sample count the median lies between the two middle samples, and the rule
         // takes one of them (`recording::median_histograms`): the raw p50s nearest the median.
         let p50 = h.value_at_quantile(0.5) as f64;
-        let p50_key = format!("{key}.p50_us");
+        let p50_key =
+            parsed.map_or_else(|| format!("{key}.p50_us"), |h| h.quantile(50).to_string());
         let near = |a: f64, m: f64| (a - m).abs() <= 1e-6 * m.abs().max(1.0);
         let median_sample = match (
             b.metrics.get(&p50_key).map(|m| m.value),

@@ -3,6 +3,7 @@
 //! allowances, a provenance summary and the generated "what these numbers are not" section.
 //! The JSON report is this model; Markdown and HTML render it.
 
+use contract::key::{FSYNCS, MetricKey, PhaseKey, PhaseRouteKey, Scope, ServerKey};
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -271,11 +272,12 @@ pub(crate) fn range(xs: &[f64]) -> Option<(f64, f64)> {
 fn phase_names(b: &Baseline) -> Vec<String> {
     let mut seen: Vec<String> = Vec::new();
     for k in b.metrics.keys() {
-        let phase = k.split('.').next().unwrap_or("");
-        if phase == "route" || phase == "server" || phase.is_empty() {
+        let Ok(key) = k.parse::<MetricKey>() else {
             continue;
-        }
-        if !seen.iter().any(|s| s == phase) {
+        };
+        if let Some(phase) = key.phase_name()
+            && !seen.iter().any(|s| s == phase)
+        {
             seen.push(phase.to_owned());
         }
     }
@@ -295,12 +297,15 @@ fn phases(b: &Baseline, p: &Provenance) -> Vec<PhaseRow> {
     phase_names(b)
         .into_iter()
         .map(|ph| {
-            let c = |what: &str| cell(b, p, &format!("{ph}.{what}"));
-            let fsync_prefix = format!("{ph}.server.fsyncs.");
+            let c = |what: &str| cell(b, p, &PhaseKey::new(&ph, what).to_string());
+            let scope = Scope::phase(&ph);
             let fsync_keys: Vec<f64> = b
                 .metrics
                 .iter()
-                .filter(|(k, _)| k.starts_with(&fsync_prefix))
+                .filter(|(k, _)| {
+                    matches!(k.parse(), Ok(MetricKey::Server(s))
+                        if s.scope.as_ref() == Some(&scope) && s.is_scoped_member_of(FSYNCS))
+                })
                 .map(|(_, m)| m.value)
                 .collect();
             PhaseRow {
@@ -312,7 +317,11 @@ fn phases(b: &Baseline, p: &Provenance) -> Vec<PhaseRow> {
                 bytes: c("bytes"),
                 requests: c("requests"),
                 fsyncs: (!fsync_keys.is_empty()).then(|| fsync_keys.iter().sum()),
-                fsyncs_per_file: c("server.fsyncs_per_file"),
+                fsyncs_per_file: cell(
+                    b,
+                    p,
+                    &ServerKey::new(scope.clone(), "fsyncs_per_file").to_string(),
+                ),
                 errors: c("errors"),
                 phase: ph,
             }
@@ -325,22 +334,21 @@ fn phase_routes(b: &Baseline, p: &Provenance) -> Vec<RouteRow> {
     for ph in phase_names(b) {
         let mut routes: Vec<String> = Vec::new();
         for k in b.metrics.keys() {
-            let parts: Vec<&str> = k.split('.').collect();
-            if parts.len() == 3
-                && parts[0] == ph
-                && parts[2] == "p50_us"
-                && !routes.iter().any(|r| r == parts[1])
+            if let Ok(MetricKey::PhaseRoute(k)) = k.parse()
+                && k.phase == ph
+                && k.quantile == 50
+                && !routes.contains(&k.route)
             {
-                routes.push(parts[1].to_owned());
+                routes.push(k.route);
             }
         }
         for route in routes {
-            let c = |what: &str| cell(b, p, &format!("{ph}.{route}.{what}"));
+            let c = |q: u32| cell(b, p, &PhaseRouteKey::new(&ph, &route, q).to_string());
             out.push(RouteRow {
-                requests: cell(b, p, &format!("{ph}.requests.{route}")),
-                p50_us: c("p50_us"),
-                p95_us: c("p95_us"),
-                p99_us: c("p99_us"),
+                requests: cell(b, p, &PhaseKey::requests(&ph, &route).to_string()),
+                p50_us: c(50),
+                p95_us: c(95),
+                p99_us: c(99),
                 phase: ph.clone(),
                 route,
             });

@@ -12,7 +12,7 @@ use std::time::Instant;
 use anyhow::{Context, bail};
 use serde::Serialize;
 
-use super::profile::{lookup_profile, parse_seed};
+use super::profile::{lookup_profile, seed_or_default};
 use crate::exit;
 use crate::prepare::vault::{install, sync_tree, temp_beside, write_vault};
 
@@ -75,7 +75,7 @@ pub fn run(a: BenchArgs) -> anyhow::Result<i32> {
         .with_context(|| format!("cannot create a scratch directory in {}", base.display()))?;
     let mut results = Vec::new();
     for p in &profiles {
-        let seed = a.seed.as_deref().map_or(Ok(p.default_seed), parse_seed)?;
+        let seed = seed_or_default(p, a.seed.as_deref())?;
         let gen_dir = scratch.path().join(format!("{}-generator", p.name));
         let floor_dir = scratch.path().join(format!("{}-floor", p.name));
         let (mut gen_ms, mut floor_ms) = (Vec::new(), Vec::new());

@@ -17,7 +17,7 @@ pub use crate::prepare::vault::{
 };
 
 use crate::exit;
-pub use profile::{lookup_profile, parse_seed};
+pub use profile::{lookup_profile, seed_or_default};
 
 #[derive(Debug, clap::Subcommand)]
 pub enum VaultCmd {
@@ -83,13 +83,9 @@ pub fn run(cmd: VaultCmd) -> anyhow::Result<i32> {
     }
 }
 
-fn seed_for(p: &scenarios::Profile, seed: Option<&str>) -> anyhow::Result<u64> {
-    seed.map_or(Ok(p.default_seed), parse_seed)
-}
-
 fn gen_cmd(a: GenArgs) -> anyhow::Result<i32> {
     let p = lookup_profile(&a.profile)?;
-    let seed = seed_for(&p, a.seed.as_deref())?;
+    let seed = seed_or_default(&p, a.seed.as_deref())?;
     crate::interrupt::install();
     let s = write_vault(&p, seed, &a.out, a.force)?;
     if a.json {
@@ -110,7 +106,7 @@ fn gen_cmd(a: GenArgs) -> anyhow::Result<i32> {
 
 fn verify_cmd(a: VerifyArgs) -> anyhow::Result<i32> {
     let p = lookup_profile(&a.profile)?;
-    let seed = seed_for(&p, a.seed.as_deref())?;
+    let seed = seed_or_default(&p, a.seed.as_deref())?;
     if !a.dir.is_dir() {
         bail!(
             "vault directory {} does not exist or is not a directory",
@@ -199,14 +195,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn seeds_parse() {
-        assert_eq!(parse_seed("0x5eed").unwrap(), 0x5eed);
-        assert_eq!(parse_seed("24301").unwrap(), 24301);
-        assert_eq!(parse_seed("0X_FF").unwrap(), 255);
-        let e = parse_seed("0xzz").unwrap_err().to_string();
+    fn seeds_parse_or_default_to_the_profiles() {
+        let p = lookup_profile("small").unwrap();
+        assert_eq!(seed_or_default(&p, None).unwrap(), p.default_seed);
+        assert_eq!(seed_or_default(&p, Some("0X_FF")).unwrap(), 255);
+        let e = seed_or_default(&p, Some("0xzz")).unwrap_err().to_string();
         assert!(e.contains("bad seed \"0xzz\""), "{e}");
-        assert!(parse_seed("-1").is_err());
-        assert!(parse_seed("18446744073709551616").is_err());
     }
 
     #[test]

@@ -3,9 +3,13 @@
 
 use anyhow::Context;
 
-/// Parses a seed: decimal, or hex with a `0x` prefix.
-pub fn parse_seed(s: &str) -> anyhow::Result<u64> {
-    contract::parse::seed(s).map_err(anyhow::Error::msg)
+/// The `--seed` of `vault gen|verify|bench`, or the profile's default seed when it is absent.
+/// The flag is kept as text and parsed here, not by clap, so that a bad seed is a one-line
+/// error like every other of these commands'.
+pub fn seed_or_default(p: &scenarios::Profile, seed: Option<&str>) -> anyhow::Result<u64> {
+    seed.map_or(Ok(p.default_seed), |s| {
+        contract::parse::seed(s).map_err(anyhow::Error::msg)
+    })
 }
 
 /// Looks up a profile by name, naming the known ones on failure.

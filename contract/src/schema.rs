@@ -239,6 +239,10 @@ pub struct SampleMeta {
     /// when absent, so an older sidecar's binding digest still verifies).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub contention: Option<Contention>,
+    /// Why earlier attempts at this sample were refused by the per-sample gate and run again
+    /// (absent when the first attempt was kept, and from older sidecars).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub retried_because: Vec<String>,
 }
 
 /// Recording attempts, including refused ones, since the previous accepted recording here.

@@ -27,6 +27,9 @@ pub struct RecordJob<'a> {
     pub identity: TargetIdentity,
     /// Counted samples; one warm-up runs before them and is dropped.
     pub samples: u32,
+    /// Attempts per counted sample: one the per-sample gate refuses is run again, up to this
+    /// many times in all (at least 1).
+    pub attempts: u32,
     /// Directory of the baseline, its sidecar and the attempts ledger.
     pub out: &'a Path,
 }
@@ -58,38 +61,83 @@ pub fn record(job: RecordJob<'_>, runner: &dyn SampleRunner) -> anyhow::Result<R
     let mut metas = Vec::new();
     let mut counted: Vec<SampleResult> = Vec::new();
     let mut failure: Option<String> = None;
-    for i in 0..=n {
+    // The run's kernel readings so far (the warm-up's included), which each counted sample's
+    // readings are judged against, as in `ab` (`crate::gate::gated_sample`).
+    let mut pool = Vec::new();
+    // A counted sample the per-sample gate refused on every attempt: why, for the verdict.
+    let mut exhausted: Option<String> = None;
+    let mut attempt = 1;
+    let mut retried_because: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i <= n {
         let warmup = i == 0;
-        bar.set_message(if warmup {
-            "warm-up sample".to_owned()
-        } else {
-            format!("sample {i}/{n}")
+        bar.set_message(match (warmup, attempt) {
+            (true, _) => "warm-up sample".to_owned(),
+            (false, 1) => format!("sample {i}/{n}"),
+            (false, a) => format!("sample {i}/{n}, attempt {a}"),
         });
         let started = std::time::Instant::now();
         let result = runner.run(&prep.plan(job.target, i, warmup));
+        let r = match result {
+            Ok(r) => r,
+            Err(e) if e.downcast_ref::<crate::interrupt::Interrupted>().is_some() => return Err(e),
+            Err(e) => {
+                if lines {
+                    let secs = started.elapsed().as_secs_f64();
+                    eprintln!("{}", sample_line(i, n, &format!("failed: {e:#}"), secs));
+                }
+                failure = Some(format!("{e:#}"));
+                break;
+            }
+        };
+        // Counted samples pass the per-sample gate (in-sample channels, readings against the
+        // pool and the reference) or are run again: a kernel reading that a few seconds of
+        // host noise slowed refuses one sample, not the recording.
+        let verdict = (!warmup).then(|| {
+            calibration::gate::judge_sample(
+                &r.calibration,
+                r.contention.as_ref(),
+                &pool,
+                prep.reference.as_ref(),
+                &prep.gate_cfg,
+            )
+        });
+        let refused = verdict.as_ref().filter(|v| !v.accepted);
         if lines {
-            let outcome = match &result {
-                Ok(_) => "ok".to_owned(),
-                Err(e) => format!("failed: {e:#}"),
+            let outcome = match refused {
+                None => "ok".to_owned(),
+                Some(v) => format!("refused by the gate: {}", v.failures.join("; ")),
             };
             eprintln!(
                 "{}",
                 sample_line(i, n, &outcome, started.elapsed().as_secs_f64())
             );
         }
-        match result {
-            Ok(r) => {
-                metas.push(sample_meta(&r, true));
-                if !warmup {
-                    counted.push(r);
-                }
+        if let Some(v) = refused {
+            let why = format!("refused by the gate: {}", v.failures.join("; "));
+            if attempt < job.attempts.max(1) {
+                retried_because.push(why);
+                attempt += 1;
+                continue;
             }
-            Err(e) if e.downcast_ref::<crate::interrupt::Interrupted>().is_some() => return Err(e),
-            Err(e) => {
-                failure = Some(format!("{e:#}"));
-                break;
-            }
+            // Out of attempts: the last one is judged with the others, and refuses.
+            exhausted = Some(format!(
+                "sample {i} refused on all {attempt} attempts: {}",
+                v.failures.join("; ")
+            ));
+            metas.push(sample_meta(&r, true));
+            counted.push(r);
+            break;
         }
+        pool.extend(r.calibration.iter().copied());
+        let mut meta = sample_meta(&r, true);
+        meta.retried_because = std::mem::take(&mut retried_because);
+        metas.push(meta);
+        if !warmup {
+            counted.push(r);
+        }
+        attempt = 1;
+        i += 1;
         bar.inc(1);
     }
     bar.finish_and_clear();
@@ -114,7 +162,15 @@ pub fn record(job: RecordJob<'_>, runner: &dyn SampleRunner) -> anyhow::Result<R
         )));
     }
     let refs: Vec<&SampleResult> = counted.iter().collect();
-    let verdict = crate::gate::judge(prep, &refs);
+    let mut verdict = crate::gate::judge(prep, &refs);
+    if let Some(why) = exhausted
+        && verdict.accepted
+    {
+        // The recording-level figures can pass where the per-sample test did not (the pool
+        // holds the warm-up): the sample's refusal stands.
+        verdict.accepted = false;
+        verdict.failures.push(why);
+    }
     for l in verdict.lines() {
         eprintln!(
             "{}",
@@ -398,6 +454,7 @@ mod tests {
                 version: "0".into(),
             },
             samples: n,
+            attempts: 3,
             out,
         }
     }
@@ -517,8 +574,10 @@ mod tests {
     fn a_gate_refusal_writes_nothing_and_the_next_accept_counts_the_attempts() {
         let (prep, t, out) = (prepared(), spec(), tempfile::tempdir().unwrap());
         // The warm-up's readings are not judged: only a counted sample's bad reading refuses.
-        let refused = MockRunner::new([noisy(1.0), ok(2.0), noisy(3.0)]);
+        // A counted sample refused on all three attempts refuses the recording.
+        let refused = MockRunner::new([noisy(1.0), ok(2.0), noisy(3.0), noisy(3.0), noisy(3.0)]);
         let r = record(job(&prep, &t, out.path(), 2), &refused).unwrap();
+        assert_eq!(refused.left(), 0);
         let Recorded::Refused(cause) = r else {
             panic!("accepted a bad reading")
         };
@@ -571,6 +630,35 @@ mod tests {
                 "accepted:".to_owned()
             ]
         );
+    }
+
+    #[test]
+    fn a_sample_the_per_sample_gate_refuses_is_run_again_and_the_retry_is_recorded() {
+        let (prep, t, out) = (prepared(), spec(), tempfile::tempdir().unwrap());
+        // Sample 1 is refused once (a bad kernel reading), then kept; sample 2 at once.
+        let runner = MockRunner::new([ok(1.0), noisy(9.0), ok(10.0), ok(20.0)]);
+        let Recorded::Written(w) = record(job(&prep, &t, out.path(), 2), &runner).unwrap() else {
+            panic!("refused")
+        };
+        assert_eq!(runner.left(), 0);
+        let calls: Vec<(u32, bool)> = runner.calls.borrow().iter().map(|c| (c.0, c.1)).collect();
+        assert_eq!(calls, vec![(0, true), (1, false), (1, false), (2, false)]);
+        // The refused attempt's figures are not in the recording.
+        assert_eq!(w.provenance.raw["t.ms"], vec![10.0, 20.0]);
+        let retried: Vec<(u32, usize)> = w
+            .provenance
+            .samples
+            .iter()
+            .map(|m| (m.index, m.retried_because.len()))
+            .collect();
+        assert_eq!(retried, vec![(0, 0), (1, 1), (2, 0)]);
+        assert!(
+            w.provenance.samples[1].retried_because[0]
+                .contains("cpu_ms has a reading that is not a positive number"),
+            "{:?}",
+            w.provenance.samples[1].retried_because
+        );
+        assert_eq!(ledger(out.path(), &prep), vec!["accepted:".to_owned()]);
     }
 
     #[test]

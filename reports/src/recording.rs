@@ -50,6 +50,7 @@ pub fn sample_meta(r: &SampleResult, ok: bool) -> SampleMeta {
         errors: r.errors.clone(),
         calibration: r.calibration.clone(),
         contention: r.contention.clone(),
+        retried_because: Vec::new(),
     }
 }
 

@@ -39,6 +39,11 @@ pub struct RecordArgs {
     /// End with the whole table of keys, not only each phase's headline keys.
     #[arg(long)]
     pub full: bool,
+    /// Attempts per counted sample: a sample the per-sample gate refuses (an in-sample channel
+    /// over its bound, or a kernel reading far from the run's pooled readings or this machine's
+    /// reference) is run again, up to this many times in all; then the recording is refused.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..))]
+    pub retries: u32,
 }
 
 pub fn run(args: RecordArgs) -> anyhow::Result<i32> {
@@ -83,6 +88,7 @@ pub fn run(args: RecordArgs) -> anyhow::Result<i32> {
         target: &target,
         identity,
         samples: n,
+        attempts: args.retries,
         out: &out,
     };
     let w = match record(job, &runner)? {

@@ -322,6 +322,7 @@ pub fn small() -> (Baseline, Provenance) {
                 server_cpus: vec![0],
                 generator_cpus: vec![1],
             }),
+            retried_because: vec![],
         });
     }
     let counted: Vec<&Contention> = samples

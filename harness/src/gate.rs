@@ -43,6 +43,7 @@ pub fn gated_sample(
 ) -> anyhow::Result<(SampleResult, AbSample)> {
     let mut why = Vec::new();
     for attempt in 1..=attempts {
+        prep.pause_before(attempt)?;
         match runner.run(&prep.plan(spec, index, false)) {
             Ok(s) => {
                 let v = calibration::gate::judge_sample(

@@ -76,6 +76,7 @@ pub fn record(job: RecordJob<'_>, runner: &dyn SampleRunner) -> anyhow::Result<R
             (false, 1) => format!("sample {i}/{n}"),
             (false, a) => format!("sample {i}/{n}, attempt {a}"),
         });
+        prep.pause_before(attempt)?;
         let started = std::time::Instant::now();
         let result = runner.run(&prep.plan(job.target, i, warmup));
         let r = match result {

@@ -217,6 +217,29 @@ pub struct Prepared {
     pub no_pin: bool,
     /// `--cost`: the tools found (a cost sample runs per build).
     pub cost: Option<crate::sample::cost::CostTools>,
+    /// How long the loops wait before a sample's attempt `k` (k ≥ 2): `k - 1` times this
+    /// ([`RETRY_PAUSE`]; zero in unit tests).
+    pub retry_pause: Duration,
+}
+
+/// The wait before a sample's second attempt (twice it before a third): on this project's 2-CPU
+/// VM a kernel reading ran at half speed for 15 s or more now and then with nothing else
+/// running, long enough to refuse three attempts made back to back.
+pub const RETRY_PAUSE: Duration = Duration::from_secs(5);
+
+impl Prepared {
+    /// Waits before attempt `attempt` of a sample (nothing before the first), returning early
+    /// with [`crate::interrupt::Interrupted`] on Ctrl-C.
+    pub fn pause_before(&self, attempt: u32) -> anyhow::Result<()> {
+        let until = std::time::Instant::now() + self.retry_pause * attempt.saturating_sub(1);
+        while std::time::Instant::now() < until {
+            if crate::interrupt::requested() {
+                return Err(crate::interrupt::Interrupted.into());
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Ok(())
+    }
 }
 
 /// Whether samples pin the server and the generator to disjoint CPU sets when neither `--pin`
@@ -276,6 +299,7 @@ pub fn prepare(scenario: Scenario, opts: &RunOpts) -> anyhow::Result<Prepared> {
         timeout: Duration::from_secs(opts.sample_timeout),
         no_pin: !opts.pins(),
         cost,
+        retry_pause: RETRY_PAUSE,
     })
 }
 

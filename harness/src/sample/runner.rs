@@ -160,6 +160,7 @@ pub mod mock {
             timeout: Duration::from_secs(1),
             no_pin: false,
             cost: None,
+            retry_pause: Duration::ZERO,
         }
     }
 }

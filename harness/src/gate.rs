@@ -3,7 +3,7 @@
 
 use anyhow::bail;
 
-use reports::schema::{AbSample, ChannelReading, SampleResult};
+use reports::schema::{AbSample, ChannelReading, SampleResult, SampleVerdict};
 
 use crate::prepare::Prepared;
 use crate::sample::runner::SampleRunner;
@@ -29,6 +29,24 @@ pub fn judge(prep: &Prepared, samples: &[&SampleResult]) -> calibration::GateVer
     )
 }
 
+/// The per-sample gate: one sample's in-sample channels against their bounds, and its kernel
+/// readings against `pool` (the run's readings so far) and this machine's reference. `record`
+/// and `ab` judge every counted sample with it.
+pub fn judge_one(prep: &Prepared, s: &SampleResult, pool: &[ChannelReading]) -> SampleVerdict {
+    calibration::gate::judge_sample(
+        &s.calibration,
+        s.contention.as_ref(),
+        pool,
+        prep.reference.as_ref(),
+        &prep.gate_cfg,
+    )
+}
+
+/// Why a refused attempt was run again, as the sidecar and the A/B result keep it.
+pub fn refusal_of(v: &SampleVerdict) -> String {
+    format!("refused by the gate: {}", v.failures.join("; "))
+}
+
 /// One sample, retried while it fails or the per-sample gate refuses it: its in-sample
 /// contention channels against their bounds, and its kernel readings against `pool` (the run's
 /// readings so far, warm-ups included) and this machine's reference
@@ -46,13 +64,7 @@ pub fn gated_sample(
         prep.pause_before(attempt)?;
         match runner.run(&prep.plan(spec, index, false)) {
             Ok(s) => {
-                let v = calibration::gate::judge_sample(
-                    &s.calibration,
-                    s.contention.as_ref(),
-                    pool,
-                    prep.reference.as_ref(),
-                    &prep.gate_cfg,
-                );
+                let v = judge_one(prep, &s, pool);
                 if v.accepted {
                     pool.extend(s.calibration.iter().copied());
                     let meta = AbSample {
@@ -66,7 +78,7 @@ pub fn gated_sample(
                     };
                     return Ok((s, meta));
                 }
-                why.push(format!("refused by the gate: {}", v.failures.join("; ")));
+                why.push(refusal_of(&v));
             }
             Err(e) if e.downcast_ref::<crate::interrupt::Interrupted>().is_some() => return Err(e),
             Err(e) => why.push(format!("{e:#}")),

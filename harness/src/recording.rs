@@ -94,30 +94,18 @@ pub fn record(job: RecordJob<'_>, runner: &dyn SampleRunner) -> anyhow::Result<R
         // Counted samples pass the per-sample gate (in-sample channels, readings against the
         // pool and the reference) or are run again: a kernel reading that a few seconds of
         // host noise slowed refuses one sample, not the recording.
-        let verdict = (!warmup).then(|| {
-            calibration::gate::judge_sample(
-                &r.calibration,
-                r.contention.as_ref(),
-                &pool,
-                prep.reference.as_ref(),
-                &prep.gate_cfg,
-            )
-        });
+        let verdict = (!warmup).then(|| crate::gate::judge_one(prep, &r, &pool));
         let refused = verdict.as_ref().filter(|v| !v.accepted);
         if lines {
-            let outcome = match refused {
-                None => "ok".to_owned(),
-                Some(v) => format!("refused by the gate: {}", v.failures.join("; ")),
-            };
+            let outcome = refused.map_or_else(|| "ok".to_owned(), crate::gate::refusal_of);
             eprintln!(
                 "{}",
                 sample_line(i, n, &outcome, started.elapsed().as_secs_f64())
             );
         }
         if let Some(v) = refused {
-            let why = format!("refused by the gate: {}", v.failures.join("; "));
             if attempt < job.attempts.max(1) {
-                retried_because.push(why);
+                retried_because.push(crate::gate::refusal_of(v));
                 attempt += 1;
                 continue;
             }

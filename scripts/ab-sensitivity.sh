@@ -66,3 +66,63 @@ for d in "${delays[@]}"; do
   done
   echo "  delay ${d}us: cold_push.wall_ms called worse in $worse/10 runs; estimated change % per run: ${pcts[*]}"
 done
+
+# Paired mode (`ab --paired`): both builds up at once, requests alternated. PAIRED_DELAYS are
+# microseconds per version post chosen near +3 % of route.post-version.c1.p50_us and +5 % of
+# cold_push.wall_ms on this machine (measure the A/A p50 first; the acceptance load is a
+# `yes` loop on one core: run `yes >/dev/null &` before this script and say so).
+paired_scenario="$out/paired.toml"
+cat > "$paired_scenario" <<'TOML'
+name = "paired-probe"
+doc = "Cold start, a cold push and the version-post route at one in flight: the paired sensitivity probe."
+profile = "small"
+devices = 2
+
+[[phase]]
+kind = "cold_start"
+
+[[phase]]
+kind = "cold_push"
+
+[[phase]]
+kind = "route_load"
+routes = ["post-version"]
+in_flight = [1]
+requests = 2000
+TOML
+paired_delays=(${PAIRED_DELAYS:-12 40})
+runs=${PAIRED_RUNS:-10}
+echo "== 4. paired A/A, R=3, tau 1%, $runs runs"
+for i in $(seq 1 "$runs"); do
+  f="$out/paired-aa-$i.json"
+  t0=$(date +%s)
+  "$vb" ab "${gate_args[@]}" --paired --aa --a ref --b ref --scenario-file "$paired_scenario" --rounds 3 --tau 1% --order-seed "$i" --out "$f" >/dev/null 2>"$out/paired-aa-$i.log" || true
+  t1=$(date +%s)
+  python3 - "$f" "$((t1-t0))" <<'PY' || echo "  run $i: no result (see $out/paired-aa-$i.log)"
+import json, sys
+d = json.load(open(sys.argv[1]))
+t = [k for k, m in d["metrics"].items() if m.get("interval_method") == "paired_blocks"]
+called = [k for k in t if d["metrics"][k]["verdict"] in ("better", "worse")]
+print(f"  run: {len(t)} paired timing keys, {len(called)} called better/worse {called}, {sys.argv[2]} s")
+PY
+done
+for d in "${paired_delays[@]}"; do
+  echo "== 5. paired, B slowed by ${d} us per version post, R=3, tau 1%, $runs runs"
+  for i in $(seq 1 "$runs"); do
+    f="$out/paired-delay-$d-$i.json"
+    t0=$(date +%s)
+    "$vb" ab "${gate_args[@]}" --paired --a ref --b "ref --inject-delay-us $d" --scenario-file "$paired_scenario" --rounds 3 --tau 1% --order-seed "$i" --out "$f" >/dev/null 2>"$out/paired-delay-$d-$i.log" || true
+    t1=$(date +%s)
+    python3 - "$f" "$((t1-t0))" <<'PY' || echo "  run $i: no result"
+import json, sys
+d = json.load(open(sys.argv[1]))
+out = []
+for k in ("route.post-version.c1.p50_us", "cold_push.wall_ms"):
+    m = d["metrics"].get(k)
+    if m:
+        ci = m["ci_pct"] or {"lo": float("nan"), "hi": float("nan")}
+        out.append(f"{k} {m['verdict']} {m['estimate_pct']:+.2f}% [{ci['lo']:+.2f}, {ci['hi']:+.2f}]")
+print("  " + "; ".join(out) + f"; {sys.argv[2]} s")
+PY
+  done
+done

@@ -273,6 +273,9 @@ pub enum IntervalMethod {
     /// Student's t interval on the per-round log ratios (cost keys): valid at R = 3 or 4,
     /// where the exact Wilcoxon cannot reach p < 0.125, for keys whose rounds barely vary.
     TLogRatio,
+    /// Hodges–Lehmann over blocks of pairs from a paired run (`ab --paired`), widened for the
+    /// blocks' autocorrelation and the rounds' own offsets.
+    PairedBlocks,
 }
 
 impl IntervalMethod {
@@ -435,4 +438,35 @@ pub struct AbResult {
     /// The rule texts and the decision, when rules were given.
     pub rules: Vec<String>,
     pub decision: Option<Decision>,
+    /// A paired run (`ab --paired`): both builds up at once in each round, alternated.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub paired: Option<PairedRun>,
+}
+
+/// How a paired run measured: what its pairs and blocks were, per key.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PairedRun {
+    /// Pairs cut into this many blocks per round.
+    pub blocks_per_round: usize,
+    /// Phases the paired mode did not run (their keys are absent from the result).
+    pub skipped_phases: Vec<String>,
+    pub keys: BTreeMap<String, PairedKey>,
+}
+
+/// One paired key's pairs, blocks and the interval's widening.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PairedKey {
+    /// Requests per connection and arm in one pair (1: request by request; a file for a push).
+    pub slice: u64,
+    /// Pairs per kept round.
+    pub pairs: Vec<usize>,
+    /// Pairs per block, per kept round.
+    pub block_len: Vec<usize>,
+    pub blocks: usize,
+    /// Pooled lag-1 autocorrelation of the blocks within rounds.
+    pub rho: Option<f64>,
+    /// Between-round variance beyond the blocks' own (log-ratio units squared).
+    pub tau2: Option<f64>,
+    /// Factor the interval's half-widths were widened by.
+    pub widening: Option<f64>,
 }

@@ -193,6 +193,45 @@ pub struct SampleResult {
     /// Latency histograms per key, HdrHistogram V2 deflate + base64, for reports.
     #[serde(default)]
     pub histograms: BTreeMap<String, String>,
+    /// A paired sample (`ab --paired`): A's keys are `metrics`, B's are here with the pairs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub paired: Option<PairedSample>,
+}
+
+/// The second arm of a paired sample: B's server, B's keys, and the pairs of every key that
+/// was measured pair by pair (both servers up at once, the generator alternating between them).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PairedSample {
+    pub b_server_pid: u32,
+    /// Whether A's server was started (and A's half of the first pair ran) first.
+    pub a_first: bool,
+    pub b_metrics: BTreeMap<String, Metric>,
+    /// Per key, its pairs in time order.
+    pub pairs: BTreeMap<String, PairSeries>,
+    /// Phases of the scenario that the paired mode does not run (their keys are absent).
+    #[serde(default)]
+    pub skipped_phases: Vec<String>,
+}
+
+/// One key's pairs: A's and B's value of each pair, in time order.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PairSeries {
+    pub a: Vec<f64>,
+    pub b: Vec<f64>,
+    /// How a block of consecutive pairs gives one estimate.
+    pub aggregate: PairAggregate,
+    /// Requests per connection and arm in one pair (1: request by request; a file for pushes).
+    pub slice: u64,
+}
+
+/// How a block of pairs aggregates into one log ratio B/A.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PairAggregate {
+    /// ln(median B / median A): for a latency median (`…p50_us`).
+    Median,
+    /// ln(sum B / sum A): for a wall time made of the pairs (`cold_push.wall_ms`).
+    Sum,
 }
 
 /// `baselines/<class>/<scenario>.json`: the medians.

@@ -59,10 +59,21 @@ pub fn gated_sample(
     attempts: u32,
     pool: &mut Vec<ChannelReading>,
 ) -> anyhow::Result<(SampleResult, AbSample)> {
+    gated_plan(prep, runner, &prep.plan(spec, index, false), attempts, pool)
+}
+
+/// [`gated_sample`] for a plan made by the caller (a paired sample's).
+pub fn gated_plan(
+    prep: &Prepared,
+    runner: &dyn SampleRunner,
+    plan: &crate::sample::plan::SamplePlan,
+    attempts: u32,
+    pool: &mut Vec<ChannelReading>,
+) -> anyhow::Result<(SampleResult, AbSample)> {
     let mut why = Vec::new();
     for attempt in 1..=attempts {
         prep.pause_before(attempt)?;
-        match runner.run(&prep.plan(spec, index, false)) {
+        match runner.run(plan) {
             Ok(s) => {
                 let v = judge_one(prep, &s, pool);
                 if v.accepted {

@@ -59,7 +59,10 @@ pub use error::LoadError;
 pub use metrics::{parse_metrics_text, scrape_metrics};
 pub use midbody::{MidBodyCut, MidBodyTrap, TrapState};
 pub use protocol::wire::{Change, ChangesResponse};
-pub use route::{Mode, Route, RouteLoadConfig, RouteLoadReport, run_route_load};
+pub use route::{
+    Mode, PairedRouteConfig, PairedRouteReport, Route, RouteLoadConfig, RouteLoadReport,
+    a_first_in, default_slice, run_paired_route_load, run_route_load,
+};
 pub use stats::{
     HistSummary, Measured, RouteStats, latency_histogram, merge_into, read_interval_log,
     write_interval_log,

@@ -26,6 +26,11 @@ use crate::h1::BlockingSlot;
 use crate::stats::{HistSummary, Recorder, RouteStats, write_interval_log};
 use crate::sync::file_id_for;
 
+mod paired;
+pub use paired::{
+    PairedRouteConfig, PairedRouteReport, a_first_in, default_slice, run_paired_route_load,
+};
+
 /// Body size of route-load chunks: 1.5 KiB, the median note size of the vault profiles
 /// (design.md §4, "median ≈ 1.5 KiB").
 pub const LOAD_CHUNK_BYTES: usize = 1536;

@@ -196,6 +196,7 @@ mod tests {
             contention: None,
             errors: Vec::new(),
             histograms: BTreeMap::from([(format!("h{index}"), format!("enc{index}"))]),
+            paired: None,
         }
     }
 

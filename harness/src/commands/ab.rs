@@ -11,7 +11,7 @@ use reports::schema::{
     AbExact, AbResult, AbRound, Better, FORMAT_VERSION, KIND_AB, MetricClass, SampleResult,
 };
 
-use crate::gate::{gated_sample, judge};
+use crate::gate::{gated_plan, gated_sample, judge};
 use crate::prepare::{Prepared, RunOpts, load_scenario, prepare, progress};
 use crate::recording::{harness_identity, now_rfc3339};
 use crate::sample::runner::{SampleRunner, SubprocessRunner};
@@ -50,6 +50,13 @@ pub struct AbArgs {
     /// A/A mode: the same build in both arms, to measure false positives and the noise floor.
     #[arg(long)]
     pub aa: bool,
+    /// Paired timing: each round starts a fresh A and a fresh B together and alternates the
+    /// generator between them (request by request at 1 in flight, short slices at N, file by
+    /// file in the cold push), so host drift lands on both arms. Default threshold 1 %
+    /// (or this machine's stored paired A/A noise floor). Runs the scenario's cold push and
+    /// fixed-work route loads; its other phases are named as skipped.
+    #[arg(long)]
+    pub paired: bool,
     /// Practical threshold, e.g. `3%` (default: this machine's stored A/A noise floor, else 5%).
     #[arg(long, value_parser = contract::parse::percent)]
     pub tau: Option<f64>,
@@ -84,10 +91,11 @@ fn better(b: Better) -> abstat::Better {
 }
 
 /// Where an A/A run stores this machine's per-metric noise floor for a scenario.
-fn aa_tau_path(prep: &Prepared) -> Option<PathBuf> {
+fn aa_tau_path(prep: &Prepared, paired: bool) -> Option<PathBuf> {
     let dir = calibration::reference::data_dir()?;
     Some(dir.join(format!(
-        "aa-tau-{}-{}.json",
+        "aa-tau-{}{}-{}.json",
+        if paired { "paired-" } else { "" },
         prep.scenario.name,
         prep.fingerprint.id()
     )))
@@ -106,6 +114,12 @@ pub fn run(args: AbArgs) -> anyhow::Result<i32> {
         args.common.protocol,
         &[("--a", &spec_a), ("--b", &spec_b)],
     )?;
+    if args.paired && scenario.protocol != scenarios::scenario::Protocol::ObsyncV1 {
+        bail!(
+            "--paired drives obsync-v1 scenarios; {} speaks WebDAV (use a sequential ab)",
+            scenario.name
+        );
+    }
     if spec_a.argv == spec_b.argv && !args.aa {
         bail!(
             "--a and --b are the same command line {:?}: pass --aa for an A/A run",
@@ -156,14 +170,37 @@ pub fn compare(
 
     // One discarded warm-up per build; it also gives the metric keys, so a rule naming an
     // unknown metric fails before the rounds are spent.
-    progress("warm-up: A");
-    let warm_a = runner
-        .run(&prep.plan(spec_a, 0, true))
-        .context("warm-up sample of A")?;
-    progress("warm-up: B");
-    let warm_b = runner
-        .run(&prep.plan(spec_b, 1, true))
-        .context("warm-up sample of B")?;
+    let (warm_a, warm_b) = if args.paired {
+        progress("warm-up: A and B, paired");
+        let w = runner
+            .run(&prep.paired_plan(spec_a, spec_b, 0, true, true))
+            .context("paired warm-up sample")?;
+        if !w.errors.is_empty() {
+            bail!("paired warm-up sample: {}", w.errors.join("; "));
+        }
+        split_paired(w)?
+    } else {
+        progress("warm-up: A");
+        let warm_a = runner
+            .run(&prep.plan(spec_a, 0, true))
+            .context("warm-up sample of A")?;
+        progress("warm-up: B");
+        let warm_b = runner
+            .run(&prep.plan(spec_b, 1, true))
+            .context("warm-up sample of B")?;
+        (warm_a, warm_b)
+    };
+    if let Some(p) = warm_a
+        .paired
+        .as_ref()
+        .filter(|p| !p.skipped_phases.is_empty())
+    {
+        eprintln!(
+            "note: paired mode does not run {} of {}",
+            p.skipped_phases.join(", "),
+            prep.scenario.name
+        );
+    }
     let mut timing_keys: Vec<String> = warm_a
         .metrics
         .iter()
@@ -200,11 +237,36 @@ pub fn compare(
             let index = 2 + 2 * i as u32 + u32::from(!is_a);
             gated_sample(prep, runner, spec, index, args.retries.max(1), &mut pool)
         };
-        let (first, second) = (arm(first_is_a), arm(!first_is_a));
-        let (ra, rb) = if first_is_a {
-            (first, second)
+        let (ra, rb) = if args.paired {
+            let plan = prep.paired_plan(spec_a, spec_b, 2 + 2 * i as u32, false, first_is_a);
+            match gated_plan(prep, runner, &plan, args.retries.max(1), &mut pool) {
+                Ok((s, meta)) => {
+                    let meta_b = reports::schema::AbSample {
+                        server_pid: s.paired.as_ref().map_or(0, |p| p.b_server_pid),
+                        ..meta.clone()
+                    };
+                    match split_paired(s) {
+                        Ok((sa, sb)) => (Ok((sa, meta)), Ok((sb, meta_b))),
+                        Err(e) => (Err(e), Err(anyhow::anyhow!("the paired sample failed"))),
+                    }
+                }
+                Err(e) => {
+                    let again = anyhow::anyhow!("the paired sample failed");
+                    let again = if e.downcast_ref::<crate::interrupt::Interrupted>().is_some() {
+                        crate::interrupt::Interrupted.into()
+                    } else {
+                        again
+                    };
+                    (Err(e), Err(again))
+                }
+            }
         } else {
-            (second, first)
+            let (first, second) = (arm(first_is_a), arm(!first_is_a));
+            if first_is_a {
+                (first, second)
+            } else {
+                (second, first)
+            }
         };
         let interrupted = |r: &Result<_, anyhow::Error>| {
             r.as_ref()
@@ -274,22 +336,28 @@ pub fn compare(
         .collect();
     let kept_orders: Vec<Order> = balance.kept.iter().map(|&i| orders[i]).collect();
 
-    let stored_tau = aa_tau_path(prep)
+    let stored_tau = aa_tau_path(prep, args.paired)
         .and_then(|p| std::fs::read(p).ok())
         .and_then(|b| contract::noise::NoiseFloor::from_json(&b).ok())
         .map(|f| f.tau);
+    let default_tau = if args.paired {
+        abstat::PAIRED_DEFAULT_TAU
+    } else {
+        DEFAULT_TAU
+    };
     let (tau_default, tau_source) = match (args.tau, &stored_tau) {
         (Some(t), _) => (t, "flag"),
-        (None, Some(_)) => (DEFAULT_TAU, "aa-reference"),
-        (None, None) => (DEFAULT_TAU, "default"),
+        (None, Some(_)) => (default_tau, "aa-reference"),
+        (None, None) => (default_tau, "default"),
     };
     let tau_for = |key: &str| -> f64 {
         match (args.tau, &stored_tau) {
             (Some(t), _) => t,
-            (None, Some(m)) => m.get(key).copied().unwrap_or(DEFAULT_TAU),
-            _ => DEFAULT_TAU,
+            (None, Some(m)) => m.get(key).copied().unwrap_or(default_tau),
+            _ => default_tau,
         }
     };
+    let mut paired_keys = BTreeMap::new();
 
     let keys: BTreeSet<&String> = kept
         .iter()
@@ -345,6 +413,35 @@ pub fn compare(
                 args.cost_tau,
                 args.order_seed,
             )
+        } else if let Some(series) = kept
+            .iter()
+            .map(|(a, _)| a.paired.as_ref().and_then(|p| p.pairs.get(key)))
+            .collect::<Option<Vec<_>>>()
+        {
+            abstat::analyse_paired_metric(
+                &av,
+                &bv,
+                &kept_orders,
+                &series,
+                better(m0.better),
+                tau_for(key),
+                args.order_seed,
+            )
+            .map(|(m, d)| {
+                paired_keys.insert(
+                    key.clone(),
+                    contract::ab::PairedKey {
+                        slice: d.slice,
+                        pairs: d.pairs,
+                        block_len: d.block_len,
+                        blocks: d.blocks,
+                        rho: d.widening.map(|w| w.rho),
+                        tau2: d.widening.map(|w| w.tau2),
+                        widening: d.widening.map(|w| w.factor),
+                    },
+                );
+                m
+            })
         } else {
             abstat::analyse_metric(
                 &av,
@@ -370,7 +467,7 @@ pub fn compare(
     if args.aa {
         // An A/A run measures this machine's noise floor: store it as the default tau.
         let floor = abstat::tau_from_aa(std::slice::from_ref(&metrics));
-        if let Some(p) = aa_tau_path(prep) {
+        if let Some(p) = aa_tau_path(prep, args.paired) {
             let doc = contract::noise::NoiseFloor::new(
                 &prep.scenario.name,
                 &prep.fingerprint.id(),
@@ -417,6 +514,15 @@ pub fn compare(
         }),
         rules: args.keep_if.iter().chain(&args.guard).cloned().collect(),
         decision,
+        paired: args.paired.then(|| contract::ab::PairedRun {
+            blocks_per_round: abstat::BLOCKS_PER_ROUND,
+            skipped_phases: warm_a
+                .paired
+                .as_ref()
+                .map(|p| p.skipped_phases.clone())
+                .unwrap_or_default(),
+            keys: paired_keys,
+        }),
     };
     eprint!("{}", table(&result, &balance));
     if let Some(out) = &args.out {
@@ -431,6 +537,22 @@ pub fn compare(
         Some(Outcome::Reject) => crate::exit::REGRESSION,
         Some(Outcome::Inconclusive) => crate::exit::INCONCLUSIVE,
     })
+}
+
+/// A paired sample as the two samples of a round: A's keys as they are, B's from the paired
+/// part (the pairs stay with A's).
+fn split_paired(s: SampleResult) -> anyhow::Result<(SampleResult, SampleResult)> {
+    let Some(p) = s.paired.as_ref() else {
+        bail!("the paired sample returned no second arm");
+    };
+    let b = SampleResult {
+        server_pid: p.b_server_pid,
+        metrics: p.b_metrics.clone(),
+        histograms: BTreeMap::new(),
+        paired: None,
+        ..s.clone()
+    };
+    Ok((s, b))
 }
 
 /// The cost keys a `--cost` sample gives for the per-phase cost keys of a timing sample:

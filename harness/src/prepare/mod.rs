@@ -330,6 +330,24 @@ impl Prepared {
             warmup,
             no_pin: self.no_pin,
             cost: false,
+            paired_with: None,
+            a_first: true,
+        }
+    }
+
+    /// A paired sample's plan (`ab --paired`): A and B up at once in one sample process.
+    pub fn paired_plan(
+        &self,
+        a: &TargetSpec,
+        b: &TargetSpec,
+        index: u32,
+        warmup: bool,
+        a_first: bool,
+    ) -> SamplePlan {
+        SamplePlan {
+            paired_with: Some(b.clone()),
+            a_first,
+            ..self.plan(a, index, warmup)
         }
     }
 

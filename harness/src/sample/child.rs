@@ -36,6 +36,7 @@ pub fn execute(plan: &SamplePlan) -> SampleResult {
         contention: None,
         errors: Vec::new(),
         histograms: BTreeMap::new(),
+        paired: None,
     };
     let sample_dir = plan.work_dir.join(format!("sample-{}", plan.index));
     match read_channels(&plan.work_dir) {
@@ -45,13 +46,30 @@ pub fn execute(plan: &SamplePlan) -> SampleResult {
             .push(format!("calibration reading before: {e:#}")),
     }
     let mut m = Metrics::default();
-    if let Err(e) = measure(
-        plan,
-        &sample_dir,
-        &mut m,
-        &mut result.server_pid,
-        &mut result.contention,
-    ) {
+    let measured = match &plan.paired_with {
+        Some(b) => std::fs::create_dir_all(&sample_dir)
+            .with_context(|| format!("creating {}", sample_dir.display()))
+            .and_then(|()| {
+                crate::sample::paired::measure(
+                    plan,
+                    b,
+                    plan.a_first,
+                    &sample_dir,
+                    &mut m,
+                    &mut result.server_pid,
+                    &mut result.contention,
+                )
+            })
+            .map(|p| result.paired = Some(p)),
+        None => measure(
+            plan,
+            &sample_dir,
+            &mut m,
+            &mut result.server_pid,
+            &mut result.contention,
+        ),
+    };
+    if let Err(e) = measured {
         result.errors.push(format!("{e:#}"));
     }
     match read_channels(&plan.work_dir) {
@@ -178,7 +196,7 @@ async fn drive(
 
 /// Stops and reaps `server`; fails when it had exited by itself mid-sample (`under` names
 /// the tool it ran under, if any).
-fn stop_live(mut server: Server, under: &str) -> anyhow::Result<ServerUsage> {
+pub(crate) fn stop_live(mut server: Server, under: &str) -> anyhow::Result<ServerUsage> {
     let crashed = !server.is_running();
     let stderr = server.stderr_line();
     let usage = server.stop()?;
@@ -324,7 +342,7 @@ fn cost_run(
     Ok((m, pid))
 }
 
-fn server_metrics(u: &ServerUsage, m: &mut Metrics) {
+pub(crate) fn server_metrics(u: &ServerUsage, m: &mut Metrics) {
     m.resource("server.cpu_user_s", u.cpu_user_s, "s");
     m.resource("server.cpu_sys_s", u.cpu_sys_s, "s");
     m.resource("server.cpu_s", u.cpu_user_s + u.cpu_sys_s, "s");

@@ -10,6 +10,7 @@ pub mod contention;
 pub mod cost;
 pub mod crash;
 pub mod obsync_client;
+pub mod paired;
 pub mod parent;
 pub mod phases;
 pub mod plan;

@@ -79,6 +79,11 @@ impl ObsyncClient {
         })
     }
 
+    /// The enrolled devices (the paired sample drives them directly).
+    pub fn devices(&self) -> &[Device] {
+        &self.devices
+    }
+
     fn a(&self) -> &Device {
         &self.devices[0]
     }

@@ -27,6 +27,20 @@ pub struct SamplePlan {
     /// A cost sample: the scenario under callgrind and under strace, side by side (`sample::cost`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub cost: bool,
+    /// A paired sample (`ab --paired`): B's target, up at the same time as `target` (A).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub paired_with: Option<TargetSpec>,
+    /// In a paired sample, whether A starts first (and runs first in the first pair).
+    #[serde(default = "yes", skip_serializing_if = "is_true")]
+    pub a_first: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+fn is_true(b: &bool) -> bool {
+    *b
 }
 
 /// Metric keys being built for one sample.

@@ -137,6 +137,7 @@ pub mod mock {
                 contention: None,
                 errors: Vec::new(),
                 histograms: BTreeMap::new(),
+                paired: None,
             })
         }
     }

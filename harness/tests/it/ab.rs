@@ -143,3 +143,116 @@ fn a_slowed_build_is_worse_and_the_rule_rejects_it() {
         doc["exact_differences"]
     );
 }
+
+/// `ab --paired`: both builds up at once in each round, the generator alternating. A build
+/// slowed by 2 ms per version post is called worse on the version-post route at one in flight
+/// and on the paired cold push, and the result says it was paired, with its blocks.
+#[test]
+#[ignore = "slow: paired A/B rounds against real servers"]
+fn a_paired_run_calls_a_slowed_route_worse_and_records_its_blocks() {
+    let home = tempfile::tempdir().unwrap();
+    let (gate, _) = loose_files(home.path());
+    let scen = home.path().join("paired.toml");
+    std::fs::write(
+        &scen,
+        r#"name = "paired-probe"
+doc = "cold push and version posts at one in flight"
+profile = "small"
+devices = 2
+
+[[phase]]
+kind = "cold_start"
+
+[[phase]]
+kind = "cold_push"
+
+[[phase]]
+kind = "cold_pull"
+
+[[phase]]
+kind = "route_load"
+routes = ["post-version", "get-chunk"]
+in_flight = [1, 2]
+requests = 200
+"#,
+    )
+    .unwrap();
+    let res = home.path().join("ab.json");
+    let o = vb(home.path())
+        .args([
+            "ab",
+            "--paired",
+            "--a",
+            "ref",
+            "--b",
+            "ref --inject-delay-us 2000",
+            "--rounds",
+            "3",
+        ])
+        .arg("--scenario-file")
+        .arg(&scen)
+        .arg("--gate-config")
+        .arg(&gate)
+        .arg("--out")
+        .arg(&res)
+        .timeout(std::time::Duration::from_secs(600))
+        .assert()
+        .success()
+        .get_output()
+        .clone();
+    let err = String::from_utf8(o.stderr).unwrap();
+    assert!(err.contains("paired mode does not run cold_pull"), "{err}");
+    let doc: Value = serde_json::from_slice(&std::fs::read(&res).unwrap()).unwrap();
+    assert_eq!(doc["tau_source"], "default");
+    assert!((doc["tau"].as_f64().unwrap() - 0.01).abs() < 1e-12);
+    let p = &doc["paired"];
+    assert_eq!(p["skipped_phases"], serde_json::json!(["cold_pull"]));
+    let post = &doc["metrics"]["route.post-version.c1.p50_us"];
+    assert_eq!(post["interval_method"], "paired_blocks", "{post}");
+    assert_eq!(post["verdict"], "worse", "{post}");
+    assert_eq!(doc["metrics"]["cold_push.wall_ms"]["verdict"], "worse");
+    let k = &p["keys"]["route.post-version.c1.p50_us"];
+    assert_eq!(k["slice"], 1);
+    assert_eq!(k["pairs"], serde_json::json!([200, 200, 200]));
+    assert_eq!(k["block_len"], serde_json::json!([20, 20, 20]));
+    assert_eq!(k["blocks"], 30);
+    // At 2 in flight a pair is a slice of 8 requests per connection.
+    assert_eq!(p["keys"]["route.get-chunk.c2.p50_us"]["slice"], 8);
+    // Three rounds, each one sample process holding both servers.
+    let rounds = doc["rounds"].as_array().unwrap();
+    assert_eq!(rounds.len(), 3);
+    let pids: std::collections::BTreeSet<u64> = rounds
+        .iter()
+        .map(|r| r["a"]["pid"].as_u64().unwrap())
+        .collect();
+    assert_eq!(pids.len(), 3);
+    for r in rounds {
+        assert_eq!(r["a"]["pid"], r["b"]["pid"]);
+        assert_ne!(r["a"]["server_pid"], r["b"]["server_pid"]);
+    }
+}
+
+#[test]
+fn paired_mode_refuses_a_webdav_scenario_in_one_line() {
+    let home = tempfile::tempdir().unwrap();
+    let out = vb(home.path())
+        .args([
+            "ab",
+            "--paired",
+            "--a",
+            "nginx-webdav",
+            "--b",
+            "apache-webdav",
+            "--scenario",
+            "small-webdav",
+            "--rounds",
+            "2",
+        ])
+        .timeout(std::time::Duration::from_secs(120))
+        .assert()
+        .failure()
+        .get_output()
+        .clone();
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(err.contains("--paired"), "{err}");
+}

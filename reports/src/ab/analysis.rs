@@ -102,7 +102,12 @@ pub fn analyse_cost_metric(
 }
 
 /// The verdict of an interval in percent against ±`tau` (a fraction).
-fn ci_verdict(ci: Interval, better: Better, tau: f64, span: String) -> (Verdict, String) {
+pub(crate) fn ci_verdict(
+    ci: Interval,
+    better: Better,
+    tau: f64,
+    span: String,
+) -> (Verdict, String) {
     let t = 100.0 * tau;
     if ci.lo >= -t && ci.hi <= t {
         return (Verdict::NoChange, format!("{span} inside ±{t:.2} %"));

@@ -10,6 +10,7 @@
 mod aa;
 mod analysis;
 mod error;
+mod paired;
 mod plan;
 mod rules;
 
@@ -20,6 +21,10 @@ pub use analysis::{
     analyse_cost_metric, analyse_metric, exact_difference, t_interval, worsening_ci_pct,
 };
 pub use error::AbError;
+pub use paired::{
+    BLOCKS_PER_ROUND, PAIRED_DEFAULT_TAU, PairedDetail, Widening, analyse_paired_metric,
+    block_values, widening,
+};
 pub use plan::{
     BalancePlan, DropReason, DroppedRound, MAX_ROUNDS, Order, OrderCount, OrderCounts,
     drop_to_balance, order_count, order_counts, plan_orders,

@@ -9,7 +9,7 @@ use anyhow::{Context, bail};
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use contract::key::{FSYNCS, MetricKey, PhaseKey, ServerKey};
+use contract::key::{FSYNCS, MetricKey, PhaseKey};
 use reports::schema::{Better, ChannelReading, FORMAT_VERSION, KIND_SAMPLE, SampleResult};
 use scenarios::scenario::Protocol;
 
@@ -17,7 +17,8 @@ use crate::sample::contention::{self, Window};
 use crate::sample::obsync_client::ObsyncClient;
 use crate::sample::phases;
 use crate::sample::plan::{Metrics, SamplePlan};
-use crate::sample::target::{Server, ServerUsage};
+use crate::sample::stopped::{server_metrics, stop_live};
+use crate::sample::target::Server;
 use crate::sample::webdav_client::WebdavClient;
 
 /// Runs the plan; never panics on a failing target: failures become `errors`.
@@ -194,21 +195,6 @@ async fn drive(
     }
 }
 
-/// Stops and reaps `server`; fails when it had exited by itself mid-sample (`under` names
-/// the tool it ran under, if any).
-pub(crate) fn stop_live(mut server: Server, under: &str) -> anyhow::Result<ServerUsage> {
-    let crashed = !server.is_running();
-    let stderr = server.stderr_line();
-    let usage = server.stop()?;
-    if crashed {
-        bail!(
-            "target exited mid-sample{under} (status {:?}): {stderr}",
-            usage.exit_status
-        );
-    }
-    Ok(usage)
-}
-
 /// Puts this thread's original CPU set back when dropped.
 struct Restore(Vec<usize>);
 
@@ -340,33 +326,4 @@ fn cost_run(
         }
     }
     Ok((m, pid))
-}
-
-pub(crate) fn server_metrics(u: &ServerUsage, m: &mut Metrics) {
-    m.resource("server.cpu_user_s", u.cpu_user_s, "s");
-    m.resource("server.cpu_sys_s", u.cpu_sys_s, "s");
-    m.resource("server.cpu_s", u.cpu_user_s + u.cpu_sys_s, "s");
-    m.resource("server.peak_rss_mib", u.peak_rss_kib as f64 / 1024.0, "MiB");
-    m.resource("server.mean_rss_mib", u.mean_rss_kib / 1024.0, "MiB");
-    for (k, v) in &u.io {
-        let unit = if k.ends_with("bytes") || k.starts_with("rchar") || k.starts_with("wchar") {
-            "bytes"
-        } else {
-            "count"
-        };
-        m.resource(ServerKey::sample_grouped("io", k), *v as f64, unit);
-    }
-    for (name, s) in &u.thread_cpu_s {
-        let clean: String = name
-            .chars()
-            .map(|c| {
-                if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
-                    c
-                } else {
-                    '_'
-                }
-            })
-            .collect();
-        m.resource(ServerKey::sample_grouped("thread_cpu_s", &clean), *s, "s");
-    }
 }

@@ -16,6 +16,7 @@ pub mod phases;
 pub mod plan;
 pub mod runner;
 pub mod server_cost;
+pub mod stopped;
 pub mod sync_client;
 pub mod target;
 pub mod webdav_client;

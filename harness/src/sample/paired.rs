@@ -120,8 +120,8 @@ pub fn measure(
     let usage_a = stop(arm_a.server, "A");
     let usage_b = stop(arm_b.server, "B");
     driven?;
-    crate::sample::child::server_metrics(&usage_a?, &mut arm_a.m);
-    crate::sample::child::server_metrics(&usage_b?, &mut arm_b.m);
+    crate::sample::stopped::server_metrics(&usage_a?, &mut arm_a.m);
+    crate::sample::stopped::server_metrics(&usage_b?, &mut arm_b.m);
     m.map.extend(arm_a.m.map);
     m.histograms.extend(arm_a.m.histograms);
     Ok(PairedSample {
@@ -134,7 +134,7 @@ pub fn measure(
 }
 
 fn stop(server: Server, arm: &str) -> anyhow::Result<crate::sample::target::ServerUsage> {
-    crate::sample::child::stop_live(server, &format!(" (arm {arm})"))
+    crate::sample::stopped::stop_live(server, &format!(" (arm {arm})"))
 }
 
 async fn drive(

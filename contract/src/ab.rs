@@ -441,6 +441,9 @@ pub struct AbResult {
     /// A paired run (`ab --paired`): both builds up at once in each round, alternated.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub paired: Option<PairedRun>,
+    /// A `--vault DIR` run: the user's vault as carried (no names, no content).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user_vault: Option<crate::schema::UserVault>,
 }
 
 /// How a paired run measured: what its pairs and blocks were, per key.

@@ -331,8 +331,22 @@ pub struct Provenance {
     /// A `--cost` recording's cost sample (absent otherwise).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cost: Option<CostProvenance>,
+    /// A `--vault DIR` recording: the user's vault as carried (no names, no content).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user_vault: Option<UserVault>,
     /// SHA-256 binding the baseline's canonical JSON and this sidecar (without this field).
     pub digest: String,
+}
+
+/// A user's own vault (`--vault DIR`) as a run carried it: the manifest digest of the files
+/// it pushed, their count and bytes, and how many entries the protocol could not carry. Never
+/// a name or content.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UserVault {
+    pub manifest_digest: String,
+    pub files: u64,
+    pub bytes: u64,
+    pub skipped: u64,
 }
 
 /// The cost sample behind a recording's `cost` keys and syscall counts: which tools counted
@@ -543,6 +557,7 @@ mod tests {
             exact_snapshot: [("a.fsyncs".to_owned(), 5.0)].into_iter().collect(),
             histograms: BTreeMap::new(),
             cost: None,
+            user_vault: None,
             digest: String::new(),
         };
         provenance.digest = binding_digest(&baseline, &provenance);

@@ -185,7 +185,7 @@ pub fn record(job: RecordJob<'_>, runner: &dyn SampleRunner) -> anyhow::Result<R
     let attempts = attempts_since_last_accept(&ledger.path);
     let built = reports::recording::build(RecordingInput {
         scenario: &name,
-        profile: &prep.scenario.profile,
+        profile: &prep.profile_name(),
         seed: prep.seed,
         vault_digest: &prep.vault_digest,
         recorded_at: now_rfc3339(),
@@ -202,6 +202,7 @@ pub fn record(job: RecordJob<'_>, runner: &dyn SampleRunner) -> anyhow::Result<R
         merge_cost(&mut baseline, &mut prov, c, tools);
     }
     prov.target = job.identity;
+    prov.user_vault = prep.user_vault.clone();
     prov.machine = prep.fingerprint.clone();
     prov.loadavg_before = loadavg_before;
     prov.loadavg_after = loadavg_after;

@@ -123,6 +123,7 @@ pub fn build(input: RecordingInput<'_>) -> Result<Built, NoSamples> {
         exact_snapshot,
         histograms,
         cost: None,
+        user_vault: None,
         digest: String::new(),
     };
     Ok(Built {

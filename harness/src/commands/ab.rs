@@ -491,7 +491,7 @@ pub fn compare(
         kind: KIND_AB.into(),
         format_version: FORMAT_VERSION,
         scenario: prep.scenario.name.clone(),
-        profile: prep.scenario.profile.clone(),
+        profile: prep.profile_name(),
         seed: prep.seed,
         vault_digest: prep.vault_digest.clone(),
         order_seed: args.order_seed,
@@ -528,6 +528,7 @@ pub fn compare(
                 .unwrap_or_default(),
             keys: paired_keys,
         }),
+        user_vault: prep.user_vault.clone(),
     };
     eprint!("{}", table(&result, &balance));
     if let Some(out) = &args.out {

@@ -1,6 +1,7 @@
 //! Preparing a run before any sample: the scenario, the cached vault on disk, the work dir,
 //! the gate thresholds, the calibration reference and the machine fingerprint.
 
+pub mod user_vault;
 pub mod vault;
 
 use anyhow::{Context, bail};
@@ -24,6 +25,11 @@ pub struct RunOpts {
     /// Vault seed (decimal or 0x hex); the scenario's seed when absent.
     #[arg(long, value_parser = contract::parse::seed)]
     pub seed: Option<u64>,
+    /// Your own vault: this directory (read, never written) replaces the scenario profile's
+    /// generated vault. The recording keeps its manifest digest, file count and bytes, never
+    /// its names or content; what the protocol cannot carry is listed once and skipped.
+    #[arg(long, value_name = "DIR")]
+    pub vault: Option<PathBuf>,
     /// Gate thresholds file (TOML); the built-in defaults when absent.
     #[arg(long, value_name = "FILE")]
     pub gate_config: Option<PathBuf>,
@@ -247,6 +253,8 @@ pub struct Prepared {
     pub seed: u64,
     pub vault_dir: PathBuf,
     pub vault_digest: String,
+    /// `--vault DIR`: the user's vault as carried (then `vault_dir` is its copy in `work`).
+    pub user_vault: Option<contract::schema::UserVault>,
     pub work: tempfile::TempDir,
     pub gate_cfg: calibration::GateConfig,
     pub reference: Option<calibration::Reference>,
@@ -269,6 +277,16 @@ pub struct Prepared {
 pub const RETRY_PAUSE: Duration = Duration::from_secs(5);
 
 impl Prepared {
+    /// The profile the recording names: the scenario's, or `user-vault` for `--vault DIR`
+    /// (whose shape is the user's, not a profile's).
+    pub fn profile_name(&self) -> String {
+        if self.user_vault.is_some() {
+            "user-vault".to_owned()
+        } else {
+            self.scenario.profile.clone()
+        }
+    }
+
     /// Waits before attempt `attempt` of a sample (nothing before the first), returning early
     /// with [`crate::interrupt::Interrupted`] on Ctrl-C.
     pub fn pause_before(&self, attempt: u32) -> anyhow::Result<()> {
@@ -312,12 +330,6 @@ pub fn prepare(scenario: Scenario, opts: &RunOpts) -> anyhow::Result<Prepared> {
     let gate_cfg =
         <calibration::GateConfig as calibration::GateFile>::load(opts.gate_config.as_deref())?;
     let cache = opts.cache_dir.clone().unwrap_or_else(default_cache_dir);
-    progress(&format!(
-        "vault: {} seed {seed:#x} (cache {})",
-        profile.name,
-        cache.display()
-    ));
-    let (vault_dir, summary) = vault::ensure_cached_vault(&profile, seed, &cache.join("vaults"))?;
     let work_parent = opts.work_dir.clone().unwrap_or_else(std::env::temp_dir);
     std::fs::create_dir_all(&work_parent)
         .with_context(|| format!("work dir {}", work_parent.display()))?;
@@ -325,13 +337,45 @@ pub fn prepare(scenario: Scenario, opts: &RunOpts) -> anyhow::Result<Prepared> {
         .prefix("vaultbench-run-")
         .tempdir_in(&work_parent)
         .with_context(|| format!("creating a temp dir in {}", work_parent.display()))?;
+    let (vault_dir, digest, user_vault) = match &opts.vault {
+        Some(dir) => {
+            let snap = user_vault::snapshot(dir, &work.path().join("user-vault"))?;
+            user_vault::report_skipped(&snap.skipped);
+            progress(&format!(
+                "vault: {} ({} files, {} bytes, {} skipped; digest {})",
+                dir.display(),
+                snap.info.files,
+                snap.info.bytes,
+                snap.info.skipped,
+                &snap.info.manifest_digest[..snap.info.manifest_digest.len().min(12)]
+            ));
+            if snap.info.files == 0 {
+                bail!(
+                    "--vault {} has no file the protocol can carry",
+                    dir.display()
+                );
+            }
+            let digest = snap.info.manifest_digest.clone();
+            (snap.dir, digest, Some(snap.info))
+        }
+        None => {
+            progress(&format!(
+                "vault: {} seed {seed:#x} (cache {})",
+                profile.name,
+                cache.display()
+            ));
+            let (dir, summary) = vault::ensure_cached_vault(&profile, seed, &cache.join("vaults"))?;
+            (dir, summary.digest, None)
+        }
+    };
     let fingerprint = calibration::fingerprint(work.path());
     let reference = calibration::load_reference(opts.reference.as_deref(), &fingerprint)?;
     Ok(Prepared {
         scenario,
         seed,
         vault_dir,
-        vault_digest: summary.digest,
+        vault_digest: digest,
+        user_vault,
         work,
         gate_cfg,
         reference,

@@ -151,6 +151,7 @@ pub mod mock {
             scenario: scenarios::scenario::builtin("small").expect("built-in scenario"),
             seed: 7,
             vault_dir: PathBuf::from("/nonexistent-vault"),
+            user_vault: None,
             vault_digest: "digest".into(),
             work,
             gate_cfg: <calibration::GateConfig as calibration::GateFile>::load(None)

@@ -426,6 +426,7 @@ pub fn small() -> (Baseline, Provenance) {
         exact_snapshot,
         histograms,
         cost: None,
+        user_vault: None,
         digest: String::new(),
     };
     provenance.digest = binding_digest(&baseline, &provenance);

@@ -10,8 +10,9 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 pub use contract::gate::{
-    CPU, ChannelBounds, ChannelStats, GENERATOR_RUN_DELAY, GateConfig, GateVerdict, IN_SAMPLE, IO,
-    InSampleStats, PSI_CPU_SOME, PSI_IO_SOME, SERVER_RUN_DELAY, STEAL, ShareBound,
+    CPU, ChannelBounds, ChannelStats, FOREIGN_CPU, FOREIGN_IO, GENERATOR_RUN_DELAY,
+    GENERATOR_STARVED, GateConfig, GateVerdict, IN_SAMPLE, IO, InSampleStats, PSI_CPU_SOME,
+    PSI_IO_SOME, ReportedStats, SERVER_RUN_DELAY, STEAL, ShareBound,
 };
 use contract::schema::{ChannelReading, Contention, GateFigure, SampleVerdict};
 
@@ -25,8 +26,23 @@ pub fn in_sample_value(c: &Contention, channel: &str) -> Option<f64> {
         PSI_CPU_SOME => c.psi_cpu_some,
         PSI_IO_SOME => c.psi_io_some,
         STEAL => c.steal,
+        FOREIGN_CPU => c.foreign_cpu,
+        FOREIGN_IO => c.foreign_io_mib_s,
         _ => None,
     }
+}
+
+/// The warning an accepted sample's reading earns, if any: a generator that waited for a CPU
+/// at least as long as it ran (the target's own threads competing with it) has its wait in
+/// every client latency it timed.
+pub fn starvation_warning(c: &Contention) -> Option<String> {
+    let d = c.generator_run_delay?;
+    (d >= GENERATOR_STARVED).then(|| {
+        format!(
+            "the generator waited for a CPU {d:.2}x as long as it ran (the target used {:.2} CPUs): client latencies include that wait; server-side costs are unaffected",
+            c.server_parallelism().unwrap_or(0.0)
+        )
+    })
 }
 
 /// A gate config file that could not be used.
@@ -199,6 +215,8 @@ pub fn judge(
         in_sample: BTreeMap::new(),
         unavailable: Vec::new(),
         failures,
+        reported: BTreeMap::new(),
+        warnings: Vec::new(),
     }
 }
 
@@ -220,8 +238,74 @@ pub fn judge_with_contention(
     }
     v.in_sample = in_sample;
     v.unavailable = unavailable;
+    v.reported = reported_stats(contention, cfg);
+    let mut warned = 0;
+    for c in contention.iter().flatten() {
+        if starvation_warning(c).is_some() {
+            warned += 1;
+        }
+    }
+    if warned > 0 {
+        let worst = contention
+            .iter()
+            .flatten()
+            .filter_map(|c| c.generator_run_delay)
+            .fold(0.0, f64::max);
+        v.warnings.push(format!(
+            "in {warned} of {} samples the generator waited for a CPU at least as long as it ran (worst {worst:.2}x): the target's own threads competed with it, so client latencies include that wait; server-side costs are unaffected",
+            contention.len()
+        ));
+    }
     v.accepted = v.failures.is_empty();
     v
+}
+
+/// The in-sample channels without a bound, over every sample: reported, not judged.
+fn reported_stats(
+    contention: &[Option<&Contention>],
+    cfg: &GateConfig,
+) -> BTreeMap<String, ReportedStats> {
+    let mut out = BTreeMap::new();
+    for name in IN_SAMPLE {
+        if cfg.share_bound(name).is_some() {
+            continue;
+        }
+        let per_sample: Vec<Option<f64>> = contention
+            .iter()
+            .map(|c| c.and_then(|c| in_sample_value(c, name)))
+            .collect();
+        let values: Vec<f64> = per_sample.iter().flatten().copied().collect();
+        if values.is_empty() {
+            continue;
+        }
+        out.insert(
+            name.to_owned(),
+            ReportedStats {
+                n: values.len(),
+                median: median(&values),
+                max: values.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+                per_sample,
+            },
+        );
+    }
+    // The target's parallelism: CPUs its process tree used on average over the window.
+    let per_sample: Vec<Option<f64>> = contention
+        .iter()
+        .map(|c| c.and_then(Contention::server_parallelism))
+        .collect();
+    let values: Vec<f64> = per_sample.iter().flatten().copied().collect();
+    if !values.is_empty() {
+        out.insert(
+            "server_parallelism".to_owned(),
+            ReportedStats {
+                n: values.len(),
+                median: median(&values),
+                max: values.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+                per_sample,
+            },
+        );
+    }
+    out
 }
 
 fn in_sample_stats(
@@ -302,6 +386,9 @@ pub fn judge_sample(
         Some(c) => {
             for u in &c.unavailable {
                 v.notes.push(format!("not offered: {u}"));
+            }
+            if let Some(w) = starvation_warning(c) {
+                v.notes.push(w);
             }
             for name in IN_SAMPLE {
                 let (Some(value), Some(bound)) = (in_sample_value(c, name), cfg.share_bound(name))

@@ -132,6 +132,17 @@ pub struct Contention {
     pub psi_io_some: Option<f64>,
     /// Steal / all CPU time of the system.
     pub steal: Option<f64>,
+    /// CPU time of every process outside the measured trees (the machine's busy time minus
+    /// the server's and the generator's) / all CPU time of the machine.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub foreign_cpu: Option<f64>,
+    /// Storage bytes read and written by every process outside the measured trees, MiB/s.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub foreign_io_mib_s: Option<f64>,
+    /// Processes outside the trees whose I/O could not be read (another user's, without
+    /// privilege): the foreign I/O figure leaves them out.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub foreign_unreadable: u64,
     /// The counters this kernel did not offer, each named with why.
     #[serde(default)]
     pub unavailable: Vec<String>,
@@ -141,6 +152,18 @@ pub struct Contention {
     /// CPUs the generator was pinned to (empty: not pinned).
     #[serde(default)]
     pub generator_cpus: Vec<usize>,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+impl Contention {
+    /// The target's parallelism: how many CPUs its process tree used on average over the
+    /// window (its own demand, reported beside the gate, never judged).
+    pub fn server_parallelism(&self) -> Option<f64> {
+        (self.window_ms > 0.0).then(|| self.server_cpu_ms / self.window_ms)
+    }
 }
 
 /// One figure the gate judged: a value against its bound, and the value as a share of the

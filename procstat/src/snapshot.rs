@@ -104,6 +104,18 @@ pub struct Snapshot {
     pub processes: BTreeMap<u32, ProcessSample>,
     /// System-wide counters.
     pub system: SystemSample,
+    /// Every process outside the tree: its start time and `/proc/<pid>/io` storage bytes
+    /// (`None` when unreadable: another user's process, read without privilege).
+    pub others: BTreeMap<u32, OtherSample>,
+}
+
+/// A process outside the measured tree, for the foreign I/O channel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OtherSample {
+    pub starttime_ticks: u64,
+    /// `read_bytes + write_bytes` of `/proc/<pid>/io` (bytes the process caused to be read
+    /// from or sent to the storage layer); `None` when it could not be read.
+    pub storage_bytes: Option<u64>,
 }
 
 impl Snapshot {
@@ -124,11 +136,13 @@ impl Snapshot {
         if !processes.contains_key(&root) {
             return Err(Error::NoSuchProcess { pid: root });
         }
+        let others = read_others(&processes, &mut buf)?;
         Ok(Self {
             taken,
             root,
             processes,
             system: SystemSample::read(),
+            others,
         })
     }
 
@@ -178,6 +192,14 @@ pub struct Delta {
     pub steal_ticks: Option<u64>,
     /// All CPU time of the system (every field of the `cpu` line), clock ticks.
     pub system_ticks: Option<u64>,
+    /// Busy time of the whole machine (`/proc/stat` user + nice + system; interrupts left
+    /// out: the tree's own loopback traffic is served there), clock ticks.
+    pub machine_busy_ticks: Option<u64>,
+    /// Storage bytes (read + written) of every process outside the tree that could be read,
+    /// both snapshots' survivors and those started in between.
+    pub foreign_storage_bytes: u64,
+    /// Processes outside the tree whose `/proc/<pid>/io` could not be read.
+    pub foreign_unreadable: usize,
 }
 
 impl Delta {
@@ -261,7 +283,41 @@ impl Delta {
         );
         d.steal_ticks = diff(sa.cpu.and_then(|c| c.steal), sb.cpu.and_then(|c| c.steal));
         d.system_ticks = diff(sa.cpu.map(|c| c.total()), sb.cpu.map(|c| c.total()));
+        d.machine_busy_ticks = diff(
+            sa.cpu.map(|c| c.user + c.nice + c.system),
+            sb.cpu.map(|c| c.user + c.nice + c.system),
+        );
+        for (pid, ob) in &b.others {
+            let oa = a
+                .others
+                .get(pid)
+                .filter(|oa| oa.starttime_ticks == ob.starttime_ticks);
+            match (ob.storage_bytes, oa.map(|o| o.storage_bytes)) {
+                (Some(vb), Some(Some(va))) => d.foreign_storage_bytes += vb.saturating_sub(va),
+                // Started inside the window (or first seen): all its bytes are inside it.
+                (Some(vb), None) => d.foreign_storage_bytes += vb,
+                _ => d.foreign_unreadable += 1,
+            }
+        }
         d
+    }
+
+    /// CPU used outside the tree as a share of all CPU time of the machine: the machine's
+    /// busy time minus the tree's own CPU time, over the window's total (0.5 on two cores =
+    /// one core's worth of somebody else).
+    pub fn foreign_cpu_share(&self) -> Option<f64> {
+        let total = self.system_ticks?;
+        let busy = self.machine_busy_ticks?;
+        let tick_ns = 1_000_000_000 / clock_ticks_per_second();
+        let own = self.cpu_ns / tick_ns;
+        (total > 0).then(|| busy.saturating_sub(own) as f64 / total as f64)
+    }
+
+    /// Storage bytes of processes outside the tree per second of the window, MiB/s.
+    pub fn foreign_io_mib_s(&self) -> Option<f64> {
+        (self.window_ns > 0).then(|| {
+            self.foreign_storage_bytes as f64 / (1024.0 * 1024.0) / (self.window_ns as f64 / 1e9)
+        })
     }
 
     /// Run-queue delay as a share of CPU time (0.1 = the tree waited for a CPU a tenth as
@@ -322,6 +378,44 @@ fn gone(e: &std::io::Error) -> bool {
     e.kind() == ErrorKind::NotFound
         || e.raw_os_error() == Some(libc::ESRCH)
         || e.raw_os_error() == Some(libc::EOPNOTSUPP)
+}
+
+/// Every process outside `tree`: start time and storage bytes.
+fn read_others(
+    tree: &BTreeMap<u32, ProcessSample>,
+    buf: &mut String,
+) -> Result<BTreeMap<u32, OtherSample>, Error> {
+    let mut out = BTreeMap::new();
+    for pid in list_numeric("/proc")? {
+        if tree.contains_key(&pid) {
+            continue;
+        }
+        let path = format!("/proc/{pid}/stat");
+        if read_opt(&path, buf)?.is_none() {
+            continue;
+        }
+        let Ok(st) = parse::stat(buf, &path) else {
+            continue;
+        };
+        let io_path = format!("/proc/{pid}/io");
+        let storage_bytes = match File::open(&io_path).and_then(|mut f| {
+            buf.clear();
+            f.read_to_string(buf)
+        }) {
+            Ok(_) => parse::io(buf, &io_path)
+                .ok()
+                .map(|io| io.read_bytes + io.write_bytes),
+            Err(_) => None,
+        };
+        out.insert(
+            pid,
+            OtherSample {
+                starttime_ticks: st.starttime_ticks,
+                storage_bytes,
+            },
+        );
+    }
+    Ok(out)
 }
 
 /// The pids of `root` and all its descendants.

@@ -168,6 +168,9 @@ mod in_sample {
             psi_cpu_some: Some(0.03),
             psi_io_some: Some(0.2),
             steal: Some(0.0),
+            foreign_cpu: Some(0.0),
+            foreign_io_mib_s: Some(0.0),
+            foreign_unreadable: 0,
             ..Contention::default()
         }
     }
@@ -179,8 +182,12 @@ mod in_sample {
     #[test]
     fn a_contended_sample_refuses_the_recording_and_names_channel_and_sample() {
         let busy = Contention {
+            foreign_cpu: Some(0.55),
+            foreign_io_mib_s: Some(31.5),
+            // The target's own load: reported, never a refusal by default.
             psi_cpu_some: Some(0.9),
             server_run_delay: Some(3.2),
+            generator_run_delay: Some(1.4),
             ..quiet()
         };
         let (q, b) = (quiet(), busy);
@@ -197,19 +204,57 @@ mod in_sample {
             v.failures,
             vec![
                 format!(
-                    "server_run_delay 3.200 > {:.2} in sample 2",
-                    cfg.server_run_delay.unwrap().max_share
+                    "foreign_cpu 0.550 > {:.2} in sample 2",
+                    cfg.foreign_cpu.unwrap().max_share
                 ),
                 format!(
-                    "psi_cpu_some 0.900 > {:.2} in sample 2",
-                    cfg.psi_cpu_some.unwrap().max_share
+                    "foreign_io 31.500 > {:.2} in sample 2",
+                    cfg.foreign_io.unwrap().max_share
                 ),
             ]
         );
-        let psi = &v.in_sample["psi_cpu_some"];
+        let f = &v.in_sample["foreign_cpu"];
+        assert_eq!((f.n, f.max), (2, 0.55));
+        assert!(close(f.share, 0.55 / cfg.foreign_cpu.unwrap().max_share));
+        assert_eq!(f.per_sample, vec![Some(0.0), Some(0.55)]);
+        let psi = &v.reported["psi_cpu_some"];
         assert_eq!((psi.n, psi.max), (2, 0.9));
-        assert!(close(psi.share, 0.9 / cfg.psi_cpu_some.unwrap().max_share));
-        assert_eq!(psi.per_sample, vec![Some(0.03), Some(0.9)]);
+        assert!(!v.in_sample.contains_key("psi_cpu_some"));
+        assert!(
+            v.warnings[0].contains("1 of 2 samples the generator waited"),
+            "{:?}",
+            v.warnings
+        );
+        // The target's own load alone (a multi-process server on two cores) is accepted,
+        // with the warning.
+        let own = Contention {
+            foreign_cpu: Some(0.02),
+            foreign_io_mib_s: Some(0.01),
+            ..b.clone()
+        };
+        let v = judge_with_contention(
+            &[10.0, 10.1, 10.0, 9.9],
+            &[5.0, 5.1, 5.0, 4.9],
+            &[Some(&q), Some(&own)],
+            None,
+            &cfg,
+        );
+        assert!(v.accepted, "{:?}", v.failures);
+        assert_eq!(v.warnings.len(), 1);
+        // A gate file can still bound the own-load channels.
+        let mut strict = cfg;
+        strict.psi_cpu_some = Some(calibration::gate::ShareBound { max_share: 0.5 });
+        let v = judge_with_contention(
+            &[10.0, 10.1, 10.0, 9.9],
+            &[5.0, 5.1, 5.0, 4.9],
+            &[Some(&q), Some(&own)],
+            None,
+            &strict,
+        );
+        assert_eq!(
+            v.failures,
+            vec!["psi_cpu_some 0.900 > 0.50 in sample 2".to_owned()]
+        );
         // Quiet samples and the same kernels pass.
         let v = judge_with_contention(
             &[10.0, 10.1, 10.0, 9.9],
@@ -324,7 +369,7 @@ mod in_sample {
         );
         // An in-sample channel over its bound refuses the sample.
         let busy = Contention {
-            psi_io_some: Some(0.99),
+            foreign_io_mib_s: Some(40.0),
             ..quiet()
         };
         let v = judge_sample(
@@ -337,8 +382,8 @@ mod in_sample {
         assert_eq!(
             v.failures,
             vec![format!(
-                "psi_io_some 0.990 > {:.2}",
-                cfg.psi_io_some.unwrap().max_share
+                "foreign_io 40.000 > {:.2}",
+                cfg.foreign_io.unwrap().max_share
             )]
         );
     }

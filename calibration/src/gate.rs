@@ -2,9 +2,10 @@
 //! in-sample contention channels (run-queue delay, PSI, steal over each sample's measured
 //! window), against bounds from one config file.
 //!
-//! The default bounds are the recorded practice in `shared/seeds/mcp-server-perf-baselines.txt`
-//! ("cpuMs CV 0.20, max/median 1.6, reference tolerance 0.5; ioMs 0.45, 2.5, 1.0"); the io
-//! bounds are looser because a quiet reference host was itself measured at io CV 0.229.
+//! The default bounds are the recorded practice of a published MCP-server benchmark's gate
+//! (its `eval/perf/contention.ts` table, recorded 2026-08-09: "cpuMs CV 0.20, max/median 1.6,
+//! reference tolerance 0.5; ioMs 0.45, 2.5, 1.0"); the io bounds are looser because a quiet
+//! reference host was itself measured at io CV 0.229.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -4,9 +4,10 @@
 //! reads these types, not keys, so renaming a field is a compile error there, and the
 //! default bounds a report calls "loosened" against are `GateConfig::default()`.
 //!
-//! The default bounds are the recorded practice in `shared/seeds/mcp-server-perf-baselines.txt`
-//! ("cpuMs CV 0.20, max/median 1.6, reference tolerance 0.5; ioMs 0.45, 2.5, 1.0"); the io
-//! bounds are looser because a quiet reference host was itself measured at io CV 0.229.
+//! The default bounds are the recorded practice of a published MCP-server benchmark's gate
+//! (its `eval/perf/contention.ts` table, recorded 2026-08-09: "cpuMs CV 0.20, max/median 1.6,
+//! reference tolerance 0.5; ioMs 0.45, 2.5, 1.0"); the io bounds are looser because a quiet
+//! reference host was itself measured at io CV 0.229.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -192,7 +193,7 @@ mod defaults {
 
 impl Default for GateConfig {
     fn default() -> Self {
-        // shared/seeds/mcp-server-perf-baselines.txt, "Method": the contention.ts table.
+        // The published MCP-server benchmark's gate (module doc): its contention.ts table.
         GateConfig {
             cpu_ms: ChannelBounds {
                 max_cv: 0.20,

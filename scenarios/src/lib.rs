@@ -27,7 +27,7 @@ pub use manifest::{Difference, Manifest, ManifestEntry, entry, hash_reader, mani
 pub use profile::{
     DEFAULT_SEED, Fanout, HazardNames, LinkStyle, ObsidianConfig, PROFILE_NAMES, Profile, profile,
 };
-pub use shape::{Measure, Shape, ShapeError};
-pub use twin::TWIN_NAME;
 pub use rng::civil_from_days;
+pub use shape::{Measure, Shape, ShapeError};
 pub use text::percent_decode;
+pub use twin::TWIN_NAME;

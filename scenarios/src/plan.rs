@@ -109,7 +109,10 @@ impl Plan {
                 (NoteKind::Empty, 0)
             } else {
                 let s = log_normal(&mut rng, f64::from(p.size_median), p.size_sigma);
-                (NoteKind::Normal, s.clamp(40.0, f64::from(NOTE_MAX_BYTES)) as u32)
+                (
+                    NoteKind::Normal,
+                    s.clamp(40.0, f64::from(NOTE_MAX_BYTES)) as u32,
+                )
             };
             notes.push(NotePlan {
                 stem_at: (dir.len() + 1) as u16,

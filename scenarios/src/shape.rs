@@ -41,9 +41,33 @@ const LONG_NAME_BYTES: usize = 240;
 /// Attachment extensions a shape may spell; every other one is `other` (an unusual extension
 /// could name its vault).
 pub const KNOWN_EXTENSIONS: &[&str] = &[
-    "avif", "bin", "bmp", "canvas", "csv", "docx", "excalidraw", "gif", "heic", "jpeg", "jpg",
-    "json", "m4a", "mov", "mp3", "mp4", "ogg", "pdf", "png", "pptx", "svg", "txt", "wav", "webm",
-    "webp", "xlsx", "zip",
+    "avif",
+    "bin",
+    "bmp",
+    "canvas",
+    "csv",
+    "docx",
+    "excalidraw",
+    "gif",
+    "heic",
+    "jpeg",
+    "jpg",
+    "json",
+    "m4a",
+    "mov",
+    "mp3",
+    "mp4",
+    "ogg",
+    "pdf",
+    "png",
+    "pptx",
+    "svg",
+    "txt",
+    "wav",
+    "webm",
+    "webp",
+    "xlsx",
+    "zip",
 ];
 
 /// A measured vault shape: one profile file.
@@ -209,11 +233,12 @@ impl Shape {
                 message: e.message().trim_end().replace('\n', " ") + &at,
             }
         })?;
-        s.validate().map_err(|(field, message)| ShapeError::Invalid {
-            origin: origin.to_owned(),
-            field: field.to_owned(),
-            message,
-        })?;
+        s.validate()
+            .map_err(|(field, message)| ShapeError::Invalid {
+                origin: origin.to_owned(),
+                field: field.to_owned(),
+                message,
+            })?;
         Ok(s)
     }
 
@@ -248,7 +273,11 @@ impl Shape {
         sigma("notes.size_log_sigma", n.size_log_sigma)?;
         share("notes.frontmatter_share", n.frontmatter_share)?;
         share("notes.non_ascii_share", n.non_ascii_share)?;
-        count("notes.duplicate_notes", n.duplicate_notes, n.count - n.empty)?;
+        count(
+            "notes.duplicate_notes",
+            n.duplicate_notes,
+            n.count - n.empty,
+        )?;
         count(
             "notes.duplicate_groups",
             n.duplicate_groups,
@@ -266,11 +295,18 @@ impl Shape {
         if f.by_depth.len() as u64 != f.max_depth {
             return Err((
                 "folders.by_depth",
-                format!("has {} entries, not max_depth {}", f.by_depth.len(), f.max_depth),
+                format!(
+                    "has {} entries, not max_depth {}",
+                    f.by_depth.len(),
+                    f.max_depth
+                ),
             ));
         }
         if f.by_depth.iter().sum::<u64>() != f.count {
-            return Err(("folders.by_depth", "does not add up to folders.count".into()));
+            return Err((
+                "folders.by_depth",
+                "does not add up to folders.count".into(),
+            ));
         }
         count("folders.root_notes", f.root_notes, n.count)?;
         share("folders.dominant_share", f.dominant_share)?;
@@ -471,7 +507,7 @@ impl Measure {
         }
         self.frontmatter += u64::from(bytes.starts_with(b"---\n") || bytes.starts_with(b"---\r\n"));
         self.non_ascii += u64::from(!bytes.is_ascii());
-        let text = String::from_utf8_lossy(bytes);
+        let text = without_code_blocks(&String::from_utf8_lossy(bytes));
         let mut seen = NoteSeen {
             targets: Vec::new(),
             links: 0,
@@ -641,6 +677,25 @@ impl Measure {
     }
 }
 
+/// The text with fenced code blocks blanked out: Obsidian reads no link inside one, and a
+/// drawing stored as Markdown (`"points":[[0,0],[..]]` in a JSON block) holds thousands of
+/// `[[`.
+fn without_code_blocks(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut fenced = false;
+    for line in text.split_inclusive('\n') {
+        if line.trim_start().starts_with("```") {
+            fenced = !fenced;
+            out.push('\n');
+        } else if fenced {
+            out.push('\n');
+        } else {
+            out.push_str(line);
+        }
+    }
+    out
+}
+
 fn ratio(a: u64, b: u64) -> f64 {
     if b == 0 { 0.0 } else { a as f64 / b as f64 }
 }
@@ -712,7 +767,8 @@ fn names(paths: &[String], non_utf8: u64, skipped: u64) -> Names {
         n.long_name += u64::from(base.len() >= LONG_NAME_BYTES);
         n.nfd += u64::from(p.chars().any(|c| ('\u{300}'..='\u{36f}').contains(&c)));
         n.emoji += u64::from(p.chars().any(is_emoji));
-        n.trailing_space += u64::from(stem.ends_with(' ') || p.split('/').any(|c| c.ends_with(' ')));
+        n.trailing_space +=
+            u64::from(stem.ends_with(' ') || p.split('/').any(|c| c.ends_with(' ')));
         n.multiple_spaces += u64::from(p.contains("  "));
         n.spaces += u64::from(base.contains(' '));
         n.non_ascii += u64::from(!p.is_ascii());
@@ -720,6 +776,11 @@ fn names(paths: &[String], non_utf8: u64, skipped: u64) -> Names {
         *basenames.entry(base).or_default() += 1;
     }
     n.case_collision = folded.values().filter(|&&k| k > 1).sum();
-    n.same_basename_folders = basenames.values().copied().filter(|&k| k > 1).max().unwrap_or(0);
+    n.same_basename_folders = basenames
+        .values()
+        .copied()
+        .filter(|&k| k > 1)
+        .max()
+        .unwrap_or(0);
     n
 }

@@ -32,6 +32,10 @@ impl Profile {
             folders = folders.min(MAX_FLAT_FOLDERS);
         }
         let images = a.count - a.large;
+        // The hazard-named notes carry no links, embeds or frontmatter (but one): the
+        // planner's notes carry them all.
+        let non_empty = n.count - n.empty;
+        let per_planned = ratio(non_empty, non_empty.saturating_sub(extra_notes)).max(1.0);
         let fixed = l.per_note_max > 0 && (l.per_note_mean - l.per_note_max as f64).abs() < 1e-9;
         Profile {
             name: TWIN_NAME,
@@ -40,17 +44,25 @@ impl Profile {
             notes: notes as u32,
             folders: folders as u32,
             max_depth: max_depth as u32,
-            dominant_share: dominant_param(f.dominant_share, notes, folders),
+            // The share is of every note; the dominant folder is a planned one.
+            dominant_share: dominant_param(
+                (f.dominant_share * ratio(n.count, notes)).min(1.0),
+                notes,
+                folders,
+            ),
             size_median: n.size.p50.clamp(40, u64::from(NOTE_MAX_BYTES)) as u32,
             size_sigma: n.size_log_sigma,
             empty_share: ratio(n.empty, n.count),
             heavy_notes: n.heavy as u32,
-            frontmatter_share: n.frontmatter_share,
-            non_ascii_share: n.non_ascii_share,
+            frontmatter_share: (n.frontmatter_share * per_planned).min(1.0),
+            non_ascii_share: non_ascii_param(
+                (n.non_ascii_share * per_planned).min(1.0),
+                l.per_note_mean * per_planned * (1.0 - l.same_note_share),
+            ),
             fanout: if fixed {
                 Fanout::Fixed(l.per_note_max as u32)
             } else {
-                Fanout::Geometric(l.per_note_mean)
+                Fanout::Geometric(l.per_note_mean * per_planned)
             },
             link_style: if l.markdown > l.wiki {
                 LinkStyle::Markdown
@@ -70,7 +82,7 @@ impl Profile {
             } else {
                 images as f64 / notes as f64
             },
-            embeds_per_note: l.embeds_per_note,
+            embeds_per_note: l.embeds_per_note * per_planned,
             large_attachments: a.large as u32,
             large_attachment_bytes: a.large_median,
             image_median: a.size.p50.max(1024) as f64,
@@ -119,4 +131,33 @@ fn dominant_param(share: f64, notes: u64, folders: u64) -> f64 {
     let (n, k) = (notes as f64, folders as f64);
     let per_extra = (share * n - 1.0) / (n - k);
     ((per_extra - 1.0 / k) / (1.0 - 1.0 / k)).clamp(0.0, 1.0)
+}
+
+/// The generator's non-ASCII parameter `x` that gives a measured share of notes holding
+/// non-ASCII text. With `x`, a note's own words are non-ASCII with probability `x`; besides,
+/// its title (drawn non-ASCII with probability `x`) shows in its `# Title` heading half the
+/// time, and each link to another note or a placeholder spells a title drawn the same way.
+/// So a note is all ASCII with probability about `(1 - x) (1 - x / 2) (1 - x)^k`, `k` its
+/// links that name a title; `x` is found by bisection (the share rises with `x`).
+fn non_ascii_param(share: f64, k: f64) -> f64 {
+    let predicted = |x: f64| {
+        let mut ascii = (1.0 - x) * (1.0 - x / 2.0);
+        // (1 - x)^k by repeated multiplication (k is a mean, so its integer part, then the rest).
+        let whole = k.floor() as u32;
+        for _ in 0..whole.min(1000) {
+            ascii *= 1.0 - x;
+        }
+        ascii *= 1.0 - x * (k - f64::from(whole));
+        1.0 - ascii
+    };
+    let (mut lo, mut hi) = (0.0, 1.0);
+    for _ in 0..50 {
+        let mid = (lo + hi) / 2.0;
+        if predicted(mid) < share {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    (lo + hi) / 2.0
 }

@@ -226,7 +226,10 @@ impl Shape {
         let s: Shape = toml::from_str(text).map_err(|e| {
             let at = e
                 .span()
-                .map(|r| format!(" (at line {})", line_of(text, r.start)))
+                .map(|r| match key_at(text, r.start) {
+                    Some(k) => format!(" (field {k}, line {})", line_of(text, r.start)),
+                    None => format!(" (at line {})", line_of(text, r.start)),
+                })
                 .unwrap_or_default();
             ShapeError::Parse {
                 origin: origin.to_owned(),
@@ -377,6 +380,23 @@ fn line_of(text: &str, byte: usize) -> usize {
         .filter(|&&b| b == b'\n')
         .count()
         + 1
+}
+
+/// The dotted key whose value sits at `byte`: the `[table]` above it and the key on its line.
+fn key_at(text: &str, byte: usize) -> Option<String> {
+    let start = text.get(..byte)?.rfind('\n').map_or(0, |i| i + 1);
+    let line = text[start..].lines().next()?;
+    let key = line.split_once('=')?.0.trim();
+    let table = text[..start].lines().rev().find_map(|l| {
+        l.trim()
+            .strip_prefix('[')?
+            .strip_suffix(']')
+            .map(str::to_owned)
+    });
+    Some(match table {
+        Some(t) => format!("{t}.{key}"),
+        None => key.to_owned(),
+    })
 }
 
 fn count(field: &'static str, v: u64, max: u64) -> Result<(), (&'static str, String)> {

@@ -8,5 +8,6 @@ mod crash;
 mod load;
 mod record;
 mod report;
+mod twin;
 mod vault;
 mod webdav;

@@ -102,3 +102,47 @@ pub fn profile_from_file(path: &Path) -> anyhow::Result<Profile> {
     let shape = Shape::parse(&text, &path.display().to_string())?;
     Ok(Profile::from_shape(&shape))
 }
+
+/// The profile of a scenario: its built-in `profile`, or the twin of its `profile_file` read
+/// relative to `scenario_file` (a built-in scenario has none).
+pub fn scenario_profile(
+    s: &scenarios::scenario::Scenario,
+    scenario_file: Option<&Path>,
+) -> anyhow::Result<Profile> {
+    match (s.profile_file.as_deref(), scenario_file) {
+        (None, _) => super::profile::lookup_profile(&s.profile),
+        (Some(_), Some(file)) => profile_from_file(&s.profile_file_in(file).unwrap_or_default()),
+        (Some(f), None) => bail!(
+            "scenario {}: profile_file {f:?} needs the scenario's own file to be found from",
+            s.name
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_scenario_profile_file_is_read_beside_the_scenario() {
+        let d = tempfile::tempdir().unwrap();
+        let p = scenarios::profile("small").unwrap();
+        let mut m = Measure::new();
+        for f in scenarios::generate(&p, 1) {
+            m.note(&f.path, &f.to_vec());
+        }
+        fs::write(d.path().join("shape.toml"), m.finish().to_toml()).unwrap();
+        let s = scenarios::scenario::parse(
+            "name='t'\ndoc='d'\nprofile_file='shape.toml'\n[[phase]]\nkind='cold_start'\n",
+            "t.toml",
+        )
+        .unwrap();
+        let twin = scenario_profile(&s, Some(&d.path().join("t.toml"))).unwrap();
+        assert_eq!((twin.name, twin.notes), (scenarios::TWIN_NAME, 100));
+        let e = scenario_profile(&s, Some(Path::new("/nowhere/t.toml")))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("/nowhere/shape.toml"), "{e}");
+        assert!(scenario_profile(&s, None).is_err());
+    }
+}

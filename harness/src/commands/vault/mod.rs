@@ -18,7 +18,7 @@ pub use crate::prepare::vault::{
 };
 
 use crate::exit;
-pub use measure::{measure_dir, profile_from_file};
+pub use measure::{measure_dir, profile_from_file, scenario_profile};
 pub use profile::{lookup_profile, seed_or_default};
 
 #[derive(Debug, clap::Subcommand)]

@@ -6,7 +6,7 @@
 use std::fmt::Write as _;
 
 use crate::binary::png_of_size;
-use crate::profile::Profile;
+use crate::profile::{HazardNames, Profile};
 use crate::rng::{Purpose, below, stream};
 use crate::text;
 
@@ -17,8 +17,6 @@ pub const NORMALISATION_PAIR: [&str; 2] = [
     "Wiki/Caf\u{e9} cr\u{e8}me.md",
     "Wiki/Cafe\u{301} cre\u{300}me.md",
 ];
-/// Folders holding one `Index.md` each (real-vaults.md: one basename in up to 61 folders).
-const SAME_BASENAME_FOLDERS: u32 = 61;
 /// real-vaults.md: the largest real notes reach 560 KB; the issue asks for a 500 KB note.
 const BIG_NOTE_BYTES: usize = 500_000;
 /// real-vaults.md: a few attachments >= 4 MiB in half of the vaults.
@@ -49,6 +47,20 @@ const EMOJI_NAMES: &[&str] = &[
     "Wiki/trailing space .md",
     "Wiki/multiple   spaces inside.md",
     "Wiki/Meeting 2024-03-01 \u{2705} done.md",
+];
+
+/// What each of [`EMOJI_NAMES`] is an example of.
+enum NameClass {
+    Emoji,
+    TrailingSpace,
+    MultipleSpaces,
+}
+const EMOJI_CLASSES: [NameClass; 5] = [
+    NameClass::Emoji,
+    NameClass::Emoji,
+    NameClass::TrailingSpace,
+    NameClass::MultipleSpaces,
+    NameClass::Emoji,
 ];
 
 #[derive(Clone, Copy, Debug)]
@@ -86,17 +98,60 @@ pub(crate) fn extras(p: &Profile) -> Vec<Extra> {
             out.push(Extra::PluginJs(cfg.plugin_js_bytes));
         }
     }
+    let names = if p.hazards {
+        Some(HazardNames::ALL)
+    } else {
+        p.hazard_names
+    };
+    if let Some(h) = names {
+        if h.long_name {
+            out.push(Extra::LongName);
+        }
+        if h.case_pair {
+            out.extend((0..2).map(Extra::Case));
+        }
+        out.extend((0..h.same_basename).map(Extra::SameBasename));
+        if h.normalisation_pair {
+            out.extend((0..2).map(Extra::Normalisation));
+        }
+        for (k, class) in EMOJI_CLASSES.iter().enumerate() {
+            let wanted = match class {
+                NameClass::Emoji => h.emoji,
+                NameClass::TrailingSpace => h.trailing_space,
+                NameClass::MultipleSpaces => h.multiple_spaces,
+            };
+            if wanted {
+                out.push(Extra::Emoji(k));
+            }
+        }
+    }
     if p.hazards {
-        out.push(Extra::LongName);
-        out.extend((0..2).map(Extra::Case));
-        out.extend((0..SAME_BASENAME_FOLDERS).map(Extra::SameBasename));
-        out.extend((0..2).map(Extra::Normalisation));
-        out.extend((0..EMOJI_NAMES.len()).map(Extra::Emoji));
         out.extend((0..3).map(Extra::Empty));
         out.push(Extra::BigNote);
         out.push(Extra::BigAttachment);
     }
     out
+}
+
+/// The notes and the note folders (closed under parents) that hazard names `h` add to a
+/// vault: a twin asks the planner for that many fewer, so its totals match what was measured.
+pub(crate) fn name_footprint(h: HazardNames) -> (u64, u64) {
+    let p = Profile {
+        hazard_names: Some(h),
+        ..crate::profile::base("footprint", "", 0)
+    };
+    let mut notes = 0;
+    let mut folders = std::collections::BTreeSet::new();
+    for e in extras(&p) {
+        let path = e.path();
+        notes += u64::from(path.ends_with(".md"));
+        let mut d = path.as_str();
+        while let Some((parent, _)) = d.rsplit_once('/') {
+            folders.insert(parent.to_owned());
+            d = parent;
+        }
+    }
+    (notes, folders.len() as u64)
 }
 
 /// A clipped-article name whose file name is exactly 255 bytes (the usual filesystem

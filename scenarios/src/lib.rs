@@ -3,7 +3,8 @@
 //!
 //! Pipeline: [`profile`] (the shape) -> a plan (names, sizes, links' targets) -> [`generate`]
 //! (files, made lazily) -> [`manifest`] (paths, sizes, SHA-256, one digest) -> [`edits`]
-//! (a churn stream over the vault). No clock, no global RNG, no file I/O.
+//! (a churn stream over the vault). No clock, no global RNG, no file I/O. [`shape`] measures a
+//! vault into a shape file and `Profile::from_shape` makes the profile of its twin.
 
 mod binary;
 pub mod edits;
@@ -16,13 +17,17 @@ mod plan;
 mod profile;
 mod rng;
 pub mod scenario;
+pub mod shape;
 mod text;
+mod twin;
 
 pub use binary::RandomReader;
 pub use generate::{FileReader, Files, GenFile, generate};
 pub use manifest::{Difference, Manifest, ManifestEntry, entry, hash_reader, manifest};
 pub use profile::{
-    DEFAULT_SEED, Fanout, LinkStyle, ObsidianConfig, PROFILE_NAMES, Profile, profile,
+    DEFAULT_SEED, Fanout, HazardNames, LinkStyle, ObsidianConfig, PROFILE_NAMES, Profile, profile,
 };
 pub use rng::civil_from_days;
+pub use shape::{Measure, Shape, ShapeError};
 pub use text::percent_decode;
+pub use twin::TWIN_NAME;

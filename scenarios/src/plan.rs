@@ -73,9 +73,10 @@ pub(crate) struct Plan {
 /// Where attachments live (real vaults: one dedicated folder).
 pub(crate) const ATTACHMENT_DIR: &str = "attachments";
 
-/// Image sizes: median 60 KiB, p90 270 KiB => sigma = ln(4.5)/1.2816 = 1.17 (real-vaults.md).
-const IMAGE_MEDIAN: f64 = 60.0 * 1024.0;
-const IMAGE_SIGMA: f64 = 1.17;
+/// The largest image attachment (a larger attachment is a `large` one).
+pub(crate) const IMAGE_MAX_BYTES: u64 = 8 * 1024 * 1024;
+/// The largest normal note (a larger note is a heavy one, with a pasted image).
+pub(crate) const NOTE_MAX_BYTES: u32 = 400_000;
 
 impl Plan {
     pub fn new(p: &Profile, seed: u64) -> Plan {
@@ -108,7 +109,10 @@ impl Plan {
                 (NoteKind::Empty, 0)
             } else {
                 let s = log_normal(&mut rng, f64::from(p.size_median), p.size_sigma);
-                (NoteKind::Normal, s.clamp(40.0, 400_000.0) as u32)
+                (
+                    NoteKind::Normal,
+                    s.clamp(40.0, f64::from(NOTE_MAX_BYTES)) as u32,
+                )
             };
             notes.push(NotePlan {
                 stem_at: (dir.len() + 1) as u16,
@@ -233,8 +237,8 @@ fn attachments(p: &Profile, seed: u64) -> (Vec<AttachmentPlan>, Vec<u32>) {
             name.push('_');
         }
         names.insert(name.clone());
-        let size =
-            log_normal(&mut rng, IMAGE_MEDIAN, IMAGE_SIGMA).clamp(1024.0, 8.0 * 1024.0 * 1024.0);
+        let size = log_normal(&mut rng, p.image_median, p.image_sigma)
+            .clamp(1024.0, IMAGE_MAX_BYTES as f64);
         images.push(out.len() as u32);
         out.push(AttachmentPlan {
             path: format!("{ATTACHMENT_DIR}/{name}.png"),

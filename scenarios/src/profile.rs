@@ -75,8 +75,46 @@ pub struct Profile {
     pub large_attachments: u32,
     pub large_attachment_bytes: u64,
     pub obsidian: Option<ObsidianConfig>,
-    /// Adds the sync-hazard names and shapes (see `hazards.rs`).
+    /// Median and log-normal sigma of image attachment sizes (real vaults: median 60 KiB,
+    /// p90 270 KiB, so sigma = ln(4.5) / 1.2816 = 1.17).
+    pub image_median: f64,
+    pub image_sigma: f64,
+    /// Adds every sync-hazard name and shape (see `hazards.rs`).
     pub hazards: bool,
+    /// Adds only these hazard names (a measured vault's twin); `hazards` adds them all.
+    pub hazard_names: Option<HazardNames>,
+}
+
+/// Which of the hazard names of `hazards.rs` a vault holds (a twin copies a measured vault's).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct HazardNames {
+    /// A 255-byte clipped-article file name.
+    pub long_name: bool,
+    /// A case-only path pair.
+    pub case_pair: bool,
+    /// One name in NFC and in NFD.
+    pub normalisation_pair: bool,
+    /// Folders holding one `Index.md` each (one basename in many folders); 0 for none.
+    pub same_basename: u32,
+    /// Names with emoji.
+    pub emoji: bool,
+    /// A name ending in a space before its extension.
+    pub trailing_space: bool,
+    /// A name with a run of spaces.
+    pub multiple_spaces: bool,
+}
+
+impl HazardNames {
+    /// The `hazards` profile's names (real-vaults.md: one basename in up to 61 folders).
+    pub const ALL: HazardNames = HazardNames {
+        long_name: true,
+        case_pair: true,
+        normalisation_pair: true,
+        same_basename: 61,
+        emoji: true,
+        trailing_space: true,
+        multiple_spaces: true,
+    };
 }
 
 /// The seed every profile uses unless told otherwise (mcp-server-perf-baselines: `0x5eed`).
@@ -97,7 +135,7 @@ pub const PROFILE_NAMES: &[&str] = &[
 
 const MIB: u64 = 1024 * 1024;
 
-fn base(name: &'static str, doc: &'static str, notes: u32) -> Profile {
+pub(crate) fn base(name: &'static str, doc: &'static str, notes: u32) -> Profile {
     Profile {
         name,
         doc,
@@ -126,7 +164,10 @@ fn base(name: &'static str, doc: &'static str, notes: u32) -> Profile {
         large_attachments: 0,
         large_attachment_bytes: 0,
         obsidian: None,
+        image_median: 60.0 * 1024.0,
+        image_sigma: 1.17,
         hazards: false,
+        hazard_names: None,
     }
 }
 

@@ -12,8 +12,13 @@ pub struct Scenario {
     pub name: String,
     /// One line: what this scenario is for and where its shape comes from.
     pub doc: String,
-    /// A vault profile name (`scenarios::PROFILE_NAMES`).
+    /// A vault profile name (`scenarios::PROFILE_NAMES`); empty when `profile_file` is given.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub profile: String,
+    /// A shape file written by `vault measure`, relative to the scenario file: the vault is
+    /// that shape's synthetic twin ([`Scenario::profile_file_in`]). Exclusive with `profile`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profile_file: Option<String>,
     /// Vault seed; the profile's default when absent.
     #[serde(default)]
     pub seed: Option<u64>,
@@ -312,6 +317,16 @@ impl Phase {
     }
 }
 
+impl Scenario {
+    /// Where the `profile_file` of the scenario read from `scenario_file` lives: relative to
+    /// the scenario file's folder unless absolute. Pure path arithmetic; the caller reads it.
+    pub fn profile_file_in(&self, scenario_file: &std::path::Path) -> Option<std::path::PathBuf> {
+        let f = self.profile_file.as_deref()?;
+        let dir = scenario_file.parent().unwrap_or(std::path::Path::new(""));
+        Some(dir.join(f))
+    }
+}
+
 /// Why a scenario file did not parse or validate.
 #[derive(Debug, thiserror::Error)]
 pub enum ScenarioError {
@@ -415,7 +430,15 @@ pub fn parse(text: &str, origin: &str) -> Result<Scenario, ScenarioError> {
             s.name
         ));
     }
-    if crate::profile::profile(&s.profile).is_none() {
+    match (&s.profile_file, s.profile.is_empty()) {
+        (Some(_), false) => {
+            return invalid("profile and profile_file are exclusive: give one".into());
+        }
+        (Some(f), true) if f.is_empty() => return invalid("profile_file is empty".into()),
+        (None, true) => return invalid("needs a profile or a profile_file".into()),
+        _ => {}
+    }
+    if s.profile_file.is_none() && crate::profile::profile(&s.profile).is_none() {
         return invalid(format!(
             "unknown profile {:?} (known: {})",
             s.profile,
@@ -668,6 +691,38 @@ mod tests {
         )
         .unwrap_err();
         assert!(e.to_string().contains("cold_push"), "{e}");
+    }
+
+    #[test]
+    fn profile_file_is_relative_to_the_scenario_and_exclusive_with_profile() {
+        let body = "doc='d'\n[[phase]]\nkind='cold_start'\n";
+        let s = parse(
+            &format!("name='x'\nprofile_file='shape.toml'\n{body}"),
+            "f.toml",
+        )
+        .unwrap();
+        assert_eq!(
+            s.profile_file_in(std::path::Path::new("/a/b/x.toml")),
+            Some(std::path::PathBuf::from("/a/b/shape.toml"))
+        );
+        let back = parse(&toml::to_string(&s).unwrap(), "w").unwrap();
+        assert_eq!(back, s);
+        for (head, says) in [
+            ("profile='small'\nprofile_file='s.toml'\n", "exclusive"),
+            ("", "needs a profile"),
+            ("profile_file=''\n", "profile_file is empty"),
+        ] {
+            let e = parse(&format!("name='x'\n{head}{body}"), "f.toml")
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("f.toml") && e.contains(says), "{e}");
+        }
+        assert_eq!(
+            builtin("small")
+                .unwrap()
+                .profile_file_in(std::path::Path::new("x")),
+            None
+        );
     }
 
     #[test]

@@ -9,5 +9,6 @@ mod load;
 mod record;
 mod user_vault;
 mod report;
+mod twin;
 mod vault;
 mod webdav;

@@ -5,6 +5,7 @@ mod golden;
 mod loader;
 mod props;
 mod shape;
+mod twin;
 
 use scenarios::{GenFile, Profile, generate, profile};
 

@@ -5,6 +5,7 @@
 //! scenarios, applies edits, and measures generation against the disk.
 
 mod bench;
+mod measure;
 mod profile;
 
 use std::path::PathBuf;
@@ -17,6 +18,7 @@ pub use crate::prepare::vault::{
 };
 
 use crate::exit;
+pub use measure::{measure_dir, profile_from_file, scenario_profile};
 pub use profile::{lookup_profile, seed_or_default};
 
 #[derive(Debug, clap::Subcommand)]
@@ -31,12 +33,22 @@ pub enum VaultCmd {
     Bench(bench::BenchArgs),
     /// List the profiles with their default seeds and where their shapes come from.
     List(ListArgs),
+    /// Measure a vault directory into a shape file (counts and distributions, never a name
+    /// or a byte of content) that `vault gen --profile-file` turns into a synthetic twin.
+    Measure(measure::MeasureArgs),
 }
 
 #[derive(Debug, clap::Args)]
 pub struct GenArgs {
     /// Profile name (see `vaultbench vault list`).
-    pub profile: String,
+    #[arg(
+        required_unless_present = "profile_file",
+        conflicts_with = "profile_file"
+    )]
+    pub profile: Option<String>,
+    /// A shape file written by `vault measure`: generate that vault's synthetic twin.
+    #[arg(long)]
+    pub profile_file: Option<PathBuf>,
     /// Seed, decimal or 0x-prefixed hex [default: the profile's, 0x5eed].
     #[arg(long)]
     pub seed: Option<String>,
@@ -80,11 +92,16 @@ pub fn run(cmd: VaultCmd) -> anyhow::Result<i32> {
         VaultCmd::Verify(a) => verify_cmd(a),
         VaultCmd::Bench(a) => bench::run(a),
         VaultCmd::List(a) => list_cmd(a),
+        VaultCmd::Measure(a) => measure::run(a),
     }
 }
 
 fn gen_cmd(a: GenArgs) -> anyhow::Result<i32> {
-    let p = lookup_profile(&a.profile)?;
+    let p = match (&a.profile, &a.profile_file) {
+        (_, Some(f)) => profile_from_file(f)?,
+        (Some(name), None) => lookup_profile(name)?,
+        (None, None) => bail!("name a profile or pass --profile-file"),
+    };
     let seed = seed_or_default(&p, a.seed.as_deref())?;
     crate::interrupt::install();
     let s = write_vault(&p, seed, &a.out, a.force)?;

@@ -1,0 +1,163 @@
+//! A measured vault's synthetic twin: the [`Profile`] that makes the generator reproduce a
+//! [`Shape`] (counts exact, distributions fitted), with none of the vault's names or text.
+//!
+//! The generator is the one of every built-in profile; a twin only sets its parameters.
+//! What the generator cannot take from a shape is written down here and in the book
+//! (`docs/src/vaults/twin.md`): folder depths beyond the maximum, attachment extensions (every
+//! twin image is a PNG, every large attachment a `.bin`), the sizes of heavy notes, and how
+//! many names fall in each hazard class (a twin holds the generator's one example of each
+//! class the vault has).
+
+use crate::plan::NOTE_MAX_BYTES;
+use crate::profile::{DEFAULT_SEED, Fanout, HazardNames, LinkStyle, ObsidianConfig, Profile, base};
+use crate::shape::Shape;
+
+/// The name every twin profile carries (a vault cache entry is still keyed by its digest).
+pub const TWIN_NAME: &str = "twin";
+
+/// Folders a one-level vault can have: the planner's distinct top-level names run out
+/// near 15,000 (124 nouns, alone or in pairs).
+const MAX_FLAT_FOLDERS: u64 = 2000;
+
+impl Profile {
+    /// The profile whose vault measures back to `s` (within the tolerances in the book).
+    pub fn from_shape(s: &Shape) -> Profile {
+        let (n, f, l, a, c) = (&s.notes, &s.folders, &s.links, &s.attachments, &s.config);
+        let names = hazard_names(s);
+        let (extra_notes, extra_folders) = names.map_or((0, 0), crate::hazards::name_footprint);
+        let notes = n.count.saturating_sub(extra_notes);
+        let max_depth = f.max_depth.max(1);
+        let mut folders = f.count.saturating_sub(extra_folders).clamp(1, notes.max(1));
+        if max_depth == 1 {
+            folders = folders.min(MAX_FLAT_FOLDERS);
+        }
+        let images = a.count - a.large;
+        // The hazard-named notes carry no links, embeds or frontmatter (but one): the
+        // planner's notes carry them all.
+        let non_empty = n.count - n.empty;
+        let per_planned = ratio(non_empty, non_empty.saturating_sub(extra_notes)).max(1.0);
+        let fixed = l.per_note_max > 0 && (l.per_note_mean - l.per_note_max as f64).abs() < 1e-9;
+        Profile {
+            name: TWIN_NAME,
+            doc: "a measured vault's shape (vault measure): its counts and distributions, none of its names or text",
+            default_seed: DEFAULT_SEED,
+            notes: notes as u32,
+            folders: folders as u32,
+            max_depth: max_depth as u32,
+            // The share is of every note; the dominant folder is a planned one.
+            dominant_share: dominant_param(
+                (f.dominant_share * ratio(n.count, notes)).min(1.0),
+                notes,
+                folders,
+            ),
+            size_median: n.size.p50.clamp(40, u64::from(NOTE_MAX_BYTES)) as u32,
+            size_sigma: n.size_log_sigma,
+            empty_share: ratio(n.empty, n.count),
+            heavy_notes: n.heavy as u32,
+            frontmatter_share: (n.frontmatter_share * per_planned).min(1.0),
+            non_ascii_share: non_ascii_param(
+                (n.non_ascii_share * per_planned).min(1.0),
+                l.per_note_mean * per_planned * (1.0 - l.same_note_share),
+            ),
+            fanout: if fixed {
+                Fanout::Fixed(l.per_note_max as u32)
+            } else {
+                Fanout::Geometric(l.per_note_mean * per_planned)
+            },
+            link_style: if l.markdown > l.wiki {
+                LinkStyle::Markdown
+            } else {
+                LinkStyle::Wiki
+            },
+            same_note_share: l.same_note_share,
+            placeholder_share: l.unresolved_share,
+            dup_groups: n.duplicate_groups as u32,
+            dup_group_size: if n.duplicate_groups == 0 {
+                2
+            } else {
+                ((n.duplicate_notes as f64 / n.duplicate_groups as f64).round() as u32).max(2)
+            },
+            images_per_note: if notes == 0 {
+                0.0
+            } else {
+                images as f64 / notes as f64
+            },
+            embeds_per_note: l.embeds_per_note * per_planned,
+            large_attachments: a.large as u32,
+            large_attachment_bytes: a.large_median,
+            image_median: a.size.p50.max(1024) as f64,
+            image_sigma: a.size_log_sigma,
+            obsidian: (c.files > 0).then(|| ObsidianConfig {
+                json_files: (c.files - 1) as u32,
+                plugin_js_bytes: c.largest,
+            }),
+            hazard_names: names,
+            ..base(TWIN_NAME, "", 0)
+        }
+    }
+}
+
+fn ratio(a: u64, b: u64) -> f64 {
+    if b == 0 { 0.0 } else { a as f64 / b as f64 }
+}
+
+/// The hazard names a twin holds: one example of each class the vault's names show.
+fn hazard_names(s: &Shape) -> Option<HazardNames> {
+    let m = &s.names;
+    let h = HazardNames {
+        long_name: m.long_name > 0,
+        case_pair: m.case_collision > 0,
+        normalisation_pair: m.nfd > 0,
+        same_basename: if m.same_basename_folders > 1 {
+            m.same_basename_folders as u32
+        } else {
+            0
+        },
+        emoji: m.emoji > 0,
+        trailing_space: m.trailing_space > 0,
+        multiple_spaces: m.multiple_spaces > 0,
+    };
+    (h != HazardNames::default()).then_some(h)
+}
+
+/// The planner's dominant-folder parameter that gives a measured share: it puts one note in
+/// each of `folders` folders, then each further note in the dominant one with probability
+/// `d` and in a uniformly drawn one otherwise, so the dominant folder expects
+/// `1 + (notes - folders) (d + (1 - d) / folders)` notes.
+fn dominant_param(share: f64, notes: u64, folders: u64) -> f64 {
+    if folders <= 1 || notes <= folders {
+        return 0.0;
+    }
+    let (n, k) = (notes as f64, folders as f64);
+    let per_extra = (share * n - 1.0) / (n - k);
+    ((per_extra - 1.0 / k) / (1.0 - 1.0 / k)).clamp(0.0, 1.0)
+}
+
+/// The generator's non-ASCII parameter `x` that gives a measured share of notes holding
+/// non-ASCII text. With `x`, a note's own words are non-ASCII with probability `x`; besides,
+/// its title (drawn non-ASCII with probability `x`) shows in its `# Title` heading half the
+/// time, and each link to another note or a placeholder spells a title drawn the same way.
+/// So a note is all ASCII with probability about `(1 - x) (1 - x / 2) (1 - x)^k`, `k` its
+/// links that name a title; `x` is found by bisection (the share rises with `x`).
+fn non_ascii_param(share: f64, k: f64) -> f64 {
+    let predicted = |x: f64| {
+        let mut ascii = (1.0 - x) * (1.0 - x / 2.0);
+        // (1 - x)^k by repeated multiplication (k is a mean, so its integer part, then the rest).
+        let whole = k.floor() as u32;
+        for _ in 0..whole.min(1000) {
+            ascii *= 1.0 - x;
+        }
+        ascii *= 1.0 - x * (k - f64::from(whole));
+        1.0 - ascii
+    };
+    let (mut lo, mut hi) = (0.0, 1.0);
+    for _ in 0..50 {
+        let mid = (lo + hi) / 2.0;
+        if predicted(mid) < share {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    (lo + hi) / 2.0
+}

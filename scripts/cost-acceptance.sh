@@ -55,6 +55,10 @@ max_share = 1000.0
 max_share = 1000.0
 [steal]
 max_share = 1000.0
+[foreign_cpu]
+max_share = 1000
+[foreign_io]
+max_share = 1000000
 EOF
 cat > "$WORK/posts.toml" <<EOF
 name = "posts"

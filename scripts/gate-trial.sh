@@ -92,6 +92,10 @@ max_share = 1000
 max_share = 1000
 [steal]
 max_share = 1000
+[foreign_cpu]
+max_share = 1000
+[foreign_io]
+max_share = 1000000
 EOF
 
 record() { # condition round gate-args... -> prints exit code; stderr kept in OUT

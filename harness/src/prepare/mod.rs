@@ -228,7 +228,12 @@ fn read_scenario(name: Option<&str>, file: Option<&Path>) -> anyhow::Result<Scen
         (named, Some(f)) => {
             let text = std::fs::read_to_string(f)
                 .with_context(|| format!("scenario file {}", f.display()))?;
-            let s = scenarios::scenario::parse(&text, &f.display().to_string())?;
+            let mut s = scenarios::scenario::parse(&text, &f.display().to_string())?;
+            // A `profile_file` is read beside the scenario file: resolved here, where the
+            // file is known, so `prepare` reads it from wherever the run started.
+            if let Some(p) = s.profile_file_in(f) {
+                s.profile_file = Some(p.display().to_string());
+            }
             // Both given: they must agree, or the recording would be filed under a name the
             // user did not ask for.
             if let Some(n) = named
@@ -324,8 +329,12 @@ pub fn prepare(scenario: Scenario, opts: &RunOpts) -> anyhow::Result<Prepared> {
     } else {
         None
     };
-    let profile = scenarios::profile(&scenario.profile)
-        .with_context(|| format!("unknown profile {:?}", scenario.profile))?;
+    let profile = match &scenario.profile_file {
+        // The synthetic twin of a measured shape (`vault measure`), resolved at load.
+        Some(f) => vault::profile_from_file(Path::new(f))?,
+        None => scenarios::profile(&scenario.profile)
+            .with_context(|| format!("unknown profile {:?}", scenario.profile))?,
+    };
     let seed = opts.seed.or(scenario.seed).unwrap_or(profile.default_seed);
     let gate_cfg =
         <calibration::GateConfig as calibration::GateFile>::load(opts.gate_config.as_deref())?;

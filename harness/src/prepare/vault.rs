@@ -358,6 +358,15 @@ pub fn write_vault(
     Ok(VaultSummary::new(p, seed, &manifest))
 }
 
+/// The twin profile of the shape file at `path`: a missing, malformed or out-of-range file
+/// is one line naming the file (and the field).
+pub fn profile_from_file(path: &Path) -> anyhow::Result<Profile> {
+    let text = fs::read_to_string(path)
+        .with_context(|| format!("shape file {} cannot be read", path.display()))?;
+    let shape = scenarios::shape::Shape::parse(&text, &path.display().to_string())?;
+    Ok(Profile::from_shape(&shape))
+}
+
 /// Reads every file under `dir` (hidden ones too) into a manifest.
 pub fn manifest_of_dir(dir: &Path) -> anyhow::Result<Manifest> {
     let meta = fs::metadata(dir)

@@ -196,3 +196,40 @@ fn bad_directories_and_shape_files_are_one_line_naming_them() {
         assert!(!out.exists(), "nothing written for {to:?}");
     }
 }
+
+/// A scenario file naming a measured shape (`profile_file`, read beside the scenario file)
+/// records: the run generates the twin and pushes it, whatever directory it starts from.
+#[test]
+#[ignore = "slow: a real recording"]
+fn a_scenario_with_a_profile_file_records_its_twin() {
+    let home = tempfile::tempdir().unwrap();
+    let src = home.path().join("generated");
+    vb().args(["vault", "gen", "small", "--out"])
+        .arg(&src)
+        .assert()
+        .success();
+    let dir = home.path().join("scen");
+    fs::create_dir(&dir).unwrap();
+    measure(&src, &dir.join("shape.toml"));
+    let scen = dir.join("twin.toml");
+    fs::write(
+        &scen,
+        "name = \"twin-push\"\ndoc = \"test\"\nprofile_file = \"shape.toml\"\nsamples = 1\n\
+         [[phase]]\nkind = \"cold_start\"\n[[phase]]\nkind = \"cold_push\"\n",
+    )
+    .unwrap();
+    let out = home.path().join("out");
+    crate::common::record_loose(home.path(), &["--samples", "1"])
+        .arg("--scenario-file")
+        .arg(&scen)
+        .arg("--out")
+        .arg(&out)
+        .current_dir(home.path())
+        .timeout(std::time::Duration::from_secs(600))
+        .assert()
+        .success();
+    let b: Value = serde_json::from_slice(&fs::read(out.join("twin-push.json")).unwrap()).unwrap();
+    let shape = fs::read_to_string(dir.join("shape.toml")).unwrap();
+    assert!(b["metrics"]["cold_push.files"]["value"].as_f64().unwrap() > 0.0);
+    assert!(!shape.is_empty());
+}

@@ -94,14 +94,7 @@ pub fn measure_dir(dir: &Path) -> anyhow::Result<Shape> {
     Ok(m.finish())
 }
 
-/// The twin profile of the shape file at `path`: a missing, malformed or out-of-range file
-/// is one line naming the file (and the field).
-pub fn profile_from_file(path: &Path) -> anyhow::Result<Profile> {
-    let text = fs::read_to_string(path)
-        .with_context(|| format!("shape file {} cannot be read", path.display()))?;
-    let shape = Shape::parse(&text, &path.display().to_string())?;
-    Ok(Profile::from_shape(&shape))
-}
+pub use crate::prepare::vault::profile_from_file;
 
 /// The profile of a scenario: its built-in `profile`, or the twin of its `profile_file` read
 /// relative to `scenario_file` (a built-in scenario has none).

@@ -706,6 +706,21 @@ mod tests {
     }
 
     #[test]
+    fn the_target_files_in_the_book_parse() {
+        let book = include_str!("../../docs/src/targets/bring-your-own.md");
+        let mut found = 0;
+        for block in book.split("```toml\n").skip(1) {
+            let text = &block[..block.find("```").unwrap()];
+            if text.contains("command =") {
+                let d = TargetDef::parse(text, "book").unwrap_or_else(|e| panic!("{e}: {text}"));
+                assert!(d.has_address() && d.has_data(), "{text}");
+                found += 1;
+            }
+        }
+        assert!(found > 0, "the guide shows a target file");
+    }
+
+    #[test]
     fn shell_rules_split_backslashes_and_quotes() {
         assert_eq!(
             split_command(r#"a 'b c' "d e" f\ g h\"i"#).unwrap(),

@@ -6,7 +6,12 @@
 #
 # Usage: scripts/gate-trial.sh [K] [OUT_DIR]
 # Env:   VB            vaultbench binary (default target/release/vaultbench)
+#        TARGET        the target to record (default ref; e.g. apache-webdav with
+#                      SCENARIO=small-webdav, or any command line)
 #        SCENARIO      scenario to record (default small)
+#        KEYS          the latency keys the loosened recordings report per condition (default
+#                      the put-chunk p50s; for WebDAV e.g. "route.put-file.c1.p50_us
+#                      route.get-file.c1.p50_us")
 #        SAMPLES       counted samples per recording (default 3; one warm-up runs first)
 #        M             loosened recordings per condition for the put-chunk figures (default 3)
 #        CONDITIONS    space-separated subset of "quiet cpu fsync" (default all three)
@@ -25,6 +30,8 @@ K=${1:-20}
 OUT=${2:-gate-trial-$(date -u +%Y%m%dT%H%M%SZ)}
 VB=${VB:-target/release/vaultbench}
 SCENARIO=${SCENARIO:-small}
+TARGET=${TARGET:-ref}
+KEYS=${KEYS:-"route.put-chunk.c1.p50_us route.put-chunk.c4.p50_us"}
 SAMPLES=${SAMPLES:-3}
 M=${M:-3}
 CONDITIONS=${CONDITIONS:-"quiet cpu fsync"}
@@ -104,7 +111,7 @@ record() { # condition round gate-args... -> prints exit code; stderr kept in OU
     local dir="$OUT/$kind/$cond/$round"
     mkdir -p "$dir"
     set +e
-    "$VB" record "$SCENARIO" --samples "$SAMPLES" --out "$dir" --work-dir "$WORK" "$@" \
+    "$VB" record "$SCENARIO" --target "$TARGET" --samples "$SAMPLES" --out "$dir" --work-dir "$WORK" "$@" \
         >"$dir/stdout" 2>"$dir/stderr"
     local rc=$?
     set -e
@@ -139,9 +146,9 @@ for round in $(seq "$M"); do
     done
 done
 
-python3 - "$OUT" "$SCENARIO" "$CONDITIONS" <<'EOF'
+python3 - "$OUT" "$SCENARIO" "$CONDITIONS" "$KEYS" <<'EOF'
 import json, os, statistics, sys
-out, scenario, conditions = sys.argv[1], sys.argv[2], sys.argv[3].split()
+out, scenario, conditions, keys = sys.argv[1], sys.argv[2], sys.argv[3].split(), sys.argv[4].split()
 rows = [l.rstrip("\n").split("\t") for l in open(os.path.join(out, "trial.tsv"))][1:]
 lines = []
 for c in conditions:
@@ -153,7 +160,7 @@ for c in conditions:
                  f"background before each recording: median {statistics.median(bg) if bg else float('nan'):.2f} cores, max {max(bg) if bg else float('nan'):.2f}")
 p50 = {}
 for c in conditions:
-    for key in ("route.put-chunk.c1.p50_us", "route.put-chunk.c4.p50_us"):
+    for key in keys:
         vals = []
         d = os.path.join(out, "loose", c)
         for r in sorted(os.listdir(d)) if os.path.isdir(d) else []:
@@ -166,7 +173,7 @@ for c in conditions:
             p50[(c, key)] = statistics.median(vals)
             lines.append(f"{c}: {key} median of {len(vals)} loosened recordings {p50[(c, key)]:.0f} µs ({', '.join(f'{v:.0f}' for v in vals)})")
 for c in conditions:
-    for key in ("route.put-chunk.c1.p50_us", "route.put-chunk.c4.p50_us"):
+    for key in keys:
         if c != "quiet" and (c, key) in p50 and ("quiet", key) in p50:
             lines.append(f"{c}: {key} {100 * (p50[(c, key)] / p50[('quiet', key)] - 1):+.0f} % against quiet")
 open(os.path.join(out, "summary.txt"), "w").write("\n".join(lines) + "\n")

@@ -20,3 +20,4 @@ pub mod stopped;
 pub mod sync_client;
 pub mod target;
 pub mod webdav_client;
+pub mod guard;

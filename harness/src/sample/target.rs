@@ -431,6 +431,8 @@ pub struct Server {
     group: bool,
     /// The wrapper it was started under (a restart uses it again).
     wrap: Vec<String>,
+    /// Kills the server's whole group if this process dies without stopping it.
+    guard: Option<crate::sample::guard::GroupGuard>,
 }
 
 /// How long a server may take to become ready before the sample fails.
@@ -527,6 +529,7 @@ impl Server {
             rss_thread: None,
             group,
             wrap: wrap.to_vec(),
+            guard: crate::sample::guard::GroupGuard::spawn(pid),
         };
         loop {
             if let Some(child) = server.child.as_mut()
@@ -638,6 +641,9 @@ impl Server {
             unsafe { libc::kill(-pid, libc::SIGKILL) };
         }
         usage.exit_status = Some(status);
+        if let Some(g) = self.guard.take() {
+            g.disarm();
+        }
         Ok(usage)
     }
 }
@@ -691,6 +697,9 @@ impl Server {
                 .context("reaping the killed target")?
                 .is_some()
             {
+                if let Some(g) = self.guard.take() {
+                    g.disarm();
+                }
                 return Ok(());
             }
             if Instant::now() > deadline {
@@ -727,6 +736,9 @@ impl Drop for Server {
             }
             let _ = c.kill();
             let _ = c.wait();
+        }
+        if let Some(g) = self.guard.take() {
+            g.disarm();
         }
     }
 }

@@ -279,6 +279,76 @@ fn sigint_kills_and_reaps_everything_and_writes_nothing() {
     );
 }
 
+/// A target whose worker ignores SIGTERM and has no parent-death signal (as Apache's
+/// children): a script that starts a background loop in its own process group, then execs the
+/// reference server.
+fn forking_target(dir: &Path) -> (String, String) {
+    use std::os::unix::fs::PermissionsExt;
+    let worker = dir.join("stubborn-worker.sh");
+    std::fs::write(&worker, "trap '' TERM INT HUP\nwhile :; do sleep 1; done\n").unwrap();
+    let main = dir.join("forking-server.sh");
+    let vb = assert_cmd::cargo::cargo_bin!("vaultbench");
+    std::fs::write(
+        &main,
+        format!(
+            "trap '' TERM\nsh '{}' &\nexec '{}' serve-ref --listen \"$1\" --data \"$2\"\n",
+            worker.display(),
+            vb.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&main, std::fs::Permissions::from_mode(0o755)).unwrap();
+    (
+        format!("sh {} {{addr}} {{data}}", main.display()),
+        "stubborn-worker.sh".to_owned(),
+    )
+}
+
+/// SIGKILL (nothing of the harness runs) and SIGINT of `record` mid-sample: within 5 s no
+/// process of the target's tree remains, the stubborn worker included.
+#[test]
+#[ignore = "slow: real recordings killed mid-sample"]
+fn a_killed_or_interrupted_record_leaves_no_process_of_the_target() {
+    for signal in [libc::SIGKILL, libc::SIGINT, libc::SIGTERM] {
+        let home = tempfile::tempdir().unwrap();
+        let (target, marker) = forking_target(home.path());
+        let gate = home.path().join("gate.toml");
+        std::fs::write(&gate, LOOSE_GATE).unwrap();
+        let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin!("vaultbench"))
+            .args(["record", "small", "--samples", "3", "--target", &target])
+            .arg("--gate-config")
+            .arg(&gate)
+            .arg("--out")
+            .arg(home.path().join("out"))
+            .arg("--work-dir")
+            .arg(home.path().join("work"))
+            .env("VAULTBENCH_CACHE", home.path().join("cache"))
+            .env("VAULTBENCH_LOCK", home.path().join("machine.lock"))
+            .env("XDG_DATA_HOME", home.path().join("data"))
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+        while procs_with(&marker).is_empty() && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        assert!(!procs_with(&marker).is_empty(), "the worker never started");
+        // SAFETY: signalling our own child.
+        unsafe { libc::kill(child.id() as i32, signal) };
+        let _ = child.wait();
+        let t0 = std::time::Instant::now();
+        while !procs_with(&marker).is_empty() && t0.elapsed() < std::time::Duration::from_secs(5) {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        assert!(
+            procs_with(&marker).is_empty(),
+            "signal {signal}: left behind after 5 s: {:?}",
+            procs_with(&marker)
+        );
+    }
+}
+
 /// Pids whose command line mentions `needle`.
 fn procs_with(needle: &str) -> Vec<String> {
     let mut out = Vec::new();

@@ -241,6 +241,81 @@ fn a_webdav_server_typed_as_a_command_line_records_byte_identical() {
     );
 }
 
+/// `kill -9`, SIGINT and SIGTERM of `record` against Apache mid-sample: Apache's workers
+/// ignore SIGTERM and have no parent-death signal; within 5 s none of them remains.
+#[test]
+#[ignore = "slow: real servers killed mid-sample"]
+fn a_killed_record_leaves_no_apache_worker() {
+    for signal in [libc::SIGKILL, libc::SIGINT, libc::SIGTERM] {
+        let home = tempfile::tempdir().unwrap();
+        let work = home.path().join("work");
+        let gate = home.path().join("gate.toml");
+        std::fs::write(&gate, LOOSE_GATE).unwrap();
+        let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin!("vaultbench"))
+            .args([
+                "record",
+                "small-webdav",
+                "--samples",
+                "3",
+                "--target",
+                "apache-webdav",
+            ])
+            .arg("--gate-config")
+            .arg(&gate)
+            .arg("--out")
+            .arg(home.path().join("out"))
+            .arg("--work-dir")
+            .arg(&work)
+            .env("VAULTBENCH_CACHE", home.path().join("cache"))
+            .env("VAULTBENCH_LOCK", home.path().join("machine.lock"))
+            .env("XDG_DATA_HOME", home.path().join("data"))
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        // Apache's master and workers all carry the data dir (under the work dir) in argv.
+        let marker = work.display().to_string();
+        let apache = || -> Vec<String> {
+            procs_with(&marker)
+                .into_iter()
+                .filter(|(_, cmd)| cmd.contains("apache2"))
+                .map(|(p, _)| p)
+                .collect()
+        };
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+        while apache().len() < 2 && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        assert!(apache().len() >= 2, "Apache and a worker never started");
+        // SAFETY: signalling our own child.
+        unsafe { libc::kill(child.id() as i32, signal) };
+        let _ = child.wait();
+        let t0 = std::time::Instant::now();
+        while !apache().is_empty() && t0.elapsed() < std::time::Duration::from_secs(5) {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        assert!(
+            apache().is_empty(),
+            "signal {signal}: left behind after 5 s: {:?}",
+            apache()
+        );
+    }
+}
+
+/// (pid, command line) of every process whose command line mentions `needle`.
+fn procs_with(needle: &str) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        if let Ok(cmd) = std::fs::read(e.path().join("cmdline")) {
+            let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+            if cmd.contains(needle) {
+                out.push((e.file_name().to_string_lossy().into_owned(), cmd));
+            }
+        }
+    }
+    out
+}
+
 /// Checked before any sample, so no server needs to be installed: exit 2, one line naming
 /// both sides, nothing written.
 #[test]

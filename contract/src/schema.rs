@@ -253,6 +253,14 @@ pub struct TargetIdentity {
     pub executable: String,
     pub sha256: String,
     pub version: String,
+    /// SHA-256 of every existing file among the target's arguments (`srv.py` in
+    /// `python3 srv.py`) and of every file template it writes into its data dir
+    /// (`{data}/httpd.conf`); empty for a bare executable.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub inputs: BTreeMap<String, String>,
+    /// Why the identity has no version: the version probe could not run, hung or failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
 }
 
 /// The harness that made the recording.
@@ -522,6 +530,8 @@ mod tests {
                 executable: "e".into(),
                 sha256: "h".into(),
                 version: "v".into(),
+                inputs: Default::default(),
+                note: None,
             },
             machine: crate::machine::Fingerprint::default(),
             loadavg_before: None,

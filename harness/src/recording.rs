@@ -441,6 +441,8 @@ mod tests {
                 executable: "vaultbench".into(),
                 sha256: "00".into(),
                 version: "0".into(),
+                inputs: Default::default(),
+                note: None,
             },
             samples: n,
             attempts: 3,
@@ -451,7 +453,7 @@ mod tests {
     fn spec() -> TargetSpec {
         TargetSpec {
             given: "ref".into(),
-            argv: vec!["ref".into()],
+            def: loadgen::launch::TargetDef::command(vec!["ref".into()], "ref").unwrap(),
         }
     }
 

@@ -17,8 +17,9 @@ use std::path::{Path, PathBuf};
 
 use bytes::Bytes;
 use loadgen::Target;
+use loadgen::launch::{TargetDef, preset_names};
 use loadgen::webdav::client::{DavRequest, Depth, method};
-use loadgen::webdav::{BasicAuth, DavClient, Preset};
+use loadgen::webdav::{BasicAuth, DavClient, ServerCommand};
 
 /// Names beside the hazards profile's that exercise href escaping: a literal `%`, a
 /// literal `%20`, `#` and `?` (which would end the path if left unescaped), and the
@@ -50,26 +51,30 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         return Err("usage: webdav_capture VAULT_DIR OUT_DIR [PRESET...]".into());
     }
     let (vault, out) = (PathBuf::from(&args[0]), PathBuf::from(&args[1]));
-    let presets: Vec<Preset> = if args.len() > 2 {
+    let presets: Vec<TargetDef> = if args.len() > 2 {
         args[2..]
             .iter()
-            .map(|a| Preset::parse(a).ok_or_else(|| format!("unknown preset {a:?}")))
+            .map(|a| TargetDef::preset(a).ok_or_else(|| format!("unknown preset {a:?}")))
             .collect::<Result<_, _>>()?
     } else {
-        Preset::ALL.to_vec()
+        preset_names()
+            .into_iter()
+            .filter_map(TargetDef::preset)
+            .collect()
     };
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()?;
     for p in presets {
-        rt.block_on(capture(p, &vault, &out.join(p.name())))?;
+        let dir = out.join(&p.name);
+        rt.block_on(capture(p, &vault, &dir))?;
     }
     Ok(())
 }
 
 async fn capture(
-    preset: Preset,
+    mut preset: TargetDef,
     vault: &Path,
     out: &Path,
 ) -> Result<(), Box<dyn std::error::Error>> {
@@ -77,12 +82,11 @@ async fn capture(
     let data = tempfile::tempdir()?;
     let auth = BasicAuth::new("vaultbench", "capture");
     let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?;
-    let server = preset
-        .prepare(data.path(), port, Some(&auth))?
-        .start(Some(&auth))?;
-    let program = server.command.program.clone();
-    let version = std::process::Command::new(&program)
-        .args(preset.version_args())
+    preset.auth = Some(auth.clone());
+    let server = ServerCommand::prepare(&preset, data.path(), port)?.start()?;
+    let version_argv = preset.version.clone().unwrap_or_default();
+    let version = std::process::Command::new(&server.command.program)
+        .args(version_argv.iter().skip(1))
         .output()?;
     let mut v = String::from_utf8_lossy(&version.stdout).into_owned();
     v.push_str(&String::from_utf8_lossy(&version.stderr));
@@ -90,8 +94,7 @@ async fn capture(
     std::fs::write(out.join("server.txt"), format!("{first}\n"))?;
     eprintln!(
         "{}: {first}, ready in {:?}",
-        preset.name(),
-        server.ready_after
+        preset.name, server.ready_after
     );
 
     let target = Target::parse(&format!("http://{port}"), false)?;
@@ -130,7 +133,7 @@ async fn capture(
     for (rel, name) in FOLDERS {
         let (status, body) = propfind(&client, &rec, rel, Depth::One).await?;
         if status != 207 {
-            return Err(format!("{}: PROPFIND {rel:?} answered {status}", preset.name()).into());
+            return Err(format!("{}: PROPFIND {rel:?} answered {status}", preset.name).into());
         }
         std::fs::write(out.join(format!("{name}.depth1.xml")), body)?;
     }
@@ -143,11 +146,11 @@ async fn capture(
         std::fs::write(out.join("root.infinity.refused.txt"), text)?;
     }
     let status = server.stop();
-    eprintln!("{}: stopped ({status})", preset.name());
+    eprintln!("{}: stopped ({status})", preset.name);
     if std::env::var_os("WEBDAV_CAPTURE_KEEP").is_some() {
         eprintln!(
             "{}: data dir kept at {}",
-            preset.name(),
+            preset.name,
             data.keep().display()
         );
     }

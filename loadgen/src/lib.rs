@@ -51,6 +51,7 @@ pub mod bench;
 pub mod faulthop;
 #[doc(hidden)]
 pub mod internals;
+pub mod launch;
 pub mod webdav;
 
 pub use client::{Acknowledged, Clock, Device, system_clock};

@@ -110,6 +110,8 @@ pub fn build(input: RecordingInput<'_>) -> Result<Built, NoSamples> {
             executable: String::new(),
             sha256: String::new(),
             version: String::new(),
+            inputs: Default::default(),
+            note: None,
         },
         machine: contract::machine::Fingerprint::default(),
         loadavg_before: None,

@@ -107,20 +107,23 @@ pub fn run(args: AbArgs) -> anyhow::Result<i32> {
         args.scenario.as_deref(),
         args.common.scenario_file.as_deref(),
     )?;
-    let spec_a = TargetSpec::parse(&args.a)?;
-    let spec_b = TargetSpec::parse(&args.b)?;
+    let opts = args.common.target_opts()?;
+    let mut spec_a = TargetSpec::parse_with(&args.a, &opts)?;
+    let mut spec_b = TargetSpec::parse_with(&args.b, &opts)?;
     crate::prepare::check_protocol(
         &scenario,
         args.common.protocol,
         &[("--a", &spec_a), ("--b", &spec_b)],
     )?;
+    spec_a.speak(scenario.protocol.name());
+    spec_b.speak(scenario.protocol.name());
     if args.paired && scenario.protocol != scenarios::scenario::Protocol::ObsyncV1 {
         bail!(
             "--paired drives obsync-v1 scenarios; {} speaks WebDAV (use a sequential ab)",
             scenario.name
         );
     }
-    if spec_a.argv == spec_b.argv && !args.aa {
+    if spec_a.def == spec_b.def && !args.aa {
         bail!(
             "--a and --b are the same command line {:?}: pass --aa for an A/A run",
             args.a
@@ -131,6 +134,8 @@ pub fn run(args: AbArgs) -> anyhow::Result<i32> {
     let guards: Vec<&str> = args.guard.iter().map(String::as_str).collect();
     let rules = DecisionRules::parse(args.keep_if.as_deref(), &guards)?;
     let (id_a, id_b) = (spec_a.identity()?, spec_b.identity()?);
+    crate::sample::target::print_identity("A", &id_a);
+    crate::sample::target::print_identity("B", &id_b);
     let _lock = calibration::MachineLock::acquire(None, !args.common.no_wait)?;
     let prep = prepare(scenario, &args.common)?;
     let runner = SubprocessRunner {
@@ -712,6 +717,8 @@ mod tests {
             executable: "vaultbench".into(),
             sha256: "00".into(),
             version: "0".into(),
+            inputs: Default::default(),
+            note: None,
         };
         Arms {
             a: TargetSpec::parse("ref").unwrap(),

@@ -61,9 +61,12 @@ pub fn run(args: RecordArgs) -> anyhow::Result<i32> {
             out.display()
         );
     }
-    let target = TargetSpec::parse(&args.target)?;
+    let opts = args.common.target_opts()?;
+    let mut target = TargetSpec::parse_with(&args.target, &opts)?;
     check_protocol(&scenario, args.common.protocol, &[("--target", &target)])?;
+    target.speak(scenario.protocol.name());
     let identity = target.identity()?;
+    crate::sample::target::print_identity("target", &identity);
     let n = args.common.samples.unwrap_or(scenario.samples);
     if n == 0 {
         bail!("--samples must be at least 1");

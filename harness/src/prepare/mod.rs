@@ -10,7 +10,7 @@ use std::time::Duration;
 use scenarios::scenario::{Protocol, Scenario};
 
 use crate::sample::plan::SamplePlan;
-use crate::sample::target::TargetSpec;
+use crate::sample::target::{TargetOpts, TargetSpec};
 
 /// Options shared by `record` and `ab`.
 #[derive(Debug, Clone, clap::Args)]
@@ -60,6 +60,18 @@ pub struct RunOpts {
     /// a flag that disagree fail before any sample (exit 2), naming both.
     #[arg(long, value_enum)]
     pub protocol: Option<ProtocolArg>,
+    /// The WebDAV collection a command-line target serves the vault under (default `/`).
+    #[arg(long, value_name = "PATH")]
+    pub webdav_root: Option<String>,
+    /// HTTP Basic credentials a command-line target demands, as USER:PASS (default: none;
+    /// the presets have their own).
+    #[arg(long, value_name = "USER:PASS")]
+    pub auth: Option<String>,
+    /// How to tell a started target is ready: `tcp` (a connect succeeds) or
+    /// `METHOD PATH STATUS` (`GET /readyz 200`, `OPTIONS / 2xx`). Default: obsync-v1
+    /// `GET /readyz 200`, WebDAV `OPTIONS <root> 2xx` with the credentials.
+    #[arg(long, value_name = "CHECK")]
+    pub ready: Option<String>,
 }
 
 /// `--protocol` values.
@@ -81,13 +93,40 @@ impl ProtocolArg {
     }
 }
 
-/// The protocol a target speaks: a WebDAV preset speaks WebDAV; any other command line (the
-/// reference server, a binary, `{addr}`/`{data}` templates) is an obsync-v1 server.
-pub fn target_protocol(t: &TargetSpec) -> Protocol {
-    if t.preset().is_some() {
-        Protocol::Webdav
-    } else {
-        Protocol::ObsyncV1
+/// The protocol a target says it speaks (a preset, a target file, `ref`, or a command line
+/// given `--protocol`); `None`: a command line that speaks the scenario's.
+pub fn target_protocol(t: &TargetSpec) -> Option<Protocol> {
+    match t.protocol()? {
+        "webdav" => Some(Protocol::Webdav),
+        _ => Some(Protocol::ObsyncV1),
+    }
+}
+
+impl RunOpts {
+    /// The target options these flags give (`--protocol`, `--webdav-root`, `--auth`,
+    /// `--ready`), checked.
+    pub fn target_opts(&self) -> anyhow::Result<TargetOpts> {
+        Ok(TargetOpts {
+            protocol: self.protocol.map(|p| p.protocol().name().to_owned()),
+            webdav_root: self
+                .webdav_root
+                .as_deref()
+                .map(loadgen::launch::normalize_root)
+                .transpose()
+                .map_err(|e| anyhow::anyhow!("--webdav-root: {e}"))?,
+            auth: self
+                .auth
+                .as_deref()
+                .map(loadgen::launch::parse_auth)
+                .transpose()
+                .map_err(|e| anyhow::anyhow!("--auth: {e}"))?,
+            ready: self
+                .ready
+                .as_deref()
+                .map(str::parse)
+                .transpose()
+                .map_err(|e: loadgen::launch::LaunchError| anyhow::anyhow!("--ready: {e}"))?,
+        })
     }
 }
 
@@ -111,13 +150,15 @@ pub fn check_protocol(
         );
     }
     for (flag, t) in targets {
-        let has = target_protocol(t);
+        let Some(has) = target_protocol(t) else {
+            continue;
+        };
         if has == want {
             continue;
         }
         let hint = match want {
             Protocol::Webdav => {
-                "choose a WebDAV target (apache-webdav, nginx-webdav, rclone-webdav)"
+                "choose a WebDAV target (apache-webdav, nginx-webdav, rclone-webdav, or a command line)"
             }
             Protocol::ObsyncV1 => {
                 "choose a WebDAV scenario (small-webdav, personal-webdav) or an obsync-v1 target"

@@ -108,15 +108,15 @@ fn measure(
     std::fs::create_dir_all(sample_dir)
         .with_context(|| format!("creating {}", sample_dir.display()))?;
     let webdav = plan.scenario.protocol == Protocol::Webdav;
-    match (webdav, plan.target.preset()) {
-        (true, None) => bail!(
-            "scenario {} speaks WebDAV: choose a WebDAV target (apache-webdav, nginx-webdav, rclone-webdav), not {:?}",
+    match (webdav, crate::prepare::target_protocol(&plan.target)) {
+        (true, Some(Protocol::ObsyncV1)) => bail!(
+            "scenario {} speaks WebDAV: choose a WebDAV target (a preset, or a command line with --protocol webdav), not {:?}",
             plan.scenario.name,
             plan.target.given
         ),
-        (false, Some(p)) => bail!(
+        (false, Some(Protocol::Webdav)) => bail!(
             "target {} speaks WebDAV: choose a WebDAV scenario (small-webdav, personal-webdav), not {}",
-            p.name(),
+            plan.target.given,
             plan.scenario.name
         ),
         _ => {}

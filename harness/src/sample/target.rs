@@ -1,15 +1,17 @@
 //! Server targets: what to start, its build identity, and its life as a child process.
 //!
-//! A target is `ref` (the embedded reference server: this very executable's `serve-ref`),
-//! `ref ARGS...` (the same with extra flags, e.g. `ref --group-commit`), or a command line
-//! template with `{addr}` and `{data}` placeholders. A bare path to an executable gets
-//! ` --listen {addr} --data {data}` appended (the obsync convention). A WebDAV preset name
-//! (`apache-webdav`, `nginx-webdav`, `rclone-webdav`) starts that third-party server from a
-//! configuration generated into the data dir (`loadgen::webdav::presets`), in its own process
-//! group so its workers are measured and stopped with it.
+//! A target is a target definition ([`loadgen::launch::TargetDef`]) and the text it was given
+//! as. The text is `ref` (the embedded reference server: this very executable's `serve-ref`),
+//! `ref ARGS...` (the same with extra flags, e.g. `ref --group-commit`), a preset name
+//! (`apache-webdav`, `nginx-webdav`, `rclone-webdav`: embedded target files), a target file
+//! (`*.toml`), a bare path to an executable (which gets ` --listen {addr} --data {data}`
+//! appended, the obsync convention), or any command line with the placeholders `{addr}`,
+//! `{host}`, `{port}` and `{data}`, split by POSIX shell rules. Every target runs in its own
+//! process group, so a server's workers are measured and stopped with it.
 
 use anyhow::{Context, bail};
 use sha2::{Digest, Sha256};
+use std::collections::BTreeMap;
 use std::io::Read;
 use std::net::{SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
@@ -18,7 +20,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use loadgen::webdav::{BasicAuth, Preset};
+use loadgen::launch::{Ready, TargetDef};
+use loadgen::webdav::BasicAuth;
 use reports::schema::TargetIdentity;
 
 /// A parsed target.
@@ -26,176 +29,327 @@ use reports::schema::TargetIdentity;
 pub struct TargetSpec {
     /// As the user wrote it (recorded in provenance).
     pub given: String,
-    /// argv template; `{addr}` and `{data}` substituted per start.
-    pub argv: Vec<String>,
+    /// What to start and how to talk to it.
+    pub def: TargetDef,
 }
 
-/// The basic-auth credentials every WebDAV preset is configured with (loopback only: they
-/// prove the auth path is exercised, not that anything is secret).
-pub fn preset_auth() -> BasicAuth {
-    BasicAuth::new("vaultbench", "vaultbench")
+/// Target options given on the command line (`--protocol`, `--webdav-root`, `--auth`,
+/// `--ready`): they set what a command line cannot say, and override a preset's or target
+/// file's own values when given.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TargetOpts {
+    /// `obsync-v1` or `webdav`; fills in a command line's protocol (a preset's or `ref`'s own
+    /// is checked against the scenario instead).
+    pub protocol: Option<String>,
+    pub webdav_root: Option<String>,
+    pub auth: Option<BasicAuth>,
+    pub ready: Option<Ready>,
 }
 
 impl TargetSpec {
+    /// `given` with no command-line options.
     pub fn parse(given: &str) -> anyhow::Result<TargetSpec> {
-        let words = split_command(given).with_context(|| format!("target {given:?}"))?;
-        let Some(first) = words.first() else {
-            bail!("target {given:?} is empty")
-        };
-        let mut argv: Vec<String>;
-        if words.len() == 1 && Preset::parse(first).is_some() {
-            // A preset is its name alone; the command line is generated per start.
-            argv = words.clone();
+        TargetSpec::parse_with(given, &TargetOpts::default())
+    }
+
+    pub fn parse_with(given: &str, opts: &TargetOpts) -> anyhow::Result<TargetSpec> {
+        let words = loadgen::launch::split_command(given)
+            .map_err(|e| anyhow::anyhow!("target {given:?}: {e}"))?;
+        let first = words[0].as_str();
+        let mut def = if words.len() == 1
+            && let Some(d) = TargetDef::preset(first)
+        {
+            d
+        } else if words.len() == 1 && first.ends_with(".toml") {
+            TargetDef::from_file(Path::new(first))
+                .map_err(|e| anyhow::anyhow!("target {given:?}: {e}"))?
         } else if first == "ref" {
             let exe = std::env::current_exe().context("cannot find the vaultbench executable")?;
-            argv = vec![
-                exe.display().to_string(),
-                "serve-ref".into(),
-                "--listen".into(),
-                "{addr}".into(),
-                "--data".into(),
-                "{data}".into(),
-            ];
+            let exe = exe.display().to_string();
+            let mut argv: Vec<String> = vec![exe.clone(), "serve-ref".into()];
+            argv.extend(["--listen", "{addr}", "--data", "{data}"].map(String::from));
             argv.extend(words[1..].iter().cloned());
+            let mut d = TargetDef::command(argv, "ref")
+                .map_err(|e| anyhow::anyhow!("target {given:?}: {e}"))?;
+            d.protocol = Some("obsync-v1".into());
+            d.version = Some(vec![exe, "serve-ref".into(), "--version".into()]);
+            d
         } else {
-            argv = words.clone();
-            if !given.contains("{addr}") {
+            let mut d = TargetDef::command(words.clone(), first)
+                .map_err(|e| anyhow::anyhow!("target {given:?}: {e}"))?;
+            if !d.has_address() {
                 if words.len() > 1 {
                     bail!(
-                        "target {given:?} has arguments but no {{addr}} placeholder: say where the listen address goes"
+                        "target {given:?} has arguments but no {{addr}} or {{port}} placeholder: say where the listen address goes"
                     );
                 }
-                argv.extend(["--listen", "{addr}", "--data", "{data}"].map(String::from));
+                d.argv
+                    .extend(["--listen", "{addr}", "--data", "{data}"].map(String::from));
             }
-            if !given.contains("{data}") && !argv.iter().any(|a| a.contains("{data}")) {
+            if !d.has_data() {
                 bail!(
                     "target {given:?} has no {{data}} placeholder: the server needs a fresh data dir per sample"
                 );
             }
+            d
+        };
+        if def.protocol.is_none() {
+            def.protocol = opts.protocol.clone();
+        }
+        if let Some(r) = &opts.webdav_root {
+            def.webdav_root = Some(r.clone());
+        }
+        if let Some(a) = &opts.auth {
+            def.auth = Some(a.clone());
+        }
+        if let Some(r) = &opts.ready {
+            def.ready = Some(r.clone());
         }
         Ok(TargetSpec {
             given: given.to_owned(),
-            argv,
+            def,
         })
     }
 
-    /// The WebDAV preset this target names, if any.
-    pub fn preset(&self) -> Option<Preset> {
-        match self.argv.as_slice() {
-            [one] => Preset::parse(one),
-            _ => None,
+    /// Settles the protocol of a target that did not say (a command line without
+    /// `--protocol`): it speaks the scenario's, and its readiness default follows.
+    pub fn speak(&mut self, protocol: &str) {
+        if self.def.protocol.is_none() {
+            self.def.protocol = Some(protocol.to_owned());
         }
     }
 
-    /// The executable, resolved through PATH (a preset: its server binary, or one line
-    /// naming the Debian packages to install).
+    /// The protocol the target speaks, when it says (`None`: the scenario's).
+    pub fn protocol(&self) -> Option<&str> {
+        self.def.protocol.as_deref()
+    }
+
+    /// The executable, resolved through PATH and the sbin directories (a target with
+    /// `packages`: one line naming the Debian packages to install).
     pub fn executable(&self) -> anyhow::Result<PathBuf> {
-        if let Some(p) = self.preset() {
-            return Ok(p.locate()?);
-        }
-        resolve_executable(&self.argv[0]).with_context(|| {
-            format!(
+        self.def.locate().map_err(|e| match e {
+            loadgen::launch::LaunchError::NotInstalled { .. } => anyhow::anyhow!("{e}"),
+            _ => anyhow::anyhow!(
                 "target {:?}: executable {:?} not found",
-                self.given, self.argv[0]
-            )
+                self.given,
+                self.def.argv[0]
+            ),
         })
     }
 
-    /// SHA-256 of the executable plus its `--version` output.
+    /// The build identity: SHA-256 of the executable, its version answer, and the SHA-256 of
+    /// every existing file among its arguments (`python3 srv.py` is `srv.py` as much as
+    /// `python3`) and of every file template it writes. A target that gives no version answer
+    /// (it cannot be asked, hangs past [`VERSION_TIMEOUT`], or fails) is identified by those
+    /// digests alone, with a note saying so: not a failure.
     pub fn identity(&self) -> anyhow::Result<TargetIdentity> {
         let exe = self.executable()?;
-        let bytes = std::fs::read(&exe)
-            .with_context(|| format!("reading target executable {}", exe.display()))?;
-        let sha = hex::encode(Sha256::digest(&bytes));
-        if let Some(p) = self.preset() {
-            // nginx prints its version on stderr, the others on stdout.
-            let mut cmd = Command::new(&exe);
-            cmd.args(p.version_args());
-            let version = match probe_version(cmd, true, &self.given, VERSION_TIMEOUT)? {
-                Some(t) => t.lines().next().unwrap_or("").trim().to_owned(),
-                None => String::new(),
-            };
-            return Ok(TargetIdentity {
-                command: self.given.clone(),
-                executable: exe.display().to_string(),
-                sha256: sha,
-                version,
-            });
+        let sha = sha256_file(&exe)?;
+        let mut inputs = BTreeMap::new();
+        for a in self.def.argv.iter().skip(1).filter(|a| !a.contains('{')) {
+            let p = Path::new(a);
+            if p.is_file() {
+                let abs = std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+                inputs.insert(abs.display().to_string(), sha256_file(p)?);
+            }
         }
+        for (name, text) in &self.def.files {
+            inputs.insert(
+                format!("{{data}}/{name}"),
+                hex::encode(Sha256::digest(text.as_bytes())),
+            );
+        }
+        let defined = self.def.version.is_some() && self.def.name != "ref";
+        let version_argv = match &self.def.version {
+            Some(v) => v.clone(),
+            None => vec![self.def.argv[0].clone(), "--version".into()],
+        };
         let mut cmd = Command::new(&exe);
-        if self.argv.get(1).map(String::as_str) == Some("serve-ref") {
-            cmd.arg("serve-ref");
+        if self.def.version.is_some() {
+            // The version command's own executable when it names another one.
+            if version_argv[0] != self.def.argv[0] && version_argv[0] != exe.display().to_string() {
+                cmd = Command::new(&version_argv[0]);
+            }
         }
-        cmd.arg("--version");
-        let version = probe_version(cmd, false, &self.given, VERSION_TIMEOUT)?
-            .map(|t| t.trim().to_owned())
-            .unwrap_or_default();
-        // The embedded server's identity also carries its flags: `ref` and `ref --group-commit`
-        // are two builds of the same executable.
+        cmd.args(&version_argv[1..]);
+        let asked = version_argv.join(" ");
+        let (version, note) = match probe_version(cmd, &self.given, VERSION_TIMEOUT)? {
+            // A defined version command may print on either stream (nginx uses stderr); the
+            // `--version` convention prints on stdout.
+            Probe::Answered {
+                stdout,
+                stderr,
+                success,
+            } => {
+                let text = if defined {
+                    format!("{stdout}\n{stderr}")
+                } else {
+                    stdout
+                };
+                let line = if defined {
+                    first_line(&text)
+                } else {
+                    text.trim().to_owned()
+                };
+                if success && !line.is_empty() {
+                    (line, None)
+                } else {
+                    let why = if success {
+                        "printed nothing".to_owned()
+                    } else {
+                        format!("failed ({})", first_line(&format!("{text}\n{stderr}")))
+                    };
+                    (
+                        String::new(),
+                        Some(format!(
+                            "`{asked}` {why}: identified by the SHA-256 of the executable and its input files"
+                        )),
+                    )
+                }
+            }
+            Probe::NotStarted(e) => (
+                String::new(),
+                Some(format!(
+                    "`{asked}` could not be run ({e}): identified by the SHA-256 of the executable and its input files"
+                )),
+            ),
+            Probe::TimedOut => (
+                String::new(),
+                Some(format!(
+                    "`{asked}` gave no answer within {} s (killed): identified by the SHA-256 of the executable and its input files",
+                    VERSION_TIMEOUT.as_secs()
+                )),
+            ),
+        };
+        // A target without a version command of its own also carries its flags: `ref` and
+        // `ref --group-commit` are two builds of the same executable.
         let flags: Vec<&str> = self
+            .def
             .argv
             .iter()
             .skip(1)
             .map(String::as_str)
             .filter(|a| !a.contains('{'))
             .collect();
+        let version = if defined || flags.is_empty() || version.is_empty() {
+            version
+        } else {
+            format!("{version} [{}]", flags.join(" "))
+        };
         Ok(TargetIdentity {
             command: self.given.clone(),
             executable: exe.display().to_string(),
             sha256: sha,
-            version: if flags.is_empty() {
-                version
-            } else {
-                format!("{version} [{}]", flags.join(" "))
-            },
+            version,
+            inputs,
+            note,
         })
     }
 
-    fn argv_for(&self, addr: SocketAddr, data: &Path) -> Vec<String> {
-        self.argv
-            .iter()
-            .map(|a| {
-                a.replace("{addr}", &addr.to_string())
-                    .replace("{data}", &data.display().to_string())
-            })
-            .collect()
+    /// The readiness check in force (the definition's, else the protocol's default).
+    pub fn ready_check(&self) -> Ready {
+        self.def.ready_check()
     }
 }
 
-/// How long a target may take to answer `--version` before the run fails. A real server
-/// prints its version in milliseconds; ten seconds leaves room for a cold disk cache on a busy
-/// machine while keeping a hung target from blocking `record` and `ab` for good.
+/// Prints the identity a run will record, before its first sample (on stderr, with the
+/// other progress lines).
+pub fn print_identity(label: &str, id: &TargetIdentity) {
+    let short = &id.sha256[..id.sha256.len().min(12)];
+    let version = if id.version.is_empty() {
+        "no version".to_owned()
+    } else {
+        id.version.clone()
+    };
+    eprintln!(
+        "{label}: {} = {} sha256 {short} ({version}){}",
+        id.command,
+        id.executable,
+        if id.inputs.is_empty() {
+            String::new()
+        } else {
+            format!(
+                ", inputs {}",
+                id.inputs
+                    .iter()
+                    .map(|(k, v)| format!("{k} {}", &v[..v.len().min(12)]))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        }
+    );
+    if let Some(n) = &id.note {
+        eprintln!("{label}: note: {n}");
+    }
+}
+
+/// The first non-empty line of `text`, trimmed.
+fn first_line(text: &str) -> String {
+    text.lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .unwrap_or("")
+        .to_owned()
+}
+
+/// SHA-256 of a file's bytes, read in blocks.
+fn sha256_file(p: &Path) -> anyhow::Result<String> {
+    let mut f = std::fs::File::open(p).with_context(|| format!("reading {}", p.display()))?;
+    let mut h = Sha256::new();
+    let mut buf = vec![0u8; 1 << 16];
+    loop {
+        let n = f
+            .read(&mut buf)
+            .with_context(|| format!("reading {}", p.display()))?;
+        if n == 0 {
+            break;
+        }
+        h.update(&buf[..n]);
+    }
+    Ok(hex::encode(h.finalize()))
+}
+
+/// How long a target may take to answer its version probe before it is killed and the
+/// target is identified by digests alone. A real server prints its version in milliseconds;
+/// ten seconds leaves room for a cold disk cache on a busy machine while keeping a hung
+/// target from blocking `record` and `ab` for good.
 pub const VERSION_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// What a version probe got.
+enum Probe {
+    /// It exited: its output (at most 64 KiB of each stream) and whether it succeeded.
+    Answered {
+        stdout: String,
+        stderr: String,
+        success: bool,
+    },
+    /// It could not be spawned.
+    NotStarted(String),
+    /// It ran past the deadline and was killed.
+    TimedOut,
+}
+
 /// Runs a version probe in its own process group with its output in a temp file (so a
-/// grandchild holding the descriptor cannot block the read). `Ok(None)` when it could not be
-/// started. Past `timeout` the group is killed and reaped and the run fails with one line; on
-/// SIGINT/SIGTERM the same, with [`crate::interrupt::Interrupted`].
-fn probe_version(
-    mut cmd: Command,
-    with_stderr: bool,
-    given: &str,
-    timeout: Duration,
-) -> anyhow::Result<Option<String>> {
+/// grandchild holding the descriptor cannot block the read). Past `timeout` the group is
+/// killed and reaped; on SIGINT/SIGTERM the same, with [`crate::interrupt::Interrupted`].
+fn probe_version(mut cmd: Command, given: &str, timeout: Duration) -> anyhow::Result<Probe> {
     use std::io::{Seek, SeekFrom};
     use std::os::unix::process::CommandExt;
     let mut out = tempfile::tempfile().context("creating a temp file for the --version probe")?;
+    let mut err = tempfile::tempfile().context("creating a temp file for the --version probe")?;
     cmd.stdin(Stdio::null())
         .stdout(Stdio::from(out.try_clone()?))
+        .stderr(Stdio::from(err.try_clone()?))
         .process_group(0);
-    if with_stderr {
-        cmd.stderr(Stdio::from(out.try_clone()?));
-    } else {
-        cmd.stderr(Stdio::null());
-    }
     set_parent_death_signal(&mut cmd);
-    let Ok(mut child) = cmd.spawn() else {
-        return Ok(None);
+    let mut child = match cmd.spawn() {
+        Ok(c) => c,
+        Err(e) => return Ok(Probe::NotStarted(e.to_string())),
     };
     let deadline = Instant::now() + timeout;
-    loop {
+    let status = loop {
         match child.try_wait() {
-            Ok(Some(_)) => break,
+            Ok(Some(status)) => break status,
             Ok(None) => {}
             Err(e) => {
                 kill_probe(&mut child);
@@ -208,20 +362,24 @@ fn probe_version(
         }
         if Instant::now() >= deadline {
             kill_probe(&mut child);
-            bail!(
-                "target {given:?} gave no --version answer within {} s (killed): is it a server that hangs?",
-                timeout.as_secs()
-            );
+            return Ok(Probe::TimedOut);
         }
         std::thread::sleep(Duration::from_millis(10));
-    }
+    };
     // The probe's own group may have left children writing; they go with it.
     kill_group(&child);
-    let mut text = Vec::new();
-    out.seek(SeekFrom::Start(0))?;
-    // A version is a line; 64 KiB bounds a target that prints without end.
-    out.take(64 * 1024).read_to_end(&mut text)?;
-    Ok(Some(String::from_utf8_lossy(&text).into_owned()))
+    let read = |f: &mut std::fs::File| -> anyhow::Result<String> {
+        let mut text = Vec::new();
+        f.seek(SeekFrom::Start(0))?;
+        // A version is a line; 64 KiB bounds a target that prints without end.
+        f.take(64 * 1024).read_to_end(&mut text)?;
+        Ok(String::from_utf8_lossy(&text).into_owned())
+    };
+    Ok(Probe::Answered {
+        stdout: read(&mut out)?,
+        stderr: read(&mut err)?,
+        success: status.success(),
+    })
 }
 
 /// SIGKILL to a probe's process group (its pid is the group id).
@@ -235,53 +393,6 @@ fn kill_probe(child: &mut Child) {
     kill_group(child);
     let _ = child.kill();
     let _ = child.wait();
-}
-
-fn resolve_executable(name: &str) -> Option<PathBuf> {
-    let p = Path::new(name);
-    if p.components().count() > 1 {
-        return p.is_file().then(|| p.to_path_buf());
-    }
-    std::env::var_os("PATH").and_then(|paths| {
-        std::env::split_paths(&paths)
-            .map(|d| d.join(name))
-            .find(|c| c.is_file())
-    })
-}
-
-/// Splits a command line on whitespace with simple single/double quoting (no expansion).
-pub fn split_command(s: &str) -> anyhow::Result<Vec<String>> {
-    let mut words = Vec::new();
-    let mut cur = String::new();
-    let mut in_word = false;
-    let mut quote: Option<char> = None;
-    for c in s.chars() {
-        match (quote, c) {
-            (Some(q), c) if c == q => quote = None,
-            (Some(_), c) => cur.push(c),
-            (None, '\'' | '"') => {
-                quote = Some(c);
-                in_word = true;
-            }
-            (None, c) if c.is_whitespace() => {
-                if in_word {
-                    words.push(std::mem::take(&mut cur));
-                    in_word = false;
-                }
-            }
-            (None, c) => {
-                cur.push(c);
-                in_word = true;
-            }
-        }
-    }
-    if quote.is_some() {
-        bail!("unbalanced quote");
-    }
-    if in_word {
-        words.push(cur);
-    }
-    Ok(words)
 }
 
 /// A loopback port that was free a moment ago.
@@ -315,8 +426,8 @@ pub struct Server {
     stderr_tail: Arc<std::sync::Mutex<Vec<u8>>>,
     rss_stop: Arc<AtomicBool>,
     rss_thread: Option<std::thread::JoinHandle<RssSamples>>,
-    /// A preset: the server runs in its own process group (master plus workers), measured
-    /// and stopped as a whole.
+    /// The server runs in its own process group (master plus workers), measured and stopped
+    /// as a whole (always, now; kept as a field for the code that reads it).
     group: bool,
     /// The wrapper it was started under (a restart uses it again).
     wrap: Vec<String>,
@@ -356,19 +467,17 @@ impl Server {
     ) -> anyhow::Result<Server> {
         std::fs::create_dir_all(data_dir)
             .with_context(|| format!("creating data dir {}", data_dir.display()))?;
-        let preset = spec.preset();
-        let auth = preset_auth();
-        let argv = match preset {
-            Some(p) => {
-                let c = p.prepare(data_dir, addr, Some(&auth))?;
-                let mut argv = vec![c.program.display().to_string()];
-                argv.extend(c.args);
-                argv
-            }
-            None => spec.argv_for(addr, data_dir),
-        };
+        let argv = spec
+            .def
+            .prepare(data_dir, addr)
+            .map_err(|e| anyhow::anyhow!("target {:?}: {e}", spec.given))?;
         let argv: Vec<String> = wrap.iter().cloned().chain(argv).collect();
-        let group = preset.is_some() || !wrap.is_empty();
+        // Every target runs in its own process group: a server's workers (Apache's children,
+        // nginx's workers, a script's interpreter and what it forks) are measured and stopped
+        // with it, and a wrapper's stop reaches the tool and the server alike.
+        let group = true;
+        let ready = spec.ready_check();
+        let auth = spec.def.auth.clone();
         let ready_timeout = if wrap.is_empty() {
             READY_TIMEOUT
         } else {
@@ -379,7 +488,7 @@ impl Server {
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped());
-        if group {
+        {
             use std::os::unix::process::CommandExt;
             cmd.process_group(0);
         }
@@ -429,11 +538,7 @@ impl Server {
                     server.stderr_line()
                 );
             }
-            let ready = match preset {
-                Some(_) => loadgen::webdav::probe_ready(addr, Some(&auth)),
-                None => probe_ready(addr),
-            };
-            if ready {
+            if ready.probe(addr, auth.as_ref()) {
                 break;
             }
             if t0.elapsed() > ready_timeout {
@@ -653,31 +758,6 @@ fn wait4_nohang(pid: libc::pid_t) -> anyhow::Result<(bool, i32, libc::rusage)> {
 
 pub use crate::subprocess::set_parent_death_signal;
 
-/// One `GET /readyz` over a plain blocking socket (no runtime needed at start-up).
-fn probe_ready(addr: SocketAddr) -> bool {
-    use std::io::Write;
-    let Ok(mut s) = std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(200)) else {
-        return false;
-    };
-    let _ = s.set_read_timeout(Some(Duration::from_millis(500)));
-    if s.write_all(
-        format!("GET /readyz HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").as_bytes(),
-    )
-    .is_err()
-    {
-        return false;
-    }
-    let mut buf = [0u8; 16];
-    let mut got = 0;
-    while got < 12 {
-        match s.read(&mut buf[got..]) {
-            Ok(0) | Err(_) => break,
-            Ok(n) => got += n,
-        }
-    }
-    got >= 12 && &buf[9..12] == b"200"
-}
-
 /// What the RSS sampler saw: mean and peak resident KiB (of the process, or the sum over its
 /// process group), and how many samples.
 struct RssSamples {
@@ -772,19 +852,10 @@ mod tests {
     use super::*;
 
     #[test]
-    fn split_command_quotes() {
-        assert_eq!(
-            split_command("a 'b c' \"d\"  e").unwrap(),
-            ["a", "b c", "d", "e"]
-        );
-        assert!(split_command("a 'b").is_err());
-    }
-
-    #[test]
     fn ref_target_runs_serve_ref() {
         let t = TargetSpec::parse("ref --group-commit").unwrap();
         assert_eq!(
-            &t.argv[1..],
+            &t.def.argv[1..],
             [
                 "serve-ref",
                 "--listen",
@@ -800,10 +871,39 @@ mod tests {
     fn command_templates_need_placeholders() {
         assert!(TargetSpec::parse("/bin/srv --port 1").is_err());
         assert!(TargetSpec::parse("/bin/srv --listen {addr}").is_err());
+        assert!(TargetSpec::parse("/bin/srv --listen {adr} {data}").is_err());
         let t = TargetSpec::parse("/bin/srv").unwrap();
         assert_eq!(
-            t.argv,
+            t.def.argv,
             ["/bin/srv", "--listen", "{addr}", "--data", "{data}"]
+        );
+        assert_eq!(t.protocol(), None);
+        // {port} says where the address goes as well as {addr}; shell quoting holds.
+        let t =
+            TargetSpec::parse(r"python3 srv.py --port {port} --root '{data}/a b' x\ y").unwrap();
+        assert_eq!(t.def.argv[5..], ["{data}/a b", "x y"]);
+    }
+
+    #[test]
+    fn presets_are_target_definitions_and_options_override() {
+        let t = TargetSpec::parse("nginx-webdav").unwrap();
+        assert_eq!(t.protocol(), Some("webdav"));
+        assert_eq!(t.ready_check().to_string(), "OPTIONS / 2xx");
+        let opts = TargetOpts {
+            protocol: Some("webdav".into()),
+            webdav_root: Some("/dav/".into()),
+            auth: Some(BasicAuth::new("u", "p")),
+            ready: None,
+        };
+        let t = TargetSpec::parse_with("rclone serve webdav {data} --addr {addr}", &opts).unwrap();
+        assert_eq!(t.protocol(), Some("webdav"));
+        assert_eq!(t.ready_check().to_string(), "OPTIONS /dav/ 2xx");
+        assert_eq!(t.def.auth, Some(BasicAuth::new("u", "p")));
+        let r = TargetSpec::parse_with("ref", &opts).unwrap();
+        assert_eq!(
+            r.protocol(),
+            Some("obsync-v1"),
+            "ref keeps its own protocol"
         );
     }
 

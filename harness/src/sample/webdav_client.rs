@@ -35,10 +35,11 @@ pub struct WebdavClient {
 }
 
 impl WebdavClient {
-    /// A client of `server` with the presets' basic-auth credentials.
+    /// A client of `server` with the target's credentials, under its WebDAV root.
     pub fn connect(plan: &SamplePlan, server: &Server) -> anyhow::Result<WebdavClient> {
         let target = loadgen::Target::parse(&server.url(), false)?;
-        let client = DavClient::new(target, Some(&crate::sample::target::preset_auth()));
+        let def = &plan.target.def;
+        let client = DavClient::with_root(target, def.auth.as_ref(), def.root());
         let opts = plan.scenario.webdav.clone().unwrap_or_default();
         let depth = match opts.depth.as_str() {
             "infinity" => Depth::Infinity,
@@ -182,7 +183,7 @@ async fn edit_propagation(
             .await
             .context("edit propagation: B's listing")?
             .into_iter()
-            .find(|e| DavClient::rel_of(&e.path) == Some(rel))
+            .find(|e| client.rel(&e.path) == Some(rel))
             .with_context(|| format!("edit propagation: {rel} not listed"))?;
         body.extend_from_slice(
             format!("\nedit round {round}: vaultbench edit propagation\n").as_bytes(),

@@ -192,6 +192,55 @@ fn ab_between_two_presets_writes_a_result() {
     );
 }
 
+/// A WebDAV server that is no preset, typed out in full as a command line: rclone under a
+/// base URL (so the vault lives under a WebDAV root that is not `/`), with credentials given
+/// by `--auth`, the protocol by `--protocol`, and `{host}`/`{port}` placeholders. It records
+/// `small-webdav` byte-identical and `verify` accepts the recording.
+#[test]
+#[ignore = "slow: real servers"]
+fn a_webdav_server_typed_as_a_command_line_records_byte_identical() {
+    let home = tempfile::tempdir().unwrap();
+    let out = home.path().join("out");
+    let target = "rclone serve webdav {data} --addr {host}:{port} --baseurl /vault \
+                  --config {data}/../rclone.conf --cache-dir {data}/../rclone-cache \
+                  --user 'bench user' --pass 's3cret pass'";
+    let res = record_loose(home.path(), &["small-webdav", "--samples", "1"])
+        .arg("--target")
+        .arg(target)
+        .args(["--protocol", "webdav", "--webdav-root", "/vault/"])
+        .args(["--auth", "bench user:s3cret pass"])
+        .arg("--out")
+        .arg(&out)
+        .arg("--work-dir")
+        .arg(home.path().join("work"))
+        .timeout(std::time::Duration::from_secs(600))
+        .assert()
+        .get_output()
+        .clone();
+    let err = String::from_utf8_lossy(&res.stderr);
+    assert!(res.status.success(), "{err}");
+    assert!(err.contains("target: rclone serve webdav"), "{err}");
+    vb(home.path()).arg("verify").arg(&out).assert().success();
+    let b = read(&out.join("small-webdav.json"));
+    let value = |k: &str| {
+        b["metrics"][k]["value"]
+            .as_f64()
+            .unwrap_or_else(|| panic!("{k}"))
+    };
+    assert_eq!(value("cold_pull.byte_identical"), 1.0);
+    assert_eq!(value("cold_push.files"), 100.0);
+    assert_eq!(value("idle_resync.mismatched"), 0.0);
+    let side = read(&out.join("small-webdav.provenance.json"));
+    assert!(
+        side["target"]["version"]
+            .as_str()
+            .unwrap()
+            .starts_with("rclone v"),
+        "{}",
+        side["target"]
+    );
+}
+
 /// Checked before any sample, so no server needs to be installed: exit 2, one line naming
 /// both sides, nothing written.
 #[test]

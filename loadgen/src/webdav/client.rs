@@ -78,6 +78,9 @@ struct Inner {
     target: Target,
     /// `Basic ...`, when the server wants credentials.
     auth: Option<String>,
+    /// The collection the vault lives under, without its trailing `/` (`""` for `/`,
+    /// `/dav` for `/dav/`), put in front of every href on the wire.
+    prefix: String,
     client: Client<HttpConnector, Full<Bytes>>,
 }
 
@@ -126,6 +129,16 @@ pub fn method(name: &'static str) -> Method {
 impl DavClient {
     /// A client for `target` (the server's root is the vault's root).
     pub fn new(target: Target, auth: Option<&BasicAuth>) -> DavClient {
+        DavClient::with_root(target, auth, "/")
+    }
+
+    /// A client for `target` whose vault lives under the collection `root` (`/dav/`; `/` is
+    /// the server's root). `root` is a plain path, already checked
+    /// ([`crate::launch::normalize_root`]); its segments are percent-encoded here.
+    pub fn with_root(target: Target, auth: Option<&BasicAuth>, root: &str) -> DavClient {
+        let prefix = DavClient::href(root, false)
+            .trim_end_matches('/')
+            .to_owned();
         let mut conn = HttpConnector::new();
         conn.set_nodelay(true);
         conn.set_connect_timeout(Some(Duration::from_secs(5)));
@@ -137,6 +150,7 @@ impl DavClient {
             inner: Arc::new(Inner {
                 target,
                 auth: auth.map(BasicAuth::header_value),
+                prefix,
                 client,
             }),
         }
@@ -159,6 +173,29 @@ impl DavClient {
         out
     }
 
+    /// The vault path of a decoded href path as this client's server lists it (under its
+    /// root); `None` for the root itself or a path outside it.
+    pub fn rel<'p>(&self, path: &'p str) -> Option<&'p str> {
+        let prefix =
+            crate::webdav::multistatus::decode_href(&self.inner.prefix).unwrap_or_default();
+        let rest = path.strip_prefix(prefix.as_str())?;
+        if !prefix.is_empty() && !rest.is_empty() && !rest.starts_with('/') {
+            return None;
+        }
+        DavClient::rel_of(rest)
+    }
+
+    /// `href` (vault-relative, from [`DavClient::href`]) as sent: under the root.
+    fn on_wire(&self, href: &str) -> String {
+        format!("{}{href}", self.inner.prefix)
+    }
+
+    /// The absolute URL of `href` (vault-relative) on this client's server, under its root
+    /// (a MOVE's `Destination`).
+    pub fn url(&self, href: &str) -> String {
+        self.inner.target.url(&self.on_wire(href))
+    }
+
     /// The vault path of a decoded href path (`/Wiki/x.md` → `Wiki/x.md`), trailing `/`
     /// dropped; `None` for the root.
     pub fn rel_of(path: &str) -> Option<&str> {
@@ -171,7 +208,7 @@ impl DavClient {
     pub async fn send(&self, rec: &Recorder, req: &DavRequest<'_>) -> Result<DavAnswer, DavError> {
         let mut b = Request::builder()
             .method(req.method.clone())
-            .uri(self.inner.target.url(req.href));
+            .uri(self.inner.target.url(&self.on_wire(req.href)));
         if let Some(a) = &self.inner.auth {
             b = b.header(hyper::header::AUTHORIZATION, a);
         }
@@ -332,7 +369,9 @@ impl DavClient {
         let mut req = DavRequest::new("move", method("MOVE"), &href);
         req.headers.push((
             "destination",
-            self.inner.target.url(&DavClient::href(to, collection)),
+            self.inner
+                .target
+                .url(&self.on_wire(&DavClient::href(to, collection))),
         ));
         req.headers.push(("overwrite", "T".to_owned()));
         Ok(self.call(rec, &req, &[201, 204]).await?.status)
@@ -355,6 +394,7 @@ impl DavClient {
     pub(crate) fn write_request(&self, req: &DavRequest<'_>, buf: &mut Vec<u8>) {
         buf.extend_from_slice(req.method.as_str().as_bytes());
         buf.push(b' ');
+        buf.extend_from_slice(self.inner.prefix.as_bytes());
         buf.extend_from_slice(req.href.as_bytes());
         buf.extend_from_slice(b" HTTP/1.1\r\nhost: ");
         buf.extend_from_slice(self.inner.target.authority().as_bytes());

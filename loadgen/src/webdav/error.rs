@@ -7,11 +7,6 @@ use std::path::PathBuf;
 /// status), never one of these.
 #[derive(Debug, thiserror::Error)]
 pub enum DavError {
-    #[error("{preset} is not installed: apt-get install {packages}")]
-    NotInstalled {
-        preset: &'static str,
-        packages: &'static str,
-    },
     #[error("{what}: {reason}")]
     BadMultistatus { what: String, reason: String },
     #[error("{route} {path}: transport error ({kind}): {detail}")]

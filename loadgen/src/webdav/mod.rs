@@ -4,7 +4,7 @@
 //! HTTP/1.1 connection the signed client uses, and the three third-party servers the harness
 //! can start as targets.
 //!
-//! Read in this order: [`presets`] (configure and start Apache, nginx, rclone) →
+//! Read in this order: [`presets`] (credentials, readiness, a started server; the presets themselves are target files read by [`crate::launch`]) →
 //! [`multistatus`] (parse PROPFIND answers) → [`client`] (one request: encode, send, time,
 //! count) → [`ops`] (push, walk, pull, resync, rename, poll) → [`route`] (route load).
 //!
@@ -35,5 +35,5 @@ pub use multistatus::{DavEntry, parse_multistatus};
 pub use ops::{
     Listing, PollReport, poll_until_changed, pull_vault, push_vault, rename, resync, walk,
 };
-pub use presets::{BasicAuth, Preset, RunningServer, ServerCommand, probe_ready};
+pub use presets::{BasicAuth, RunningServer, ServerCommand, probe_ready};
 pub use route::{DavRoute, DavRouteLoadConfig, DavRouteLoadReport, run_dav_route_load};

@@ -169,7 +169,7 @@ pub async fn walk(
         let entries = client.propfind(rec, &folder, depth).await?;
         out.requests += 1;
         for e in entries {
-            let Some(path) = DavClient::rel_of(&e.path).map(str::to_owned) else {
+            let Some(path) = client.rel(&e.path).map(str::to_owned) else {
                 continue;
             };
             if path == folder.trim_matches('/') {
@@ -345,7 +345,7 @@ pub async fn poll_until_changed(
         polls += 1;
         let now = entries
             .into_iter()
-            .find(|e| DavClient::rel_of(&e.path) == Some(file));
+            .find(|e| client.rel(&e.path) == Some(file));
         if let Some(e) = now {
             let changed = match before {
                 None => true,

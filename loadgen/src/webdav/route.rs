@@ -198,8 +198,7 @@ impl Run {
                 p.method = method("MOVE");
                 p.href = DavClient::href(&format!("{}/move-{slot}-{from}.md", self.base), false);
                 let dest = DavClient::href(&format!("{}/move-{slot}-{to}.md", self.base), false);
-                p.headers
-                    .push(("destination", self.client.target().url(&dest)));
+                p.headers.push(("destination", self.client.url(&dest)));
                 p.headers.push(("overwrite", "T".to_owned()));
             }
         }

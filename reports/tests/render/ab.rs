@@ -19,6 +19,8 @@ fn target(command: &str, id: &str) -> TargetIdentity {
         executable: id.into(),
         sha256: id.into(),
         version: id.into(),
+        inputs: Default::default(),
+        note: None,
     }
 }
 

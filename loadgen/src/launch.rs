@@ -1,0 +1,762 @@
+//! Target definitions: a server as a command line with placeholders, the directories and
+//! files it needs in its fresh data dir, the protocol it speaks, its credentials and how to
+//! tell it is ready.
+//!
+//! A user's target file (`--target ./mine.toml`) and the built-in WebDAV presets
+//! (`loadgen/targets/*.toml`, embedded) are read by the same code: a preset is a named target
+//! file and nothing else. Placeholders, in the command line and in file templates:
+//! `{addr}` (`host:port`), `{host}`, `{port}`, `{data}` (the data dir, absolute), `{user}` and
+//! `{group}` (who runs the harness), `{auth_user}`, `{auth_pass}` and `{htpasswd}` (an
+//! htpasswd `{SHA}` line for the definition's credentials).
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::{Component, Path, PathBuf};
+use std::time::Duration;
+
+use crate::webdav::BasicAuth;
+
+/// The built-in presets: name and file text.
+const PRESETS: [(&str, &str); 3] = [
+    (
+        "apache-webdav",
+        include_str!("../targets/apache-webdav.toml"),
+    ),
+    ("nginx-webdav", include_str!("../targets/nginx-webdav.toml")),
+    (
+        "rclone-webdav",
+        include_str!("../targets/rclone-webdav.toml"),
+    ),
+];
+
+/// The names of the built-in presets.
+pub fn preset_names() -> Vec<&'static str> {
+    PRESETS.iter().map(|(n, _)| *n).collect()
+}
+
+/// A target file's largest accepted size: a definition is a command line and a few
+/// configuration files.
+pub const MAX_DEFINITION_BYTES: u64 = 1 << 20;
+
+/// The placeholders a command line may use.
+pub const PLACEHOLDERS: [&str; 9] = [
+    "addr",
+    "host",
+    "port",
+    "data",
+    "user",
+    "group",
+    "auth_user",
+    "auth_pass",
+    "htpasswd",
+];
+
+/// What to start and how to talk to it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct TargetDef {
+    /// The preset's or file's name (for messages and the "not installed" error).
+    pub name: String,
+    /// `obsync-v1` or `webdav`; `None`: the scenario's.
+    pub protocol: Option<String>,
+    /// The command line, split, with placeholders.
+    pub argv: Vec<String>,
+    /// A command line that prints the version (default: `ARGV0 --version`).
+    pub version: Option<Vec<String>>,
+    /// Debian packages to name when the executable or a required file is missing.
+    pub packages: Option<String>,
+    /// Files that must exist (modules a configuration loads).
+    pub requires: Vec<String>,
+    /// The WebDAV collection the vault lives under (`/` unless given).
+    pub webdav_root: Option<String>,
+    /// HTTP Basic credentials the client sends.
+    pub auth: Option<BasicAuth>,
+    /// The readiness check; `None`: the protocol's default.
+    pub ready: Option<Ready>,
+    /// Directories created in the data dir before the start.
+    pub dirs: Vec<String>,
+    /// Files written into the data dir before the start: relative name -> template.
+    pub files: BTreeMap<String, String>,
+}
+
+/// A target file as written.
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DefFile {
+    name: Option<String>,
+    protocol: Option<String>,
+    command: String,
+    version: Option<String>,
+    packages: Option<String>,
+    #[serde(default)]
+    requires: Vec<String>,
+    webdav_root: Option<String>,
+    auth: Option<String>,
+    ready: Option<String>,
+    #[serde(default)]
+    dirs: Vec<String>,
+    #[serde(default)]
+    files: BTreeMap<String, String>,
+}
+
+/// A definition that cannot be used, or a server that cannot be started; one line.
+#[derive(Debug, thiserror::Error)]
+pub enum LaunchError {
+    #[error("{name} is not installed: apt-get install {packages}")]
+    NotInstalled { name: String, packages: String },
+    #[error("{what}: {reason}")]
+    Invalid { what: String, reason: String },
+    #[error("{}: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+fn invalid(what: impl Into<String>, reason: impl Into<String>) -> LaunchError {
+    LaunchError::Invalid {
+        what: what.into(),
+        reason: reason.into(),
+    }
+}
+
+/// Splits a command line by POSIX shell rules (quotes and backslashes; no expansion).
+pub fn split_command(line: &str) -> Result<Vec<String>, LaunchError> {
+    let words = shlex::split(line).ok_or_else(|| {
+        invalid(
+            format!("command line {line:?}"),
+            "unbalanced quote or trailing backslash",
+        )
+    })?;
+    if words.is_empty() {
+        return Err(invalid(format!("command line {line:?}"), "is empty"));
+    }
+    Ok(words)
+}
+
+/// The `{name}` placeholders in `s` that are not [`PLACEHOLDERS`].
+fn unknown_placeholders(s: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut rest = s;
+    while let Some(i) = rest.find('{') {
+        rest = &rest[i + 1..];
+        let Some(j) = rest.find('}') else { break };
+        let name = &rest[..j];
+        if !name.is_empty()
+            && name.chars().all(|c| c.is_ascii_lowercase() || c == '_')
+            && !PLACEHOLDERS.contains(&name)
+        {
+            out.push(format!("{{{name}}}"));
+        }
+    }
+    out
+}
+
+/// A data-dir-relative name: no absolute path, no `..`, not empty.
+fn check_relative(what: &str, name: &str) -> Result<(), LaunchError> {
+    let p = Path::new(name);
+    let ok = !name.is_empty()
+        && p.components().all(|c| matches!(c, Component::Normal(_)))
+        && !name.contains('\0');
+    if ok {
+        Ok(())
+    } else {
+        Err(invalid(
+            format!("{what} {name:?}"),
+            "must be a relative path inside the data dir (no `/` at the start, no `..`)",
+        ))
+    }
+}
+
+impl TargetDef {
+    /// The preset named `name`, if there is one.
+    pub fn preset(name: &str) -> Option<TargetDef> {
+        let (_, text) = PRESETS.iter().find(|(n, _)| *n == name)?;
+        // The embedded files are checked by a unit test; a failure here is a build defect.
+        Some(TargetDef::parse(text, name).expect("built-in preset definitions parse"))
+    }
+
+    /// Reads a target file (at most [`MAX_DEFINITION_BYTES`]).
+    pub fn from_file(path: &Path) -> Result<TargetDef, LaunchError> {
+        use std::io::Read;
+        let f = std::fs::File::open(path).map_err(|source| LaunchError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let mut text = String::new();
+        f.take(MAX_DEFINITION_BYTES + 1)
+            .read_to_string(&mut text)
+            .map_err(|source| LaunchError::Io {
+                path: path.to_path_buf(),
+                source,
+            })?;
+        if text.len() as u64 > MAX_DEFINITION_BYTES {
+            return Err(invalid(
+                format!("target file {}", path.display()),
+                format!("is larger than {MAX_DEFINITION_BYTES} bytes"),
+            ));
+        }
+        let stem = path
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "target".into());
+        TargetDef::parse(&text, &stem).map_err(|e| match e {
+            LaunchError::Invalid { what, reason } => {
+                invalid(format!("target file {}: {what}", path.display()), reason)
+            }
+            other => other,
+        })
+    }
+
+    /// Parses a target file's text; `default_name` when it names none.
+    pub fn parse(text: &str, default_name: &str) -> Result<TargetDef, LaunchError> {
+        let f: DefFile = toml::from_str(text).map_err(|e| {
+            invalid(
+                "definition",
+                e.to_string().lines().next().unwrap_or("").to_owned(),
+            )
+        })?;
+        let argv = split_command(&f.command)?;
+        let mut def = TargetDef::command(argv, f.name.as_deref().unwrap_or(default_name))?;
+        if let Some(p) = f.protocol {
+            def.protocol = Some(check_protocol(&p)?);
+        }
+        def.version = f.version.as_deref().map(split_command).transpose()?;
+        def.packages = f.packages;
+        def.requires = f.requires;
+        def.webdav_root = f.webdav_root.map(|r| normalize_root(&r)).transpose()?;
+        def.auth = f.auth.as_deref().map(parse_auth).transpose()?;
+        def.ready = f.ready.as_deref().map(str::parse).transpose()?;
+        for d in &f.dirs {
+            check_relative("dirs entry", d)?;
+        }
+        for name in f.files.keys() {
+            check_relative("files entry", name)?;
+        }
+        def.dirs = f.dirs;
+        def.files = f.files;
+        Ok(def)
+    }
+
+    /// A definition from a split command line alone (everything else defaulted).
+    pub fn command(argv: Vec<String>, name: &str) -> Result<TargetDef, LaunchError> {
+        if argv.is_empty() {
+            return Err(invalid(
+                format!("target {name:?}"),
+                "the command line is empty",
+            ));
+        }
+        let unknown: Vec<String> = argv.iter().flat_map(|a| unknown_placeholders(a)).collect();
+        if !unknown.is_empty() {
+            return Err(invalid(
+                format!("target {name:?}"),
+                format!(
+                    "unknown placeholder {} (known: {})",
+                    unknown.join(", "),
+                    PLACEHOLDERS.map(|p| format!("{{{p}}}")).join(" ")
+                ),
+            ));
+        }
+        Ok(TargetDef {
+            name: name.to_owned(),
+            protocol: None,
+            argv,
+            version: None,
+            packages: None,
+            requires: Vec::new(),
+            webdav_root: None,
+            auth: None,
+            ready: None,
+            dirs: Vec::new(),
+            files: BTreeMap::new(),
+        })
+    }
+
+    /// Whether the command line (or a file template) says where the listen address goes.
+    pub fn has_address(&self) -> bool {
+        let said = |s: &str| ["{addr}", "{port}"].iter().any(|p| s.contains(p));
+        self.argv.iter().any(|a| said(a)) || self.files.values().any(|t| said(t))
+    }
+
+    /// Whether the command line (or a file template) uses the data dir.
+    pub fn has_data(&self) -> bool {
+        self.argv.iter().any(|a| a.contains("{data}"))
+            || self.files.values().any(|t| t.contains("{data}"))
+    }
+
+    /// The WebDAV root (`/`, or `/dav/` with both slashes).
+    pub fn root(&self) -> &str {
+        self.webdav_root.as_deref().unwrap_or("/")
+    }
+
+    /// The executable, found on PATH or in the sbin directories where Debian puts servers,
+    /// and every required file; else one line naming the packages to install.
+    pub fn locate(&self) -> Result<PathBuf, LaunchError> {
+        let missing = |what: &str| match &self.packages {
+            Some(p) => LaunchError::NotInstalled {
+                name: self.name.clone(),
+                packages: p.clone(),
+            },
+            None => invalid(
+                format!("target {:?}", self.name),
+                format!("{what} not found"),
+            ),
+        };
+        let program = find_program(&self.argv[0])
+            .ok_or_else(|| missing(&format!("executable {:?}", self.argv[0])))?;
+        if let Some(r) = self.requires.iter().find(|r| !Path::new(r).is_file()) {
+            return Err(missing(&format!("required file {r:?}")));
+        }
+        Ok(program)
+    }
+
+    /// The values placeholders take for a server on `addr` with `data` (absolute).
+    pub fn vars(&self, addr: SocketAddr, data: &Path) -> Vars {
+        Vars {
+            addr,
+            data: data.display().to_string(),
+            auth: self.auth.clone(),
+        }
+    }
+
+    /// Creates the data dir, its directories and files, and returns the command line to
+    /// spawn (the executable resolved).
+    pub fn prepare(&self, data_dir: &Path, addr: SocketAddr) -> Result<Vec<String>, LaunchError> {
+        let program = self.locate()?;
+        let io = |p: &Path, source| LaunchError::Io {
+            path: p.to_path_buf(),
+            source,
+        };
+        std::fs::create_dir_all(data_dir).map_err(|e| io(data_dir, e))?;
+        let data = std::fs::canonicalize(data_dir).map_err(|e| io(data_dir, e))?;
+        if data.to_str().is_none() {
+            return Err(invalid(
+                data.display().to_string(),
+                "the data dir path must be UTF-8 to go into a command line",
+            ));
+        }
+        let vars = self.vars(addr, &data);
+        for d in &self.dirs {
+            check_relative("dirs entry", d)?;
+            let p = data.join(d);
+            std::fs::create_dir_all(&p).map_err(|e| io(&p, e))?;
+        }
+        for (name, template) in &self.files {
+            check_relative("files entry", name)?;
+            let p = data.join(name);
+            if let Some(parent) = p.parent() {
+                std::fs::create_dir_all(parent).map_err(|e| io(parent, e))?;
+            }
+            std::fs::write(&p, vars.render(template)).map_err(|e| io(&p, e))?;
+        }
+        let mut argv: Vec<String> = self.argv.iter().map(|a| vars.render(a)).collect();
+        argv[0] = program.display().to_string();
+        Ok(argv)
+    }
+
+    /// The readiness check in force.
+    pub fn ready_check(&self) -> Ready {
+        if let Some(r) = &self.ready {
+            return r.clone();
+        }
+        match self.protocol.as_deref() {
+            Some("webdav") => Ready::Http {
+                method: "OPTIONS".into(),
+                path: self.root().to_owned(),
+                status: StatusMatch::Class(2),
+            },
+            _ => Ready::Http {
+                method: "GET".into(),
+                path: "/readyz".into(),
+                status: StatusMatch::Code(200),
+            },
+        }
+    }
+}
+
+/// `obsync-v1` (or `obsync`) or `webdav`.
+pub fn check_protocol(p: &str) -> Result<String, LaunchError> {
+    match p {
+        "obsync-v1" | "obsync" => Ok("obsync-v1".into()),
+        "webdav" => Ok("webdav".into()),
+        other => Err(invalid(
+            format!("protocol {other:?}"),
+            "must be obsync-v1 or webdav",
+        )),
+    }
+}
+
+/// `USER:PASS` as HTTP Basic credentials.
+pub fn parse_auth(s: &str) -> Result<BasicAuth, LaunchError> {
+    match s.split_once(':') {
+        Some((u, p)) if !u.is_empty() && !u.contains(['\r', '\n']) && !p.contains(['\r', '\n']) => {
+            Ok(BasicAuth::new(u, p))
+        }
+        _ => Err(invalid("auth", "must be USER:PASS, with a non-empty USER")),
+    }
+}
+
+/// A WebDAV root as `/` or `/a/b/`: starts and ends with `/`, no `..`, no query.
+pub fn normalize_root(s: &str) -> Result<String, LaunchError> {
+    let segs: Vec<&str> = s.split('/').filter(|x| !x.is_empty()).collect();
+    if segs.iter().any(|x| *x == ".." || *x == ".") || s.contains(['?', '#', ' ', '\r', '\n']) {
+        return Err(invalid(
+            format!("webdav root {s:?}"),
+            "must be a plain path such as / or /dav/ (no .., no query)",
+        ));
+    }
+    let mut out = String::from("/");
+    for x in segs {
+        out.push_str(x);
+        out.push('/');
+    }
+    Ok(out)
+}
+
+/// What a readiness check's status must be.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum StatusMatch {
+    Code(u16),
+    /// `2xx` is `Class(2)`.
+    Class(u8),
+}
+
+impl StatusMatch {
+    pub fn matches(&self, status: u16) -> bool {
+        match self {
+            StatusMatch::Code(c) => status == *c,
+            StatusMatch::Class(k) => status / 100 == u16::from(*k),
+        }
+    }
+}
+
+/// How the harness tells a started server is ready.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum Ready {
+    /// A TCP connect succeeds.
+    Tcp,
+    /// One HTTP/1.1 request (with the credentials, if any) answers with a matching status.
+    Http {
+        method: String,
+        path: String,
+        status: StatusMatch,
+    },
+}
+
+impl std::str::FromStr for Ready {
+    type Err = LaunchError;
+
+    /// `tcp`, or `METHOD PATH STATUS` (`GET /readyz 200`, `OPTIONS / 2xx`).
+    fn from_str(s: &str) -> Result<Ready, LaunchError> {
+        let bad = || {
+            invalid(
+                format!("ready check {s:?}"),
+                "must be `tcp` or `METHOD PATH STATUS`, e.g. `GET /readyz 200` or `OPTIONS / 2xx`",
+            )
+        };
+        let words: Vec<&str> = s.split_whitespace().collect();
+        match words.as_slice() {
+            ["tcp"] => Ok(Ready::Tcp),
+            [method, path, status] => {
+                if !method.chars().all(|c| c.is_ascii_uppercase()) || !path.starts_with('/') {
+                    return Err(bad());
+                }
+                let status = if let Some(k) = status.strip_suffix("xx") {
+                    match k.parse::<u8>() {
+                        Ok(k @ 1..=5) => StatusMatch::Class(k),
+                        _ => return Err(bad()),
+                    }
+                } else {
+                    match status.parse::<u16>() {
+                        Ok(c @ 100..=599) => StatusMatch::Code(c),
+                        _ => return Err(bad()),
+                    }
+                };
+                Ok(Ready::Http {
+                    method: (*method).to_owned(),
+                    path: (*path).to_owned(),
+                    status,
+                })
+            }
+            _ => Err(bad()),
+        }
+    }
+}
+
+impl std::fmt::Display for Ready {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Ready::Tcp => write!(f, "tcp"),
+            Ready::Http {
+                method,
+                path,
+                status,
+            } => {
+                let s = match status {
+                    StatusMatch::Code(c) => c.to_string(),
+                    StatusMatch::Class(k) => format!("{k}xx"),
+                };
+                write!(f, "{method} {path} {s}")
+            }
+        }
+    }
+}
+
+impl Ready {
+    /// One blocking probe of `addr` (connect 200 ms, answer 500 ms).
+    pub fn probe(&self, addr: SocketAddr, auth: Option<&BasicAuth>) -> bool {
+        use std::io::{Read, Write};
+        let Ok(mut s) = std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(200))
+        else {
+            return false;
+        };
+        let (method, path, status) = match self {
+            Ready::Tcp => return true,
+            Ready::Http {
+                method,
+                path,
+                status,
+            } => (method, path, status),
+        };
+        let _ = s.set_read_timeout(Some(Duration::from_millis(500)));
+        let mut req = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
+        if let Some(a) = auth {
+            req.push_str(&format!("Authorization: {}\r\n", a.header_value()));
+        }
+        req.push_str("\r\n");
+        if s.write_all(req.as_bytes()).is_err() {
+            return false;
+        }
+        let mut buf = [0u8; 16];
+        let mut got = 0;
+        while got < 12 {
+            match s.read(&mut buf[got..]) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => got += n,
+            }
+        }
+        got >= 12
+            && buf.starts_with(b"HTTP/1.")
+            && std::str::from_utf8(&buf[9..12])
+                .ok()
+                .and_then(|c| c.parse::<u16>().ok())
+                .is_some_and(|c| status.matches(c))
+    }
+}
+
+/// Placeholder values for one start.
+#[derive(Debug, Clone)]
+pub struct Vars {
+    pub addr: SocketAddr,
+    pub data: String,
+    pub auth: Option<BasicAuth>,
+}
+
+impl Vars {
+    /// `template` with every known placeholder replaced.
+    pub fn render(&self, template: &str) -> String {
+        let (user, group) = user_and_group();
+        let (au, ap, ht) = match &self.auth {
+            Some(a) => (a.user.clone(), a.password.clone(), a.htpasswd_line()),
+            None => Default::default(),
+        };
+        template
+            .replace("{addr}", &self.addr.to_string())
+            .replace("{host}", &self.addr.ip().to_string())
+            .replace("{port}", &self.addr.port().to_string())
+            .replace("{data}", &self.data)
+            .replace("{user}", &user)
+            .replace("{group}", &group)
+            .replace("{auth_user}", &au)
+            .replace("{auth_pass}", &ap)
+            .replace("{htpasswd}", &ht)
+    }
+}
+
+/// The effective user's and group's names (their numbers when they have none).
+fn user_and_group() -> (String, String) {
+    // SAFETY: geteuid/getegid cannot fail; getpwuid/getgrgid return a pointer into static
+    // storage or null, read at once and copied (the harness calls this from one thread at a
+    // time per start; the strings are copied before any other call).
+    unsafe {
+        let uid = libc::geteuid();
+        let gid = libc::getegid();
+        let pw = libc::getpwuid(uid);
+        let user = if pw.is_null() || (*pw).pw_name.is_null() {
+            uid.to_string()
+        } else {
+            std::ffi::CStr::from_ptr((*pw).pw_name)
+                .to_string_lossy()
+                .into_owned()
+        };
+        let gr = libc::getgrgid(gid);
+        let group = if gr.is_null() || (*gr).gr_name.is_null() {
+            gid.to_string()
+        } else {
+            std::ffi::CStr::from_ptr((*gr).gr_name)
+                .to_string_lossy()
+                .into_owned()
+        };
+        (user, group)
+    }
+}
+
+/// `name` as a path (when it has a `/`), else on PATH, else in /usr/local/sbin, /usr/sbin
+/// or /sbin (root's PATH has them, a user's may not).
+pub fn find_program(name: &str) -> Option<PathBuf> {
+    let p = Path::new(name);
+    if p.components().count() > 1 {
+        return p.is_file().then(|| p.to_path_buf());
+    }
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .chain(["/usr/local/sbin", "/usr/sbin", "/sbin"].map(PathBuf::from))
+        .map(|d| d.join(name))
+        .find(|c| c.is_file())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn presets_parse_and_keep_everything_in_the_data_dir() {
+        let addr: SocketAddr = "127.0.0.1:4321".parse().unwrap();
+        for name in preset_names() {
+            let d = TargetDef::preset(name).unwrap();
+            assert_eq!(d.name, name);
+            assert_eq!(d.protocol.as_deref(), Some("webdav"));
+            assert!(d.packages.is_some(), "{name} names its packages");
+            assert!(d.has_address() && d.has_data(), "{name}");
+            let v = d.vars(addr, Path::new("/d/x"));
+            let mut texts: Vec<String> = d.argv.iter().map(|a| v.render(a)).collect();
+            texts.extend(d.files.values().map(|t| v.render(t)));
+            // Comments may name other paths; what the server reads may not.
+            let all: String = texts
+                .join("\n")
+                .lines()
+                .filter(|l| !l.trim_start().starts_with('#'))
+                .collect::<Vec<_>>()
+                .join("\n");
+            assert!(all.contains("127.0.0.1:4321"), "{name}: {all}");
+            for word in all.split_whitespace().filter(|w| w.len() > 1) {
+                let path = word.trim_matches(['"', ';']).trim_start_matches("file:");
+                if path.starts_with('/') && !path.contains("/modules/") {
+                    assert!(
+                        path.starts_with("/d/x"),
+                        "{name}: a path outside the data dir: {word}"
+                    );
+                }
+            }
+            assert!(!all.contains("mod_unixd"), "{name}");
+        }
+        assert_eq!(TargetDef::preset("apache"), None);
+    }
+
+    #[test]
+    fn a_user_file_is_read_like_a_preset_and_bad_ones_get_one_line() {
+        let d = TargetDef::parse(
+            "command = \"srv --port {port} --root '{data}/my root'\"\nprotocol = \"webdav\"\n\
+             webdav_root = \"dav\"\nauth = \"u:p\"\nready = \"tcp\"\n[files]\n\"conf/a.ini\" = \"port={port}\"\n",
+            "mine",
+        )
+        .unwrap();
+        assert_eq!(
+            d.argv,
+            ["srv", "--port", "{port}", "--root", "{data}/my root"]
+        );
+        assert_eq!(d.root(), "/dav/");
+        assert_eq!(d.ready_check(), Ready::Tcp);
+        assert_eq!(d.auth, Some(BasicAuth::new("u", "p")));
+        for (text, want) in [
+            ("command = \"srv {adr}\"", "unknown placeholder {adr}"),
+            ("command = \"srv 'x\"", "unbalanced quote"),
+            (
+                "command = \"srv\"\n[files]\n\"../x\" = \"\"",
+                "relative path inside the data dir",
+            ),
+            (
+                "command = \"srv\"\n[files]\n\"/etc/x\" = \"\"",
+                "relative path inside the data dir",
+            ),
+            (
+                "command = \"srv\"\ndirs = [\"a/../../b\"]",
+                "relative path inside the data dir",
+            ),
+            (
+                "command = \"srv\"\nready = \"GET readyz 200\"",
+                "ready check",
+            ),
+            ("command = \"srv\"\nready = \"GET / 7xx\"", "ready check"),
+            ("command = \"srv\"\nauth = \"nopass\"", "USER:PASS"),
+            (
+                "command = \"srv\"\nprotocol = \"ftp\"",
+                "obsync-v1 or webdav",
+            ),
+            (
+                "command = \"srv\"\nwebdav_root = \"/a/../b\"",
+                "webdav root",
+            ),
+            ("commnd = \"srv\"", "definition"),
+        ] {
+            let e = TargetDef::parse(text, "t").unwrap_err().to_string();
+            assert!(e.contains(want), "{text}: {e}");
+            assert!(!e.contains('\n'), "{e}");
+        }
+    }
+
+    #[test]
+    fn shell_rules_split_backslashes_and_quotes() {
+        assert_eq!(
+            split_command(r#"a 'b c' "d e" f\ g h\"i"#).unwrap(),
+            ["a", "b c", "d e", "f g", "h\"i"]
+        );
+        assert!(split_command("a 'b").is_err());
+        assert!(split_command("  ").is_err());
+    }
+
+    #[test]
+    fn ready_checks_parse_and_print() {
+        for s in [
+            "tcp",
+            "GET /readyz 200",
+            "OPTIONS / 2xx",
+            "PROPFIND /dav/ 207",
+        ] {
+            assert_eq!(s.parse::<Ready>().unwrap().to_string(), s);
+        }
+        assert!(StatusMatch::Class(2).matches(204));
+        assert!(!StatusMatch::Class(2).matches(401));
+        let webdav = TargetDef {
+            protocol: Some("webdav".into()),
+            webdav_root: Some("/dav/".into()),
+            ..TargetDef::command(vec!["x".into()], "x").unwrap()
+        };
+        assert_eq!(webdav.ready_check().to_string(), "OPTIONS /dav/ 2xx");
+        let obsync = TargetDef::command(vec!["x".into()], "x").unwrap();
+        assert_eq!(obsync.ready_check().to_string(), "GET /readyz 200");
+    }
+
+    #[test]
+    fn prepare_writes_files_inside_the_data_dir_and_renders_argv() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = TargetDef::parse(
+            "command = \"sh -c 'echo {port}' {data}/conf\"\ndirs = [\"dav/x\"]\n[files]\nconf = \"listen {addr}\\n{htpasswd}\"\n",
+            "t",
+        )
+        .unwrap();
+        let addr: SocketAddr = "127.0.0.1:9".parse().unwrap();
+        let argv = d.prepare(dir.path(), addr).unwrap();
+        let data = std::fs::canonicalize(dir.path()).unwrap();
+        assert!(argv[0].ends_with("/sh"), "{argv:?}");
+        assert_eq!(
+            argv[1..],
+            ["-c", "echo 9", &format!("{}/conf", data.display())]
+        );
+        assert!(data.join("dav/x").is_dir());
+        assert_eq!(
+            std::fs::read_to_string(data.join("conf")).unwrap(),
+            "listen 127.0.0.1:9\n"
+        );
+    }
+}

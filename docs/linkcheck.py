@@ -178,7 +178,12 @@ def check(root, partial):
         if not dest.exists():
             problems.append(f"{where}: no such file")
             return
-        if dest.suffix == ".md" and src in dest.parents and dest not in listed:
+        if (
+            dest.suffix == ".md"
+            and src in dest.parents
+            and dest not in listed
+            and dest != src / "SUMMARY.md"
+        ):
             problems.append(f"{where}: a page SUMMARY.md does not list")
             return
         if anchor and dest.suffix == ".md" and anchor not in ids_of(dest):

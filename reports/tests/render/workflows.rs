@@ -103,7 +103,10 @@ fn ci_runs_exactly_the_readme_test_command_with_slow_tests_included() {
     let cmd = readme_test_command();
     assert_eq!(cmd, "bash .ci/run");
     let (_, ci) = load("ci.yml");
-    assert!(steps_text(&ci).lines().any(|l| l.trim() == cmd), "ci.yml runs {cmd}");
+    assert!(
+        steps_text(&ci).lines().any(|l| l.trim() == cmd),
+        "ci.yml runs {cmd}"
+    );
     let script = std::fs::read_to_string(root().join(".ci/run")).unwrap();
     let last = script.lines().rev().find(|l| !l.trim().is_empty()).unwrap();
     assert_eq!(

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Turns `vaultbench record small-webdav --target <preset>` recordings into the README's
-WebDAV table: cold push and pull wall time, files/s, server CPU per file (the per-phase cost
+"""Turns `vaultbench record small-webdav --target <preset>` recordings into the
+WebDAV table of docs/src/measured.md: cold push and pull wall time, files/s, server CPU per file (the per-phase cost
 over the preset's whole process tree) and peak RSS of the process tree, one row per
 recording, with the machine and the load average the sidecars recorded.
 

@@ -133,8 +133,8 @@ pub struct GateConfig {
 }
 
 /// Default bounds of the in-sample channels. Where each comes from is in `calibration/gate.toml`
-/// and README "In-sample contention": the quiet and contended figures measured with
-/// `calibrate --gate-trial` on the project's 2-core VM.
+/// and docs/src/measured.md, "How the in-sample bounds were set": quiet and contended
+/// `record small` runs on a 2-vCPU VM.
 mod defaults {
     use super::ShareBound;
     pub fn server_run_delay() -> ShareBound {

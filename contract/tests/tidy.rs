@@ -7,6 +7,7 @@
 //!   path), no `Instant::now` or `SystemTime::now`, no unseeded RNG. Their `#[cfg(test)]`
 //!   modules (at the bottom of a file, by the house style) are exempt.
 //! - Every `.rs` file of the workspace opens with a `//!` module doc.
+//! - README.md and ARCHITECTURE.md stay within their sizes (16 KB and 25 KB).
 
 use std::path::{Path, PathBuf};
 
@@ -236,5 +237,19 @@ fn the_architecture_names_the_pure_crates() {
         .expect("ARCHITECTURE.md says what the tidy test enforces");
     for c in PURE {
         assert!(line.contains(&format!("`{c}`")), "{c} missing from: {line}");
+    }
+}
+
+/// The front door and the map stay short: README.md at most 16 KB (hyperfine's and oha's are
+/// about 11 KB), ARCHITECTURE.md at most 25 KB. Reference and measured figures go to the book
+/// under `docs/`, decisions to `docs/src/decisions/`.
+#[test]
+fn the_readme_and_the_architecture_stay_short() {
+    for (file, max) in [("README.md", 16 * 1024), ("ARCHITECTURE.md", 25 * 1024)] {
+        let len = std::fs::metadata(root().join(file)).unwrap().len();
+        assert!(
+            len <= max,
+            "{file} is {len} bytes, over its {max}: move detail into the book (docs/src/)"
+        );
     }
 }

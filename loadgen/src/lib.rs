@@ -81,7 +81,7 @@ pub const WORKER_THREAD: &str = "loadgen-worker";
 
 /// Connections one generator worker thread serves. wrk, the peer `bench-peer` compares with,
 /// runs 2 threads for 8 connections there (`-t min(c, 2)`); measured with `load bench-peer`
-/// on this project's 2-core VM (README, "Generator threads"), one thread per 4 connections
+/// on this project's 2-core VM (docs/src/measured.md, "The generator against wrk"), one thread per 4 connections
 /// gave the lowest CPU per signed request without lowering requests/s.
 pub const CONNECTIONS_PER_THREAD: usize = 4;
 
@@ -100,7 +100,7 @@ pub fn worker_threads(connections: usize, cpus: usize) -> usize {
 /// thread gets a current-thread runtime: the tasks run on the thread that calls `block_on`, so
 /// a request's answer wakes no other thread. A multi-thread runtime with one worker still parks
 /// the worker and wakes it across threads for every answer; `load bench-peer` at one connection
-/// measured that hand-off as the gap to wrk (README, "Generator threads").
+/// measured that hand-off as the gap to wrk (docs/src/measured.md, "The generator against wrk").
 pub fn runtime(threads: usize) -> std::io::Result<tokio::runtime::Runtime> {
     if threads <= 1 {
         tokio::runtime::Builder::new_current_thread()

@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-/// Print this machine's class: the `baselines/<class>/` directory `record` writes to by default.
+/// Print this machine's class: the `baselines/<class>/` directory its baselines are filed in.
 #[derive(Debug, clap::Args)]
 pub struct ClassArgs {
     /// Where the server's data would live (the filesystem is part of the class); the same

@@ -3,7 +3,7 @@
 
 use anyhow::bail;
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use reports::schema::Baseline;
 
@@ -28,9 +28,9 @@ pub struct RecordArgs {
     pub target: String,
     #[command(flatten)]
     pub common: RunOpts,
-    /// Directory for the baseline and its sidecar (default: `baselines/<class>`, this machine's
-    /// class as `vaultbench class` prints it, so a run never overwrites another machine's
-    /// baseline).
+    /// Directory for the baseline and its sidecar (default: `target/vaultbench/<class>`, this
+    /// machine's class as `vaultbench class` prints it, untracked, compared with the committed
+    /// `baselines/<class>/` if there is one). To re-baseline: `--out baselines/<class>`.
     #[arg(long)]
     pub out: Option<PathBuf>,
     /// Print the recording (baseline + provenance) as one JSON document on stdout.
@@ -73,9 +73,8 @@ pub fn run(args: RecordArgs) -> anyhow::Result<i32> {
     }
     let _lock = calibration::MachineLock::acquire(None, !args.common.no_wait)?;
     let prep = prepare(scenario, &args.common)?;
-    let out = args.out.clone().unwrap_or_else(|| {
-        PathBuf::from("baselines").join(crate::commands::class::of(&prep.fingerprint))
-    });
+    let class = crate::commands::class::of(&prep.fingerprint);
+    let out = args.out.clone().unwrap_or_else(|| default_out(&class));
     if out.exists() && !out.is_dir() {
         bail!(
             "{} is not a directory: it takes the baseline and its sidecar",
@@ -112,6 +111,9 @@ pub fn run(args: RecordArgs) -> anyhow::Result<i32> {
         w.baseline_path.display(),
         w.provenance_path.display()
     );
+    if args.out.is_none() {
+        eprint!("{}", against_committed(&w.baseline_path, &class));
+    }
     if args.json {
         println!(
             "{}",
@@ -121,6 +123,67 @@ pub fn run(args: RecordArgs) -> anyhow::Result<i32> {
         );
     }
     Ok(crate::exit::OK)
+}
+
+/// Where a recording goes without `--out`: `target/vaultbench/<class>/` of the working
+/// directory, which git ignores, so a first run leaves the checkout's tracked files alone.
+/// Writing into `baselines/<class>/` (re-baselining) is asked for with `--out`.
+pub fn default_out(class: &str) -> PathBuf {
+    PathBuf::from("target").join("vaultbench").join(class)
+}
+
+/// How a recording written to the default place compares with the committed baseline of its
+/// scenario and this machine's class (`baselines/<class>/<scenario>.json` of the working
+/// directory), as text for stderr: the comparison of `vaultbench compare` at its default
+/// threshold, or why there is none and how to make one. Never an error: the recording stands
+/// either way, and the comparison does not change the exit code.
+pub fn against_committed(recording: &Path, class: &str) -> String {
+    against_committed_in(Path::new("baselines"), recording, class)
+}
+
+/// [`against_committed`] with the baselines directory given.
+fn against_committed_in(baselines: &Path, recording: &Path, class: &str) -> String {
+    let committed_dir = baselines.join(class);
+    let Some(name) = recording.file_name() else {
+        return String::new();
+    };
+    let committed = committed_dir.join(name);
+    let rebaseline = format!(
+        "to make this run the baseline: `vaultbench record ... --out {}`, then `vaultbench verify` and commit",
+        committed_dir.display()
+    );
+    if !committed.exists() {
+        return format!(
+            "no committed baseline {} for this machine class: nothing to compare; {rebaseline}\n",
+            committed.display()
+        );
+    }
+    let compared = (|| -> anyhow::Result<reports::compare::Comparison> {
+        let (bb, bp) = crate::commands::verify::read_pair(&committed)?;
+        let (rb, rp) = crate::commands::verify::read_pair(recording)?;
+        if let Some(m) = reports::schema::verify_pair(&bb, &bp).first() {
+            bail!("it does not verify ({}: {})", m.key, m.detail);
+        }
+        Ok(reports::compare::compare(
+            (&bb, &bp),
+            (&rb, &rp),
+            reports::compare::DEFAULT_THRESHOLD,
+        )?)
+    })();
+    match compared {
+        Ok(cmp) => format!(
+            "{}\ncompared with the committed baseline {}: {} regression(s) beyond {} and the recordings' noise (again: `vaultbench compare baselines/ {}`); {rebaseline}\n",
+            reports::compare::markdown(&cmp),
+            committed.display(),
+            cmp.regressions,
+            reports::render::fmt::pct(cmp.threshold),
+            recording.display()
+        ),
+        Err(e) => format!(
+            "not compared with the committed baseline {}: {e:#}\n",
+            committed.display()
+        ),
+    }
 }
 
 /// Whether a key is one of a phase's headline figures: wall time, p50/p95 (of the phase and
@@ -362,5 +425,56 @@ mod tests {
             assert!(b[end - 1] != b' ' && b[end] == b' ', "{full}");
         }
         assert_eq!(rows[0].split_whitespace().next(), Some("metric"));
+    }
+
+    #[test]
+    fn the_default_out_is_untracked_under_target() {
+        assert_eq!(
+            default_out("xeon-2c-24g-ext4-k6-5a0c82"),
+            Path::new("target/vaultbench/xeon-2c-24g-ext4-k6-5a0c82")
+        );
+    }
+
+    #[test]
+    fn without_a_committed_baseline_it_says_how_to_make_one() {
+        let t = tempfile::tempdir().unwrap();
+        let text = against_committed_in(t.path(), Path::new("target/x/small.json"), "c-1");
+        let committed = t.path().join("c-1").join("small.json");
+        assert!(
+            text.starts_with(&format!(
+                "no committed baseline {} for this machine class",
+                committed.display()
+            )),
+            "{text}"
+        );
+        assert!(
+            text.contains(&format!("--out {}", t.path().join("c-1").display())),
+            "{text}"
+        );
+    }
+
+    /// A committed baseline compared with itself: the comparison is printed with 0
+    /// regressions, and the way to compare again names the recording.
+    #[test]
+    fn a_committed_baseline_is_compared_with_the_recording() {
+        let baselines = Path::new(env!("CARGO_MANIFEST_DIR")).join("../baselines");
+        let class = std::fs::read_dir(&baselines)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .find(|c| baselines.join(c).join("small.json").exists())
+            .expect("a committed small baseline");
+        let rec = baselines.join(&class).join("small.json");
+        let text = against_committed_in(&baselines, &rec, &class);
+        assert!(text.contains("# vaultbench compare: small"), "{text}");
+        assert!(
+            text.contains("0 regression(s) beyond 5.0%")
+                || text.contains("0 regression(s) beyond 5%"),
+            "{text}"
+        );
+        assert!(
+            text.contains(&format!("vaultbench compare baselines/ {}", rec.display())),
+            "{text}"
+        );
     }
 }

@@ -309,8 +309,8 @@ impl Prepared {
 /// Whether samples pin the server and the generator to disjoint CPU sets when neither `--pin`
 /// nor `--no-pin` is given. Off: on the 2-CPU VMs this was measured on, pinning made the route
 /// keys less steady, not more (A/A CV of the route p50s over 10 interleaved runs each, 18.2 %
-/// pinned against 13.7 % unpinned; server CPU per request 22.4 % against 17.2 %; README,
-/// "Pinning").
+/// pinned against 13.7 % unpinned; server CPU per request 22.4 % against 17.2 %;
+/// docs/src/decisions/pinning-off.md).
 pub const PIN_BY_DEFAULT: bool = false;
 
 impl RunOpts {

@@ -80,7 +80,7 @@ pub fn execute(plan: &SamplePlan) -> SampleResult {
             .push(format!("calibration reading after: {e:#}")),
     }
     // After the reading, not before: deleting the data dir first put its unlinks' journal
-    // commit and writeback under the io kernel's flushes (README, "In-sample contention").
+    // commit and writeback under the io kernel's flushes (docs/src/gate.md, "In-sample contention").
     let _ = std::fs::remove_dir_all(&sample_dir);
     result.metrics = m.map;
     result.histograms = m.histograms;

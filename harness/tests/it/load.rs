@@ -235,7 +235,7 @@ fn push_and_pull_in_separate_invocations_share_a_state_file() {
 
 /// `load bench-peer` end to end against wrk (installed by `.ci/run`) at one connection, where
 /// the generator runs a blocking worker thread: both generators answer, and every figure the
-/// README quotes is a positive number.
+/// book quotes (docs/src/measured.md) is a positive number.
 #[test]
 #[ignore = "slow: runs wrk and the generator against a fresh reference server (needs wrk)"]
 fn bench_peer_runs_both_generators_at_one_connection() {

@@ -7,6 +7,7 @@ mod cost;
 mod crash;
 mod load;
 mod record;
+mod reference_pages;
 mod user_vault;
 mod report;
 mod twin;

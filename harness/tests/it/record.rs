@@ -796,17 +796,21 @@ fn class_prints_this_machines_class_and_its_parts() {
 }
 
 /// The Quickstart on a newcomer's checkout, whose `baselines/` holds another machine's class
-/// only: `record` without `--out` files under `baselines/<this class>/` of the working
-/// directory and touches nothing else; a refusal leaves the new class directory holding only
-/// the attempts ledger, and once that directory is committed a refusal writes nothing at all.
+/// only: `record` without `--out` writes under `target/vaultbench/<this class>/`, which git
+/// ignores, so neither a refusal nor an accepted run changes `git status`, and it says there
+/// is no committed baseline to compare with. Re-baselining is `--out baselines/<class>`; once
+/// that is committed, a run without `--out` prints its comparison with it, and a refused
+/// re-baseline writes nothing at all.
 #[test]
 #[ignore = "slow: real recordings in a git checkout"]
-fn record_without_out_files_under_this_class_and_a_refusal_leaves_the_checkout_as_it_was() {
+fn record_without_out_leaves_the_checkout_alone_and_compares_with_the_committed_baseline() {
     let home = tempfile::tempdir().unwrap();
     let repo = home.path().join("clone");
     let other = repo.join("baselines/xeon-64c-512g-xfs-k5-abc123");
     std::fs::create_dir_all(&other).unwrap();
     std::fs::write(other.join("push-only.json"), "another machine's baseline\n").unwrap();
+    // The repository's own rule: build output and default recordings are not tracked.
+    std::fs::write(repo.join(".gitignore"), "target/\n").unwrap();
     git_in(&repo, &["init", "-q"]);
     git_in(&repo, &["add", "."]);
     git_in(&repo, &["commit", "-q", "-m", "another class"]);
@@ -843,30 +847,62 @@ fn record_without_out_files_under_this_class_and_a_refusal_leaves_the_checkout_a
             .args(["--samples", "2"]);
         c
     };
+    let stderr = |a: assert_cmd::assert::Assert| {
+        String::from_utf8_lossy(&a.get_output().stderr).into_owned()
+    };
+    let default_dir = repo.join("target/vaultbench").join(&class);
     let dir = format!("baselines/{class}");
 
-    // Refused in a new (untracked) class dir: only the ledger, counting the attempt.
+    // Refused: the ledger goes under target/, and git sees nothing new.
     record(&gate_tight).assert().code(3);
-    assert_eq!(status(), format!("?? {dir}/push-only.attempts.jsonl\n"));
+    assert_eq!(status(), "");
+    assert!(default_dir.join("push-only.attempts.jsonl").exists());
 
-    // Accepted: the pair lands in this class's directory; the other class is untouched.
-    record(&gate_loose).assert().success();
+    // Accepted: the pair lands under target/ too; no committed baseline to compare with.
+    let err = stderr(record(&gate_loose).assert().success());
+    assert_eq!(status(), "");
+    assert!(default_dir.join("push-only.json").exists());
+    let side = read(&default_dir.join("push-only.provenance.json"));
+    assert_eq!(side["attempts"]["refused"], 1, "{}", side["attempts"]);
+    assert!(
+        err.contains(&format!(
+            "no committed baseline {dir}/push-only.json for this machine class"
+        )),
+        "{err}"
+    );
+    assert!(err.contains(&format!("--out {dir}")), "{err}");
+    assert_eq!(
+        std::fs::read_to_string(other.join("push-only.json")).unwrap(),
+        "another machine's baseline\n"
+    );
+
+    // Re-baselining is explicit: `--out baselines/<class>`, then commit.
+    record(&gate_loose)
+        .arg("--out")
+        .arg(&dir)
+        .assert()
+        .success();
     assert_eq!(
         status(),
         format!(
             "?? {dir}/push-only.attempts.jsonl\n?? {dir}/push-only.json\n?? {dir}/push-only.provenance.json\n"
         )
     );
-    assert_eq!(
-        std::fs::read_to_string(other.join("push-only.json")).unwrap(),
-        "another machine's baseline\n"
-    );
-    let side = read(&repo.join(&dir).join("push-only.provenance.json"));
-    assert_eq!(side["attempts"]["refused"], 1, "{}", side["attempts"]);
-
-    // Committed, the class dir is the repository's record: a refusal writes nothing.
     git_in(&repo, &["add", "baselines"]);
     git_in(&repo, &["commit", "-q", "-m", "this class"]);
-    record(&gate_tight).assert().code(3);
+
+    // A later run without --out compares with the committed baseline.
+    let err = stderr(record(&gate_loose).assert().success());
+    assert!(err.contains("# vaultbench compare: push-only"), "{err}");
+    assert!(
+        err.contains(&format!(
+            "compared with the committed baseline {dir}/push-only.json: "
+        )),
+        "{err}"
+    );
+    assert_eq!(status(), "");
+
+    // A refused re-baseline into the committed class dir writes nothing at all.
+    record(&gate_tight).arg("--out").arg(&dir).assert().code(3);
     assert_eq!(status(), "");
 }

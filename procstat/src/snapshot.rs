@@ -113,6 +113,8 @@ pub struct Snapshot {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct OtherSample {
     pub starttime_ticks: u64,
+    /// utime + stime, clock ticks (exited threads included); 0 for a kernel thread.
+    pub cpu_ticks: u64,
     /// `read_bytes + write_bytes` of `/proc/<pid>/io` (bytes the process caused to be read
     /// from or sent to the storage layer); `None` when it could not be read.
     pub storage_bytes: Option<u64>,
@@ -200,6 +202,10 @@ pub struct Delta {
     pub foreign_storage_bytes: u64,
     /// Processes outside the tree whose `/proc/<pid>/io` could not be read.
     pub foreign_unreadable: usize,
+    /// CPU of every process outside the tree seen in the second snapshot (those started in
+    /// between from zero), clock ticks; processes that started and exited in between are
+    /// not in it.
+    pub foreign_process_ticks: u64,
 }
 
 impl Delta {
@@ -292,6 +298,7 @@ impl Delta {
                 .others
                 .get(pid)
                 .filter(|oa| oa.starttime_ticks == ob.starttime_ticks);
+            d.foreign_process_ticks += ob.cpu_ticks.saturating_sub(oa.map_or(0, |o| o.cpu_ticks));
             match (ob.storage_bytes, oa.map(|o| o.storage_bytes)) {
                 (Some(vb), Some(Some(va))) => d.foreign_storage_bytes += vb.saturating_sub(va),
                 // Started inside the window (or first seen): all its bytes are inside it.
@@ -302,15 +309,20 @@ impl Delta {
         d
     }
 
-    /// CPU used outside the tree as a share of all CPU time of the machine: the machine's
-    /// busy time minus the tree's own CPU time, over the window's total (0.5 on two cores =
-    /// one core's worth of somebody else).
+    /// CPU used outside the tree as a share of all CPU time of the machine (0.5 on two cores
+    /// = one core's worth of somebody else): the larger of two lower bounds. One is the
+    /// machine's busy time minus the tree's own CPU time (`/proc/stat` samples by tick and,
+    /// without `CONFIG_IRQ_TIME_ACCOUNTING`, charges softirq work done in a task to softirq
+    /// while the task's exact time includes it, so the difference can only fall short); the
+    /// other is the CPU of every other process seen (short-lived ones that exited in between
+    /// are missed).
     pub fn foreign_cpu_share(&self) -> Option<f64> {
         let total = self.system_ticks?;
         let busy = self.machine_busy_ticks?;
         let tick_ns = 1_000_000_000 / clock_ticks_per_second();
         let own = self.cpu_ns / tick_ns;
-        (total > 0).then(|| busy.saturating_sub(own) as f64 / total as f64)
+        let foreign = busy.saturating_sub(own).max(self.foreign_process_ticks);
+        (total > 0).then(|| foreign as f64 / total as f64)
     }
 
     /// Storage bytes of processes outside the tree per second of the window, MiB/s.
@@ -411,6 +423,13 @@ fn read_others(
             pid,
             OtherSample {
                 starttime_ticks: st.starttime_ticks,
+                // Kernel threads (kthreadd and its children) serve every process's I/O, the
+                // measured server's fsyncs included: their time is not charged as foreign.
+                cpu_ticks: if pid == 2 || st.ppid == 2 {
+                    0
+                } else {
+                    st.utime_ticks + st.stime_ticks
+                },
                 storage_bytes,
             },
         );
@@ -550,6 +569,68 @@ mod tests {
 
     /// Both ways of finding the tree agree on a real one: this test process, a `sh` child
     /// and the `sleep` grandchildren it starts.
+    #[test]
+    fn foreign_figures_take_the_larger_cpu_bound_and_count_new_processes_whole() {
+        let snap = |at: Instant, others: &[(u32, u64, u64, Option<u64>)], busy: u64, total: u64| {
+            let mut system = SystemSample::default();
+            let mut cpu = CpuTimes::default();
+            cpu.user = busy;
+            cpu.idle = total - busy;
+            system.cpu = Some(cpu);
+            Snapshot {
+                taken: at,
+                root: 1,
+                processes: BTreeMap::new(),
+                system,
+                others: others
+                    .iter()
+                    .map(|&(pid, start, cpu_ticks, storage_bytes)| {
+                        (
+                            pid,
+                            OtherSample {
+                                starttime_ticks: start,
+                                cpu_ticks,
+                                storage_bytes,
+                            },
+                        )
+                    })
+                    .collect(),
+            }
+        };
+        let t0 = Instant::now();
+        let t1 = t0 + std::time::Duration::from_secs(2);
+        // pid 10 grows by 30 ticks and 2 MiB; pid 11 is new (all of it counts); pid 12 was
+        // reused (another start time: counted from zero); pid 13 is unreadable.
+        let a = snap(
+            t0,
+            &[
+                (10, 5, 100, Some(0)),
+                (12, 5, 50, Some(0)),
+                (13, 5, 0, None),
+            ],
+            1000,
+            2000,
+        );
+        let b = snap(
+            t1,
+            &[
+                (10, 5, 130, Some(2 << 20)),
+                (11, 9, 20, Some(1 << 20)),
+                (12, 8, 10, Some(0)),
+                (13, 5, 0, None),
+            ],
+            1100,
+            2400,
+        );
+        let d = Delta::between(&a, &b);
+        assert_eq!(d.foreign_process_ticks, 60);
+        assert_eq!(d.foreign_storage_bytes, 3 << 20);
+        assert_eq!(d.foreign_unreadable, 1);
+        assert!((d.foreign_io_mib_s().unwrap() - 1.5).abs() < 0.01);
+        // busy - own = 100 ticks (the tree used nothing) beats the per-process 60.
+        assert!((d.foreign_cpu_share().unwrap() - 100.0 / 400.0).abs() < 1e-9);
+    }
+
     #[test]
     fn children_files_and_scan_find_the_same_tree() {
         let mut sh = std::process::Command::new("sh")

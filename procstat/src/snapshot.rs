@@ -572,11 +572,14 @@ mod tests {
     #[test]
     fn foreign_figures_take_the_larger_cpu_bound_and_count_new_processes_whole() {
         let snap = |at: Instant, others: &[(u32, u64, u64, Option<u64>)], busy: u64, total: u64| {
-            let mut system = SystemSample::default();
-            let mut cpu = CpuTimes::default();
-            cpu.user = busy;
-            cpu.idle = total - busy;
-            system.cpu = Some(cpu);
+            let system = SystemSample {
+                cpu: Some(CpuTimes {
+                    user: busy,
+                    idle: total - busy,
+                    ..CpuTimes::default()
+                }),
+                ..SystemSample::default()
+            };
             Snapshot {
                 taken: at,
                 root: 1,

@@ -130,7 +130,7 @@ for round in $(seq "$K"); do
         stop_contenders
         during=$(cores "$j0" "$j1")
         case "$rc" in 0) outcome=accepted ;; 3) outcome=refused ;; *) outcome=error ;; esac
-        failures=$(sed -n 's/.*nothing written: \(.*\)\. \(judged against\|no reference for\).*/\1/p; s/.*a sample failed, nothing written: \(.*\)/sample failed: \1/p' \
+        failures=$(sed -n 's/.*no recording written[^:]*: \(.*\)\. \(judged against\|no reference for\).*/\1/p; s/.*nothing written: \(.*\)\. \(judged against\|no reference for\).*/\1/p; s/.*a sample failed, nothing written: \(.*\)/sample failed: \1/p' \
             "$OUT/gated/$cond/$round/stderr" | head -1 | tr '\t' ' ')
         printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$cond" "$round" "$outcome" "$rc" "$background" "$during" "$failures" >>"$OUT/trial.tsv"
         echo "gate-trial: $cond round $round: $outcome (background $background cores, busy $during during) $failures" >&2

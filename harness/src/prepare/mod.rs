@@ -1,6 +1,7 @@
 //! Preparing a run before any sample: the scenario, the cached vault on disk, the work dir,
 //! the gate thresholds, the calibration reference and the machine fingerprint.
 
+pub mod stale;
 pub mod user_vault;
 pub mod vault;
 
@@ -342,10 +343,18 @@ pub fn prepare(scenario: Scenario, opts: &RunOpts) -> anyhow::Result<Prepared> {
     let work_parent = opts.work_dir.clone().unwrap_or_else(std::env::temp_dir);
     std::fs::create_dir_all(&work_parent)
         .with_context(|| format!("work dir {}", work_parent.display()))?;
+    for d in stale::sweep(&work_parent) {
+        progress(&format!(
+            "removed {}, left by a run that was killed",
+            d.display()
+        ));
+    }
     let work = tempfile::Builder::new()
         .prefix("vaultbench-run-")
         .tempdir_in(&work_parent)
         .with_context(|| format!("creating a temp dir in {}", work_parent.display()))?;
+    stale::claim(work.path())
+        .with_context(|| format!("writing the owner of {}", work.path().display()))?;
     let (vault_dir, digest, user_vault) = match &opts.vault {
         Some(dir) => {
             let snap = user_vault::snapshot(dir, &work.path().join("user-vault"))?;

@@ -298,9 +298,10 @@ fn forking_target(dir: &Path) -> (String, String) {
     )
     .unwrap();
     std::fs::set_permissions(&main, std::fs::Permissions::from_mode(0o755)).unwrap();
+    // The worker's own path (unique to this test's temp dir) is the marker.
     (
         format!("sh {} {{addr}} {{data}}", main.display()),
-        "stubborn-worker.sh".to_owned(),
+        worker.display().to_string(),
     )
 }
 

@@ -60,7 +60,7 @@ start_contender() {
                 PIDS+=($!)
             done ;;
         fsync)
-            "$VB" calibrate --burn fsync --burn-threads "$FSYNC_THREADS" --dir "$WORK" \
+            "$VB" calibrate --burn fsync --burn-threads "$FSYNC_THREADS" --work-dir "$WORK" \
                 --burn-seconds 3600 >/dev/null &
             PIDS+=($!) ;;
         *) echo "gate-trial: unknown condition $1" >&2; exit 2 ;;

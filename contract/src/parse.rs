@@ -121,9 +121,92 @@ pub fn duration(s: &str) -> Result<Duration, String> {
     Ok(d)
 }
 
+/// A duration flag's value where, for one release, the bare number of seconds the flag took
+/// before is still accepted (`--sample-timeout 1800` as well as `30m`), with a deprecation note
+/// the command prints ([`SecondsOrDuration::deprecation`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SecondsOrDuration {
+    pub duration: Duration,
+    /// The value was a bare number of seconds (the old form).
+    pub bare: bool,
+}
+
+impl SecondsOrDuration {
+    /// The one-line note for a bare number given to `flag`; `None` for a humantime value.
+    pub fn deprecation(&self, flag: &str) -> Option<String> {
+        self.bare.then(|| {
+            format!(
+                "note: a bare number of seconds for {flag} is deprecated and will be refused in \
+                 the next release: write {}",
+                format_duration(self.duration)
+            )
+        })
+    }
+}
+
+/// A duration the way [`duration`] reads it back (`30m`, `1h 30m`, `2s 500ms`).
+pub fn format_duration(d: Duration) -> String {
+    humantime::format_duration(d).to_string()
+}
+
+/// Parses a [`SecondsOrDuration`]: a [`duration`], or (deprecated) a bare positive number of
+/// seconds, under the same bounds.
+pub fn seconds_or_duration(s: &str) -> Result<SecondsOrDuration, String> {
+    let t = s.trim();
+    if !t.is_empty() && t.chars().all(|c| c.is_ascii_digit() || c == '.') {
+        let secs: f64 = t.parse().map_err(|_| {
+            format!("duration {s:?} is not a number followed by a unit (use ms, s, m or h)")
+        })?;
+        if secs <= 0.0 || secs.is_nan() {
+            return Err(format!("duration {s:?} must be more than 0"));
+        }
+        if secs > MAX_DURATION.as_secs_f64() {
+            return Err(format!("duration {s:?} is longer than 24h"));
+        }
+        return Ok(SecondsOrDuration {
+            duration: Duration::from_secs_f64(secs),
+            bare: true,
+        });
+    }
+    duration(s).map(|duration| SecondsOrDuration {
+        duration,
+        bare: false,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn seconds_or_durations() {
+        let d = seconds_or_duration("30m").unwrap();
+        assert_eq!((d.duration, d.bare), (Duration::from_secs(1800), false));
+        assert_eq!(d.deprecation("--sample-timeout"), None);
+        let d = seconds_or_duration("1800").unwrap();
+        assert_eq!((d.duration, d.bare), (Duration::from_secs(1800), true));
+        let note = d.deprecation("--sample-timeout").unwrap();
+        assert!(
+            note.contains("--sample-timeout") && note.ends_with("write 30m"),
+            "{note}"
+        );
+        assert_eq!(
+            seconds_or_duration("2.5").unwrap().duration,
+            Duration::from_millis(2500)
+        );
+        assert!(
+            seconds_or_duration("0")
+                .unwrap_err()
+                .contains("more than 0")
+        );
+        assert!(seconds_or_duration("90000").unwrap_err().contains("24h"));
+        assert!(seconds_or_duration("1.2.3").is_err());
+        assert!(
+            seconds_or_duration("5 parsecs")
+                .unwrap_err()
+                .contains("unknown unit")
+        );
+    }
 
     #[test]
     fn seeds() {

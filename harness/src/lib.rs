@@ -83,6 +83,9 @@ pub enum Command {
 
 /// Runs one command and returns the process exit code (see [`exit`]).
 pub fn run(cli: Cli) -> i32 {
+    for note in deprecations(&cli.command) {
+        eprintln!("vaultbench: {note}");
+    }
     let result = match cli.command {
         Command::Vault(cmd) => vault::run(cmd),
         Command::ServeRef(args) => refserver::cli::run(args),
@@ -101,6 +104,54 @@ pub fn run(cli: Cli) -> i32 {
         Ok(code) => code,
         Err(err) => report_error(&err),
     }
+}
+
+/// Notes for the deprecated flag spellings a command line used (they still work for one
+/// release). Renamed flags the commands resolve themselves print their own.
+fn deprecations(cmd: &Command) -> Vec<String> {
+    match cmd {
+        Command::Record(r) => r.common.deprecations(),
+        Command::Ab(a) => a.common.deprecations(),
+        Command::Probe(probe::ProbeCmd::Fsync(a)) => a.deprecations(),
+        _ => Vec::new(),
+    }
+}
+
+/// Prints a command-line error as one line (`vaultbench: invalid value '5' for '--tau
+/// <PERCENT>': ...`, the usage block and help pointer left out) and returns its exit code:
+/// [`exit::ERROR`] for a usage error, 0 for `--help` and `--version` (printed as clap prints
+/// them).
+pub fn usage_error(e: &clap::Error) -> i32 {
+    use clap::error::ErrorKind;
+    if matches!(
+        e.kind(),
+        ErrorKind::DisplayHelp
+            | ErrorKind::DisplayVersion
+            | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+    ) {
+        let _ = e.print();
+        return if e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
+            exit::ERROR
+        } else {
+            exit::OK
+        };
+    }
+    eprintln!("vaultbench: {}", one_line(&e.render().to_string()));
+    exit::ERROR
+}
+
+/// clap's rendered error on one line: its message and any `tip:`, without the usage block.
+fn one_line(rendered: &str) -> String {
+    let mut parts = Vec::new();
+    for (i, chunk) in rendered.split("\n\n").enumerate() {
+        let chunk = chunk.trim();
+        if i == 0 || chunk.starts_with("tip:") {
+            let words: Vec<&str> = chunk.split_whitespace().collect();
+            parts.push(words.join(" "));
+        }
+    }
+    let text = parts.join("; ");
+    text.strip_prefix("error: ").unwrap_or(&text).to_owned()
 }
 
 /// Prints `vaultbench: <error chain>` on one line and maps typed failures to their codes.
@@ -122,6 +173,81 @@ pub fn report_error(err: &anyhow::Error) -> i32 {
 #[cfg(test)]
 mod cli_tests {
     use super::*;
+
+    fn usage(args: &[&str]) -> String {
+        let e = Cli::try_parse_from(std::iter::once("vaultbench").chain(args.iter().copied()))
+            .expect_err("a usage error");
+        one_line(&e.render().to_string())
+    }
+
+    /// Usage errors are one line naming the flag and the value; percent flags share one
+    /// parser, so `--tau` and `--threshold` word a bare number the same way.
+    #[test]
+    fn usage_errors_are_one_line() {
+        let tau = usage(&["ab", "small", "--a", "ref", "--b", "ref", "--tau", "5"]);
+        let thr = usage(&["compare", "x", "y", "--threshold", "5"]);
+        for (flag, e) in [("--tau", &tau), ("--threshold", &thr)] {
+            assert!(!e.contains('\n'), "{e}");
+            assert!(e.contains(flag) && e.contains("has no unit"), "{e}");
+        }
+        let missing = usage(&["ab", "small", "--a", "ref"]);
+        assert!(missing.contains("--b"), "{missing}");
+        let typo = usage(&["record", "small", "--sampels", "3"]);
+        assert!(
+            typo.contains("--sampels") && typo.contains("--samples"),
+            "{typo}"
+        );
+    }
+
+    /// The scenario is given the same way to `record` and `ab`: positional or `--scenario`.
+    #[test]
+    fn the_scenario_is_positional_or_a_flag_in_both() {
+        for args in [
+            &["record", "small"][..],
+            &["record", "--scenario", "small"],
+            &["ab", "small", "--a", "ref", "--b", "ref"],
+            &["ab", "--scenario", "small", "--a", "ref", "--b", "ref"],
+        ] {
+            Cli::try_parse_from(std::iter::once("vaultbench").chain(args.iter().copied()))
+                .unwrap_or_else(|e| panic!("{args:?}: {e}"));
+        }
+        let both = usage(&["record", "small", "--scenario", "small"]);
+        assert!(both.contains("cannot be used with"), "{both}");
+    }
+
+    /// Durations are humantime; the old bare seconds still parse, with a note.
+    #[test]
+    fn durations_take_units_and_old_bare_seconds() {
+        let Command::Record(r) =
+            Cli::try_parse_from(["vaultbench", "record", "small", "--sample-timeout", "90s"])
+                .unwrap()
+                .command
+        else {
+            panic!("record")
+        };
+        assert_eq!(
+            r.common.sample_timeout.duration,
+            std::time::Duration::from_secs(90)
+        );
+        let Command::Record(r) =
+            Cli::try_parse_from(["vaultbench", "record", "small", "--sample-timeout", "90"])
+                .unwrap()
+                .command
+        else {
+            panic!("record")
+        };
+        assert!(
+            r.common
+                .sample_timeout
+                .deprecation("--sample-timeout")
+                .is_some()
+        );
+        let bad = usage(&["probe", "fsync", "--duration", "3"]);
+        assert!(
+            bad.contains("--duration") && bad.contains("no unit"),
+            "{bad}"
+        );
+    }
 
     /// Every seed flag takes the same spellings (`contract::parse::seed`): `0x5e_ed` too.
     #[test]

@@ -3,6 +3,9 @@
 use clap::Parser;
 
 fn main() {
-    let cli = harness::Cli::parse();
+    let cli = match harness::Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => std::process::exit(harness::usage_error(&e)),
+    };
     std::process::exit(harness::run(cli));
 }

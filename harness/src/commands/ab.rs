@@ -26,16 +26,25 @@ pub const DEFAULT_TAU: f64 = 0.05;
 /// Compare two server builds with interleaved, order-balanced rounds and paired statistics.
 #[derive(Debug, clap::Args)]
 pub struct AbArgs {
-    /// Build A: `ref`, `ref FLAGS`, a binary path, a command line with {addr} and {data}, or a
-    /// WebDAV preset (`apache-webdav`, `nginx-webdav`, `rclone-webdav`).
-    #[arg(long)]
+    #[arg(
+        value_name = "SCENARIO",
+        help = crate::commands::scenario_help(),
+        required_unless_present_any = ["scenario_file", "scenario_flag"]
+    )]
+    pub scenario: Option<String>,
+    /// The scenario, as a flag (the same as the positional SCENARIO).
+    #[arg(
+        long = "scenario",
+        id = "scenario_flag",
+        value_name = "SCENARIO",
+        conflicts_with = "scenario"
+    )]
+    pub scenario_flag: Option<String>,
+    #[arg(long, help = crate::commands::target_help("Build A"))]
     pub a: String,
-    /// Build B (same forms as --a).
+    /// Build B (the same forms as --a).
     #[arg(long)]
     pub b: String,
-    /// A built-in scenario (or use --scenario-file).
-    #[arg(long, required_unless_present = "scenario_file")]
-    pub scenario: Option<String>,
     #[command(flatten)]
     pub common: RunOpts,
     /// Rounds (at least 2): each is one sample of A and one of B. Half run A first, half B
@@ -58,10 +67,10 @@ pub struct AbArgs {
     #[arg(long)]
     pub paired: bool,
     /// Practical threshold, e.g. `3%` (default: this machine's stored A/A noise floor, else 5%).
-    #[arg(long, value_parser = contract::parse::percent)]
+    #[arg(long, value_name = "PERCENT", value_parser = contract::parse::percent)]
     pub tau: Option<f64>,
     /// Practical threshold of `cost` keys (instructions retired, from `--cost`).
-    #[arg(long, value_parser = contract::parse::percent, default_value = "1%")]
+    #[arg(long, value_name = "PERCENT", value_parser = contract::parse::percent, default_value = "1%")]
     pub cost_tau: f64,
     /// Keep rule, e.g. 'server.cpu_s <= -10%'.
     #[arg(long)]
@@ -70,9 +79,9 @@ pub struct AbArgs {
     #[arg(long)]
     pub guard: Vec<String>,
     /// Attempts per sample before its round is dropped (refused or failed samples are retried).
-    /// Three: on a quiet 2-CPU VM a kernel reading now and then runs at half speed for a few
-    /// seconds, long enough to refuse a sample and its first retry (2 of 60 rounds dropped in
-    /// 10 A/A runs with two attempts).
+    // Three: on a quiet 2-CPU VM a kernel reading now and then runs at half speed for a few
+    // seconds, long enough to refuse a sample and its first retry (2 of 60 rounds dropped in
+    // 10 A/A runs with two attempts).
     #[arg(long, default_value_t = 3)]
     pub retries: u32,
     /// Write the A/B result document here (JSON).
@@ -104,7 +113,7 @@ fn aa_tau_path(prep: &Prepared, paired: bool) -> Option<PathBuf> {
 pub fn run(args: AbArgs) -> anyhow::Result<i32> {
     crate::interrupt::install();
     let scenario = load_scenario(
-        args.scenario.as_deref(),
+        args.scenario.as_deref().or(args.scenario_flag.as_deref()),
         args.common.scenario_file.as_deref(),
     )?;
     let opts = args.common.target_opts()?;

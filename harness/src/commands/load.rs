@@ -58,9 +58,17 @@ pub struct BenchArgs {
     /// (default: this executable).
     #[arg(long, value_name = "BIN")]
     pub server_bin: Option<PathBuf>,
-    /// Connections (requests in flight) for both generators.
-    #[arg(long, default_value_t = 8)]
+    /// Requests in flight (one connection each) for both generators.
+    #[arg(long = "in-flight", value_name = "N", default_value_t = 8)]
     pub connections: usize,
+    /// Deprecated spelling of --in-flight.
+    #[arg(
+        long = "connections",
+        hide = true,
+        value_name = "N",
+        conflicts_with = "connections"
+    )]
+    pub old_connections: Option<usize>,
     /// Length of each run, whole seconds (wrk's resolution): e.g. 5s.
     #[arg(long, default_value = "5s", value_parser = contract::parse::duration)]
     pub duration: Duration,
@@ -171,9 +179,13 @@ pub struct ConnArgs {
     /// Allow a target outside 127.0.0.0/8 and ::1.
     #[arg(long)]
     pub allow_remote: bool,
-    /// Run seed for nonces and generated bodies (decimal or 0x hex).
-    #[arg(long, default_value = "0x5eed", value_parser = contract::parse::seed)]
+    /// Seed of the request nonces and generated bodies (decimal or 0x hex). (`--seed` is the
+    /// vault seed everywhere; `load` has no vault.)
+    #[arg(long = "nonce-seed", value_name = "SEED", default_value = "0x5eed", value_parser = contract::parse::seed)]
     pub seed: u64,
+    /// Deprecated spelling of --nonce-seed.
+    #[arg(long = "seed", hide = true, value_name = "SEED", value_parser = contract::parse::seed, conflicts_with = "seed")]
+    pub old_seed: Option<u64>,
     /// The protocol the target speaks: `obsync` (signed obsync-v1, enrolled devices) or
     /// `webdav`. Checked before any load request: a target that answers as the other
     /// protocol fails with one line naming both (exit 2).
@@ -254,7 +266,31 @@ pub struct TransferArgs {
 use crate::prepare::ProtocolArg;
 
 /// Runs `vaultbench load ...` on its own tokio runtime and returns the exit code.
-pub fn run(args: LoadArgs) -> anyhow::Result<i32> {
+pub fn run(mut args: LoadArgs) -> anyhow::Result<i32> {
+    // The deprecated spellings: a note each, then their values.
+    let conn = match &mut args.cmd {
+        None => Some(&mut args.route.conn),
+        Some(LoadCmd::Push(t) | LoadCmd::Pull(t)) => Some(&mut t.conn),
+        Some(LoadCmd::BenchPeer(b)) => {
+            if let Some(n) = b.old_connections.take() {
+                eprintln!(
+                    "vaultbench: {}",
+                    crate::commands::renamed("--connections", "--in-flight")
+                );
+                b.connections = n;
+            }
+            None
+        }
+    };
+    if let Some(c) = conn
+        && let Some(seed) = c.old_seed.take()
+    {
+        eprintln!(
+            "vaultbench: {}",
+            crate::commands::renamed("--seed", "--nonce-seed")
+        );
+        c.seed = seed;
+    }
     // Sized to the work: the connections this command holds at once, not every core.
     let connections = match &args.cmd {
         None => args.route.in_flight.unwrap_or(args.route.max_in_flight),

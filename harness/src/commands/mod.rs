@@ -11,3 +11,30 @@ pub mod report;
 pub mod sample;
 pub mod vault;
 pub mod verify;
+
+/// The positional scenario's help, listing the built-ins from `scenarios::scenario::BUILTIN`.
+pub fn scenario_help() -> String {
+    let (webdav, obsync): (Vec<&str>, Vec<&str>) = scenarios::scenario::builtin_names()
+        .into_iter()
+        .partition(|n| n.ends_with("-webdav"));
+    format!(
+        "A built-in scenario: {}; over WebDAV (with a WebDAV target): {}. Or --scenario-file",
+        obsync.join(", "),
+        webdav.join(", ")
+    )
+}
+
+/// A target flag's help: what `what` may be, with the presets from `loadgen::launch`.
+pub fn target_help(what: &str) -> String {
+    format!(
+        "{what}: `ref` (the reference server), `ref FLAGS`, an executable (it gets `--listen {{addr}} \
+         --data {{data}}`), a command line using {{addr}}, {{host}}, {{port}} and {{data}}, a target \
+         file (TOML), or a preset: {}",
+        loadgen::launch::preset_names().join(", ")
+    )
+}
+
+/// The note for a flag given under its deprecated name.
+pub fn renamed(old: &str, new: &str) -> String {
+    format!("note: {old} is deprecated and will be removed in the next release: write {new}")
+}

@@ -22,11 +22,22 @@ pub struct FsyncArgs {
     /// Thread counts to run in turn.
     #[arg(long, value_delimiter = ',', default_value = "1,2,4,8,16")]
     pub threads: Vec<usize>,
-    /// Seconds per thread count.
-    #[arg(long, default_value_t = 3.0)]
-    pub seconds: f64,
+    /// How long each thread count runs: `3s`, `500ms`.
+    #[arg(long, default_value = "3s", value_parser = contract::parse::duration)]
+    pub duration: std::time::Duration,
+    /// Deprecated: seconds per thread count (use --duration).
+    #[arg(long, hide = true, conflicts_with = "duration")]
+    pub seconds: Option<f64>,
     /// Directory on the filesystem to probe (default: the system temp dir).
-    #[arg(long)]
+    #[arg(long, value_name = "DIR")]
+    pub work_dir: Option<PathBuf>,
+    /// Deprecated spelling of --work-dir.
+    #[arg(
+        long = "dir",
+        hide = true,
+        value_name = "DIR",
+        conflicts_with = "work_dir"
+    )]
     pub dir: Option<PathBuf>,
     /// Flush call.
     #[arg(long, value_enum, default_value_t = ModeArg::Fsync)]
@@ -59,14 +70,24 @@ pub fn run(cmd: ProbeCmd) -> anyhow::Result<i32> {
 fn probe_fsync(args: FsyncArgs) -> anyhow::Result<i32> {
     let cfg = ProbeConfig {
         threads: args.threads.clone(),
-        seconds: args.seconds,
-        dir: args.dir.clone().unwrap_or_else(std::env::temp_dir),
+        seconds: args.seconds.unwrap_or(args.duration.as_secs_f64()),
+        dir: args
+            .work_dir
+            .clone()
+            .or(args.dir.clone())
+            .unwrap_or_else(std::env::temp_dir),
         mode: match args.mode {
             ModeArg::Fsync => SyncMode::Fsync,
             ModeArg::Fdatasync => SyncMode::Fdatasync,
         },
         shared_file: args.shared_file,
     };
+    if args.seconds.is_none() && args.duration > std::time::Duration::from_secs(60) {
+        bail!(
+            "--duration {}: must be at most 1m",
+            contract::parse::format_duration(args.duration)
+        );
+    }
     calibration::probe::validate(&cfg)?;
     // Check the dir before waiting for the lock: a typo should fail at once.
     match std::fs::metadata(&cfg.dir) {
@@ -89,4 +110,21 @@ fn probe_fsync(args: FsyncArgs) -> anyhow::Result<i32> {
         }
     }
     Ok(exit::OK)
+}
+
+impl FsyncArgs {
+    /// Notes for the deprecated spellings this command line used.
+    pub fn deprecations(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        if let Some(s) = self.seconds {
+            out.push(format!(
+                "note: --seconds is deprecated and will be removed in the next release: write --duration {}",
+                contract::parse::format_duration(std::time::Duration::from_secs_f64(s.max(0.0)))
+            ));
+        }
+        if self.dir.is_some() {
+            out.push(crate::commands::renamed("--dir", "--work-dir"));
+        }
+        out
+    }
 }

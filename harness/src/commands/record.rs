@@ -16,15 +16,21 @@ use crate::sample::target::TargetSpec;
 /// gated by the calibration channels; writes `<out>/<scenario>.json` and its sidecar.
 #[derive(Debug, clap::Args)]
 pub struct RecordArgs {
-    /// A built-in scenario: small, assets, personal, vault1k, fixture, large, vault100k, hazards;
-    /// over WebDAV (with a WebDAV `--target`): small-webdav, personal-webdav.
-    #[arg(required_unless_present = "scenario_file")]
+    #[arg(
+        value_name = "SCENARIO",
+        help = crate::commands::scenario_help(),
+        required_unless_present_any = ["scenario_file", "scenario_flag"]
+    )]
     pub scenario: Option<String>,
-    /// Server to measure: `ref` (default, the reference server), `ref FLAGS`, or a command line
-    /// with `{addr}` and `{data}` placeholders (a bare executable path gets
-    /// `--listen {addr} --data {data}`), or a WebDAV preset: `apache-webdav`, `nginx-webdav`,
-    /// `rclone-webdav`.
-    #[arg(long, default_value = "ref")]
+    /// The scenario, as a flag (the same as the positional SCENARIO).
+    #[arg(
+        long = "scenario",
+        id = "scenario_flag",
+        value_name = "SCENARIO",
+        conflicts_with = "scenario"
+    )]
+    pub scenario_flag: Option<String>,
+    #[arg(long, default_value = "ref", help = crate::commands::target_help("Server to measure"))]
     pub target: String,
     #[command(flatten)]
     pub common: RunOpts,
@@ -49,7 +55,7 @@ pub struct RecordArgs {
 pub fn run(args: RecordArgs) -> anyhow::Result<i32> {
     crate::interrupt::install();
     let scenario = load_scenario(
-        args.scenario.as_deref(),
+        args.scenario.as_deref().or(args.scenario_flag.as_deref()),
         args.common.scenario_file.as_deref(),
     )?;
     if let Some(out) = &args.out

@@ -49,11 +49,11 @@ pub struct CompareArgs {
     /// The new recording (`<dir>/<scenario>.json`), or the directory `record --out` wrote.
     pub recording: PathBuf,
     /// Smallest change that counts, as a percentage (`5%`; a bare number is refused).
-    #[arg(long, default_value = "5%")]
-    pub threshold: String,
+    #[arg(long, value_name = "PERCENT", default_value = "5%", value_parser = contract::parse::percent)]
+    pub threshold: f64,
     /// Smallest change of a `cost` key (instructions retired) that counts.
-    #[arg(long, default_value = "1%")]
-    pub cost_threshold: String,
+    #[arg(long, value_name = "PERCENT", default_value = "1%", value_parser = contract::parse::percent)]
+    pub cost_threshold: f64,
     /// Compare even when the two recordings come from different machine classes (otherwise
     /// refused with exit 7: the difference would be the machine, not the build).
     #[arg(long)]
@@ -498,13 +498,7 @@ fn resolve_baseline(path: &Path, scenario: &str, class: Option<&str>) -> Option<
 }
 
 pub fn run_compare(args: CompareArgs) -> anyhow::Result<i32> {
-    // Both percent flags first: a bad value is a usage error whatever the inputs hold. They
-    // are parsed here rather than by clap so the error is one line naming the flag.
-    let percent = |flag: &str, s: &str| {
-        contract::parse::percent(s).map_err(|e| anyhow::anyhow!("--{flag} {e}"))
-    };
-    let threshold = percent("threshold", &args.threshold)?;
-    let cost_threshold = percent("cost-threshold", &args.cost_threshold)?;
+    let (threshold, cost_threshold) = (args.threshold, args.cost_threshold);
     let rec_path = resolve(&args.recording, None)?;
     let (rb, rp) = crate::commands::verify::read_pair(&rec_path)?;
     let rec_class = crate::commands::class::of_recorded(&rp.machine);

@@ -46,11 +46,12 @@ pub struct RunOpts {
     /// Where servers' data dirs live during samples; the io channel measures this filesystem.
     #[arg(long, value_name = "DIR")]
     pub work_dir: Option<PathBuf>,
-    /// Upper bound on one sample's run time, in seconds (at least 1).
-    #[arg(long, default_value_t = 1800, value_parser = clap::value_parser!(u64).range(1..))]
-    pub sample_timeout: u64,
-    /// Do not pin the server's process tree and the generator to disjoint CPU sets (see
-    /// `--pin`; whether pinning is the default is `PIN_BY_DEFAULT`).
+    /// Upper bound on one sample's run time: `30m`, `90s` (a bare number of seconds is
+    /// deprecated).
+    #[arg(long, value_name = "DURATION", default_value = "30m", value_parser = contract::parse::seconds_or_duration)]
+    pub sample_timeout: contract::parse::SecondsOrDuration,
+    /// Do not pin the server's process tree and the generator to disjoint CPU sets (the
+    /// default: pinning is off unless `--pin`).
     #[arg(long, conflicts_with = "pin")]
     pub no_pin: bool,
     /// Pin the server's process tree and the generator to disjoint CPU sets, on a machine with
@@ -110,6 +111,14 @@ pub fn target_protocol(t: &TargetSpec) -> Option<Protocol> {
 }
 
 impl RunOpts {
+    /// Notes for the deprecated spellings among these flags.
+    pub fn deprecations(&self) -> Vec<String> {
+        self.sample_timeout
+            .deprecation("--sample-timeout")
+            .into_iter()
+            .collect()
+    }
+
     /// The target options these flags give (`--protocol`, `--webdav-root`, `--auth`,
     /// `--ready`), checked.
     pub fn target_opts(&self) -> anyhow::Result<TargetOpts> {
@@ -399,7 +408,7 @@ pub fn prepare(scenario: Scenario, opts: &RunOpts) -> anyhow::Result<Prepared> {
         reference,
         reference_file: calibration::reference_path(opts.reference.as_deref()).ok(),
         fingerprint,
-        timeout: Duration::from_secs(opts.sample_timeout),
+        timeout: opts.sample_timeout.duration,
         no_pin: !opts.pins(),
         cost,
         retry_pause: RETRY_PAUSE,

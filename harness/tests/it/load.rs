@@ -240,7 +240,7 @@ fn push_and_pull_in_separate_invocations_share_a_state_file() {
 #[ignore = "slow: runs wrk and the generator against a fresh reference server (needs wrk)"]
 fn bench_peer_runs_both_generators_at_one_connection() {
     let out = std::process::Command::new(assert_cmd::cargo::cargo_bin!("vaultbench"))
-        .args(["load", "bench-peer", "--connections", "1", "--rounds", "2"])
+        .args(["load", "bench-peer", "--in-flight", "1", "--rounds", "2"])
         .args(["--duration", "1s", "--json"])
         .output()
         .unwrap();

@@ -315,8 +315,8 @@ fn compare_with(
     run_compare(CompareArgs {
         baseline: base.to_owned(),
         recording: rec.to_owned(),
-        threshold: threshold.into(),
-        cost_threshold: "1%".into(),
+        threshold: contract::parse::percent(threshold).unwrap(),
+        cost_threshold: 0.01,
         across_machines,
         missing_baseline_ok,
         out: Some(base.with_extension("cmp.md")),
@@ -422,7 +422,7 @@ fn a_percent_flag_refuses_a_bare_number_naming_flag_and_value() {
     let err = String::from_utf8(err).unwrap();
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(
-        err.contains("--threshold \"3\"") && err.contains("3%"),
+        err.contains("--threshold") && err.contains("\"3\"") && err.contains("3%"),
         "{err}"
     );
     let err = vb()
@@ -585,13 +585,18 @@ fn compare_refuses_bad_input_with_exit_2() {
     let t = tempfile::tempdir().unwrap();
     let (b, p) = fixture();
     let base = write_pair(&t.path().join("baselines"), &b, &p);
-    let (msg, code) = err_of(compare(&base, &base, "five percent"));
+    let err = vb()
+        .args(["compare", "--threshold", "five percent"])
+        .arg(&base)
+        .arg(&base)
+        .assert()
+        .code(2)
+        .get_output()
+        .stderr
+        .clone();
     assert_eq!(
-        (msg.as_str(), code),
-        (
-            "--threshold \"five percent\" is not a percentage like 5%",
-            2
-        )
+        String::from_utf8(err).unwrap().trim_end(),
+        "vaultbench: invalid value 'five percent' for '--threshold <PERCENT>': \"five percent\" is not a percentage like 5%"
     );
     // A hand-edited recording does not verify and is not compared.
     let rec = write_pair(&t.path().join("edited"), &b, &p);

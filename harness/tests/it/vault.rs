@@ -400,7 +400,7 @@ fn bench_reports_ratio_and_peak_rss() {
             "--profiles",
             "small,assets",
             "--json",
-            "--dir",
+            "--work-dir",
         ])
         .arg(d.path())
         .assert()

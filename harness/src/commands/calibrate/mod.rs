@@ -36,8 +36,11 @@ pub struct CalibrateArgs {
     pub readings: usize,
     /// Directory on the filesystem the server's data will live on (the io channel writes there).
     /// Defaults to the system temp dir, where recordings put their data dirs.
-    #[arg(long)]
+    #[arg(long = "work-dir", value_name = "DIR")]
     pub dir: Option<PathBuf>,
+    /// Deprecated spelling of --work-dir.
+    #[arg(long = "dir", hide = true, value_name = "DIR", conflicts_with = "dir")]
+    pub old_dir: Option<PathBuf>,
     /// Reference file (default $VAULTBENCH_REFERENCE, else $XDG_DATA_HOME/vaultbench/reference.json).
     #[arg(long)]
     pub reference: Option<PathBuf>,
@@ -100,6 +103,16 @@ pub fn run(args: CalibrateArgs, subcommand: &[&str]) -> anyhow::Result<i32> {
         println!("{}", serde_json::to_string(&sample)?);
         return Ok(exit::OK);
     }
+    if args.old_dir.is_some() {
+        eprintln!(
+            "vaultbench: {}",
+            crate::commands::renamed("--dir", "--work-dir")
+        );
+    }
+    let args = CalibrateArgs {
+        dir: args.dir.clone().or(args.old_dir.clone()),
+        ..args
+    };
     if let Some(kind) = args.burn {
         return burn(
             kind,

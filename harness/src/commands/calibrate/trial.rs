@@ -100,12 +100,12 @@ pub(crate) fn trial_sample(dir: &Path) -> anyhow::Result<TrialSample> {
     })
 }
 
-/// `--dir` or the temp dir, checked to be a directory.
+/// `--work-dir` or the temp dir, checked to be a directory.
 pub(crate) fn io_dir(flag: Option<&Path>) -> anyhow::Result<PathBuf> {
     let dir = flag.map(Path::to_owned).unwrap_or_else(std::env::temp_dir);
-    let meta = std::fs::metadata(&dir).with_context(|| format!("--dir {}", dir.display()))?;
+    let meta = std::fs::metadata(&dir).with_context(|| format!("--work-dir {}", dir.display()))?;
     if !meta.is_dir() {
-        bail!("--dir {}: not a directory", dir.display());
+        bail!("--work-dir {}: not a directory", dir.display());
     }
     Ok(dir)
 }
@@ -325,7 +325,7 @@ pub(crate) fn gate_trial(
         vec![
             "--burn".into(),
             kind.into(),
-            "--dir".into(),
+            "--work-dir".into(),
             dir.as_os_str().to_owned(),
         ]
     };

@@ -23,7 +23,15 @@ pub struct BenchArgs {
     pub profiles: Vec<String>,
     /// Directory to write into (a scratch dir is made inside and removed) [default: the
     /// system temp dir]. Put it on the filesystem you care about.
-    #[arg(long)]
+    #[arg(long, value_name = "DIR")]
+    pub work_dir: Option<PathBuf>,
+    /// Deprecated spelling of --work-dir.
+    #[arg(
+        long = "dir",
+        hide = true,
+        value_name = "DIR",
+        conflicts_with = "work_dir"
+    )]
     pub dir: Option<PathBuf>,
     /// Seed, decimal or 0x-prefixed hex [default: the profile's, 0x5eed].
     #[arg(long)]
@@ -68,7 +76,17 @@ pub fn run(a: BenchArgs) -> anyhow::Result<i32> {
         .map(|n| lookup_profile(n))
         .collect::<anyhow::Result<Vec<_>>>()?;
     crate::interrupt::install();
-    let base = a.dir.clone().unwrap_or_else(std::env::temp_dir);
+    if a.dir.is_some() {
+        eprintln!(
+            "vaultbench: {}",
+            crate::commands::renamed("--dir", "--work-dir")
+        );
+    }
+    let base = a
+        .work_dir
+        .clone()
+        .or(a.dir.clone())
+        .unwrap_or_else(std::env::temp_dir);
     let scratch = tempfile::Builder::new()
         .prefix("vaultbench-bench-")
         .tempdir_in(&base)

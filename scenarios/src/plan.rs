@@ -89,7 +89,8 @@ impl Plan {
         };
         let n = p.notes as usize;
         // Root notes come after the one note of each folder, so every folder still holds one.
-        let root = folders.len()..folders.len() + (p.root_notes as usize).min(n - n.min(folders.len()));
+        let root =
+            folders.len()..folders.len() + (p.root_notes as usize).min(n - n.min(folders.len()));
 
         // Folder of each note: every folder gets one note, then the dominant folder its share.
         let mut titles: BTreeSet<String> = BTreeSet::new();
@@ -343,8 +344,8 @@ const EMBEDDABLE: &[&str] = &[
 /// Extensions a file over 8 MiB most likely had, most likely first (video, audio, archives,
 /// documents): a shape counts extensions, not which of them the large files carried.
 const LARGE_FIRST: &[&str] = &[
-    "mp4", "mov", "webm", "zip", "pdf", "m4a", "wav", "mp3", "ogg", "pptx", "docx", "bin",
-    "other", "none",
+    "mp4", "mov", "webm", "zip", "pdf", "m4a", "wav", "mp3", "ogg", "pptx", "docx", "bin", "other",
+    "none",
 ];
 
 /// The suffixes (`.png`, or `""` for none) of a twin's images and of its large attachments,

@@ -1,7 +1,8 @@
 //! Files beside the notes: a `.obsidian/` config folder and the sync hazards seen in real
 //! vaults (real-vaults.md "Names and sync hazards"): 255-byte names, a case-only collision,
 //! one basename in 61 folders, NFC and NFD spellings, spaces and emoji, 0-byte notes, a
-//! 500 KB note and a 4 MiB+ attachment.
+//! 500 KB note and a 4 MiB+ attachment. A twin asks for a count of names in each class:
+//! the first is the example above, the others numbered variants of it.
 
 use std::fmt::Write as _;
 
@@ -441,6 +442,40 @@ mod tests {
             NORMALISATION_PAIR[0].chars().count() + 2,
             NORMALISATION_PAIR[1].chars().count()
         );
+    }
+
+    #[test]
+    fn counts_give_that_many_distinct_names() {
+        let h = HazardNames {
+            long_name: 4,
+            case_collision: 7,
+            nfd: 3,
+            same_basename: 2,
+            emoji: 9,
+            trailing_space: 3,
+            multiple_spaces: 2,
+        };
+        let p = Profile {
+            hazard_names: Some(h),
+            ..crate::profile::base("t", "", 0)
+        };
+        let ex = extras(&p);
+        assert_eq!(ex.len() as u64, h.notes());
+        let paths: std::collections::BTreeSet<String> = ex.iter().map(Extra::path).collect();
+        assert_eq!(paths.len(), ex.len(), "paths are distinct");
+        let long: Vec<&String> = paths
+            .iter()
+            .filter(|p| p.starts_with("Clippings/"))
+            .collect();
+        assert_eq!(long.len(), 4);
+        assert!(long.iter().all(|p| p.len() == "Clippings/".len() + 255));
+        // Two pairs and a triple: seven names, three lowercase spellings.
+        let folded: std::collections::BTreeSet<String> = paths
+            .iter()
+            .filter(|p| p.to_lowercase().starts_with("wiki/maas"))
+            .map(|p| p.to_lowercase())
+            .collect();
+        assert_eq!(folded.len(), 3);
     }
 
     #[test]

@@ -422,6 +422,23 @@ mod tests {
     }
 
     #[test]
+    fn folders_by_depth_are_exact() {
+        let mut rng = stream(3, Purpose::NotePlan, 0);
+        // More top-level folders than there are distinct folder names; the depth after an
+        // empty one is not built (its folders would have no parent).
+        let f = folders_by_depth(&[20_000, 5, 0, 7], &mut rng);
+        assert_eq!(f.len(), 20_005);
+        let set: BTreeSet<&str> = f.iter().map(String::as_str).collect();
+        assert_eq!(set.len(), f.len(), "distinct");
+        assert_eq!(f.iter().filter(|x| x.contains('/')).count(), 5);
+        for x in &f {
+            if let Some((parent, _)) = x.rsplit_once('/') {
+                assert!(set.contains(parent), "{parent} missing");
+            }
+        }
+    }
+
+    #[test]
     fn titles_are_unique_and_found() {
         let p = profile("personal").unwrap();
         let plan = Plan::new(&p, 9);

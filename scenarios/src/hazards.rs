@@ -8,7 +8,7 @@ use std::fmt::Write as _;
 
 use crate::binary::png_of_size;
 use crate::profile::{HazardNames, Profile};
-use crate::rng::{Purpose, below, stream};
+use crate::rng::{Purpose, below, log_normal, stream};
 use crate::text;
 
 /// The case-only pair (real-vaults.md: `Notes/MAAS.md` beside `Notes/MaaS.md`).
@@ -271,6 +271,38 @@ impl Extra {
             Extra::BigNote => "Wiki/Whiteboard drawing.md".to_owned(),
             Extra::BigAttachment => format!("{}/Scan 2024-03-01.png", crate::plan::ATTACHMENT_DIR),
         }
+    }
+
+    /// True for a hazard-named note (the names a twin counts), false for config and the
+    /// `hazards` profile's empty, big and attachment files.
+    pub(crate) fn is_name(&self) -> bool {
+        matches!(
+            self,
+            Extra::LongName(_)
+                | Extra::Case(..)
+                | Extra::SameBasename(_)
+                | Extra::Normalisation(..)
+                | Extra::Emoji(_)
+                | Extra::MoreNames(..)
+        )
+    }
+
+    /// A twin's body for a hazard-named note: plain ASCII paragraphs (no frontmatter, links
+    /// or embeds) cut to a log-normal size with the planner's median and sigma, so the
+    /// hazard names do not pull the twin's note sizes away from the fitted ones.
+    pub(crate) fn twin_body(&self, seed: u64, index: u32, median: f64, sigma: f64) -> Vec<u8> {
+        let mut rng = stream(seed, Purpose::Hazards, index);
+        let size = log_normal(&mut rng, median, sigma)
+            .clamp(40.0, f64::from(crate::plan::NOTE_MAX_BYTES)) as usize;
+        let mut s = String::with_capacity(size + 600);
+        while s.len() < size {
+            text::paragraph(&mut rng, &mut s, 0.0);
+        }
+        s.truncate(size - 1);
+        let trimmed = s.trim_end().len();
+        s.truncate(trimmed);
+        s.push('\n');
+        s.into_bytes()
     }
 
     /// The file's bytes; `index` picks this file's random stream.

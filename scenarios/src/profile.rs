@@ -83,7 +83,9 @@ pub struct Profile {
     pub image_sigma: f64,
     /// Adds every sync-hazard name and shape (see `hazards.rs`).
     pub hazards: bool,
-    /// Adds only these hazard names (a measured vault's twin); `hazards` adds them all.
+    /// Adds only these hazard names (a measured vault's twin), as notes sized like the
+    /// planner's (`size_median`, `size_sigma`); `hazards` adds them all, with their own short
+    /// bodies.
     pub hazard_names: Option<HazardNames>,
     /// Folders at depth 1, 2, ... (a measured vault's twin): when set, the planner builds
     /// exactly these (their sum replaces `folders`, their length `max_depth`); `None` lets it

@@ -324,6 +324,37 @@ fn hazard_names_are_cut_to_the_notes_measured() {
 }
 
 #[test]
+fn odd_folder_shapes_give_twins_without_panics() {
+    let p = prof("small");
+    let base = measure_generated(&p, p.default_seed);
+    // (folders per depth, notes in the root, what the twin measures back per depth)
+    let cases: [(Vec<u64>, u64, Vec<u64>); 4] = [
+        // Every note in the root.
+        (vec![], 100, vec![]),
+        // One folder per note, flat.
+        (vec![100], 0, vec![100]),
+        // A chain 64 deep.
+        (vec![1; 64], 10, vec![1; 64]),
+        // Folders at depth 2 without a parent (a hand-edited file): the twin has none.
+        (vec![0, 3], 0, vec![]),
+    ];
+    for (by_depth, root, want) in cases {
+        let mut s = base.clone();
+        s.folders.count = by_depth.iter().sum();
+        s.folders.max_depth = by_depth.len() as u64;
+        s.folders.by_depth = by_depth;
+        s.folders.root_notes = root;
+        let s = Shape::parse(&s.to_toml(), "odd.toml").unwrap();
+        let twin = measure_generated(&Profile::from_shape(&s), 3);
+        assert_eq!(twin.notes.count, 100);
+        assert_eq!(twin.folders.by_depth, want, "{:?}", s.folders.by_depth);
+        if s.folders.count == twin.folders.count {
+            assert_eq!(twin.folders.root_notes, root);
+        }
+    }
+}
+
+#[test]
 fn same_shape_and_seed_give_the_same_manifest() {
     let p = prof("vault1k");
     let shape = measure_generated(&p, p.default_seed);

@@ -140,7 +140,12 @@ impl Iterator for Files {
         }
         let k = i - n_notes - n_att;
         let extra = self.extras.get(k)?;
-        let bytes = extra.render(self.seed, k as u32);
+        let p = &self.profile;
+        let bytes = if p.hazard_names.is_some() && !p.hazards && extra.is_name() {
+            extra.twin_body(self.seed, k as u32, f64::from(p.size_median), p.size_sigma)
+        } else {
+            extra.render(self.seed, k as u32)
+        };
         Some(GenFile {
             path: extra.path(),
             size: bytes.len() as u64,

@@ -1,13 +1,14 @@
 //! Files beside the notes: a `.obsidian/` config folder and the sync hazards seen in real
 //! vaults (real-vaults.md "Names and sync hazards"): 255-byte names, a case-only collision,
 //! one basename in 61 folders, NFC and NFD spellings, spaces and emoji, 0-byte notes, a
-//! 500 KB note and a 4 MiB+ attachment.
+//! 500 KB note and a 4 MiB+ attachment. A twin asks for a count of names in each class:
+//! the first is the example above, the others numbered variants of it.
 
 use std::fmt::Write as _;
 
 use crate::binary::png_of_size;
 use crate::profile::{HazardNames, Profile};
-use crate::rng::{Purpose, below, stream};
+use crate::rng::{Purpose, below, log_normal, stream};
 use crate::text;
 
 /// The case-only pair (real-vaults.md: `Notes/MAAS.md` beside `Notes/MaaS.md`).
@@ -50,7 +51,8 @@ const EMOJI_NAMES: &[&str] = &[
 ];
 
 /// What each of [`EMOJI_NAMES`] is an example of.
-enum NameClass {
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum NameClass {
     Emoji,
     TrailingSpace,
     MultipleSpaces,
@@ -70,11 +72,17 @@ pub(crate) enum Extra {
     PluginData(usize),
     PluginCache(u32),
     PluginJs(u64),
-    LongName,
-    Case(usize),
+    /// The `k`-th 255-byte name (0: [`long_name`]).
+    LongName(u32),
+    /// Case group `group`, spelling `spelling` (0 `MAAS`, 1 `MaaS`, 2 `maas`).
+    Case(u32, u8),
     SameBasename(u32),
-    Normalisation(usize),
+    /// NFC/NFD pair `pair`, spelling 0 (NFC) or 1 (NFD).
+    Normalisation(u32, u8),
+    /// The `k`-th of [`EMOJI_NAMES`].
     Emoji(usize),
+    /// The `k`-th further name of a class beyond its examples in [`EMOJI_NAMES`].
+    MoreNames(NameClass, u32),
     Empty(u32),
     BigNote,
     BigAttachment,
@@ -104,25 +112,45 @@ pub(crate) fn extras(p: &Profile) -> Vec<Extra> {
         p.hazard_names
     };
     if let Some(h) = names {
-        if h.long_name {
-            out.push(Extra::LongName);
-        }
-        if h.case_pair {
-            out.extend((0..2).map(Extra::Case));
+        out.extend((0..h.long_name).map(Extra::LongName));
+        // Pairs; an odd count's last group is a triple, and a lone name needs a partner.
+        let case = if h.case_collision == 1 {
+            2
+        } else {
+            h.case_collision
+        };
+        for g in 0..case / 2 {
+            out.push(Extra::Case(g, 0));
+            out.push(Extra::Case(g, 1));
+            if case % 2 == 1 && g + 1 == case / 2 {
+                out.push(Extra::Case(g, 2));
+            }
         }
         out.extend((0..h.same_basename).map(Extra::SameBasename));
-        if h.normalisation_pair {
-            out.extend((0..2).map(Extra::Normalisation));
+        for k in 0..h.nfd {
+            out.push(Extra::Normalisation(k, 0));
+            out.push(Extra::Normalisation(k, 1));
         }
+        // The examples first, in their fixed order, then variants for the counts beyond them.
+        let wanted = |class: &NameClass| match class {
+            NameClass::Emoji => h.emoji,
+            NameClass::TrailingSpace => h.trailing_space,
+            NameClass::MultipleSpaces => h.multiple_spaces,
+        };
+        let mut used = [0u32; 3];
         for (k, class) in EMOJI_CLASSES.iter().enumerate() {
-            let wanted = match class {
-                NameClass::Emoji => h.emoji,
-                NameClass::TrailingSpace => h.trailing_space,
-                NameClass::MultipleSpaces => h.multiple_spaces,
-            };
-            if wanted {
+            if used[*class as usize] < wanted(class) {
+                used[*class as usize] += 1;
                 out.push(Extra::Emoji(k));
             }
+        }
+        for class in [
+            NameClass::Emoji,
+            NameClass::TrailingSpace,
+            NameClass::MultipleSpaces,
+        ] {
+            let more = wanted(&class).saturating_sub(used[class as usize]);
+            out.extend((0..more).map(|k| Extra::MoreNames(class, k)));
         }
     }
     if p.hazards {
@@ -133,9 +161,10 @@ pub(crate) fn extras(p: &Profile) -> Vec<Extra> {
     out
 }
 
-/// The notes and the note folders (closed under parents) that hazard names `h` add to a
-/// vault: a twin asks the planner for that many fewer, so its totals match what was measured.
-pub(crate) fn name_footprint(h: HazardNames) -> (u64, u64) {
+/// The notes, and the note folders (closed under parents) at depth 1, 2, ..., that hazard
+/// names `h` add to a vault: a twin asks the planner for that many fewer, so its totals match
+/// what was measured.
+pub(crate) fn name_footprint(h: HazardNames) -> (u64, Vec<u64>) {
     let p = Profile {
         hazard_names: Some(h),
         ..crate::profile::base("footprint", "", 0)
@@ -151,13 +180,37 @@ pub(crate) fn name_footprint(h: HazardNames) -> (u64, u64) {
             d = parent;
         }
     }
-    (notes, folders.len() as u64)
+    let mut by_depth = Vec::new();
+    for f in &folders {
+        let depth = f.matches('/').count();
+        if by_depth.len() <= depth {
+            by_depth.resize(depth + 1, 0);
+        }
+        by_depth[depth] += 1;
+    }
+    (notes, by_depth)
 }
 
 /// A clipped-article name whose file name is exactly 255 bytes (the usual filesystem
 /// limit), with a multi-byte dash so a byte-counting bug cuts a character in half.
 pub fn long_name() -> String {
-    let mut stem = String::from("How we rebuilt our sync engine \u{2014} lessons from");
+    long_name_from("How we rebuilt our sync engine \u{2014} lessons from")
+}
+
+/// The `k`-th 255-byte name: [`long_name`], then variants with their number up front.
+fn long_name_k(k: u32) -> String {
+    if k == 0 {
+        long_name()
+    } else {
+        long_name_from(&format!(
+            "Clipped article {} \u{2014} how we rebuilt our sync engine",
+            k + 1
+        ))
+    }
+}
+
+fn long_name_from(opening: &str) -> String {
+    let mut stem = String::from(opening);
     let mut i = 0;
     while stem.len() < 252 {
         stem.push(' ');
@@ -175,6 +228,19 @@ pub fn long_name() -> String {
     format!("Clippings/{stem}.md")
 }
 
+/// The spellings of a case group.
+const CASE_SPELLINGS: [&str; 3] = ["MAAS", "MaaS", "maas"];
+
+/// The title of case group `g` in spelling `s`: `MAAS`, `MaaS` (the example), then `MAAS 2`...
+fn case_title(g: u32, s: u8) -> String {
+    let word = CASE_SPELLINGS[usize::from(s).min(2)];
+    if g == 0 {
+        word.to_owned()
+    } else {
+        format!("{word} {}", g + 1)
+    }
+}
+
 impl Extra {
     pub(crate) fn path(&self) -> String {
         match *self {
@@ -183,11 +249,21 @@ impl Extra {
             Extra::PluginData(k) => format!(".obsidian/plugins/{}/data.json", PLUGINS[k]),
             Extra::PluginCache(k) => format!(".obsidian/plugins/omnisearch/cache/{k:04}.json"),
             Extra::PluginJs(_) => format!(".obsidian/plugins/{}/main.js", PLUGINS[0]),
-            Extra::LongName => long_name(),
-            Extra::Case(k) => CASE_PAIR[k].to_owned(),
+            Extra::LongName(k) => long_name_k(k),
+            Extra::Case(0, s) if s < 2 => CASE_PAIR[usize::from(s)].to_owned(),
+            Extra::Case(g, s) => format!("Wiki/{}.md", case_title(g, s)),
             Extra::SameBasename(k) => format!("Areas/Area {:02}/Index.md", k + 1),
-            Extra::Normalisation(k) => NORMALISATION_PAIR[k].to_owned(),
+            Extra::Normalisation(0, s) => NORMALISATION_PAIR[usize::from(s).min(1)].to_owned(),
+            Extra::Normalisation(k, s) => {
+                let pair = NORMALISATION_PAIR[usize::from(s).min(1)];
+                format!("{} {}.md", &pair[..pair.len() - 3], k + 1)
+            }
             Extra::Emoji(k) => EMOJI_NAMES[k].to_owned(),
+            Extra::MoreNames(class, k) => match class {
+                NameClass::Emoji => format!("Wiki/\u{1f4a1} Idea {:04}.md", k + 1),
+                NameClass::TrailingSpace => format!("Wiki/trailing space {} .md", k + 1),
+                NameClass::MultipleSpaces => format!("Wiki/multiple   spaces {}.md", k + 1),
+            },
             Extra::Empty(k) => match k {
                 0 => "Wiki/Untitled.md".to_owned(),
                 _ => format!("Wiki/Untitled {k}.md"),
@@ -195,6 +271,38 @@ impl Extra {
             Extra::BigNote => "Wiki/Whiteboard drawing.md".to_owned(),
             Extra::BigAttachment => format!("{}/Scan 2024-03-01.png", crate::plan::ATTACHMENT_DIR),
         }
+    }
+
+    /// True for a hazard-named note (the names a twin counts), false for config and the
+    /// `hazards` profile's empty, big and attachment files.
+    pub(crate) fn is_name(&self) -> bool {
+        matches!(
+            self,
+            Extra::LongName(_)
+                | Extra::Case(..)
+                | Extra::SameBasename(_)
+                | Extra::Normalisation(..)
+                | Extra::Emoji(_)
+                | Extra::MoreNames(..)
+        )
+    }
+
+    /// A twin's body for a hazard-named note: plain ASCII paragraphs (no frontmatter, links
+    /// or embeds) cut to a log-normal size with the planner's median and sigma, so the
+    /// hazard names do not pull the twin's note sizes away from the fitted ones.
+    pub(crate) fn twin_body(&self, seed: u64, index: u32, median: f64, sigma: f64) -> Vec<u8> {
+        let mut rng = stream(seed, Purpose::Hazards, index);
+        let size = log_normal(&mut rng, median, sigma)
+            .clamp(40.0, f64::from(crate::plan::NOTE_MAX_BYTES)) as usize;
+        let mut s = String::with_capacity(size + 600);
+        while s.len() < size {
+            text::paragraph(&mut rng, &mut s, 0.0);
+        }
+        s.truncate(size - 1);
+        let trimmed = s.trim_end().len();
+        s.truncate(trimmed);
+        s.push('\n');
+        s.into_bytes()
     }
 
     /// The file's bytes; `index` picks this file's random stream.
@@ -257,21 +365,21 @@ impl Extra {
                 s.push_str("}\n");
             }
             Extra::PluginJs(len) => return plugin_js(&mut rng, len as usize),
-            Extra::LongName => {
+            Extra::LongName(_) => {
                 s.push_str("---\nsource: https://example.org/blog/sync-engine\nclipped: 2024-02-11\n---\n\n");
                 for _ in 0..6 {
                     text::paragraph(&mut rng, &mut s, 0.0);
                 }
             }
-            Extra::Case(k) => {
-                let _ = write!(s, "# {}\n\n", ["MAAS", "MaaS"][k]);
+            Extra::Case(g, spelling) => {
+                let _ = write!(s, "# {}\n\n", case_title(g, spelling));
                 text::paragraph(&mut rng, &mut s, 0.0);
             }
             Extra::SameBasename(k) => {
                 let _ = write!(s, "# Area {:02}\n\n", k + 1);
                 text::list(&mut rng, &mut s, 0.0, false);
             }
-            Extra::Normalisation(_) | Extra::Emoji(_) => {
+            Extra::Normalisation(..) | Extra::Emoji(_) | Extra::MoreNames(..) => {
                 s.push_str("# Caf\u{e9} na\u{ef}ve \u{1f680}\n\n");
                 text::paragraph(&mut rng, &mut s, 0.5);
             }
@@ -366,6 +474,40 @@ mod tests {
             NORMALISATION_PAIR[0].chars().count() + 2,
             NORMALISATION_PAIR[1].chars().count()
         );
+    }
+
+    #[test]
+    fn counts_give_that_many_distinct_names() {
+        let h = HazardNames {
+            long_name: 4,
+            case_collision: 7,
+            nfd: 3,
+            same_basename: 2,
+            emoji: 9,
+            trailing_space: 3,
+            multiple_spaces: 2,
+        };
+        let p = Profile {
+            hazard_names: Some(h),
+            ..crate::profile::base("t", "", 0)
+        };
+        let ex = extras(&p);
+        assert_eq!(ex.len() as u64, h.notes());
+        let paths: std::collections::BTreeSet<String> = ex.iter().map(Extra::path).collect();
+        assert_eq!(paths.len(), ex.len(), "paths are distinct");
+        let long: Vec<&String> = paths
+            .iter()
+            .filter(|p| p.starts_with("Clippings/"))
+            .collect();
+        assert_eq!(long.len(), 4);
+        assert!(long.iter().all(|p| p.len() == "Clippings/".len() + 255));
+        // Two pairs and a triple: seven names, three lowercase spellings.
+        let folded: std::collections::BTreeSet<String> = paths
+            .iter()
+            .filter(|p| p.to_lowercase().starts_with("wiki/maas"))
+            .map(|p| p.to_lowercase())
+            .collect();
+        assert_eq!(folded.len(), 3);
     }
 
     #[test]

@@ -77,23 +77,38 @@ pub(crate) const ATTACHMENT_DIR: &str = "attachments";
 pub(crate) const IMAGE_MAX_BYTES: u64 = 8 * 1024 * 1024;
 /// The largest normal note (a larger note is a heavy one, with a pasted image).
 pub(crate) const NOTE_MAX_BYTES: u32 = 400_000;
+/// The smallest heavy note (real-vaults.md: the largest note of a vault is 38-560 KB).
+const HEAVY_MIN_BYTES: u64 = 38_000;
 
 impl Plan {
     pub fn new(p: &Profile, seed: u64) -> Plan {
         let mut rng = stream(seed, Purpose::NotePlan, 0);
-        let folders = folders(p, &mut rng);
+        let folders = match &p.folder_depths {
+            Some(depths) => folders_by_depth(depths, &mut rng),
+            None => folders(p, &mut rng),
+        };
         let n = p.notes as usize;
+        // Root notes come after the one note of each folder, so every folder still holds one.
+        let root =
+            folders.len()..folders.len() + (p.root_notes as usize).min(n - n.min(folders.len()));
 
         // Folder of each note: every folder gets one note, then the dominant folder its share.
         let mut titles: BTreeSet<String> = BTreeSet::new();
+        if p.hazard_names.is_some_and(|h| h.same_basename > 0) {
+            // A twin's one repeated basename is the hazard names' `Index.md`: no planned note
+            // may add a folder to it.
+            titles.insert("Index".to_owned());
+        }
         let mut notes = Vec::with_capacity(n);
         for i in 0..n {
             let folder = if i < folders.len() {
-                i
+                Some(i)
+            } else if root.contains(&i) || folders.is_empty() {
+                None
             } else if chance(&mut rng, p.dominant_share) {
-                0
+                Some(0)
             } else {
-                below(&mut rng, folders.len())
+                Some(below(&mut rng, folders.len()))
             };
             let mut title = text::title(&mut rng, p.non_ascii_share);
             if titles.contains(&title) {
@@ -104,7 +119,6 @@ impl Plan {
                 title = format!("{title} {k}");
             }
             titles.insert(title.clone());
-            let dir = &folders[folder];
             let (kind, size) = if chance(&mut rng, p.empty_share) {
                 (NoteKind::Empty, 0)
             } else {
@@ -114,9 +128,16 @@ impl Plan {
                     s.clamp(40.0, f64::from(NOTE_MAX_BYTES)) as u32,
                 )
             };
+            let (stem_at, path) = match folder {
+                Some(f) => {
+                    let dir = &folders[f];
+                    ((dir.len() + 1) as u16, format!("{dir}/{title}.md"))
+                }
+                None => (0, format!("{title}.md")),
+            };
             notes.push(NotePlan {
-                stem_at: (dir.len() + 1) as u16,
-                path: format!("{dir}/{title}.md"),
+                stem_at,
+                path,
                 size,
                 kind,
                 dup_of: None,
@@ -139,11 +160,23 @@ impl Plan {
             }
             None
         };
+        let mut heavy_max_set = false;
         for _ in 0..p.heavy_notes {
             if let Some(i) = take(&mut rng, &notes) {
                 notes[i as usize].kind = NoteKind::Heavy;
-                // real-vaults.md: the largest note is 38-560 KB.
-                notes[i as usize].size = between(&mut rng, 38_000, 560_000) as u32;
+                // real-vaults.md: the largest note is 38-560 KB. A twin's largest is the
+                // measured one, the others drawn up to it.
+                let hi = match p.heavy_max_bytes {
+                    0 => 560_000,
+                    m => u64::from(m),
+                };
+                let size = between(&mut rng, HEAVY_MIN_BYTES.min(hi), hi);
+                notes[i as usize].size = if p.heavy_max_bytes > 0 && !heavy_max_set {
+                    heavy_max_set = true;
+                    hi as u32
+                } else {
+                    size as u32
+                };
             }
         }
         for _ in 0..p.dup_groups {
@@ -214,6 +247,43 @@ fn folders(p: &Profile, rng: &mut rand_chacha::ChaCha8Rng) -> Vec<String> {
     out
 }
 
+/// Exactly `depths[d]` folders at depth `d + 1`, each under a folder of the depth above drawn
+/// uniformly; the first is the dominant top-level folder. A name already taken gets a number
+/// (`Project 2`), so any count can be met. A depth with none ends the tree (a folder needs
+/// its parent).
+fn folders_by_depth(depths: &[u32], rng: &mut rand_chacha::ChaCha8Rng) -> Vec<String> {
+    let total: u64 = depths.iter().map(|&k| u64::from(k)).sum();
+    let mut out: Vec<String> = Vec::with_capacity(total as usize);
+    let mut seen: BTreeSet<String> = BTreeSet::new();
+    seen.insert(ATTACHMENT_DIR.to_owned());
+    seen.insert(".obsidian".to_owned());
+    let mut above: std::ops::Range<usize> = 0..0;
+    for (d, &k) in depths.iter().enumerate() {
+        if k == 0 || (d > 0 && above.is_empty()) {
+            break;
+        }
+        let start = out.len();
+        for _ in 0..k {
+            let name = text::folder_name(rng);
+            let parent = (d > 0).then(|| above.start + below(rng, above.len()));
+            let at = |name: &str| match parent {
+                Some(i) => format!("{}/{name}", out[i]),
+                None => name.to_owned(),
+            };
+            let mut path = at(&name);
+            let mut n = 2;
+            while seen.contains(&path) {
+                path = at(&format!("{name} {n}"));
+                n += 1;
+            }
+            seen.insert(path.clone());
+            out.push(path);
+        }
+        above = start..out.len();
+    }
+    out
+}
+
 fn attachments(p: &Profile, seed: u64) -> (Vec<AttachmentPlan>, Vec<u32>) {
     let mut rng = stream(seed, Purpose::AttachmentPlan, 0);
     let mut out = Vec::new();
@@ -230,8 +300,10 @@ fn attachments(p: &Profile, seed: u64) -> (Vec<AttachmentPlan>, Vec<u32>) {
         }
     }
     let n_images = (p.images_per_note * f64::from(p.notes)).round() as u32;
+    let (image_ext, large_ext) = extensions(p, seed, n_images);
     let mut names: BTreeSet<String> = BTreeSet::new();
-    for _ in 0..n_images {
+    let first_image = out.len() as u32;
+    for i in 0..n_images as usize {
         let mut name = text::title(&mut rng, 0.0);
         while names.contains(&name) {
             name.push('_');
@@ -239,21 +311,90 @@ fn attachments(p: &Profile, seed: u64) -> (Vec<AttachmentPlan>, Vec<u32>) {
         names.insert(name.clone());
         let size = log_normal(&mut rng, p.image_median, p.image_sigma)
             .clamp(1024.0, IMAGE_MAX_BYTES as f64);
-        images.push(out.len() as u32);
+        let ext = image_ext.get(i).map_or(".png", String::as_str);
+        if image_ext.is_empty() || EMBEDDABLE.contains(&ext) {
+            images.push(out.len() as u32);
+        }
         out.push(AttachmentPlan {
-            path: format!("{ATTACHMENT_DIR}/{name}.png"),
+            path: format!("{ATTACHMENT_DIR}/{name}{ext}"),
             size: size as u64,
             kind: AttachmentKind::Image,
         });
     }
+    if images.is_empty() && !image_ext.is_empty() {
+        // No image among a twin's extensions: its embeds go to what there is.
+        images = (first_image..out.len() as u32).collect();
+    }
     for k in 0..p.large_attachments {
+        let ext = large_ext.get(k as usize).map_or(".bin", String::as_str);
         out.push(AttachmentPlan {
-            path: format!("{ATTACHMENT_DIR}/recording-{:02}.bin", k + 1),
+            path: format!("{ATTACHMENT_DIR}/recording-{:02}{ext}", k + 1),
             size: p.large_attachment_bytes,
             kind: AttachmentKind::Large,
         });
     }
     (out, images)
+}
+
+/// Extensions Obsidian shows inline; a twin's embeds go to attachments carrying one.
+const EMBEDDABLE: &[&str] = &[
+    ".avif", ".bmp", ".gif", ".heic", ".jpeg", ".jpg", ".png", ".svg", ".webp",
+];
+
+/// Extensions a file over 8 MiB most likely had, most likely first (video, audio, archives,
+/// documents): a shape counts extensions, not which of them the large files carried.
+const LARGE_FIRST: &[&str] = &[
+    "mp4", "mov", "webm", "zip", "pdf", "m4a", "wav", "mp3", "ogg", "pptx", "docx", "bin", "other",
+    "none",
+];
+
+/// The suffixes (`.png`, or `""` for none) of a twin's images and of its large attachments,
+/// from `p.attachment_extensions`: the large ones take the likeliest large-file extensions,
+/// the images the rest in a seeded order. Both empty when the profile names none (every
+/// image a `.png`, every large one a `.bin`); a count short of the attachments leaves the
+/// rest at those defaults, and one beyond them is dropped.
+fn extensions(p: &Profile, seed: u64, n_images: u32) -> (Vec<String>, Vec<String>) {
+    if p.attachment_extensions.is_empty() {
+        return (Vec::new(), Vec::new());
+    }
+    let suffix = |e: &str| match e {
+        "none" => String::new(),
+        // An extension outside the shape file's list: one that is in no list.
+        "other" => ".dat".to_owned(),
+        e => format!(".{e}"),
+    };
+    let mut left: std::collections::BTreeMap<&str, u32> = p
+        .attachment_extensions
+        .iter()
+        .map(|(e, &k)| (e.as_str(), k))
+        .collect();
+    let mut large = Vec::new();
+    let mut order: Vec<&str> = LARGE_FIRST.to_vec();
+    order.extend(left.keys().filter(|e| !LARGE_FIRST.contains(e)));
+    for e in order {
+        while (large.len() as u32) < p.large_attachments {
+            match left.get_mut(e) {
+                Some(k) if *k > 0 => {
+                    *k -= 1;
+                    large.push(suffix(e));
+                }
+                _ => break,
+            }
+        }
+    }
+    let mut images: Vec<String> = left
+        .iter()
+        .flat_map(|(e, &k)| std::iter::repeat_n(suffix(e), k as usize))
+        .take(n_images as usize)
+        .collect();
+    let mut rng = stream(seed, Purpose::AttachmentPlan, 1);
+    for i in (1..images.len()).rev() {
+        images.swap(i, below(&mut rng, i + 1));
+    }
+    while images.len() < n_images as usize {
+        images.push(".png".to_owned());
+    }
+    (images, large)
 }
 
 #[cfg(test)]
@@ -276,6 +417,23 @@ mod tests {
         for f in &plan.folders {
             if let Some((parent, _)) = f.rsplit_once('/') {
                 assert!(plan.folders.iter().any(|g| g == parent), "{parent} missing");
+            }
+        }
+    }
+
+    #[test]
+    fn folders_by_depth_are_exact() {
+        let mut rng = stream(3, Purpose::NotePlan, 0);
+        // More top-level folders than there are distinct folder names; the depth after an
+        // empty one is not built (its folders would have no parent).
+        let f = folders_by_depth(&[20_000, 5, 0, 7], &mut rng);
+        assert_eq!(f.len(), 20_005);
+        let set: BTreeSet<&str> = f.iter().map(String::as_str).collect();
+        assert_eq!(set.len(), f.len(), "distinct");
+        assert_eq!(f.iter().filter(|x| x.contains('/')).count(), 5);
+        for x in &f {
+            if let Some((parent, _)) = x.rsplit_once('/') {
+                assert!(set.contains(parent), "{parent} missing");
             }
         }
     }

@@ -1,4 +1,6 @@
-//! Vault profiles: one definition each, every shape a parameter (issue 2, real-vaults.md).
+//! Vault profiles: one definition each, every shape a parameter (real-vaults.md).
+
+use std::collections::BTreeMap;
 
 /// How many internal links a note carries.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -81,40 +83,77 @@ pub struct Profile {
     pub image_sigma: f64,
     /// Adds every sync-hazard name and shape (see `hazards.rs`).
     pub hazards: bool,
-    /// Adds only these hazard names (a measured vault's twin); `hazards` adds them all.
+    /// Adds only these hazard names (a measured vault's twin), as notes sized like the
+    /// planner's (`size_median`, `size_sigma`); `hazards` adds them all, with their own short
+    /// bodies.
     pub hazard_names: Option<HazardNames>,
+    /// Folders at depth 1, 2, ... (a measured vault's twin): when set, the planner builds
+    /// exactly these (their sum replaces `folders`, their length `max_depth`); `None` lets it
+    /// draw its own nesting.
+    pub folder_depths: Option<Vec<u32>>,
+    /// Notes directly in the vault root (the planner puts every other note in a folder).
+    pub root_notes: u32,
+    /// Extensions of the image-sized and large attachments and how many carry each (a
+    /// measured vault's twin; `none` for no extension, `other` for one outside the shape
+    /// file's list). Empty: every image is a `.png` and every large one a `.bin`. The bytes
+    /// are the generator's either way (a PNG, or incompressible bytes).
+    pub attachment_extensions: BTreeMap<String, u32>,
+    /// The size of the largest heavy note (a measured vault's twin); 0 lets the planner draw
+    /// every heavy note between 38 and 560 KB.
+    pub heavy_max_bytes: u32,
 }
 
-/// Which of the hazard names of `hazards.rs` a vault holds (a twin copies a measured vault's).
+/// How many names of each hazard class of `hazards.rs` a vault holds (a twin copies a
+/// measured vault's counts). Each count is of names in the class, as `vault measure` counts
+/// them; the first name of a class is the `hazards` profile's example, the others variants
+/// of it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct HazardNames {
-    /// A 255-byte clipped-article file name.
-    pub long_name: bool,
-    /// A case-only path pair.
-    pub case_pair: bool,
-    /// One name in NFC and in NFD.
-    pub normalisation_pair: bool,
+    /// 255-byte clipped-article file names.
+    pub long_name: u32,
+    /// Paths equal to another's but for letter case, in pairs (a triple when odd; 1 is
+    /// written as a pair).
+    pub case_collision: u32,
+    /// Names spelled in NFD, each beside its NFC spelling.
+    pub nfd: u32,
     /// Folders holding one `Index.md` each (one basename in many folders); 0 for none.
     pub same_basename: u32,
     /// Names with emoji.
-    pub emoji: bool,
-    /// A name ending in a space before its extension.
-    pub trailing_space: bool,
-    /// A name with a run of spaces.
-    pub multiple_spaces: bool,
+    pub emoji: u32,
+    /// Names ending in a space before their extension.
+    pub trailing_space: u32,
+    /// Names with a run of spaces.
+    pub multiple_spaces: u32,
 }
 
 impl HazardNames {
-    /// The `hazards` profile's names (real-vaults.md: one basename in up to 61 folders).
+    /// The `hazards` profile's names (real-vaults.md: one basename in up to 61 folders):
+    /// one example of each class, three of them with emoji.
     pub const ALL: HazardNames = HazardNames {
-        long_name: true,
-        case_pair: true,
-        normalisation_pair: true,
+        long_name: 1,
+        case_collision: 2,
+        nfd: 1,
         same_basename: 61,
-        emoji: true,
-        trailing_space: true,
-        multiple_spaces: true,
+        emoji: 3,
+        trailing_space: 1,
+        multiple_spaces: 1,
     };
+
+    /// The hazard-named notes these counts make.
+    pub fn notes(&self) -> u64 {
+        let case = match self.case_collision {
+            0 => 0,
+            1 => 2,
+            k => u64::from(k),
+        };
+        u64::from(self.long_name)
+            + case
+            + 2 * u64::from(self.nfd)
+            + u64::from(self.same_basename)
+            + u64::from(self.emoji)
+            + u64::from(self.trailing_space)
+            + u64::from(self.multiple_spaces)
+    }
 }
 
 /// The seed every profile uses unless told otherwise (mcp-server-perf-baselines: `0x5eed`).
@@ -168,6 +207,10 @@ pub(crate) fn base(name: &'static str, doc: &'static str, notes: u32) -> Profile
         image_sigma: 1.17,
         hazards: false,
         hazard_names: None,
+        folder_depths: None,
+        root_notes: 0,
+        attachment_extensions: BTreeMap::new(),
+        heavy_max_bytes: 0,
     }
 }
 

@@ -764,7 +764,8 @@ fn is_emoji(c: char) -> bool {
     matches!(c, '\u{1F000}'..='\u{1FAFF}' | '\u{2600}'..='\u{27BF}')
 }
 
-/// The hazard classes of a vault's names (`hazards.rs` writes one example of each).
+/// The hazard classes of a vault's names and how many fall in each (`hazards.rs` writes
+/// as many as a profile asks for).
 fn names(paths: &[String], non_utf8: u64, skipped: u64) -> Names {
     let mut n = Names {
         long_name: 0,

@@ -1,12 +1,12 @@
 //! A measured vault's synthetic twin: the [`Profile`] that makes the generator reproduce a
 //! [`Shape`] (counts exact, distributions fitted), with none of the vault's names or text.
 //!
-//! The generator is the one of every built-in profile; a twin only sets its parameters.
-//! What the generator cannot take from a shape is written down here and in the book
-//! (`docs/src/vaults/twin.md`): folder depths beyond the maximum, attachment extensions (every
-//! twin image is a PNG, every large attachment a `.bin`), the sizes of heavy notes, and how
-//! many names fall in each hazard class (a twin holds the generator's one example of each
-//! class the vault has).
+//! The generator is the one of every built-in profile; a twin only sets its parameters,
+//! among them the ones no built-in profile uses (hazard-name counts, folders per depth,
+//! notes in the root, attachment extensions, the largest heavy note). What the generator
+//! cannot take from a shape is written down in the book (`docs/src/vaults/twin.md`): the
+//! bytes behind an extension (a twin's `.pdf` holds a PNG), the sizes of heavy notes but the
+//! largest, names in two hazard classes at once, and which notes get the incoming links.
 
 use crate::plan::NOTE_MAX_BYTES;
 use crate::profile::{DEFAULT_SEED, Fanout, HazardNames, LinkStyle, ObsidianConfig, Profile, base};
@@ -15,22 +15,35 @@ use crate::shape::Shape;
 /// The name every twin profile carries (a vault cache entry is still keyed by its digest).
 pub const TWIN_NAME: &str = "twin";
 
-/// Folders a one-level vault can have: the planner's distinct top-level names run out
-/// near 15,000 (124 nouns, alone or in pairs).
-const MAX_FLAT_FOLDERS: u64 = 2000;
+/// The largest heavy note a twin writes (a note is made in memory): 16 MiB, 30 times the
+/// largest note real vaults show (real-vaults.md: 38-560 KB).
+const MAX_HEAVY_NOTE_BYTES: u64 = 16 * 1024 * 1024;
 
 impl Profile {
     /// The profile whose vault measures back to `s` (within the tolerances in the book).
     pub fn from_shape(s: &Shape) -> Profile {
         let (n, f, l, a, c) = (&s.notes, &s.folders, &s.links, &s.attachments, &s.config);
         let names = hazard_names(s);
-        let (extra_notes, extra_folders) = names.map_or((0, 0), crate::hazards::name_footprint);
+        let (extra_notes, extra_folders) =
+            names.map_or((0, Vec::new()), crate::hazards::name_footprint);
         let notes = n.count.saturating_sub(extra_notes);
-        let max_depth = f.max_depth.max(1);
-        let mut folders = f.count.saturating_sub(extra_folders).clamp(1, notes.max(1));
-        if max_depth == 1 {
-            folders = folders.min(MAX_FLAT_FOLDERS);
+        // The planner's folders per depth: the measured ones less the hazard names' own, cut
+        // at the first depth left with none (a folder needs its parent), and at most one per
+        // note (each holds one).
+        let mut depths: Vec<u32> = Vec::with_capacity(f.by_depth.len());
+        let mut budget = notes;
+        for (d, &k) in f.by_depth.iter().enumerate() {
+            let k = k
+                .saturating_sub(extra_folders.get(d).copied().unwrap_or(0))
+                .min(budget);
+            if k == 0 {
+                break;
+            }
+            budget -= k;
+            depths.push(k as u32);
         }
+        let folders: u64 = depths.iter().map(|&k| u64::from(k)).sum();
+        let root_notes = f.root_notes.min(notes - folders);
         let images = a.count - a.large;
         // The hazard-named notes carry no links, embeds or frontmatter (but one): the
         // planner's notes carry them all.
@@ -43,17 +56,23 @@ impl Profile {
             default_seed: DEFAULT_SEED,
             notes: notes as u32,
             folders: folders as u32,
-            max_depth: max_depth as u32,
-            // The share is of every note; the dominant folder is a planned one.
+            max_depth: depths.len() as u32,
+            // The share is of every note; the dominant folder is a planned one, and the
+            // planner spreads the notes not in the root.
             dominant_share: dominant_param(
-                (f.dominant_share * ratio(n.count, notes)).min(1.0),
-                notes,
+                (f.dominant_share * ratio(n.count, notes - root_notes)).min(1.0),
+                notes - root_notes,
                 folders,
             ),
             size_median: n.size.p50.clamp(40, u64::from(NOTE_MAX_BYTES)) as u32,
             size_sigma: n.size_log_sigma,
             empty_share: ratio(n.empty, n.count),
             heavy_notes: n.heavy as u32,
+            heavy_max_bytes: if n.heavy > 0 {
+                n.size_max.min(MAX_HEAVY_NOTE_BYTES) as u32
+            } else {
+                0
+            },
             frontmatter_share: (n.frontmatter_share * per_planned).min(1.0),
             non_ascii_share: non_ascii_param(
                 (n.non_ascii_share * per_planned).min(1.0),
@@ -92,6 +111,13 @@ impl Profile {
                 plugin_js_bytes: c.largest,
             }),
             hazard_names: names,
+            folder_depths: Some(depths),
+            root_notes: root_notes as u32,
+            attachment_extensions: a
+                .extensions
+                .iter()
+                .map(|(e, &k)| (e.clone(), k as u32))
+                .collect(),
             ..base(TWIN_NAME, "", 0)
         }
     }
@@ -101,23 +127,54 @@ fn ratio(a: u64, b: u64) -> f64 {
     if b == 0 { 0.0 } else { a as f64 / b as f64 }
 }
 
-/// The hazard names a twin holds: one example of each class the vault's names show.
+/// The hazard names a twin holds: as many in each class as the vault's names show, each
+/// class cut (in the order of the fields) where the hazard-named notes would outnumber the
+/// measured notes.
 fn hazard_names(s: &Shape) -> Option<HazardNames> {
     let m = &s.names;
-    let h = HazardNames {
-        long_name: m.long_name > 0,
-        case_pair: m.case_collision > 0,
-        normalisation_pair: m.nfd > 0,
-        same_basename: if m.same_basename_folders > 1 {
-            m.same_basename_folders as u32
+    let mut h = HazardNames::default();
+    let wanted = [
+        m.long_name,
+        m.case_collision,
+        m.nfd,
+        if m.same_basename_folders > 1 {
+            m.same_basename_folders
         } else {
             0
         },
-        emoji: m.emoji > 0,
-        trailing_space: m.trailing_space > 0,
-        multiple_spaces: m.multiple_spaces > 0,
-    };
+        m.emoji,
+        m.trailing_space,
+        m.multiple_spaces,
+    ];
+    for (class, &want) in wanted.iter().enumerate() {
+        // The most of this class that fit: a bisection over the count (notes grow with it).
+        let (mut lo, mut hi) = (0u64, want.min(u64::from(u32::MAX)));
+        while lo < hi {
+            let mid = lo + (hi - lo).div_ceil(2);
+            let mut t = h;
+            *class_count(&mut t, class) = mid as u32;
+            if t.notes() <= s.notes.count {
+                lo = mid;
+            } else {
+                hi = mid - 1;
+            }
+        }
+        *class_count(&mut h, class) = lo as u32;
+    }
     (h != HazardNames::default()).then_some(h)
+}
+
+/// The count of class `class` (in the order of the fields).
+fn class_count(h: &mut HazardNames, class: usize) -> &mut u32 {
+    match class {
+        0 => &mut h.long_name,
+        1 => &mut h.case_collision,
+        2 => &mut h.nfd,
+        3 => &mut h.same_basename,
+        4 => &mut h.emoji,
+        5 => &mut h.trailing_space,
+        _ => &mut h.multiple_spaces,
+    }
 }
 
 /// The planner's dominant-folder parameter that gives a measured share: it puts one note in

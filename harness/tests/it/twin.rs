@@ -71,6 +71,27 @@ fn twin_of_a_generated_vault_is_seeded_and_measures_back() {
         (t.notes.count, t.folders.count, t.notes.duplicate_groups),
         (s.notes.count, s.folders.count, s.notes.duplicate_groups)
     );
+    // Folders per depth, root notes, extensions and the hazard-class counts are exact too
+    // (scenarios' round-trip test checks the rest of the book's tolerances in memory).
+    assert_eq!(
+        (&t.folders.by_depth, t.folders.root_notes),
+        (&s.folders.by_depth, s.folders.root_notes)
+    );
+    assert_eq!(t.attachments.extensions, s.attachments.extensions);
+    assert_eq!(
+        (
+            t.names.long_name,
+            t.names.case_collision,
+            t.names.nfd,
+            t.names.emoji
+        ),
+        (
+            s.names.long_name,
+            s.names.case_collision,
+            s.names.nfd,
+            s.names.emoji
+        )
+    );
     // Measuring is deterministic: the same tree gives the same bytes.
     let again = d.path().join("again.toml");
     measure(&src, &again);

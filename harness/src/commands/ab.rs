@@ -54,7 +54,7 @@ pub struct AbArgs {
     #[arg(long, default_value_t = 6)]
     pub rounds: usize,
     /// Seed of the order shuffle and the permutation draws.
-    #[arg(long, default_value = "0xab", value_parser = contract::parse::seed)]
+    #[arg(long, value_name = "SEED", default_value = "0xab", value_parser = contract::parse::seed)]
     pub order_seed: u64,
     /// A/A mode: the same build in both arms, to measure false positives and the noise floor.
     #[arg(long)]
@@ -73,10 +73,10 @@ pub struct AbArgs {
     #[arg(long, value_name = "PERCENT", value_parser = contract::parse::percent, default_value = "1%")]
     pub cost_tau: f64,
     /// Keep rule, e.g. 'server.cpu_s <= -10%'.
-    #[arg(long)]
+    #[arg(long, value_name = "RULE")]
     pub keep_if: Option<String>,
     /// Guard rule(s), e.g. 'all <= +3%' (repeatable).
-    #[arg(long)]
+    #[arg(long, value_name = "RULE")]
     pub guard: Vec<String>,
     /// Attempts per sample before its round is dropped (refused or failed samples are retried).
     // Three: on a quiet 2-CPU VM a kernel reading now and then runs at half speed for a few

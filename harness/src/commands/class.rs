@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 pub struct ClassArgs {
     /// Where the server's data would live (the filesystem is part of the class); the same
     /// default as `record --work-dir`: the system temp dir.
-    #[arg(long)]
+    #[arg(long, value_name = "DIR")]
     pub work_dir: Option<PathBuf>,
     /// Print the class and the fingerprint parts it is made of as one JSON document.
     #[arg(long)]

@@ -5,6 +5,7 @@ mod calibrate;
 mod common;
 mod cost;
 mod crash;
+mod flags;
 mod load;
 mod record;
 mod reference_pages;

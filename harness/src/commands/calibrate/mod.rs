@@ -42,10 +42,10 @@ pub struct CalibrateArgs {
     #[arg(long = "dir", hide = true, value_name = "DIR", conflicts_with = "dir")]
     pub old_dir: Option<PathBuf>,
     /// Reference file (default $VAULTBENCH_REFERENCE, else $XDG_DATA_HOME/vaultbench/reference.json).
-    #[arg(long)]
+    #[arg(long, value_name = "FILE")]
     pub reference: Option<PathBuf>,
     /// Gate thresholds file (TOML; default $VAULTBENCH_GATE_CONFIG, else built-in defaults).
-    #[arg(long)]
+    #[arg(long, value_name = "FILE")]
     pub gate_config: Option<PathBuf>,
     /// Print the gate config in effect as TOML and exit.
     #[arg(long)]

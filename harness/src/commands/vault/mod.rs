@@ -47,7 +47,7 @@ pub struct GenArgs {
     )]
     pub profile: Option<String>,
     /// A shape file written by `vault measure`: generate that vault's synthetic twin.
-    #[arg(long)]
+    #[arg(long, value_name = "FILE")]
     pub profile_file: Option<PathBuf>,
     /// Seed, decimal or 0x-prefixed hex [default: the profile's, 0x5eed].
     #[arg(long)]

@@ -1,0 +1,164 @@
+//! The flag conventions of `docs/src/reference/index.md` ("One style of flags"), checked on
+//! every visible subcommand: its `--help` runs and prints no internal names, and its visible
+//! flags keep one name per concept (durations with units, `--in-flight`, `--work-dir`,
+//! `--seed` only where there is a vault, every percent flag through the one parser).
+
+use clap::CommandFactory;
+use std::process::Command;
+
+/// Every visible command path: `["record"]`, `["vault", "gen"]`, ...
+fn paths(cmd: &clap::Command, prefix: &[String], out: &mut Vec<(Vec<String>, clap::Command)>) {
+    for sub in cmd.get_subcommands() {
+        if sub.is_hide_set() || sub.get_name() == "help" {
+            continue;
+        }
+        let mut p = prefix.to_vec();
+        p.push(sub.get_name().to_owned());
+        out.push((p.clone(), sub.clone()));
+        paths(sub, &p, out);
+    }
+}
+
+fn all() -> Vec<(Vec<String>, clap::Command)> {
+    let mut out = Vec::new();
+    paths(&harness::Cli::command(), &[], &mut out);
+    out
+}
+
+/// Visible long flags of one command.
+fn flags(cmd: &clap::Command) -> Vec<(String, Option<String>)> {
+    cmd.get_arguments()
+        .filter(|a| !a.is_hide_set())
+        .filter_map(|a| {
+            let long = a.get_long()?.to_owned();
+            let value = a
+                .get_value_names()
+                .and_then(|v| v.first())
+                .map(|v| v.to_string());
+            Some((long, value))
+        })
+        .collect()
+}
+
+/// What one command's help and flags break of the conventions.
+fn problems(path: &[String], cmd: &clap::Command, help: &str) -> Vec<String> {
+    let name = path.join(" ");
+    let mut out = Vec::new();
+    for (long, value) in flags(cmd) {
+        let unit_in_name = ["-seconds", "-secs", "-ms", "-millis"]
+            .iter()
+            .any(|s| long.ends_with(s))
+            || long == "seconds";
+        if unit_in_name {
+            out.push(format!(
+                "{name}: --{long} puts a unit in its name: take a duration"
+            ));
+        }
+        for (old, new) in [("connections", "in-flight"), ("dir", "work-dir")] {
+            if long == old {
+                out.push(format!("{name}: --{old} is spelled --{new}"));
+            }
+        }
+        if (long.contains("timeout") || long == "duration") && value.as_deref() != Some("DURATION")
+        {
+            out.push(format!("{name}: --{long} shows {value:?}, not DURATION"));
+        }
+        if ["tau", "cost-tau", "threshold", "cost-threshold"].contains(&long.as_str())
+            && value.as_deref() != Some("PERCENT")
+        {
+            out.push(format!("{name}: --{long} shows {value:?}, not PERCENT"));
+        }
+    }
+    let has = |l: &str| flags(cmd).iter().any(|(f, _)| f == l);
+    if path.first().map(String::as_str) == Some("load") && has("seed") {
+        out.push(format!(
+            "{name}: --seed is the vault seed; load has none (--nonce-seed)"
+        ));
+    }
+    for word in help.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '.')) {
+        let screaming = word.len() > 3
+            && word.contains('_')
+            && word
+                .chars()
+                .all(|c| c.is_ascii_uppercase() || c == '_' || c.is_ascii_digit());
+        let source_file = word.ends_with(".rs") || word.contains("design.md");
+        if screaming && !word.starts_with("XDG_") && !word.starts_with("VAULTBENCH_") {
+            out.push(format!("{name}: help names the internal constant {word}"));
+        }
+        if source_file {
+            out.push(format!("{name}: help points into the source ({word})"));
+        }
+    }
+    for diary in ["this session", "issue ", "A/A runs with", "2-CPU VM"] {
+        if help.contains(diary) {
+            out.push(format!("{name}: help reads as a lab note ({diary:?})"));
+        }
+    }
+    out
+}
+
+#[test]
+fn every_help_keeps_the_flag_conventions() {
+    let mut bad = Vec::new();
+    let all = all();
+    assert!(all.len() >= 15, "{} commands", all.len());
+    for (path, cmd) in &all {
+        let out = Command::new(assert_cmd::cargo::cargo_bin!("vaultbench"))
+            .args(path)
+            .arg("--help")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{path:?} --help failed");
+        let help = String::from_utf8(out.stdout).unwrap();
+        bad.extend(problems(path, cmd, &help));
+    }
+    assert!(bad.is_empty(), "{}", bad.join("\n"));
+}
+
+/// `record` and `ab` take the scenario the same way.
+#[test]
+fn record_and_ab_take_the_scenario_alike() {
+    for (path, cmd) in all() {
+        if path == ["record"] || path == ["ab"] {
+            let positional = cmd
+                .get_positionals()
+                .any(|a| a.get_value_names().is_some_and(|v| v[0] == "SCENARIO"));
+            let flag = flags(&cmd).iter().any(|(l, _)| l == "scenario");
+            assert!(positional && flag, "{path:?}: SCENARIO and --scenario");
+        }
+    }
+}
+
+/// The checker itself: each convention it holds is caught on a command that breaks it.
+#[test]
+fn the_checker_catches_each_broken_convention() {
+    let cmd = clap::Command::new("load")
+        .arg(clap::Arg::new("a").long("burn-seconds"))
+        .arg(clap::Arg::new("b").long("connections"))
+        .arg(clap::Arg::new("c").long("dir"))
+        .arg(
+            clap::Arg::new("d")
+                .long("sample-timeout")
+                .value_name("SECS"),
+        )
+        .arg(clap::Arg::new("e").long("tau"))
+        .arg(clap::Arg::new("f").long("seed"));
+    let got = problems(
+        &["load".to_owned()],
+        &cmd,
+        "see PIN_BY_DEFAULT in prepare/mod.rs; on a 2-CPU VM",
+    );
+    for want in [
+        "--burn-seconds puts a unit",
+        "--connections is spelled --in-flight",
+        "--dir is spelled --work-dir",
+        "--sample-timeout shows",
+        "--tau shows",
+        "--seed is the vault seed",
+        "PIN_BY_DEFAULT",
+        "mod.rs",
+        "lab note",
+    ] {
+        assert!(got.iter().any(|p| p.contains(want)), "{want}: {got:?}");
+    }
+}

@@ -162,3 +162,41 @@ fn the_checker_catches_each_broken_convention() {
         assert!(got.iter().any(|p| p.contains(want)), "{want}: {got:?}");
     }
 }
+
+/// Every flag a reference page's tables name (`| `--flag ...` rows) is a visible flag of that
+/// command or one of its subcommands, unless the row calls it a testing knob or an old name.
+#[test]
+fn every_flag_the_reference_names_is_in_help() {
+    let docs = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/src/reference");
+    let cli = harness::Cli::command();
+    let mut bad = Vec::new();
+    let mut checked = 0;
+    for sub in cli.get_subcommands().filter(|c| !c.is_hide_set()) {
+        let Ok(page) = std::fs::read_to_string(docs.join(format!("{}.md", sub.get_name()))) else {
+            continue;
+        };
+        let mut visible: Vec<String> = Vec::new();
+        let mut stack = vec![sub.clone()];
+        while let Some(c) = stack.pop() {
+            visible.extend(flags(&c).into_iter().map(|(l, _)| l));
+            stack.extend(c.get_subcommands().cloned());
+        }
+        for row in page.lines().filter(|l| l.starts_with("| `--")) {
+            let cell = row.split('|').nth(1).unwrap_or_default();
+            let exempt = row.contains("testing knob") || row.contains("old name");
+            for word in cell.split(['`', ',', ' ', '=']) {
+                if let Some(long) = word.strip_prefix("--").filter(|w| !w.is_empty()) {
+                    checked += 1;
+                    if !exempt && !visible.iter().any(|v| v == long) {
+                        bad.push(format!(
+                            "reference/{}.md: --{long} is not in --help",
+                            sub.get_name()
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    assert!(checked > 40, "{checked} flags checked");
+    assert!(bad.is_empty(), "{}", bad.join("\n"));
+}

@@ -1,0 +1,473 @@
+//! Teardown end to end: `record` and `ab` stopped (SIGINT, SIGTERM) or killed (SIGKILL) while a
+//! sample runs, and a sample process killed alone, against Apache, nginx and the reference
+//! server: within 5 s of the signal no process of the target's tree remains, and a run dir the
+//! killed run left is removed by the next run.
+//!
+//! Its own test binary rather than a module of `tests/it`: every test here starts whole
+//! recordings and kills them, so they run one at a time (a lock below) and apart from the
+//! quick end-to-end tests.
+//!
+//! The target's tree is told apart from every other process on the machine by the test's own
+//! work dir: the sample process's plan and every server's data dir (in its command line:
+//! `apache2 -f <data>/httpd.conf`, `nginx -p <data>/`, `serve-ref --data <data>`) are under it.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// How long the tree may outlive the signal: the acceptance bound of the teardown work.
+const GONE_WITHIN: Duration = Duration::from_secs(5);
+
+/// One test at a time: each runs real servers, and two at once on a small machine would
+/// stretch every phase.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+/// Bounds so wide no machine is refused (as `tests/it/common.rs`): whether a sample is
+/// refused must not change what these tests see.
+const LOOSE_GATE: &str = "[cpu_ms]\nmax_cv = 1000.0\nmax_over_median = 1000.0\nreference_tolerance = 1000.0\n\
+                          [io_ms]\nmax_cv = 1000.0\nmax_over_median = 1000.0\nreference_tolerance = 1000.0\n\
+                          [server_run_delay]\nmax_share = 1000.0\n[generator_run_delay]\nmax_share = 1000.0\n\
+                          [psi_cpu_some]\nmax_share = 1000.0\n[psi_io_some]\nmax_share = 1000.0\n\
+                          [steal]\nmax_share = 1000.0\n[foreign_cpu]\nmax_share = 1000.0\n[foreign_io]\nmax_share = 1000000.0\n";
+
+#[derive(Clone, Copy, Debug)]
+enum Cmd {
+    Record,
+    Ab,
+}
+
+/// A target preset, the scenario it speaks, and the word in its processes' command lines.
+#[derive(Clone, Copy, Debug)]
+struct Target {
+    name: &'static str,
+    scenario: &'static str,
+    exe: &'static str,
+    /// How many of its processes make it "running": a master and a worker.
+    procs: usize,
+}
+
+const APACHE: Target = Target {
+    name: "apache-webdav",
+    scenario: "small-webdav",
+    exe: "apache2",
+    procs: 2,
+};
+const NGINX: Target = Target {
+    name: "nginx-webdav",
+    scenario: "small-webdav",
+    exe: "nginx",
+    procs: 2,
+};
+const REF: Target = Target {
+    name: "ref",
+    scenario: "small",
+    exe: "serve-ref",
+    procs: 1,
+};
+
+/// (pid, command line) of every live process whose command line mentions `needle`; zombies
+/// have an empty command line and drop out.
+fn procs_with(needle: &str) -> Vec<(u32, String)> {
+    let mut out = Vec::new();
+    let Ok(rd) = std::fs::read_dir("/proc") else {
+        return out;
+    };
+    for e in rd.flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+            continue;
+        };
+        if let Ok(cmd) = std::fs::read(e.path().join("cmdline")) {
+            let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+            if cmd.contains(needle) {
+                out.push((pid, cmd));
+            }
+        }
+    }
+    out
+}
+
+/// An isolated home: the vault cache is shared by every test (generated once), the rest is
+/// the test's own.
+struct Home {
+    dir: tempfile::TempDir,
+}
+
+impl Home {
+    fn new() -> Home {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("gate.toml"), LOOSE_GATE).unwrap();
+        Home { dir }
+    }
+
+    fn work(&self) -> PathBuf {
+        self.dir.path().join("work")
+    }
+
+    /// `vaultbench record|ab` against `t` (both arms of `ab` alike), stderr in `stderr.log`.
+    fn start(&self, cmd: Cmd, t: Target) -> Child {
+        let h = self.dir.path();
+        let mut c = Command::new(env!("CARGO_BIN_EXE_vaultbench"));
+        match cmd {
+            Cmd::Record => c.args(["record", t.scenario, "--samples", "5", "--target", t.name]),
+            Cmd::Ab => c.args([
+                "ab",
+                "--a",
+                t.name,
+                "--b",
+                t.name,
+                "--scenario",
+                t.scenario,
+                "--rounds",
+                "2",
+                "--aa",
+            ]),
+        };
+        c.arg("--gate-config")
+            .arg(h.join("gate.toml"))
+            .arg("--out")
+            .arg(h.join("out"))
+            .arg("--work-dir")
+            .arg(self.work())
+            .env(
+                "VAULTBENCH_CACHE",
+                Path::new(env!("CARGO_TARGET_TMPDIR")).join("teardown-cache"),
+            )
+            .env("VAULTBENCH_LOCK", h.join("machine.lock"))
+            .env("XDG_DATA_HOME", h.join("data"))
+            .env("XDG_CACHE_HOME", h.join("cache"))
+            .env_remove("VAULTBENCH_REFERENCE")
+            .env_remove("VAULTBENCH_GATE_CONFIG")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(h.join("stderr.log")).unwrap());
+        c.spawn().unwrap()
+    }
+
+    fn stderr(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("stderr.log")).unwrap_or_default()
+    }
+
+    /// The run dirs (`vaultbench-run-*`) in the work dir.
+    fn run_dirs(&self) -> Vec<PathBuf> {
+        let mut v: Vec<PathBuf> = std::fs::read_dir(self.work())
+            .map(|rd| {
+                rd.flatten()
+                    .map(|e| e.path())
+                    .filter(|p| {
+                        p.file_name()
+                            .and_then(|n| n.to_str())
+                            .is_some_and(|n| n.starts_with("vaultbench-run-"))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        v.sort();
+        v
+    }
+}
+
+/// Waits until `t` runs under `marker` with its master and a worker, then a little longer, so
+/// the signal lands inside the sample's phases. Panics (killing `top`) if it never does.
+fn wait_for_target(top: &mut Child, marker: &str, t: Target, home: &Home) {
+    let deadline = Instant::now() + Duration::from_secs(180);
+    loop {
+        let n = procs_with(marker)
+            .iter()
+            .filter(|(_, c)| c.contains(t.exe))
+            .count();
+        if n >= t.procs {
+            break;
+        }
+        if Instant::now() > deadline || top.try_wait().unwrap().is_some() {
+            let _ = top.kill();
+            let _ = top.wait();
+            panic!(
+                "{} never ran under {marker}: {}",
+                t.name,
+                home.stderr().lines().last().unwrap_or("")
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+}
+
+/// Waits (bounded) for `child` to exit; kills it past the bound, and fails.
+fn wait_bounded(child: &mut Child, what: &str) -> std::process::ExitStatus {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            return s;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{what} did not exit within 30 s of its signal");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Polls until no process but `except` mentions `marker`; how long that took from `t0`, or
+/// the leftovers after [`GONE_WITHIN`].
+fn gone_after(
+    marker: &str,
+    except: &[u32],
+    t0: Instant,
+) -> Result<Duration, Vec<(u32, String)>> {
+    loop {
+        let left: Vec<_> = procs_with(marker)
+            .into_iter()
+            .filter(|(p, _)| !except.contains(p))
+            .collect();
+        if left.is_empty() {
+            return Ok(t0.elapsed());
+        }
+        if t0.elapsed() > GONE_WITHIN {
+            return Err(left);
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+fn signal_name(sig: i32) -> &'static str {
+    match sig {
+        libc::SIGINT => "SIGINT",
+        libc::SIGTERM => "SIGTERM",
+        _ => "SIGKILL",
+    }
+}
+
+/// SIGKILL, SIGINT and SIGTERM of `cmd` against `t` mid-sample, in that order, in one work
+/// dir: each time the whole tree is gone within [`GONE_WITHIN`] of the signal, a polite stop
+/// exits 130, and the run dir the SIGKILLed run left is removed by the next run.
+fn matrix(cmd: Cmd, t: Target) {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let home = Home::new();
+    let marker = home.work().display().to_string();
+    let mut left_by_kill: Vec<PathBuf> = Vec::new();
+    for sig in [libc::SIGKILL, libc::SIGINT, libc::SIGTERM] {
+        let mut top = home.start(cmd, t);
+        wait_for_target(&mut top, &marker, t, &home);
+        if !left_by_kill.is_empty() {
+            // This run is past `prepare`, which sweeps run dirs whose owner is gone.
+            let still: Vec<_> = left_by_kill.iter().filter(|d| d.exists()).collect();
+            assert!(
+                still.is_empty(),
+                "{cmd:?} {}: run dirs of the killed run are still there: {still:?}",
+                t.name
+            );
+            assert!(
+                home.stderr().contains("left by a run that was killed"),
+                "{}",
+                home.stderr()
+            );
+            left_by_kill.clear();
+        }
+        let top_pid = top.id();
+        let t0 = Instant::now();
+        // SAFETY: signalling our own child.
+        unsafe { libc::kill(top_pid as libc::pid_t, sig) };
+        let status = wait_bounded(&mut top, "the harness");
+        let gone = gone_after(&marker, &[top_pid], t0);
+        match gone {
+            Ok(d) => eprintln!(
+                "{cmd:?} {} {}: tree gone {} ms after the signal",
+                t.name,
+                signal_name(sig),
+                d.as_millis()
+            ),
+            Err(left) => panic!(
+                "{cmd:?} {} {}: left behind after {} s: {left:?}",
+                t.name,
+                signal_name(sig),
+                GONE_WITHIN.as_secs()
+            ),
+        }
+        if sig == libc::SIGKILL {
+            use std::os::unix::process::ExitStatusExt;
+            assert_eq!(status.signal(), Some(libc::SIGKILL));
+            left_by_kill = home.run_dirs();
+            assert!(
+                !left_by_kill.is_empty(),
+                "a SIGKILLed run cannot remove its run dir"
+            );
+        } else {
+            assert_eq!(
+                status.code(),
+                Some(130),
+                "{cmd:?} {} {}: {}",
+                t.name,
+                signal_name(sig),
+                home.stderr()
+            );
+            assert!(
+                home.run_dirs().is_empty(),
+                "an interrupted run removes its run dir"
+            );
+        }
+        assert_no_stale_cgroup();
+    }
+}
+
+/// Where this process's cgroup v2 is a directory (the samples' cgroups are made beside it,
+/// under the harness's cgroup, which is ours): within [`GONE_WITHIN`] no `vaultbench-*`
+/// cgroup there names an owner that is gone (a live owner's belongs to a run elsewhere).
+fn assert_no_stale_cgroup() {
+    let Some(dir) = own_cgroup_dir() else {
+        // No cgroup2 mount: the teardown went through process groups, checked above.
+        return;
+    };
+    let stale = || -> Vec<String> {
+        std::fs::read_dir(&dir)
+            .map(|rd| {
+                rd.flatten()
+                    .filter_map(|e| e.file_name().to_str().map(str::to_owned))
+                    .filter(|n| {
+                        n.strip_prefix("vaultbench-")
+                            .and_then(|r| r.split('-').next())
+                            .and_then(|p| p.parse::<u32>().ok())
+                            .is_some_and(|p| !Path::new(&format!("/proc/{p}")).exists())
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let t0 = Instant::now();
+    while !stale().is_empty() && t0.elapsed() < GONE_WITHIN {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(
+        stale().is_empty(),
+        "cgroups of dead owners left in {}: {:?}",
+        dir.display(),
+        stale()
+    );
+}
+
+fn own_cgroup_dir() -> Option<PathBuf> {
+    let cg = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+    let path = cg.lines().find_map(|l| l.strip_prefix("0::"))?.trim().to_owned();
+    let mi = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    let mount = mi.lines().find_map(|l| {
+        let (left, right) = l.split_once(" - ")?;
+        (right.split_whitespace().next()? == "cgroup2").then(|| {
+            PathBuf::from(left.split_whitespace().nth(4).unwrap_or("/nonexistent"))
+        })
+    })?;
+    let dir = mount.join(path.trim_start_matches('/'));
+    dir.is_dir().then_some(dir)
+}
+
+#[test]
+#[ignore = "slow: real recordings of Apache stopped and killed mid-sample"]
+fn record_of_apache_stopped_or_killed_mid_sample_leaves_nothing() {
+    matrix(Cmd::Record, APACHE);
+}
+
+#[test]
+#[ignore = "slow: real recordings of nginx stopped and killed mid-sample"]
+fn record_of_nginx_stopped_or_killed_mid_sample_leaves_nothing() {
+    matrix(Cmd::Record, NGINX);
+}
+
+#[test]
+#[ignore = "slow: real recordings of the reference server stopped and killed mid-sample"]
+fn record_of_ref_stopped_or_killed_mid_sample_leaves_nothing() {
+    matrix(Cmd::Record, REF);
+}
+
+#[test]
+#[ignore = "slow: real A/B runs of Apache stopped and killed mid-sample"]
+fn ab_of_apache_stopped_or_killed_mid_sample_leaves_nothing() {
+    matrix(Cmd::Ab, APACHE);
+}
+
+#[test]
+#[ignore = "slow: real A/B runs of nginx stopped and killed mid-sample"]
+fn ab_of_nginx_stopped_or_killed_mid_sample_leaves_nothing() {
+    matrix(Cmd::Ab, NGINX);
+}
+
+#[test]
+#[ignore = "slow: real A/B runs of the reference server stopped and killed mid-sample"]
+fn ab_of_ref_stopped_or_killed_mid_sample_leaves_nothing() {
+    matrix(Cmd::Ab, REF);
+}
+
+/// SIGKILL of the sample process alone (the OOM killer's likeliest victim: it raised its own
+/// score), `record` above it living on: the sample's target tree is gone within
+/// [`GONE_WITHIN`]; then `record` is killed too, and everything is gone.
+#[test]
+#[ignore = "slow: real recordings whose sample process is killed"]
+fn a_killed_sample_process_leaves_nothing_of_its_target() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    for t in [APACHE, NGINX, REF] {
+        let home = Home::new();
+        let marker = home.work().display().to_string();
+        let mut top = home.start(Cmd::Record, t);
+        wait_for_target(&mut top, &marker, t, &home);
+        // The sample process: `vaultbench sample --plan <run dir>/plan-<n>.json`.
+        let (sample_pid, plan) = procs_with(&marker)
+            .into_iter()
+            .find_map(|(p, c)| {
+                let plan = c.split_whitespace().find(|w| w.ends_with(".json"))?;
+                (c.contains(" sample --plan ")).then(|| (p, plan.to_owned()))
+            })
+            .expect("a sample process");
+        let n = plan
+            .rsplit_once("plan-")
+            .and_then(|(_, r)| r.strip_suffix(".json"))
+            .expect("plan-<n>.json");
+        let run_dir = Path::new(&plan).parent().unwrap();
+        let sample_marker = format!("{}/sample-{n}/", run_dir.display());
+        let before = procs_with(&sample_marker);
+        assert!(
+            before.iter().any(|(_, c)| c.contains(t.exe)),
+            "{}: the target runs in {sample_marker}: {before:?}",
+            t.name
+        );
+        // The OOM killer would choose the sample before its target.
+        let adj = |p: u32| {
+            std::fs::read_to_string(format!("/proc/{p}/oom_score_adj"))
+                .ok()
+                .and_then(|s| s.trim().parse::<i32>().ok())
+        };
+        let target_pid = before.iter().find(|(_, c)| c.contains(t.exe)).unwrap().0;
+        assert!(
+            adj(sample_pid) > adj(target_pid),
+            "{}: oom_score_adj sample {:?}, target {:?}",
+            t.name,
+            adj(sample_pid),
+            adj(target_pid)
+        );
+        let t0 = Instant::now();
+        // SAFETY: our child's child, found by its plan under our own work dir.
+        unsafe { libc::kill(sample_pid as libc::pid_t, libc::SIGKILL) };
+        match gone_after(&sample_marker, &[], t0) {
+            Ok(d) => eprintln!(
+                "sample of {} SIGKILL: its tree gone {} ms after the signal",
+                t.name,
+                d.as_millis()
+            ),
+            Err(left) => {
+                let _ = top.kill();
+                let _ = top.wait();
+                panic!(
+                    "{}: left behind after {} s: {left:?}",
+                    t.name,
+                    GONE_WITHIN.as_secs()
+                );
+            }
+        }
+        let top_pid = top.id();
+        let t0 = Instant::now();
+        let _ = top.kill();
+        let _ = wait_bounded(&mut top, "the harness");
+        if let Err(left) = gone_after(&marker, &[top_pid], t0) {
+            panic!("{}: after record's SIGKILL, left: {left:?}", t.name);
+        }
+        assert_no_stale_cgroup();
+    }
+}

@@ -211,11 +211,7 @@ fn wait_bounded(child: &mut Child, what: &str) -> std::process::ExitStatus {
 
 /// Polls until no process but `except` mentions `marker`; how long that took from `t0`, or
 /// the leftovers after [`GONE_WITHIN`].
-fn gone_after(
-    marker: &str,
-    except: &[u32],
-    t0: Instant,
-) -> Result<Duration, Vec<(u32, String)>> {
+fn gone_after(marker: &str, except: &[u32], t0: Instant) -> Result<Duration, Vec<(u32, String)>> {
     loop {
         let left: Vec<_> = procs_with(marker)
             .into_iter()
@@ -270,12 +266,15 @@ fn matrix(cmd: Cmd, t: Target) {
         // SAFETY: signalling our own child.
         unsafe { libc::kill(top_pid as libc::pid_t, sig) };
         let status = wait_bounded(&mut top, "the harness");
+        let exited = t0.elapsed();
+        let at_exit = procs_with(&marker).len();
         let gone = gone_after(&marker, &[top_pid], t0);
         match gone {
             Ok(d) => eprintln!(
-                "{cmd:?} {} {}: tree gone {} ms after the signal",
+                "{cmd:?} {} {}: harness exited after {} ms ({at_exit} processes left then), tree gone {} ms after the signal",
                 t.name,
                 signal_name(sig),
+                exited.as_millis(),
                 d.as_millis()
             ),
             Err(left) => panic!(
@@ -348,13 +347,16 @@ fn assert_no_stale_cgroup() {
 
 fn own_cgroup_dir() -> Option<PathBuf> {
     let cg = std::fs::read_to_string("/proc/self/cgroup").ok()?;
-    let path = cg.lines().find_map(|l| l.strip_prefix("0::"))?.trim().to_owned();
+    let path = cg
+        .lines()
+        .find_map(|l| l.strip_prefix("0::"))?
+        .trim()
+        .to_owned();
     let mi = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
     let mount = mi.lines().find_map(|l| {
         let (left, right) = l.split_once(" - ")?;
-        (right.split_whitespace().next()? == "cgroup2").then(|| {
-            PathBuf::from(left.split_whitespace().nth(4).unwrap_or("/nonexistent"))
-        })
+        (right.split_whitespace().next()? == "cgroup2")
+            .then(|| PathBuf::from(left.split_whitespace().nth(4).unwrap_or("/nonexistent")))
     })?;
     let dir = mount.join(path.trim_start_matches('/'));
     dir.is_dir().then_some(dir)
@@ -442,10 +444,26 @@ fn a_killed_sample_process_leaves_nothing_of_its_target() {
             adj(sample_pid),
             adj(target_pid)
         );
+        // The tree at the kill, by pid: a retry of the same sample (same plan, same dir) may
+        // start a fresh target under the same marker within the bound.
+        let tree: Vec<u32> = procs_with(&sample_marker).iter().map(|(p, _)| *p).collect();
         let t0 = Instant::now();
         // SAFETY: our child's child, found by its plan under our own work dir.
         unsafe { libc::kill(sample_pid as libc::pid_t, libc::SIGKILL) };
-        match gone_after(&sample_marker, &[], t0) {
+        let gone = loop {
+            let left: Vec<_> = procs_with(&sample_marker)
+                .into_iter()
+                .filter(|(p, _)| tree.contains(p))
+                .collect();
+            if left.is_empty() {
+                break Ok(t0.elapsed());
+            }
+            if t0.elapsed() > GONE_WITHIN {
+                break Err(left);
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        };
+        match gone {
             Ok(d) => eprintln!(
                 "sample of {} SIGKILL: its tree gone {} ms after the signal",
                 t.name,

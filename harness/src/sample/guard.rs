@@ -199,7 +199,9 @@ unsafe fn kill_listed_raw(p: &RawPaths) {
             }
             for &b in &buf[..n as usize] {
                 if b.is_ascii_digit() {
-                    pid = pid.saturating_mul(10).saturating_add((b - b'0') as libc::pid_t);
+                    pid = pid
+                        .saturating_mul(10)
+                        .saturating_add((b - b'0') as libc::pid_t);
                 } else {
                     if pid > 0 {
                         libc::kill(pid, libc::SIGKILL);
@@ -354,8 +356,7 @@ unsafe fn write_oom_raw(text: &[u8]) -> bool {
 
 /// A `pre_exec` hook that puts the child's `oom_score_adj` back to the value this process
 /// started with (lowering down to it needs no privilege), when it was raised.
-pub fn restore_oom_score_adj_hook() -> impl FnMut() -> std::io::Result<()> + Send + Sync + 'static
-{
+pub fn restore_oom_score_adj_hook() -> impl FnMut() -> std::io::Result<()> + Send + Sync + 'static {
     let text = original_oom_text();
     move || {
         if let Some((buf, n)) = text {
@@ -538,11 +539,16 @@ mod tests {
         );
         assert_eq!(
             cgroup_dir(mi, "0::/user.slice/term.scope\n"),
-            Some(PathBuf::from("/sys/fs/cgroup/unified/user.slice/term.scope"))
+            Some(PathBuf::from(
+                "/sys/fs/cgroup/unified/user.slice/term.scope"
+            ))
         );
         // No v2 line (a pure v1 machine), no cgroup2 mount, a subtree mount, a climb out.
         assert_eq!(cgroup_dir(mi, "4:memory:/x\n"), None);
-        assert_eq!(cgroup_dir("31 23 0:28 / /c rw - tmpfs tmpfs rw\n", "0::/\n"), None);
+        assert_eq!(
+            cgroup_dir("31 23 0:28 / /c rw - tmpfs tmpfs rw\n", "0::/\n"),
+            None
+        );
         assert_eq!(
             cgroup_dir("40 31 0:37 /sub /c rw - cgroup2 cgroup2 rw\n", "0::/\n"),
             None
@@ -577,7 +583,11 @@ mod tests {
         // SAFETY: the hook only opens, writes and closes a file.
         unsafe { cmd.pre_exec(cg.join_hook()) };
         let mut master = cmd.spawn().unwrap();
-        assert!(cg.holds(master.id()), "the child joined {}", cg.dir().display());
+        assert!(
+            cg.holds(master.id()),
+            "the child joined {}",
+            cg.dir().display()
+        );
         let t0 = Instant::now();
         let escapee = loop {
             if let Ok(t) = std::fs::read_to_string(&pidfile)

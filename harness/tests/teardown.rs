@@ -489,3 +489,138 @@ fn a_killed_sample_process_leaves_nothing_of_its_target() {
         assert_no_stale_cgroup();
     }
 }
+
+/// A target that daemonizes a worker out of its process group and session (`setsid`), the
+/// worker ignoring SIGTERM, SIGINT and SIGHUP, then execs the reference server: only the
+/// target's cgroup still names the worker. Returns the target text and the marker (the
+/// worker's own path, unique to this test's temp dir).
+fn daemonizing_target(dir: &Path) -> (String, String) {
+    let worker = dir.join("daemon-worker.sh");
+    std::fs::write(&worker, "trap '' TERM INT HUP\nwhile :; do sleep 1; done\n").unwrap();
+    let main = dir.join("daemonizing-server.sh");
+    std::fs::write(
+        &main,
+        format!(
+            "trap '' TERM\nsetsid sh '{}' &\nexec '{}' serve-ref --listen \"$1\" --data \"$2\"\n",
+            worker.display(),
+            env!("CARGO_BIN_EXE_vaultbench")
+        ),
+    )
+    .unwrap();
+    (
+        format!("sh {} {{addr}} {{data}}", main.display()),
+        worker.display().to_string(),
+    )
+}
+
+/// Whether a cgroup can be made beside this process's own (what the harness needs to give a
+/// target a cgroup): root, or a delegated subtree.
+fn can_make_cgroup() -> bool {
+    let Some(dir) = own_cgroup_dir() else {
+        return false;
+    };
+    let probe = dir.join(format!("vaultbench-probe-{}", std::process::id()));
+    let made = std::fs::create_dir(&probe).is_ok();
+    let _ = std::fs::remove_dir(&probe);
+    made
+}
+
+/// A worker that left the target's process group and session, and ignores every polite
+/// signal, is gone within [`GONE_WITHIN`] of SIGKILL, SIGINT or SIGTERM of `record`, and of
+/// SIGKILL of the sample process: the process group cannot reach it, the target's cgroup can.
+#[test]
+#[ignore = "slow: real recordings; needs a writable cgroup v2 hierarchy (root or delegated), as on CI"]
+fn a_worker_that_left_the_group_and_session_is_gone_too() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    assert!(
+        can_make_cgroup(),
+        "this test needs a writable cgroup v2 hierarchy: run it as root or in a delegated cgroup"
+    );
+    for kill_sample in [false, true] {
+        for sig in [libc::SIGKILL, libc::SIGINT, libc::SIGTERM] {
+            if kill_sample && sig != libc::SIGKILL {
+                continue;
+            }
+            let home = Home::new();
+            let (target, worker) = daemonizing_target(home.dir.path());
+            let t = Target {
+                name: "daemonizing",
+                scenario: "small",
+                exe: "serve-ref",
+                procs: 1,
+            };
+            let mut top = {
+                let h = home.dir.path();
+                Command::new(env!("CARGO_BIN_EXE_vaultbench"))
+                    .args(["record", "small", "--samples", "5", "--target", &target])
+                    .arg("--gate-config")
+                    .arg(h.join("gate.toml"))
+                    .arg("--out")
+                    .arg(h.join("out"))
+                    .arg("--work-dir")
+                    .arg(home.work())
+                    .env(
+                        "VAULTBENCH_CACHE",
+                        Path::new(env!("CARGO_TARGET_TMPDIR")).join("teardown-cache"),
+                    )
+                    .env("VAULTBENCH_LOCK", h.join("machine.lock"))
+                    .env("XDG_DATA_HOME", h.join("data"))
+                    .env("XDG_CACHE_HOME", h.join("cache"))
+                    .env_remove("VAULTBENCH_REFERENCE")
+                    .env_remove("VAULTBENCH_GATE_CONFIG")
+                    .stdin(Stdio::null())
+                    .stdout(Stdio::null())
+                    .stderr(std::fs::File::create(h.join("stderr.log")).unwrap())
+                    .spawn()
+                    .unwrap()
+            };
+            let marker = home.work().display().to_string();
+            wait_for_target(&mut top, &marker, t, &home);
+            let workers = procs_with(&worker);
+            assert!(!workers.is_empty(), "the daemonized worker runs");
+            let what = if kill_sample {
+                let (sample, _) = procs_with(&marker)
+                    .into_iter()
+                    .find(|(_, c)| c.contains(" sample --plan "))
+                    .expect("a sample process");
+                // SAFETY: our child's child, found by its plan under our own work dir.
+                unsafe { libc::kill(sample as libc::pid_t, libc::SIGKILL) };
+                "sample SIGKILL"
+            } else {
+                // SAFETY: signalling our own child.
+                unsafe { libc::kill(top.id() as libc::pid_t, sig) };
+                signal_name(sig)
+            };
+            let t0 = Instant::now();
+            // Only the pids seen before the signal: a retried sample starts a fresh worker.
+            let first: Vec<u32> = workers.iter().map(|(p, _)| *p).collect();
+            let left = loop {
+                let left: Vec<_> = procs_with(&worker)
+                    .into_iter()
+                    .filter(|(p, _)| first.contains(p))
+                    .collect();
+                if left.is_empty() || t0.elapsed() > GONE_WITHIN {
+                    break left;
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            };
+            let took = t0.elapsed();
+            let _ = top.kill();
+            let _ = wait_bounded(&mut top, "the harness");
+            assert!(
+                left.is_empty(),
+                "{what}: the daemonized worker is left after {} s: {left:?}",
+                GONE_WITHIN.as_secs()
+            );
+            eprintln!(
+                "daemonizing target, {what}: worker gone {} ms after the signal",
+                took.as_millis()
+            );
+            // Whatever the retry started dies with `record`'s SIGKILL above.
+            if let Err(left) = gone_after(&worker, &[], Instant::now()) {
+                panic!("{what}: after record's SIGKILL, left: {left:?}");
+            }
+            assert_no_stale_cgroup();
+        }
+    }
+}

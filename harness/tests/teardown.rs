@@ -35,6 +35,8 @@ const LOOSE_GATE: &str = "[cpu_ms]\nmax_cv = 1000.0\nmax_over_median = 1000.0\nr
 enum Cmd {
     Record,
     Ab,
+    /// `ab --paired`: one sample process runs both arms' servers at once.
+    AbPaired,
 }
 
 /// A target preset, the scenario it speaks, and the word in its processes' command lines.
@@ -110,7 +112,7 @@ impl Home {
         let mut c = Command::new(env!("CARGO_BIN_EXE_vaultbench"));
         match cmd {
             Cmd::Record => c.args(["record", t.scenario, "--samples", "5", "--target", t.name]),
-            Cmd::Ab => c.args([
+            Cmd::Ab | Cmd::AbPaired => c.args([
                 "ab",
                 "--a",
                 t.name,
@@ -123,6 +125,9 @@ impl Home {
                 "--aa",
             ]),
         };
+        if let Cmd::AbPaired = cmd {
+            c.arg("--paired");
+        }
         c.arg("--gate-config")
             .arg(h.join("gate.toml"))
             .arg("--out")
@@ -396,6 +401,13 @@ fn ab_of_nginx_stopped_or_killed_mid_sample_leaves_nothing() {
 #[ignore = "slow: real A/B runs of the reference server stopped and killed mid-sample"]
 fn ab_of_ref_stopped_or_killed_mid_sample_leaves_nothing() {
     matrix(Cmd::Ab, REF);
+}
+
+#[test]
+#[ignore = "slow: real paired A/B runs of the reference server stopped and killed mid-sample"]
+fn paired_ab_of_ref_stopped_or_killed_mid_sample_leaves_nothing() {
+    // `--paired` drives obsync scenarios only.
+    matrix(Cmd::AbPaired, Target { procs: 2, ..REF });
 }
 
 /// SIGKILL of the sample process alone (the OOM killer's likeliest victim: it raised its own

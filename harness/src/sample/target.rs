@@ -7,7 +7,9 @@
 //! (`*.toml`), a bare path to an executable (which gets ` --listen {addr} --data {data}`
 //! appended, the obsync convention), or any command line with the placeholders `{addr}`,
 //! `{host}`, `{port}` and `{data}`, split by POSIX shell rules. Every target runs in its own
-//! process group, so a server's workers are measured and stopped with it.
+//! process group, so a server's workers are measured and stopped with it, and, where one can
+//! be made, in a cgroup v2 leaf of its own, so nothing it forks escapes its teardown; a guard
+//! kills both if the sample process dies without stopping it (`sample::guard`).
 
 use anyhow::{Context, bail};
 use sha2::{Digest, Sha256};
@@ -445,7 +447,8 @@ pub const WRAPPED_READY_TIMEOUT: Duration = Duration::from_secs(150);
 
 impl Server {
     /// Starts `spec` on a fresh loopback port with `data_dir` (created empty) and waits for
-    /// `/readyz`, bounded by [`READY_TIMEOUT`]. The child dies with its parent (PR_SET_PDEATHSIG).
+    /// `/readyz`, bounded by [`READY_TIMEOUT`]. The child dies with its parent (PR_SET_PDEATHSIG);
+    /// its whole tree dies with this process (its cgroup or process group, by the guard).
     pub fn start(spec: &TargetSpec, data_dir: &Path) -> anyhow::Result<Server> {
         Server::start_wrapped(spec, data_dir, &[])
     }

@@ -61,6 +61,12 @@ const NGINX: Target = Target {
     exe: "nginx",
     procs: 2,
 };
+const RCLONE: Target = Target {
+    name: "rclone-webdav",
+    scenario: "small-webdav",
+    exe: "rclone",
+    procs: 1,
+};
 const REF: Target = Target {
     name: "ref",
     scenario: "small",
@@ -430,6 +436,12 @@ fn record_of_nginx_stopped_or_killed_mid_sample_leaves_nothing() {
 }
 
 #[test]
+#[ignore = "slow: real recordings of rclone stopped and killed mid-sample"]
+fn record_of_rclone_stopped_or_killed_mid_sample_leaves_nothing() {
+    matrix(Cmd::Record, RCLONE);
+}
+
+#[test]
 #[ignore = "slow: real recordings of the reference server stopped and killed mid-sample"]
 fn record_of_ref_stopped_or_killed_mid_sample_leaves_nothing() {
     matrix(Cmd::Record, REF);
@@ -616,7 +628,7 @@ fn can_make_cgroup() -> bool {
 /// SIGKILL of the sample process: the process group cannot reach it, the target's cgroup can.
 #[test]
 #[ignore = "slow: real recordings; needs a writable cgroup v2 hierarchy (root or delegated), as on CI"]
-fn a_worker_that_left_the_group_and_session_is_gone_too() {
+fn a_worker_that_left_the_group_and_session_is_gone_through_the_cgroup() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     assert!(
         can_make_cgroup(),

@@ -614,4 +614,48 @@ mod tests {
         // Dropping a removed cgroup is a no-op.
         drop(cg);
     }
+
+    /// A cgroup whose guard was itself killed (its owner gone) is killed and removed by the
+    /// next [`Cgroup::create`] beside it; a live owner's is left alone.
+    #[test]
+    #[ignore = "slow: needs a writable cgroup v2 hierarchy (root or delegated), as on CI"]
+    fn the_next_cgroup_removes_the_cgroups_of_dead_owners() {
+        let parent = own_cgroup_dir().expect("a writable cgroup v2 hierarchy");
+        let mut gone = std::process::Command::new("true").spawn().unwrap();
+        let dead = gone.id();
+        gone.wait().unwrap();
+        let stale = parent.join(format!("{CGROUP_PREFIX}{dead}-1-0"));
+        std::fs::create_dir(&stale).unwrap();
+        let mut sleeper = std::process::Command::new("sleep");
+        sleeper.arg("60");
+        let hook = Cgroup {
+            dir: stale.clone(),
+            paths: RawPaths::new(&stale).unwrap(),
+        };
+        // SAFETY: the hook only opens, writes and closes a file.
+        unsafe { sleeper.pre_exec(hook.join_hook()) };
+        let mut sleeper = sleeper.spawn().unwrap();
+        // Not dropped: that would remove it now, as a live owner does.
+        std::mem::forget(hook);
+        assert!(
+            std::fs::read_to_string(stale.join("cgroup.procs"))
+                .unwrap()
+                .contains(&sleeper.id().to_string())
+        );
+        let live = Cgroup::create().unwrap();
+        assert!(!stale.exists(), "the dead owner's cgroup was removed");
+        let t0 = Instant::now();
+        while sleeper.try_wait().unwrap().is_none() && t0.elapsed() < Duration::from_secs(5) {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert!(
+            sleeper.try_wait().unwrap().is_some(),
+            "its process was killed"
+        );
+        // Our own (live) cgroup survives another sweep.
+        let other = Cgroup::create().unwrap();
+        assert!(live.dir().exists());
+        drop(other);
+        drop(live);
+    }
 }

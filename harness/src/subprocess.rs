@@ -61,12 +61,24 @@ impl Drop for Reaper {
 }
 
 /// Asks the kernel to SIGKILL the child when this process dies, so no child outlives us.
+///
+/// The signal follows the *thread* that spawns the child (the kernel's rule): spawn from a
+/// thread that outlives the child. Between `fork` and the `prctl` the parent may already have
+/// died, and the child, reparented, would then never get the signal: so the child compares
+/// `getppid` with the pid its parent had before the fork and kills itself on a mismatch.
 pub fn set_parent_death_signal(cmd: &mut Command) {
-    // SAFETY: prctl is async-signal-safe; nothing else runs between fork and exec here.
+    let parent = std::process::id() as libc::pid_t;
+    // SAFETY: prctl, getppid and raise are async-signal-safe; nothing else runs between fork
+    // and exec here.
     unsafe {
-        cmd.pre_exec(|| {
+        cmd.pre_exec(move || {
             if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
                 return Err(std::io::Error::last_os_error());
+            }
+            if libc::getppid() != parent {
+                // The parent died before the prctl took effect: go as it would have made us.
+                libc::raise(libc::SIGKILL);
+                return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
             }
             Ok(())
         });

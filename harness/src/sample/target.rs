@@ -7,7 +7,9 @@
 //! (`*.toml`), a bare path to an executable (which gets ` --listen {addr} --data {data}`
 //! appended, the obsync convention), or any command line with the placeholders `{addr}`,
 //! `{host}`, `{port}` and `{data}`, split by POSIX shell rules. Every target runs in its own
-//! process group, so a server's workers are measured and stopped with it.
+//! process group, so a server's workers are measured and stopped with it, and, where one can
+//! be made, in a cgroup v2 leaf of its own, so nothing it forks escapes its teardown; a guard
+//! kills both if the sample process dies without stopping it (`sample::guard`).
 
 use anyhow::{Context, bail};
 use sha2::{Digest, Sha256};
@@ -431,8 +433,10 @@ pub struct Server {
     group: bool,
     /// The wrapper it was started under (a restart uses it again).
     wrap: Vec<String>,
-    /// Kills the server's whole group if this process dies without stopping it.
+    /// Kills the server's whole tree if this process dies without stopping it.
     guard: Option<crate::sample::guard::GroupGuard>,
+    /// The cgroup holding the server's whole tree, where one could be made.
+    cgroup: Option<crate::sample::guard::Cgroup>,
 }
 
 /// How long a server may take to become ready before the sample fails.
@@ -443,7 +447,8 @@ pub const WRAPPED_READY_TIMEOUT: Duration = Duration::from_secs(150);
 
 impl Server {
     /// Starts `spec` on a fresh loopback port with `data_dir` (created empty) and waits for
-    /// `/readyz`, bounded by [`READY_TIMEOUT`]. The child dies with its parent (PR_SET_PDEATHSIG).
+    /// `/readyz`, bounded by [`READY_TIMEOUT`]. The child dies with its parent (PR_SET_PDEATHSIG);
+    /// its whole tree dies with this process (its cgroup or process group, by the guard).
     pub fn start(spec: &TargetSpec, data_dir: &Path) -> anyhow::Result<Server> {
         Server::start_wrapped(spec, data_dir, &[])
     }
@@ -490,9 +495,21 @@ impl Server {
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped());
+        // This sample process is the OOM killer's first choice from now on; the target is put
+        // back to the score it would have had on its own (see `sample::guard`).
+        crate::sample::guard::prefer_this_process_as_oom_victim();
+        // The tree's cgroup where one can be made: every descendant is born in it.
+        let cgroup = crate::sample::guard::Cgroup::create();
         {
             use std::os::unix::process::CommandExt;
             cmd.process_group(0);
+            // SAFETY: the hooks only open, write and close files named before the fork.
+            unsafe {
+                cmd.pre_exec(crate::sample::guard::restore_oom_score_adj_hook());
+                if let Some(cg) = &cgroup {
+                    cmd.pre_exec(cg.join_hook());
+                }
+            }
         }
         set_parent_death_signal(&mut cmd);
         let t0 = Instant::now();
@@ -500,6 +517,9 @@ impl Server {
             .spawn()
             .with_context(|| format!("target {:?} did not start", spec.given))?;
         let pid = child.id();
+        // A child that could not join (no permission to move it) is guarded by its group.
+        let cgroup = cgroup.filter(|cg| cg.holds(pid));
+        let guard = crate::sample::guard::GroupGuard::spawn(pid, cgroup.as_ref());
         let stderr_tail = Arc::new(std::sync::Mutex::new(Vec::new()));
         if let Some(mut err) = child.stderr.take() {
             let tail = stderr_tail.clone();
@@ -529,7 +549,8 @@ impl Server {
             rss_thread: None,
             group,
             wrap: wrap.to_vec(),
-            guard: crate::sample::guard::GroupGuard::spawn(pid),
+            guard,
+            cgroup,
         };
         loop {
             if let Some(child) = server.child.as_mut()
@@ -641,9 +662,7 @@ impl Server {
             unsafe { libc::kill(-pid, libc::SIGKILL) };
         }
         usage.exit_status = Some(status);
-        if let Some(g) = self.guard.take() {
-            g.disarm();
-        }
+        self.tear_down_tree();
         Ok(usage)
     }
 }
@@ -697,9 +716,7 @@ impl Server {
                 .context("reaping the killed target")?
                 .is_some()
             {
-                if let Some(g) = self.guard.take() {
-                    g.disarm();
-                }
+                self.tear_down_tree();
                 return Ok(());
             }
             if Instant::now() > deadline {
@@ -726,6 +743,20 @@ impl Server {
     }
 }
 
+impl Server {
+    /// After the server's root is reaped and its group killed: kills what is left in its
+    /// cgroup (a process that left the group) and removes the cgroup, then disarms the guard.
+    /// Only then, so a sample that dies in between still has its guard.
+    fn tear_down_tree(&mut self) {
+        if let Some(cg) = self.cgroup.take() {
+            cg.kill_and_remove();
+        }
+        if let Some(g) = self.guard.take() {
+            g.disarm();
+        }
+    }
+}
+
 impl Drop for Server {
     fn drop(&mut self) {
         self.rss_stop.store(true, Ordering::SeqCst);
@@ -737,9 +768,7 @@ impl Drop for Server {
             let _ = c.kill();
             let _ = c.wait();
         }
-        if let Some(g) = self.guard.take() {
-            g.disarm();
-        }
+        self.tear_down_tree();
     }
 }
 

@@ -22,6 +22,7 @@
 //! - Operations that must succeed retry a transport error or a 503 up to three attempts
 //!   with 50/100 ms back-off, as the signed client does.
 
+mod bounds;
 pub mod client;
 mod error;
 pub mod multistatus;
@@ -29,9 +30,10 @@ pub mod ops;
 pub mod presets;
 pub mod route;
 
+pub use bounds::WalkBounds;
 pub use client::{DavAnswer, DavClient, Depth};
 pub use error::DavError;
-pub use multistatus::{DavEntry, parse_multistatus};
+pub use multistatus::{DavEntry, parse_multistatus, parse_multistatus_each};
 pub use ops::{
     Listing, PollReport, poll_until_changed, pull_vault, push_vault, rename, resync, walk,
 };

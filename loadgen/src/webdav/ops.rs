@@ -194,9 +194,17 @@ pub async fn walk(
         let mut found = Vec::new();
         let mut visit = |e: DavEntry| -> Result<(), DavError> {
             let path = match client.locate(&e.path) {
-                Place::Root if root.is_empty() => return Ok(()),
+                Place::Root if folder.is_empty() => return Ok(()), // the root itself
                 Place::Inside(p) => p.to_owned(),
-                Place::Root | Place::Outside => {
+                Place::Root => {
+                    return Err(DavError::Listing {
+                        detail: format!(
+                            "PROPFIND of {:?} listed \"/\", which is not inside it (its parent, a sibling or elsewhere)",
+                            clip(&folder, 120)
+                        ),
+                    });
+                }
+                Place::Outside => {
                     return Err(DavError::Listing {
                         detail: format!(
                             "PROPFIND of {:?} listed {:?}, outside the folder listed",

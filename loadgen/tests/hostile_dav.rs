@@ -537,9 +537,11 @@ fn hrefs_that_climb_out_are_refused_and_nothing_is_written_outside() {
 }
 
 /// The child side of the RSS test: `HOSTILE_DAV_RSS=entries` or `=empty` streams that answer
-/// from an in-process server (generated chunk by chunk) through `propfind_each`, prints what
-/// it read, then waits on stdin so the parent can read its `VmHWM`.
+/// from an in-process server (generated chunk by chunk) through `propfind_each`, `=walk` the
+/// entries through a whole walk (which keeps them); each prints what it read, then waits on
+/// stdin so the parent can read its `VmHWM`.
 fn rss_child(kind: &str) {
+    let kind_is_walk = kind == "walk";
     let kind = kind.to_owned();
     let fake = Fake::start(move |_, s| {
         let _ = write!(
@@ -563,9 +565,10 @@ fn rss_child(kind: &str) {
                 }
             }
         } else {
+            // 2,000,000 entries of 88 bytes (176 MB), each with a status of its own.
             for i in 0..2_000_000u32 {
                 buf.extend_from_slice(
-                    format!("<D:response><D:href>/f/{i:08}.md</D:href><D:propstat><D:prop><D:getcontentlength>{i}</D:getcontentlength></D:prop><D:status>HTTP/1.1 200 OK</D:status></D:propstat></D:response>").as_bytes(),
+                    format!("<D:response><D:href>/f/{i:07}</D:href><D:status>HTTP/1.1 200 OK</D:status></D:response>").as_bytes(),
                 );
                 if buf.len() >= 60_000 && !send(&std::mem::take(&mut buf)) {
                     return;
@@ -578,14 +581,25 @@ fn rss_child(kind: &str) {
     });
     let client = fake.client();
     let rec = Recorder::new(false);
-    let (mut n, mut last) = (0u64, 0u64);
+    if kind_is_walk {
+        // The whole walk, which keeps what it lists: it stops at its entry bound.
+        match rt().block_on(walk(&client, &rec, "", Depth::Infinity)) {
+            Ok(l) => println!("HOSTILE_DAV_RSS walk kept {} entries", l.entries.len()),
+            Err(e) => println!("HOSTILE_DAV_RSS error {e}"),
+        }
+        std::io::stdout().flush().unwrap();
+        let mut line = String::new();
+        let _ = std::io::stdin().read_line(&mut line);
+        return;
+    }
+    let (mut n, mut last) = (0u64, String::new());
     let res = rt().block_on(client.propfind_each(&rec, "", Depth::Infinity, &mut |e| {
         n += 1;
-        last = e.size.unwrap_or(0);
+        last = e.path;
         Ok(())
     }));
     match res {
-        Ok(k) => println!("HOSTILE_DAV_RSS read {k} entries, counted {n}, last size {last}"),
+        Ok(k) => println!("HOSTILE_DAV_RSS read {k} entries, counted {n}, last {last}"),
         Err(e) => println!("HOSTILE_DAV_RSS error {e}"),
     }
     std::io::stdout().flush().unwrap();
@@ -641,12 +655,127 @@ fn a_huge_multistatus_stays_under_200_mib_peak_rss() {
     let (line, hwm) = run_rss_child("entries");
     eprintln!("2,000,000 entries: {line}; VmHWM {hwm} kB");
     assert!(
-        line.contains("read 2000000 entries, counted 2000000, last size 1999999"),
+        line.contains("read 2000000 entries, counted 2000000, last /f/1999999"),
         "{line}"
     );
     assert!(hwm < BOUND_KIB, "2,000,000 entries: peak {hwm} KiB");
+    let (line, hwm) = run_rss_child("walk");
+    eprintln!("a Depth infinity walk of 2,000,000 entries: {line}; VmHWM {hwm} kB");
+    assert!(
+        line.contains("WebDAV walk exceeded 250000 entries (max_entries)"),
+        "{line}"
+    );
+    assert!(hwm < BOUND_KIB, "walk of 2,000,000 entries: peak {hwm} KiB");
     let (line, hwm) = run_rss_child("empty");
     eprintln!("250 MB of empty elements: {line}; VmHWM {hwm} kB");
     assert!(line.contains("read 0 entries"), "{line}");
     assert!(hwm < BOUND_KIB, "250 MB of empty elements: peak {hwm} KiB");
+}
+
+mod props {
+    //! CI-sized properties of the multistatus parser (the fuzz target `multistatus` runs the
+    //! first at length).
+    use loadgen::webdav::{DavClient, parse_multistatus};
+    use proptest::prelude::*;
+
+    /// One listed resource: path segments, collection or file, size, ETag.
+    type Item = (Vec<String>, bool, u64, Option<String>);
+
+    fn item() -> impl Strategy<Value = Item> {
+        (
+            proptest::collection::vec("[a-zA-Z0-9 é&<>'\"%#?.~_-]{1,12}", 1..4),
+            any::<bool>(),
+            any::<u64>(),
+            proptest::option::of("\"[a-z0-9-]{1,10}\""),
+        )
+    }
+
+    fn escape(s: &str) -> String {
+        s.replace('&', "&amp;")
+            .replace('<', "&lt;")
+            .replace('>', "&gt;")
+            .replace('"', "&quot;")
+    }
+
+    /// `items` as a multistatus under prefix `p` (`""` is a default namespace).
+    fn render(items: &[Item], p: &str) -> String {
+        let (decl, q) = if p.is_empty() {
+            ("xmlns=\"DAV:\"".to_owned(), String::new())
+        } else {
+            (format!("xmlns:{p}=\"DAV:\""), format!("{p}:"))
+        };
+        let mut x = format!("<?xml version=\"1.0\"?>\n<{q}multistatus {decl}>");
+        for (segs, dir, size, etag) in items {
+            let href = DavClient::href(&segs.join("/"), *dir);
+            x.push_str(&format!(
+                "<{q}response><{q}href>{}</{q}href><{q}propstat><{q}prop>",
+                escape(&href)
+            ));
+            if *dir {
+                x.push_str(&format!(
+                    "<{q}resourcetype><{q}collection/></{q}resourcetype>"
+                ));
+            } else {
+                x.push_str(&format!(
+                    "<{q}resourcetype/><{q}getcontentlength>{size}</{q}getcontentlength>"
+                ));
+            }
+            if let Some(e) = etag {
+                x.push_str(&format!("<{q}getetag>{}</{q}getetag>", escape(e)));
+            }
+            x.push_str(&format!(
+                "</{q}prop><{q}status>HTTP/1.1 200 OK</{q}status></{q}propstat></{q}response>\n"
+            ));
+        }
+        x.push_str(&format!("</{q}multistatus>"));
+        x
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+
+        #[test]
+        fn arbitrary_bytes_never_panic_and_errors_are_one_line(
+            body in proptest::collection::vec(any::<u8>(), 0..2048),
+        ) {
+            if let Err(e) = parse_multistatus(&body, "PROPFIND /") {
+                let m = e.to_string();
+                prop_assert!(!m.contains('\n') && m.len() < 600, "{m:?}");
+            }
+        }
+
+        #[test]
+        fn mangled_listings_never_panic(
+            items in proptest::collection::vec(item(), 0..8),
+            cut in any::<prop::sample::Index>(),
+            flip in any::<prop::sample::Index>(),
+            byte in any::<u8>(),
+        ) {
+            let mut body = render(&items, "D").into_bytes();
+            let i = flip.index(body.len());
+            body[i] = byte;
+            body.truncate(cut.index(body.len() + 1));
+            if let Err(e) = parse_multistatus(&body, "PROPFIND /") {
+                prop_assert!(!e.to_string().contains('\n'));
+            }
+        }
+
+        #[test]
+        fn generated_listings_round_trip(
+            items in proptest::collection::vec(item(), 0..12),
+            prefix in prop_oneof![Just(""), Just("D"), Just("d"), Just("lp1")],
+        ) {
+            let body = render(&items, prefix);
+            let got = parse_multistatus(body.as_bytes(), "PROPFIND /").unwrap();
+            prop_assert_eq!(got.len(), items.len());
+            for (e, (segs, dir, size, etag)) in got.iter().zip(&items) {
+                let want = segs.join("/");
+                prop_assert_eq!(DavClient::rel_of(&e.path), Some(want.as_str()));
+                prop_assert_eq!(e.is_collection, *dir);
+                prop_assert_eq!(e.size, (!dir).then_some(*size));
+                prop_assert_eq!(&e.etag, etag);
+                prop_assert_eq!(e.status, 200);
+            }
+        }
+    }
 }

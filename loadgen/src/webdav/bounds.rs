@@ -6,12 +6,14 @@
 /// a walk going, nor fill memory with its listing.
 ///
 /// The defaults are sized from the largest vault profile, `vault100k` (100,000 notes at the
-/// real-vault shape: 4 folders per 100 notes, so 4,000 folders, at most 5 deep), with about
-/// four times its figures as headroom for a user's own vault:
+/// real-vault shape: 4 folders per 100 notes, so 4,000 folders, at most 5 deep), with
+/// headroom for a user's own vault:
 /// - requests: a Depth 1 walk makes one PROPFIND per folder and one for the root, 4,001 for
 ///   `vault100k`; 4 × 4,001 ≈ 16,000, rounded up to 16,384;
-/// - entries: 100,000 notes + 4,000 folders = 104,000; 4 × 104,000 ≈ 416,000, rounded up to
-///   500,000 (about 300 bytes each as held, so about 150 MB at the bound);
+/// - entries: 100,000 notes + 4,000 folders = 104,000; 250,000 is 2.4 times that (less
+///   headroom than the others, because entries cost memory: a kept entry is about 370 bytes
+///   with short names — a Depth infinity walk stopped at 500,000 peaked at 186 MB — so the
+///   bound keeps a walk's listing near 100 MB, under the 200 MiB a walk may take);
 /// - depth: real vaults nest 2–5 folders deep and `vault100k` 5; 32 levels;
 /// - path: a vault path is written under the pull's directory, so it cannot pass Linux's
 ///   4,096-byte `PATH_MAX`; the deepest `vault100k` path is about 5 × 20-byte folder names
@@ -32,7 +34,7 @@ pub struct WalkBounds {
 impl WalkBounds {
     pub const DEFAULT: WalkBounds = WalkBounds {
         max_requests: 16_384,
-        max_entries: 500_000,
+        max_entries: 250_000,
         max_depth: 32,
         max_path_bytes: 4096,
     };

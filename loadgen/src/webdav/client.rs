@@ -642,12 +642,12 @@ pub(crate) enum Place<'p> {
 /// Attempts of an operation that must succeed ([`DavClient::call`]).
 pub const ATTEMPTS: u32 = 3;
 
+/// What a streamed PROPFIND hands each entry to.
+type Visit<'v> = dyn FnMut(DavEntry) -> Result<(), DavError> + Send + 'v;
+
 /// Where an attempt puts the answer's body: collected, or (a `207`) parsed as it arrives.
 struct Sink<'v> {
-    parse: Option<(
-        &'v str,
-        &'v mut (dyn FnMut(DavEntry) -> Result<(), DavError> + Send),
-    )>,
+    parse: Option<(&'v str, &'v mut Visit<'v>)>,
     /// Entries handed to the visitor so far, over every attempt.
     delivered: u64,
 }
@@ -725,7 +725,7 @@ async fn collect(
 /// A byte count for messages: `256 MiB`, `4.5 MiB`, `12 bytes`.
 pub(crate) fn fmt_bytes(n: u64) -> String {
     const MIB: u64 = 1024 * 1024;
-    if n >= MIB && n % MIB == 0 {
+    if n >= MIB && n.is_multiple_of(MIB) {
         format!("{} MiB", n / MIB)
     } else if n >= MIB {
         format!("{:.1} MiB", n as f64 / MIB as f64)

@@ -20,7 +20,10 @@
 //!   in flight, the same figure the signed client uses. Pull: a PROPFIND walk, then GET with
 //!   four in flight, each answer's length checked against the listing.
 //! - Operations that must succeed retry a transport error or a 503 up to three attempts
-//!   with 50/100 ms back-off, as the signed client does.
+//!   with 50/100 ms back-off, as the signed client does, all within one deadline; an answer
+//!   over the size cap, a malformed one and a timeout are not retried.
+//! - A walk lists each folder once and stops at its [`WalkBounds`] (requests, entries,
+//!   depth, path length), naming the bound.
 
 mod bounds;
 pub mod client;

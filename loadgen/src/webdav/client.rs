@@ -7,25 +7,30 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use http_body_util::{BodyExt, Full, Limited};
+use http_body_util::{BodyExt, Full};
 use hyper::{Method, Request};
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 
+use super::bounds::WalkBounds;
 use super::error::DavError;
-use super::multistatus::{DavEntry, parse_multistatus};
+use super::multistatus::{self, DavEntry, StreamError, read_multistatus};
 use super::presets::BasicAuth;
 use crate::h1::{self, H1Conn};
 pub use crate::stats::Recorder;
 use crate::stats::Sample;
 use crate::target::Target;
 
-/// Bound on one request, connect to last byte: the signed client's figure.
+/// Bound on one exchange, connect to last byte, every retry included: the signed client's
+/// figure.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 /// Largest answer body read. The hazards profile's biggest attachment is 4.5 MiB and a Depth
-/// infinity listing of a 100,000-note vault is about 60 MB with Apache's allprop answer.
+/// infinity listing of a 100,000-note vault is about 60 MB with Apache's allprop answer. A
+/// multistatus is parsed as it arrives and never held whole, so this caps the time a
+/// listing can take rather than its memory; a collected body (a GET) is held, and a pull
+/// lowers the cap to the size the listing gave ([`DavClient::get_sized`]).
 pub const MAX_ANSWER_BYTES: u64 = 256 * 1024 * 1024;
 
 /// Everything but RFC 3986's unreserved characters is percent-encoded in a path segment.
@@ -72,6 +77,7 @@ pub struct DavAnswer {
 #[derive(Clone)]
 pub struct DavClient {
     inner: Arc<Inner>,
+    walk: WalkBounds,
 }
 
 struct Inner {
@@ -105,6 +111,11 @@ pub struct DavRequest<'a> {
     pub timeout: Duration,
     /// Open loop: the intended send time (coordinated-omission correction).
     pub intended: Option<Instant>,
+    /// Largest answer body accepted ([`MAX_ANSWER_BYTES`] unless the caller knows better);
+    /// a declared `Content-Length` above it is refused before the body is read.
+    pub max_body: u64,
+    /// The cap's name in messages (`MAX_ANSWER_BYTES`).
+    pub cap_name: &'static str,
 }
 
 impl<'a> DavRequest<'a> {
@@ -117,6 +128,8 @@ impl<'a> DavRequest<'a> {
             body: Bytes::new(),
             timeout: REQUEST_TIMEOUT,
             intended: None,
+            max_body: MAX_ANSWER_BYTES,
+            cap_name: "MAX_ANSWER_BYTES",
         }
     }
 }
@@ -153,7 +166,19 @@ impl DavClient {
                 prefix,
                 client,
             }),
+            walk: WalkBounds::DEFAULT,
         }
+    }
+
+    /// This client with other walk bounds ([`WalkBounds::DEFAULT`] unless set).
+    pub fn with_walk_bounds(mut self, bounds: WalkBounds) -> DavClient {
+        self.walk = bounds;
+        self
+    }
+
+    /// The bounds every walk of this client keeps to.
+    pub fn walk_bounds(&self) -> WalkBounds {
+        self.walk
     }
 
     pub fn target(&self) -> &Target {
@@ -185,6 +210,19 @@ impl DavClient {
         DavClient::rel_of(rest)
     }
 
+    /// Where a decoded href path lies: the vault's root, a vault path under it, or outside.
+    pub(crate) fn locate<'p>(&self, path: &'p str) -> Place<'p> {
+        if let Some(rel) = self.rel(path) {
+            return Place::Inside(rel);
+        }
+        let prefix =
+            crate::webdav::multistatus::decode_href(&self.inner.prefix).unwrap_or_default();
+        match path.strip_prefix(prefix.as_str()) {
+            Some(rest) if rest.bytes().all(|b| b == b'/') => Place::Root,
+            _ => Place::Outside,
+        }
+    }
+
     /// `href` (vault-relative, from [`DavClient::href`]) as sent: under the root.
     fn on_wire(&self, href: &str) -> String {
         format!("{}{href}", self.inner.prefix)
@@ -204,8 +242,24 @@ impl DavClient {
     }
 
     /// Sends `req` over the pooled client, times it, counts it in `rec` under `req.route`.
-    /// A non-2xx status is an `Ok` answer; only transport failures are errors (counted too).
+    /// A non-2xx status is an `Ok` answer; only transport failures (and an answer over
+    /// `req.max_body`) are errors (counted too). One attempt, bounded by `req.timeout`.
     pub async fn send(&self, rec: &Recorder, req: &DavRequest<'_>) -> Result<DavAnswer, DavError> {
+        let deadline = Instant::now() + req.timeout;
+        let mut sink = Sink::collect();
+        self.attempt(rec, req, deadline, &mut sink, "").await
+    }
+
+    /// One attempt of `req`, ending by `deadline` whatever the server does (a trickled head
+    /// or body included); `note` says in a timeout's message how the deadline was shared.
+    async fn attempt(
+        &self,
+        rec: &Recorder,
+        req: &DavRequest<'_>,
+        deadline: Instant,
+        sink: &mut Sink<'_>,
+        note: &str,
+    ) -> Result<DavAnswer, DavError> {
         let mut b = Request::builder()
             .method(req.method.clone())
             .uri(self.inner.target.url(&self.on_wire(req.href)));
@@ -228,20 +282,49 @@ impl DavClient {
                 reason: e.to_string(),
             })?;
         let sent = Instant::now();
-        let outcome = tokio::time::timeout(req.timeout, async {
+        let cap = req.max_body;
+        let outcome = tokio::time::timeout_at(deadline.into(), async {
             let resp = self
                 .inner
                 .client
                 .request(request)
                 .await
-                .map_err(|e| (if e.is_connect() { "connect" } else { "io" }, chain(&e)))?;
+                .map_err(|e| Fail::Transport(if e.is_connect() { "connect" } else { "io" }, chain(&e)))?;
             let status = resp.status().as_u16();
-            let body = Limited::new(resp.into_body(), MAX_ANSWER_BYTES as usize)
-                .collect()
-                .await
-                .map_err(|e| ("io", format!("reading the answer: {e}")))?
-                .to_bytes();
-            Ok::<_, (&'static str, String)>((status, body))
+            if let Some(n) = declared_length(resp.headers())
+                && n > cap
+            {
+                return Err(Fail::TooLarge(format!(
+                    "the answer declares Content-Length {n}, over the {} cap ({}); refused before reading its body",
+                    fmt_bytes(cap),
+                    req.cap_name
+                )));
+            }
+            let body = resp.into_body();
+            match sink.parse.as_mut() {
+                Some((what, visit)) if status == 207 => {
+                    let delivered = &mut sink.delivered;
+                    let mut counting = |e: DavEntry| {
+                        *delivered += 1;
+                        visit(e)
+                    };
+                    let (n, _) = read_multistatus(body, cap, what, &mut counting)
+                        .await
+                        .map_err(|e| match e {
+                            StreamError::Read(d) => Fail::Transport("io", d),
+                            StreamError::TooLarge(d) => Fail::TooLarge(d),
+                            StreamError::Answer(e) => Fail::Answer(e),
+                        })?;
+                    Ok((status, Bytes::new(), n))
+                }
+                _ => {
+                    // An error answer is read for its message only: its first 64 KiB.
+                    let keep = if (200..300).contains(&status) { None } else { Some(64 * 1024) };
+                    let body = collect(body, cap, req.cap_name, keep).await?;
+                    let n = body.len() as u64;
+                    Ok((status, body, n))
+                }
+            }
         })
         .await;
         let done = Instant::now();
@@ -254,20 +337,36 @@ impl DavClient {
             sign: None,
         };
         match outcome {
-            Ok(Ok((status, body))) => {
-                rec.record(req.route, &status.to_string(), sample(body.len() as u64));
+            Ok(Ok((status, body, n))) => {
+                rec.record(req.route, &status.to_string(), sample(n));
                 Ok(DavAnswer { status, body })
             }
-            Ok(Err((kind, detail))) => {
+            Ok(Err(Fail::Transport(kind, detail))) => {
                 rec.record(req.route, kind, sample(0));
                 Err(self.transport(req, kind, detail))
             }
+            Ok(Err(Fail::TooLarge(detail))) => {
+                rec.record(req.route, "too-large", sample(0));
+                Err(DavError::TooLarge {
+                    route: req.route.to_owned(),
+                    path: req.href.to_owned(),
+                    detail,
+                })
+            }
+            Ok(Err(Fail::Answer(e))) => {
+                rec.record(req.route, "bad-answer", sample(0));
+                Err(e)
+            }
             Err(_) => {
                 rec.record(req.route, "timeout", sample(0));
+                let budget = deadline.saturating_duration_since(sent);
                 Err(self.transport(
                     req,
                     "timeout",
-                    format!("no answer within {:?}", req.timeout),
+                    format!(
+                        "no complete answer within the {:?} deadline{note} ({:?} left for this attempt)",
+                        req.timeout, budget
+                    ),
                 ))
             }
         }
@@ -282,25 +381,46 @@ impl DavClient {
         }
     }
 
-    /// [`DavClient::send`] with retries (transport error or 503, three attempts, 50/100 ms
-    /// back-off), then a check that the status is one of `ok`.
+    /// [`DavClient::send`] with retries (transport error or 503, [`ATTEMPTS`] attempts,
+    /// 50/100 ms back-off) that share ONE deadline, `req.timeout` from the first attempt:
+    /// a server that answers slowly cannot stretch an exchange to three times its bound.
+    /// Then a check that the status is one of `ok`. An answer over the cap, a malformed one
+    /// and a timeout are not retried.
     pub async fn call(
         &self,
         rec: &Recorder,
         req: &DavRequest<'_>,
         ok: &[u16],
     ) -> Result<DavAnswer, DavError> {
-        let mut attempt = 0;
+        self.call_into(rec, req, ok, &mut Sink::collect()).await
+    }
+
+    async fn call_into(
+        &self,
+        rec: &Recorder,
+        req: &DavRequest<'_>,
+        ok: &[u16],
+        sink: &mut Sink<'_>,
+    ) -> Result<DavAnswer, DavError> {
+        let deadline = Instant::now() + req.timeout;
+        let note = format!(" shared by up to {ATTEMPTS} attempts");
+        let mut attempt = 0u32;
         loop {
             attempt += 1;
-            let res = self.send(rec, req).await;
+            let res = self.attempt(rec, req, deadline, sink, &note).await;
             let retry = match &res {
-                Err(DavError::Transport { .. }) => true,
+                Err(DavError::Transport { kind, .. }) => *kind != "timeout",
                 Ok(a) => a.status == 503,
                 Err(_) => false,
             };
-            if retry && attempt < 3 {
-                tokio::time::sleep(Duration::from_millis(50 << (attempt - 1))).await;
+            // Entries already handed on cannot be taken back: such an answer is not retried.
+            let backoff = Duration::from_millis(50 << (attempt - 1).min(4));
+            if retry
+                && attempt < ATTEMPTS
+                && sink.delivered == 0
+                && Instant::now() + backoff < deadline
+            {
+                tokio::time::sleep(backoff).await;
                 continue;
             }
             let a = res?;
@@ -336,24 +456,67 @@ impl DavClient {
 
     /// `GET` of file `rel`.
     pub async fn get(&self, rec: &Recorder, rel: &str) -> Result<Bytes, DavError> {
+        self.get_sized(rec, rel, None).await
+    }
+
+    /// `GET` of file `rel` whose listing said `size` bytes: an answer that declares or sends
+    /// more is refused as it arrives (so a file never costs more memory than its listing
+    /// said), not after it was read whole.
+    pub async fn get_sized(
+        &self,
+        rec: &Recorder,
+        rel: &str,
+        size: Option<u64>,
+    ) -> Result<Bytes, DavError> {
         let href = DavClient::href(rel, false);
-        let req = DavRequest::new("get-file", Method::GET, &href);
+        let mut req = DavRequest::new("get-file", Method::GET, &href);
+        if let Some(n) = size
+            && n < req.max_body
+        {
+            req.max_body = n;
+            req.cap_name = "the size its listing gave";
+        }
         Ok(self.call(rec, &req, &[200]).await?.body)
     }
 
-    /// `PROPFIND` of folder `rel` ("" = root) at `depth`, parsed.
+    /// `PROPFIND` of folder `rel` ("" = root) at `depth`, parsed (the whole listing held; a
+    /// walk uses [`DavClient::propfind_each`]).
     pub async fn propfind(
         &self,
         rec: &Recorder,
         rel: &str,
         depth: Depth,
     ) -> Result<Vec<DavEntry>, DavError> {
+        let mut out = Vec::new();
+        self.propfind_each(rec, rel, depth, &mut |e| {
+            out.push(e);
+            Ok(())
+        })
+        .await?;
+        Ok(out)
+    }
+
+    /// `PROPFIND` of folder `rel` ("" = root) at `depth`, its answer parsed as it arrives:
+    /// each entry goes to `visit` once its `</response>` is read, so the answer is never held
+    /// whole (an error from `visit` stops the request). Returns the entries read.
+    pub async fn propfind_each(
+        &self,
+        rec: &Recorder,
+        rel: &str,
+        depth: Depth,
+        visit: &mut (dyn FnMut(DavEntry) -> Result<(), DavError> + Send),
+    ) -> Result<u64, DavError> {
         let href = DavClient::href(rel, true);
         let mut req = DavRequest::new(depth.route(), method("PROPFIND"), &href);
         req.headers.push(("accept", "text/plain".to_owned()));
         req.headers.push(("depth", depth.header().to_owned()));
-        let a = self.call(rec, &req, &[207]).await?;
-        parse_multistatus(&a.body, &format!("PROPFIND {href}"))
+        let what = format!("PROPFIND {}", multistatus::clip(&href, 200));
+        let mut sink = Sink {
+            parse: Some((&what, visit)),
+            delivered: 0,
+        };
+        self.call_into(rec, &req, &[207], &mut sink).await?;
+        Ok(sink.delivered)
     }
 
     /// `MOVE` of `from` to `to` (a folder when `collection`), overwriting as the `webdav`
@@ -426,9 +589,12 @@ impl DavClient {
     ) -> Result<u16, DavError> {
         self.write_request(req, conn.request_buf());
         let sent = Instant::now();
-        let outcome = tokio::time::timeout(
-            req.timeout,
-            conn.roundtrip(req.method == Method::HEAD, MAX_ANSWER_BYTES),
+        // One deadline over the whole round trip (connect, head, body), however slowly the
+        // server trickles; the connection drops an exchange cut off half-way.
+        let deadline = sent + req.timeout;
+        let outcome = tokio::time::timeout_at(
+            deadline.into(),
+            conn.roundtrip(req.method == Method::HEAD, req.max_body),
         )
         .await;
         let done = Instant::now();
@@ -458,10 +624,113 @@ impl DavClient {
                 Err(self.transport(
                     req,
                     "timeout",
-                    format!("no answer within {:?}", req.timeout),
+                    format!("no complete answer within the {:?} deadline", req.timeout),
                 ))
             }
         }
+    }
+}
+
+/// Where a listed path lies ([`DavClient::locate`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Place<'p> {
+    Root,
+    Inside(&'p str),
+    Outside,
+}
+
+/// Attempts of an operation that must succeed ([`DavClient::call`]).
+pub const ATTEMPTS: u32 = 3;
+
+/// What a streamed PROPFIND hands each entry to.
+type Visit<'v> = dyn FnMut(DavEntry) -> Result<(), DavError> + Send + 'v;
+
+/// Where an attempt puts the answer's body: collected, or (a `207`) parsed as it arrives.
+struct Sink<'v> {
+    parse: Option<(&'v str, &'v mut Visit<'v>)>,
+    /// Entries handed to the visitor so far, over every attempt.
+    delivered: u64,
+}
+
+impl Sink<'_> {
+    fn collect() -> Sink<'static> {
+        Sink {
+            parse: None,
+            delivered: 0,
+        }
+    }
+}
+
+/// Why one attempt failed.
+enum Fail {
+    Transport(&'static str, String),
+    TooLarge(String),
+    Answer(DavError),
+}
+
+/// The answer's declared `Content-Length`, when it has one that reads as a number.
+fn declared_length(h: &hyper::HeaderMap) -> Option<u64> {
+    h.get(hyper::header::CONTENT_LENGTH)?
+        .to_str()
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+}
+
+/// Reads a body whole, refusing it as soon as it passes `cap`; with `keep`, only its first
+/// `keep` bytes (the rest is not read: the connection is dropped).
+async fn collect(
+    mut body: hyper::body::Incoming,
+    cap: u64,
+    cap_name: &str,
+    keep: Option<usize>,
+) -> Result<Bytes, Fail> {
+    let mut first: Option<Bytes> = None;
+    let mut buf: Vec<u8> = Vec::new();
+    let mut seen = 0u64;
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|e| Fail::Transport("io", format!("reading the answer: {e}")))?;
+        let Ok(data) = frame.into_data() else {
+            continue;
+        };
+        seen = seen.saturating_add(data.len() as u64);
+        if let Some(k) = keep
+            && seen > k as u64
+        {
+            let mut all = first.take().map(Vec::from).unwrap_or(buf);
+            all.extend_from_slice(&data);
+            all.truncate(k);
+            return Ok(Bytes::from(all));
+        }
+        if seen > cap {
+            return Err(Fail::TooLarge(format!(
+                "the answer's body passed the {} cap ({cap_name})",
+                fmt_bytes(cap)
+            )));
+        }
+        // One frame (the common case for small answers) is kept without a copy.
+        match first.take() {
+            None if buf.is_empty() => first = Some(data),
+            Some(f) => {
+                buf.extend_from_slice(&f);
+                buf.extend_from_slice(&data);
+            }
+            None => buf.extend_from_slice(&data),
+        }
+    }
+    Ok(first.unwrap_or_else(|| Bytes::from(buf)))
+}
+
+/// A byte count for messages: `256 MiB`, `4.5 MiB`, `12 bytes`.
+pub(crate) fn fmt_bytes(n: u64) -> String {
+    const MIB: u64 = 1024 * 1024;
+    if n >= MIB && n.is_multiple_of(MIB) {
+        format!("{} MiB", n / MIB)
+    } else if n >= MIB {
+        format!("{:.1} MiB", n as f64 / MIB as f64)
+    } else {
+        format!("{n} bytes")
     }
 }
 

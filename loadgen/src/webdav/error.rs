@@ -31,6 +31,30 @@ pub enum DavError {
     },
     #[error("{what}: {reason}")]
     Invalid { what: String, reason: String },
+    /// An answer over the size cap: refused when its `Content-Length` says so, before its body
+    /// is read, or when its body passes the cap. Never retried (it would be as big again).
+    #[error("{route} {path}: {detail}")]
+    TooLarge {
+        route: String,
+        path: String,
+        detail: String,
+    },
+    /// A walk that passed one of its bounds (`ops::WalkBounds`): the server lists more, or
+    /// deeper, than any vault the harness makes, or lists in a cycle.
+    #[error("WebDAV walk exceeded {limit} {what} ({bound}): {detail}")]
+    Walk {
+        /// The bound's value.
+        limit: u64,
+        /// What it counts (`PROPFIND requests`, `folder levels`).
+        what: &'static str,
+        /// The bound's name, as it is set.
+        bound: &'static str,
+        detail: String,
+    },
+    /// A walk's listing broke the protocol in a way no bound needs to catch (an entry outside
+    /// the listed folder, a `..` segment).
+    #[error("WebDAV walk: {detail}")]
+    Listing { detail: String },
 }
 
 impl DavError {

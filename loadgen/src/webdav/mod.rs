@@ -20,8 +20,12 @@
 //!   in flight, the same figure the signed client uses. Pull: a PROPFIND walk, then GET with
 //!   four in flight, each answer's length checked against the listing.
 //! - Operations that must succeed retry a transport error or a 503 up to three attempts
-//!   with 50/100 ms back-off, as the signed client does.
+//!   with 50/100 ms back-off, as the signed client does, all within one deadline; an answer
+//!   over the size cap, a malformed one and a timeout are not retried.
+//! - A walk lists each folder once and stops at its [`WalkBounds`] (requests, entries,
+//!   depth, path length), naming the bound.
 
+mod bounds;
 pub mod client;
 mod error;
 pub mod multistatus;
@@ -29,9 +33,10 @@ pub mod ops;
 pub mod presets;
 pub mod route;
 
+pub use bounds::WalkBounds;
 pub use client::{DavAnswer, DavClient, Depth};
 pub use error::DavError;
-pub use multistatus::{DavEntry, parse_multistatus};
+pub use multistatus::{DavEntry, parse_multistatus, parse_multistatus_each};
 pub use ops::{
     Listing, PollReport, poll_until_changed, pull_vault, push_vault, rename, resync, walk,
 };

@@ -1,23 +1,51 @@
-//! PROPFIND answers: a `207 Multi-Status` body (RFC 4918 §13, §14.16) parsed into one
-//! [`DavEntry`] per `<response>`.
+//! PROPFIND answers: a `207 Multi-Status` body (RFC 4918 §13, §14.16) read as a stream, one
+//! [`DavEntry`] per `<response>` handed to the caller as soon as its end tag is read.
 //!
-//! The XML is read with `roxmltree`, a read-only DOM with no dependencies of its own: a
-//! multistatus is small enough to hold whole (a Depth 1 listing of a 10,000-note folder is a
-//! few MB), and roxmltree resolves namespaces itself, which matters because servers spell the
-//! `DAV:` prefix differently (`D:` from Apache, nginx and rclone, `d:` or a default namespace
-//! elsewhere). It refuses DTDs by default, so an answer cannot expand entities without bound.
+//! The XML is read with `quick-xml`'s namespace-resolving pull parser, never as a tree: a
+//! roxmltree DOM of a 250 MB answer of empty elements was 18× the body, and even a well-formed
+//! 2,000,000-entry listing was 1.4 GB. What this module holds at once is bounded by design:
+//! the current body frame, one XML token (at most [`MAX_TOKEN_BYTES`]), the open elements (at
+//! most [`MAX_NESTING`]), the text of one field (at most [`MAX_TEXT_BYTES`]) and the entry
+//! being built — about 2 MiB whatever the answer's size; what the caller keeps of the entries
+//! is the caller's (the walk bounds it, `ops::WalkBounds`).
+//!
+//! Namespaces are resolved, not spelled: servers write the `DAV:` prefix differently (`D:`
+//! from Apache, nginx and rclone, `d:`, `lp1:`, or a default namespace elsewhere), and only the
+//! namespace decides. A DTD is refused (an answer cannot define entities, so it cannot expand
+//! them without bound), and so is any entity but XML's five and character references.
 //!
 //! Hrefs are percent-decoded to bytes and then read as UTF-8, nothing more: an NFD name stays
 //! NFD, so two names that differ only in normalisation stay two entries (a sync client that
 //! normalised would merge them).
 
 use std::borrow::Cow;
+use std::pin::Pin;
+use std::task::{Context, Poll, ready};
 
-use roxmltree::{Document, Node};
+use bytes::{Buf, Bytes};
+use quick_xml::NsReader;
+use quick_xml::events::Event;
+use quick_xml::name::ResolveResult;
 
 use super::error::DavError;
 
 const DAV: &str = "DAV:";
+
+/// Deepest element nesting read. A multistatus is six levels deep
+/// (`multistatus/response/propstat/prop/resourcetype/collection`) and the deepest live
+/// property RFC 4918 defines (`lockdiscovery/activelock/owner/href`) about nine; 64 leaves
+/// room for any dead property a client stored, and stops a server's endless nesting before
+/// the parser's stack of open names grows with it.
+pub const MAX_NESTING: usize = 64;
+/// Longest text kept for one field (an href, a status line, a length, an ETag, a date). The
+/// longest vault path a pull can write is 4,096 bytes (`PATH_MAX`), at most 12 KiB once
+/// percent-encoded; 64 KiB leaves room for a long server prefix.
+pub const MAX_TEXT_BYTES: usize = 64 * 1024;
+/// Longest single XML token (a tag with its attributes, a run of text, a comment) read. A
+/// real answer's longest token is an href's text (see [`MAX_TEXT_BYTES`]); a server that
+/// sends one unbroken token of hundreds of MB is refused when it passes this, before it is
+/// held.
+pub const MAX_TOKEN_BYTES: u64 = 1024 * 1024;
 
 /// One resource in a multistatus answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -49,106 +77,597 @@ impl DavEntry {
     }
 }
 
-/// Parses a `207 Multi-Status` body. `what` names the request in errors.
+/// Parses a whole `207 Multi-Status` body held in memory. `what` names the request in
+/// errors.
 pub fn parse_multistatus(body: &[u8], what: &str) -> Result<Vec<DavEntry>, DavError> {
+    let mut out = Vec::new();
+    parse_multistatus_each(body, what, &mut |e| {
+        out.push(e);
+        Ok(())
+    })?;
+    Ok(out)
+}
+
+/// Parses a `207 Multi-Status` body held in memory, handing each entry to `visit` as it is
+/// read (an error from `visit` stops the parse and is returned). Returns the entries read.
+pub fn parse_multistatus_each(
+    body: &[u8],
+    what: &str,
+    visit: &mut dyn FnMut(DavEntry) -> Result<(), DavError>,
+) -> Result<u64, DavError> {
     let bad = |reason: String| DavError::BadMultistatus {
         what: what.to_owned(),
         reason,
     };
-    let text = std::str::from_utf8(body)
-        .map_err(|e| bad(format!("not UTF-8 at byte {}", e.valid_up_to())))?;
-    let doc = Document::parse(text).map_err(|e| bad(format!("not XML: {e}")))?;
-    let root = doc.root_element();
-    if !is_dav(root, "multistatus") {
-        return Err(bad(format!(
-            "root element is <{}>, not DAV: multistatus",
-            root.tag_name().name()
-        )));
-    }
-    let mut out = Vec::new();
-    for resp in root.children().filter(|n| is_dav(*n, "response")) {
-        out.push(parse_response(resp).map_err(bad)?);
-    }
-    Ok(out)
-}
-
-fn is_dav(n: Node, local: &str) -> bool {
-    n.is_element() && n.tag_name().name() == local && n.tag_name().namespace() == Some(DAV)
-}
-
-fn dav_child<'a, 'i>(n: Node<'a, 'i>, local: &str) -> Option<Node<'a, 'i>> {
-    n.children().find(|c| is_dav(*c, local))
-}
-
-/// All text inside `n`, trimmed.
-fn text_of(n: Node) -> String {
-    let mut s = String::new();
-    for d in n.descendants().filter(|d| d.is_text()) {
-        s.push_str(d.text().unwrap_or_default());
-    }
-    s.trim().to_owned()
-}
-
-fn parse_response(resp: Node) -> Result<DavEntry, String> {
-    let href_node = dav_child(resp, "href").ok_or("a <response> without an <href>")?;
-    let href = text_of(href_node);
-    let path = decode_href(&href)?;
-    let mut entry = DavEntry {
-        href,
-        path,
-        is_collection: false,
-        size: None,
-        etag: None,
-        last_modified: None,
-        status: 0,
-    };
-    // Either propstats (one per status) or a bare status (RFC 4918 §14.24).
-    let mut ok_props = false;
-    for ps in resp.children().filter(|n| is_dav(*n, "propstat")) {
-        let status = dav_child(ps, "status")
-            .map(|s| parse_status_line(&text_of(s)))
-            .transpose()?
-            .unwrap_or(200);
-        if !(200..300).contains(&status) {
-            if entry.status == 0 {
-                entry.status = status;
-            }
-            continue;
+    let mut reader = NsReader::from_reader(Counted::new(body));
+    let mut machine = Machine::default();
+    let mut buf = Vec::new();
+    loop {
+        buf.clear();
+        reader.get_mut().mark();
+        let (ns, ev) = reader
+            .read_resolved_event_into(&mut buf)
+            .map_err(|e| bad(xml_error(&e)))?;
+        match machine.event(&ns, ev).map_err(bad)? {
+            Step::More => {}
+            Step::Entry(e) => visit(*e)?,
+            Step::Done => return Ok(machine.entries),
         }
-        ok_props = true;
-        entry.status = status;
-        let Some(prop) = dav_child(ps, "prop") else {
-            continue;
-        };
-        for p in prop.children().filter(|n| n.is_element()) {
-            if p.tag_name().namespace() != Some(DAV) {
-                continue;
+    }
+}
+
+/// Reads a `207 Multi-Status` answer's body frame by frame, at most `cap` bytes of it, handing
+/// each entry to `visit` as its `</response>` arrives. Returns the body bytes read and the
+/// entries read.
+pub(crate) async fn read_multistatus<B>(
+    body: B,
+    cap: u64,
+    what: &str,
+    visit: &mut (dyn FnMut(DavEntry) -> Result<(), DavError> + Send),
+) -> Result<(u64, u64), StreamError>
+where
+    B: hyper::body::Body<Data = Bytes> + Unpin,
+    B::Error: std::fmt::Display,
+{
+    let bad = |reason: String| {
+        StreamError::Answer(DavError::BadMultistatus {
+            what: what.to_owned(),
+            reason,
+        })
+    };
+    let mut reader = NsReader::from_reader(BodyReader {
+        body,
+        frame: Bytes::new(),
+        cap,
+        count: Counter::default(),
+        failure: None,
+        done: false,
+    });
+    let mut machine = Machine::default();
+    let mut buf = Vec::new();
+    loop {
+        buf.clear();
+        reader.get_mut().count.mark();
+        let res = reader.read_resolved_event_into_async(&mut buf).await;
+        let (ns, ev) = match res {
+            Ok(x) => x,
+            Err(e) => {
+                // A failure of the body itself (or the cap) is the reader's, not the XML's.
+                return Err(match reader.get_mut().failure.take() {
+                    Some(Failure::Read(d)) => StreamError::Read(d),
+                    Some(Failure::TooLarge(d)) => StreamError::TooLarge(d),
+                    Some(Failure::Token(d)) => bad(d),
+                    None => bad(xml_error(&e)),
+                });
             }
-            match p.tag_name().name() {
-                "resourcetype" => entry.is_collection = dav_child(p, "collection").is_some(),
-                "getcontentlength" => {
-                    let t = text_of(p);
-                    if !t.is_empty() {
-                        entry.size = Some(t.parse().map_err(|_| {
-                            format!("bad getcontentlength {t:?} for {}", entry.href)
-                        })?);
+        };
+        match machine.event(&ns, ev).map_err(bad)? {
+            Step::More => {}
+            Step::Entry(e) => visit(*e).map_err(StreamError::Answer)?,
+            Step::Done => return Ok((reader.get_ref().count.total, machine.entries)),
+        }
+    }
+}
+
+/// Why a streamed multistatus stopped.
+#[derive(Debug)]
+pub(crate) enum StreamError {
+    /// The body could not be read (the connection failed mid-answer): a transport failure.
+    Read(String),
+    /// The body passed the size cap (the detail names it).
+    TooLarge(String),
+    /// The answer was malformed, or the caller's visitor refused an entry.
+    Answer(DavError),
+}
+
+/// Bytes consumed in total, and since the current token began.
+#[derive(Default)]
+struct Counter {
+    total: u64,
+    at_mark: u64,
+}
+
+impl Counter {
+    fn mark(&mut self) {
+        self.at_mark = self.total;
+    }
+
+    /// An error when the current token has passed [`MAX_TOKEN_BYTES`].
+    fn check(&self) -> Result<(), String> {
+        if self.total.saturating_sub(self.at_mark) > MAX_TOKEN_BYTES {
+            return Err(format!(
+                "one XML token is over {MAX_TOKEN_BYTES} bytes (MAX_TOKEN_BYTES)"
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// A `BufRead` over a slice that refuses a token over [`MAX_TOKEN_BYTES`] (the in-memory
+/// parse applies the same bounds as the streamed one).
+struct Counted<'a> {
+    rest: &'a [u8],
+    count: Counter,
+}
+
+impl<'a> Counted<'a> {
+    fn new(rest: &'a [u8]) -> Counted<'a> {
+        Counted {
+            rest,
+            count: Counter::default(),
+        }
+    }
+
+    fn mark(&mut self) {
+        self.count.mark();
+    }
+}
+
+impl std::io::Read for Counted<'_> {
+    fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+        let n = std::io::BufRead::fill_buf(self)?.len().min(out.len());
+        out[..n].copy_from_slice(&self.rest[..n]);
+        std::io::BufRead::consume(self, n);
+        Ok(n)
+    }
+}
+
+impl std::io::BufRead for Counted<'_> {
+    fn fill_buf(&mut self) -> std::io::Result<&[u8]> {
+        self.count.check().map_err(std::io::Error::other)?;
+        // Hand out at most 64 KiB at a time, so a long token is noticed near the bound.
+        Ok(&self.rest[..self.rest.len().min(64 * 1024)])
+    }
+
+    fn consume(&mut self, amt: usize) {
+        let amt = amt.min(self.rest.len());
+        self.rest = &self.rest[amt..];
+        self.count.total = self.count.total.saturating_add(amt as u64);
+    }
+}
+
+/// A tokio `AsyncBufRead` over an HTTP body's data frames: holds one frame at a time, stops
+/// at `cap` bytes and at a token over [`MAX_TOKEN_BYTES`]. Why it stopped is kept in
+/// `failure`, since the XML reader only passes an `io::Error` on.
+struct BodyReader<B> {
+    body: B,
+    frame: Bytes,
+    cap: u64,
+    count: Counter,
+    failure: Option<Failure>,
+    done: bool,
+}
+
+/// Why a [`BodyReader`] stopped.
+enum Failure {
+    Read(String),
+    TooLarge(String),
+    Token(String),
+}
+
+impl<B> tokio::io::AsyncRead for BodyReader<B>
+where
+    B: hyper::body::Body<Data = Bytes> + Unpin,
+    B::Error: std::fmt::Display,
+{
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        out: &mut tokio::io::ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let data = ready!(tokio::io::AsyncBufRead::poll_fill_buf(self.as_mut(), cx))?;
+        let n = data.len().min(out.remaining());
+        out.put_slice(&data[..n]);
+        tokio::io::AsyncBufRead::consume(self, n);
+        Poll::Ready(Ok(()))
+    }
+}
+
+impl<B> tokio::io::AsyncBufRead for BodyReader<B>
+where
+    B: hyper::body::Body<Data = Bytes> + Unpin,
+    B::Error: std::fmt::Display,
+{
+    fn poll_fill_buf(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<&[u8]>> {
+        let this = self.get_mut();
+        if let Err(e) = this.count.check() {
+            this.failure = Some(Failure::Token(e.clone()));
+            return Poll::Ready(Err(std::io::Error::other(e)));
+        }
+        while this.frame.is_empty() && !this.done {
+            match ready!(Pin::new(&mut this.body).poll_frame(cx)) {
+                None => this.done = true,
+                Some(Err(e)) => {
+                    let detail = format!("reading the answer: {e}");
+                    this.failure = Some(Failure::Read(detail.clone()));
+                    return Poll::Ready(Err(std::io::Error::other(detail)));
+                }
+                Some(Ok(frame)) => {
+                    let Ok(data) = frame.into_data() else {
+                        continue; // trailers
+                    };
+                    let seen = this.count.total.saturating_add(data.len() as u64);
+                    if seen > this.cap {
+                        let detail = format!(
+                            "the answer's body passed the {} cap (MAX_ANSWER_BYTES)",
+                            super::client::fmt_bytes(this.cap)
+                        );
+                        this.failure = Some(Failure::TooLarge(detail.clone()));
+                        return Poll::Ready(Err(std::io::Error::other(detail)));
+                    }
+                    this.frame = data;
+                }
+            }
+        }
+        Poll::Ready(Ok(&this.frame[..]))
+    }
+
+    fn consume(self: Pin<&mut Self>, amt: usize) {
+        let this = self.get_mut();
+        let amt = amt.min(this.frame.len());
+        this.frame.advance(amt);
+        this.count.total = this.count.total.saturating_add(amt as u64);
+    }
+}
+
+/// quick-xml's error on one line, without its byte position when it has none to say.
+fn xml_error(e: &quick_xml::Error) -> String {
+    let s = e.to_string().replace(['\n', '\r'], " ");
+    format!("not well-formed XML: {}", clip(&s, 200))
+}
+
+/// `s` on one line and at most `max` bytes (cut at a character boundary, marked with `…`):
+/// a server's text in a message must not make the message long.
+pub(crate) fn clip(s: &str, max: usize) -> String {
+    let one_line: String = s
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    if one_line.len() <= max {
+        return one_line;
+    }
+    let mut end = max;
+    while !one_line.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &one_line[..end])
+}
+
+/// What one element is, by its place in the answer (only the `DAV:` names matter).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Tag {
+    Multistatus,
+    Response,
+    Href,
+    /// A `<status>` of a `<response>` (one without propstats).
+    RespStatus,
+    Propstat,
+    PsStatus,
+    Prop,
+    ResourceType,
+    Collection,
+    ContentLength,
+    Etag,
+    LastModified,
+    /// Anything else (other namespaces, other properties, `responsedescription`).
+    Other,
+}
+
+impl Tag {
+    /// Whether the element's text is kept.
+    fn keeps_text(self) -> bool {
+        matches!(
+            self,
+            Tag::Href
+                | Tag::RespStatus
+                | Tag::PsStatus
+                | Tag::ContentLength
+                | Tag::Etag
+                | Tag::LastModified
+        )
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Tag::Href => "href",
+            Tag::RespStatus | Tag::PsStatus => "status",
+            Tag::ContentLength => "getcontentlength",
+            Tag::Etag => "getetag",
+            Tag::LastModified => "getlastmodified",
+            _ => "element",
+        }
+    }
+}
+
+/// The properties of one `<propstat>`, kept until its status is known (it may come last).
+#[derive(Default)]
+struct Props {
+    status: Option<u16>,
+    is_collection: bool,
+    size: Option<u64>,
+    etag: Option<String>,
+    last_modified: Option<String>,
+}
+
+/// The `<response>` being read.
+#[derive(Default)]
+struct Resp {
+    href: Option<String>,
+    own_status: Option<u16>,
+    status: u16,
+    ok_props: bool,
+    is_collection: bool,
+    size: Option<u64>,
+    etag: Option<String>,
+    last_modified: Option<String>,
+}
+
+enum Step {
+    More,
+    Entry(Box<DavEntry>),
+    Done,
+}
+
+/// The multistatus grammar over the reader's events: a stack of the open elements' roles,
+/// the text of the field being read, the response and propstat being built.
+#[derive(Default)]
+struct Machine {
+    stack: Vec<Tag>,
+    text: String,
+    resp: Option<Resp>,
+    props: Option<Props>,
+    root_seen: bool,
+    root_closed: bool,
+    entries: u64,
+}
+
+impl Machine {
+    fn event(&mut self, ns: &ResolveResult, ev: Event) -> Result<Step, String> {
+        let dav = matches!(ns, ResolveResult::Bound(n) if n.as_ref() == DAV);
+        match ev {
+            Event::Start(e) => {
+                let local = e.local_name();
+                self.open(dav, local.as_ref())?;
+            }
+            Event::Empty(e) => {
+                let local = e.local_name();
+                self.open(dav, local.as_ref())?;
+                return self.close();
+            }
+            Event::End(_) => return self.close(),
+            Event::Text(t) => self.push_text(&t.xml10_content())?,
+            Event::CData(t) => self.push_text(&t.xml10_content())?,
+            Event::GeneralRef(r) => {
+                let c = match r.resolve_char_ref() {
+                    Ok(Some(c)) => c,
+                    Ok(None) => match r.as_ref() {
+                        "amp" => '&',
+                        "lt" => '<',
+                        "gt" => '>',
+                        "apos" => '\'',
+                        "quot" => '"',
+                        other => {
+                            return Err(format!("undefined entity &{};", clip(other, 40)));
+                        }
+                    },
+                    Err(_) => return Err(format!("bad character reference &{};", clip(&r, 40))),
+                };
+                self.push_text(c.encode_utf8(&mut [0; 4]))?;
+            }
+            Event::DocType(_) => {
+                return Err("has a DTD (refused: an answer may not define entities)".into());
+            }
+            Event::Eof => {
+                return match self.stack.last() {
+                    None if self.root_closed => Ok(Step::Done),
+                    Some(_) => Err("truncated: the body ended inside the root element".into()),
+                    None => Err("no root element".into()),
+                };
+            }
+            Event::Decl(_) | Event::PI(_) | Event::Comment(_) => {}
+        }
+        Ok(Step::More)
+    }
+
+    fn open(&mut self, dav: bool, local: &str) -> Result<(), String> {
+        if self.stack.len() >= MAX_NESTING {
+            return Err(format!(
+                "elements nested deeper than {MAX_NESTING} (MAX_NESTING)"
+            ));
+        }
+        let tag = match self.stack.last() {
+            None if self.root_seen => return Err("a second root element".into()),
+            None if dav && local == "multistatus" => {
+                self.root_seen = true;
+                Tag::Multistatus
+            }
+            None => {
+                return Err(format!(
+                    "root element is <{}>, not DAV: multistatus",
+                    clip(local, 60)
+                ));
+            }
+            Some(Tag::Multistatus) if dav && local == "response" => {
+                self.resp = Some(Resp::default());
+                Tag::Response
+            }
+            Some(Tag::Response) if dav => match local {
+                "href" if self.resp.as_ref().is_some_and(|r| r.href.is_none()) => Tag::Href,
+                "propstat" => {
+                    self.props = Some(Props::default());
+                    Tag::Propstat
+                }
+                "status" => Tag::RespStatus,
+                _ => Tag::Other,
+            },
+            Some(Tag::Propstat) if dav && local == "prop" => Tag::Prop,
+            Some(Tag::Propstat) if dav && local == "status" => Tag::PsStatus,
+            Some(Tag::Prop) if dav => match local {
+                "resourcetype" => Tag::ResourceType,
+                "getcontentlength" => Tag::ContentLength,
+                "getetag" => Tag::Etag,
+                "getlastmodified" => Tag::LastModified,
+                _ => Tag::Other,
+            },
+            Some(Tag::ResourceType) if dav && local == "collection" => Tag::Collection,
+            _ => Tag::Other,
+        };
+        if tag.keeps_text() {
+            self.text.clear();
+        }
+        self.stack.push(tag);
+        Ok(())
+    }
+
+    fn push_text(&mut self, s: &str) -> Result<(), String> {
+        let Some(&tag) = self.stack.last() else {
+            return Ok(());
+        };
+        if !tag.keeps_text() {
+            return Ok(());
+        }
+        if self.text.len().saturating_add(s.len()) > MAX_TEXT_BYTES {
+            return Err(format!(
+                "a <{}> over {MAX_TEXT_BYTES} bytes (MAX_TEXT_BYTES)",
+                tag.name()
+            ));
+        }
+        self.text.push_str(s);
+        Ok(())
+    }
+
+    fn close(&mut self) -> Result<Step, String> {
+        let Some(tag) = self.stack.pop() else {
+            return Err("an end tag without a start".into());
+        };
+        let text = || self.text.trim().to_owned();
+        match tag {
+            Tag::Multistatus => self.root_closed = true,
+            Tag::Href => {
+                let t = text();
+                if let Some(r) = self.resp.as_mut() {
+                    r.href = Some(t);
+                }
+            }
+            Tag::RespStatus => {
+                let s = parse_status_line(&text())?;
+                if let Some(r) = self.resp.as_mut() {
+                    r.own_status = Some(s);
+                }
+            }
+            Tag::PsStatus => {
+                let s = parse_status_line(&text())?;
+                if let Some(p) = self.props.as_mut() {
+                    p.status = Some(s);
+                }
+            }
+            Tag::Collection => {
+                if let Some(p) = self.props.as_mut() {
+                    p.is_collection = true;
+                }
+            }
+            Tag::ContentLength => {
+                let t = text();
+                if !t.is_empty() {
+                    let n = t.parse::<u64>().map_err(|_| {
+                        format!(
+                            "bad getcontentlength {:?} for {}",
+                            clip(&t, 40),
+                            self.href_for_errors()
+                        )
+                    })?;
+                    if let Some(p) = self.props.as_mut() {
+                        p.size = Some(n);
                     }
                 }
-                "getetag" => entry.etag = Some(text_of(p)).filter(|t| !t.is_empty()),
-                "getlastmodified" => {
-                    entry.last_modified = Some(text_of(p)).filter(|t| !t.is_empty())
-                }
-                _ => {}
             }
+            Tag::Etag => {
+                let t = text();
+                if let Some(p) = self.props.as_mut() {
+                    p.etag = Some(t).filter(|t| !t.is_empty());
+                }
+            }
+            Tag::LastModified => {
+                let t = text();
+                if let Some(p) = self.props.as_mut() {
+                    p.last_modified = Some(t).filter(|t| !t.is_empty());
+                }
+            }
+            Tag::Propstat => {
+                if let (Some(p), Some(r)) = (self.props.take(), self.resp.as_mut()) {
+                    let status = p.status.unwrap_or(200);
+                    if (200..300).contains(&status) {
+                        r.ok_props = true;
+                        r.status = status;
+                        r.is_collection = p.is_collection;
+                        r.size = p.size.or(r.size);
+                        r.etag = p.etag.or(r.etag.take());
+                        r.last_modified = p.last_modified.or(r.last_modified.take());
+                    } else if r.status == 0 {
+                        r.status = status;
+                    }
+                }
+            }
+            Tag::Response => {
+                let r = self.resp.take().unwrap_or_default();
+                let entry = finish(r)?;
+                self.entries = self.entries.saturating_add(1);
+                return Ok(Step::Entry(Box::new(entry)));
+            }
+            Tag::Prop | Tag::ResourceType | Tag::Other => {}
         }
+        Ok(Step::More)
     }
-    if !ok_props && let Some(s) = dav_child(resp, "status") {
-        entry.status = parse_status_line(&text_of(s))?;
+
+    fn href_for_errors(&self) -> String {
+        self.resp
+            .as_ref()
+            .and_then(|r| r.href.as_deref())
+            .map_or_else(|| "(no href yet)".to_owned(), |h| clip(h, 120))
     }
-    if entry.status == 0 {
-        return Err(format!("no status for {}", entry.href));
+}
+
+fn finish(r: Resp) -> Result<DavEntry, String> {
+    let href = r.href.ok_or("a <response> without an <href>")?;
+    let path = decode_href(&href)?;
+    let mut status = r.status;
+    if !r.ok_props
+        && let Some(s) = r.own_status
+    {
+        status = s;
     }
-    Ok(entry)
+    if status == 0 {
+        return Err(format!("no status for {}", clip(&href, 120)));
+    }
+    Ok(DavEntry {
+        href,
+        path,
+        is_collection: r.is_collection,
+        size: r.size,
+        etag: r.etag,
+        last_modified: r.last_modified,
+        status,
+    })
 }
 
 /// `HTTP/1.1 200 OK` → 200.
@@ -157,7 +676,7 @@ fn parse_status_line(line: &str) -> Result<u16, String> {
         .nth(1)
         .filter(|c| c.len() == 3)
         .and_then(|c| c.parse().ok())
-        .ok_or_else(|| format!("bad status line {line:?}"))
+        .ok_or_else(|| format!("bad status line {:?}", clip(line, 80)))
 }
 
 /// The path of an href: scheme and authority dropped, query and fragment refused,
@@ -171,14 +690,20 @@ pub fn decode_href(href: &str) -> Result<String, String> {
         _ => href,
     };
     if !path.starts_with('/') {
-        return Err(format!("href {href:?} is not an absolute path"));
+        return Err(format!(
+            "href {:?} is not an absolute path",
+            clip(href, 120)
+        ));
     }
     if path.contains(['?', '#']) {
-        return Err(format!("href {href:?} has a query or fragment"));
+        return Err(format!(
+            "href {:?} has a query or fragment",
+            clip(href, 120)
+        ));
     }
     let bytes: Cow<[u8]> = percent_encoding::percent_decode_str(path).into();
     String::from_utf8(bytes.into_owned())
-        .map_err(|_| format!("href {href:?} does not decode to UTF-8"))
+        .map_err(|_| format!("href {:?} does not decode to UTF-8", clip(href, 120)))
 }
 
 #[cfg(test)]
@@ -236,10 +761,47 @@ mod tests {
     }
 
     #[test]
+    fn any_prefix_and_redeclared_namespaces_resolve() {
+        // `lp1:` for DAV:, a `D:` that is not DAV:, and DAV: as a default namespace inside.
+        let xml = br#"<lp1:multistatus xmlns:lp1="DAV:" xmlns:D="urn:not-dav">
+              <lp1:response><lp1:href>/a&#x20;b</lp1:href>
+                <lp1:propstat><lp1:prop>
+                  <D:getcontentlength>7</D:getcontentlength>
+                  <getcontentlength xmlns="DAV:">5</getcontentlength>
+                  <lp1:resourcetype><D:collection/></lp1:resourcetype>
+                </lp1:prop></lp1:propstat>
+              </lp1:response>
+              <D:response><D:href>/not-dav</D:href></D:response>
+            </lp1:multistatus>"#;
+        let e = parse_multistatus(xml, "t").unwrap();
+        assert_eq!(e.len(), 1, "{e:?}");
+        assert_eq!(e[0].path, "/a b");
+        assert_eq!(e[0].size, Some(5));
+        assert!(
+            !e[0].is_collection,
+            "urn:not-dav's collection is not DAV:'s"
+        );
+        assert_eq!(e[0].status, 200);
+    }
+
+    #[test]
     fn malformed_answers_are_errors_naming_the_request() {
+        let deep = format!(
+            "<D:multistatus xmlns:D=\"DAV:\">{}",
+            "<D:x>".repeat(MAX_NESTING + 1)
+        );
+        let long = format!(
+            "<D:multistatus xmlns:D=\"DAV:\"><D:response><D:href>/{}</D:href></D:response></D:multistatus>",
+            "a".repeat(MAX_TEXT_BYTES)
+        );
+        let token = format!(
+            "<D:multistatus xmlns:D=\"DAV:\"><!--{}-->",
+            "a".repeat(MAX_TOKEN_BYTES as usize + 10)
+        );
         for (body, want) in [
             (&b"<html/>"[..], "not DAV: multistatus"),
-            (b"<D:multistatus xmlns:D=\"DAV:\"><D:response/>", "not XML"),
+            (b"<D:multistatus xmlns:D=\"DAV:\"><D:response>", "truncated"),
+            (b"<D:multistatus xmlns:D=\"DAV:\"></D:x>", "not well-formed"),
             (
                 b"<D:multistatus xmlns:D=\"DAV:\"><D:response><D:status>HTTP/1.1 200 OK</D:status></D:response></D:multistatus>",
                 "without an <href>",
@@ -248,15 +810,29 @@ mod tests {
                 b"<D:multistatus xmlns:D=\"DAV:\"><D:response><D:href>/a</D:href><D:propstat><D:prop><D:getcontentlength>x</D:getcontentlength></D:prop></D:propstat></D:response></D:multistatus>",
                 "bad getcontentlength",
             ),
-            (b"\xff\xfe", "not UTF-8"),
+            (
+                b"<D:multistatus xmlns:D=\"DAV:\"><D:response><D:href>/a</D:href><D:propstat><D:prop><D:getcontentlength>99999999999999999999999</D:getcontentlength></D:prop></D:propstat></D:response></D:multistatus>",
+                "bad getcontentlength",
+            ),
+            (b"\xff\xfe", "not well-formed"),
             (
                 b"<!DOCTYPE x [<!ENTITY a \"aaaa\">]><D:multistatus xmlns:D=\"DAV:\"/>",
-                "not XML",
+                "DTD",
             ),
+            (
+                b"<D:multistatus xmlns:D=\"DAV:\"><D:response><D:href>&a;</D:href></D:response></D:multistatus>",
+                "undefined entity",
+            ),
+            (b"<D:multistatus xmlns:D=\"DAV:\"/><D:multistatus xmlns:D=\"DAV:\"/>", "second root"),
+            (deep.as_bytes(), "MAX_NESTING"),
+            (long.as_bytes(), "MAX_TEXT_BYTES"),
+            (token.as_bytes(), "MAX_TOKEN_BYTES"),
+            (b"", "no root element"),
         ] {
             let e = parse_multistatus(body, "PROPFIND /x").unwrap_err().to_string();
             assert!(e.starts_with("PROPFIND /x: "), "{e}");
             assert!(e.contains(want), "{e} lacks {want}");
+            assert!(!e.contains('\n') && e.len() < 400, "one short line: {e}");
         }
     }
 }

@@ -14,9 +14,12 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use tokio::task::JoinSet;
 
-use super::client::{DavClient, Depth};
+use std::collections::{BTreeSet, VecDeque};
+
+use super::bounds::WalkBounds;
+use super::client::{DavClient, Depth, Place};
 use super::error::DavError;
-use super::multistatus::DavEntry;
+use super::multistatus::{DavEntry, clip};
 use crate::stats::{Measured, Recorder};
 use crate::{Checkpoint, TransferReport};
 
@@ -157,31 +160,136 @@ fn join<T>(r: Result<T, tokio::task::JoinError>) -> Result<T, DavError> {
 /// Lists the tree under folder `rel` ("" = root): one PROPFIND per folder at `Depth::One`
 /// (breadth first, as the `webdav` client's recursive listing does), or one request at
 /// `Depth::Infinity`. The folder itself is not in the listing.
+///
+/// The walk makes progress whatever the server answers: every folder is listed at most once
+/// (a visited set), a listed entry must lie inside the folder listed (a Depth 1 entry one
+/// level below it) with no empty, `.` or `..` segment, and the client's [`WalkBounds`]
+/// (requests, entries, depth, path length) stop it with an error naming the bound.
 pub async fn walk(
     client: &DavClient,
     rec: &Recorder,
     rel: &str,
     depth: Depth,
 ) -> Result<Listing, DavError> {
+    let b = client.walk_bounds();
+    let root = rel.trim_matches('/').to_owned();
     let mut out = Listing::default();
-    let mut queue = std::collections::VecDeque::from([rel.to_owned()]);
+    let mut visited = BTreeSet::from([root.clone()]);
+    let mut queue = VecDeque::from([root.clone()]);
     while let Some(folder) = queue.pop_front() {
-        let entries = client.propfind(rec, &folder, depth).await?;
-        out.requests += 1;
-        for e in entries {
-            let Some(path) = client.rel(&e.path).map(str::to_owned) else {
-                continue;
-            };
-            if path == folder.trim_matches('/') {
-                continue;
-            }
-            if depth == Depth::One && e.is_collection {
-                queue.push_back(path.clone());
-            }
-            out.entries.insert(path, e);
+        if out.requests >= b.max_requests {
+            return Err(DavError::Walk {
+                limit: b.max_requests,
+                what: "PROPFIND requests",
+                bound: "max_requests",
+                detail: format!(
+                    "{} folders still to list, the next {:?}",
+                    queue.len() + 1,
+                    clip(&folder, 120)
+                ),
+            });
         }
+        out.requests += 1;
+        let entries = &mut out.entries;
+        let mut found = Vec::new();
+        let mut visit = |e: DavEntry| -> Result<(), DavError> {
+            let path = match client.locate(&e.path) {
+                Place::Root if folder.is_empty() => return Ok(()), // the root itself
+                Place::Inside(p) => p.to_owned(),
+                Place::Root => {
+                    return Err(DavError::Listing {
+                        detail: format!(
+                            "PROPFIND of {:?} listed \"/\", which is not inside it (its parent, a sibling or elsewhere)",
+                            clip(&folder, 120)
+                        ),
+                    });
+                }
+                Place::Outside => {
+                    return Err(DavError::Listing {
+                        detail: format!(
+                            "PROPFIND of {:?} listed {:?}, outside the folder listed",
+                            clip(&folder, 120),
+                            clip(&e.path, 120)
+                        ),
+                    });
+                }
+            };
+            if path == folder {
+                return Ok(()); // the folder itself
+            }
+            check_listed(&folder, &path, depth, &b)?;
+            if !entries.contains_key(&path) && entries.len() as u64 >= b.max_entries {
+                return Err(DavError::Walk {
+                    limit: b.max_entries,
+                    what: "entries",
+                    bound: "max_entries",
+                    detail: format!(
+                        "PROPFIND of {:?} listed one more, {:?}",
+                        clip(&folder, 120),
+                        clip(&path, 120)
+                    ),
+                });
+            }
+            if depth == Depth::One && e.is_collection && visited.insert(path.clone()) {
+                found.push(path.clone());
+            }
+            entries.insert(path, e);
+            Ok(())
+        };
+        client
+            .propfind_each(rec, &folder, depth, &mut visit)
+            .await?;
+        queue.extend(found);
     }
     Ok(out)
+}
+
+/// Checks one listed vault path against the folder listed and the bounds.
+fn check_listed(folder: &str, path: &str, depth: Depth, b: &WalkBounds) -> Result<(), DavError> {
+    let listing = |why: &str| DavError::Listing {
+        detail: format!(
+            "PROPFIND of {:?} listed {:?}, {why}",
+            clip(folder, 120),
+            clip(path, 120)
+        ),
+    };
+    if path
+        .split('/')
+        .any(|s| s.is_empty() || s == "." || s == "..")
+    {
+        return Err(listing("a path with an empty, . or .. segment"));
+    }
+    let below = if folder.is_empty() {
+        Some(path)
+    } else {
+        path.strip_prefix(folder).and_then(|r| r.strip_prefix('/'))
+    };
+    let Some(below) = below else {
+        return Err(listing(
+            "which is not inside it (its parent, a sibling or elsewhere)",
+        ));
+    };
+    if depth == Depth::One && below.contains('/') {
+        return Err(listing("more than one level below it in a Depth 1 listing"));
+    }
+    if path.len() as u64 > b.max_path_bytes {
+        return Err(DavError::Walk {
+            limit: b.max_path_bytes,
+            what: "bytes of path",
+            bound: "max_path_bytes",
+            detail: format!("a {}-byte path {:?}", path.len(), clip(path, 120)),
+        });
+    }
+    let levels = path.split('/').count() as u64;
+    if levels > b.max_depth {
+        return Err(DavError::Walk {
+            limit: b.max_depth,
+            what: "folder levels",
+            bound: "max_depth",
+            detail: format!("{levels} levels at {:?}", clip(path, 120)),
+        });
+    }
+    Ok(())
 }
 
 /// Joins a vault path onto `dir`, refusing anything that could leave it.
@@ -231,7 +339,7 @@ pub async fn pull_vault(
             let target = local_path(dir, &rel)?;
             let (c, r) = (client.clone(), rec.clone());
             set.spawn(async move {
-                let body = c.get(&r, &rel).await?;
+                let body = c.get_sized(&r, &rel, size).await?;
                 if let Some(want) = size
                     && want != body.len() as u64
                 {

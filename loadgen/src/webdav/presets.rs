@@ -58,14 +58,16 @@ impl BasicAuth {
 /// One blocking readiness probe: an `OPTIONS /` that gets any HTTP answer with a `DAV`
 /// header (RFC 4918 §10.1: a DAV-compliant resource must return it on OPTIONS). 401 without
 /// credentials still proves the server is up, so the probe sends them when it has them and
-/// accepts 2xx only.
+/// accepts 2xx only. One probe ends within [`PROBE_DEADLINE`] however the server trickles its
+/// answer (each read is bounded by what is left of it, not by a fixed read timeout).
 pub fn probe_ready(addr: SocketAddr, auth: Option<&BasicAuth>) -> bool {
     use std::io::{Read, Write};
-    use std::time::Duration;
+    use std::time::{Duration, Instant};
+    let deadline = Instant::now() + PROBE_DEADLINE;
     let Ok(mut s) = std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(200)) else {
         return false;
     };
-    let _ = s.set_read_timeout(Some(Duration::from_millis(500)));
+    let _ = s.set_write_timeout(Some(PROBE_DEADLINE));
     let mut req = format!("OPTIONS / HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
     if let Some(a) = auth {
         let _ = write!(req, "Authorization: {}\r\n", a.header_value());
@@ -77,6 +79,10 @@ pub fn probe_ready(addr: SocketAddr, auth: Option<&BasicAuth>) -> bool {
     let mut buf = Vec::with_capacity(1024);
     let mut chunk = [0u8; 1024];
     while !buf.windows(4).any(|w| w == b"\r\n\r\n") && buf.len() < 16 * 1024 {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() || s.set_read_timeout(Some(left)).is_err() {
+            return false;
+        }
         match s.read(&mut chunk) {
             Ok(0) | Err(_) => break,
             Ok(n) => buf.extend_from_slice(&chunk[..n]),
@@ -85,6 +91,10 @@ pub fn probe_ready(addr: SocketAddr, auth: Option<&BasicAuth>) -> bool {
     let head = String::from_utf8_lossy(&buf).to_ascii_lowercase();
     head.starts_with("http/1.1 2") && head.contains("\r\ndav:")
 }
+
+/// Bound on one readiness probe, connect to the answer's blank line: a WebDAV server answers
+/// OPTIONS from memory in well under a millisecond, so 1 s is slack, not a measurement.
+pub const PROBE_DEADLINE: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// How long a server may take to answer its first readiness check.
 pub const READY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);

@@ -218,6 +218,8 @@ impl Run {
             body: p.body.clone(),
             timeout,
             intended,
+            max_body: super::client::MAX_ANSWER_BYTES,
+            cap_name: "MAX_ANSWER_BYTES",
         }
     }
 

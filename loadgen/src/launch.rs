@@ -76,6 +76,9 @@ pub struct TargetDef {
     pub dirs: Vec<String>,
     /// Files written into the data dir before the start: relative name -> template.
     pub files: BTreeMap<String, String>,
+    /// WebDAV walk bounds other than the defaults (`--webdav-max-*`); `None`: the defaults.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub walk: Option<crate::webdav::WalkBounds>,
 }
 
 /// A target file as written.
@@ -269,6 +272,7 @@ impl TargetDef {
             ready: None,
             dirs: Vec::new(),
             files: BTreeMap::new(),
+            walk: None,
         })
     }
 

@@ -80,6 +80,18 @@ pub struct RunOpts {
     /// `GET /readyz 200`, WebDAV `OPTIONS <root> 2xx` with the credentials.
     #[arg(long, value_name = "CHECK")]
     pub ready: Option<String>,
+    /// WebDAV: most PROPFIND requests one walk of the vault may make (default 16384).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub webdav_max_requests: Option<u64>,
+    /// WebDAV: most entries (files and folders) one walk may keep (default 250000).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub webdav_max_entries: Option<u64>,
+    /// WebDAV: most folder levels below the root a listed path may have (default 32).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub webdav_max_depth: Option<u64>,
+    /// WebDAV: longest listed vault path, in bytes (default 4096).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub webdav_max_path_bytes: Option<u64>,
 }
 
 /// `--protocol` values.
@@ -142,7 +154,28 @@ impl RunOpts {
                 .map(str::parse)
                 .transpose()
                 .map_err(|e: loadgen::launch::LaunchError| anyhow::anyhow!("--ready: {e}"))?,
+            walk: self.walk_bounds(),
         })
+    }
+
+    /// The WebDAV walk bounds the `--webdav-max-*` flags give; `None` when none is given.
+    fn walk_bounds(&self) -> Option<loadgen::webdav::WalkBounds> {
+        let d = loadgen::webdav::WalkBounds::DEFAULT;
+        let given = [
+            self.webdav_max_requests,
+            self.webdav_max_entries,
+            self.webdav_max_depth,
+            self.webdav_max_path_bytes,
+        ];
+        given
+            .iter()
+            .any(Option::is_some)
+            .then(|| loadgen::webdav::WalkBounds {
+                max_requests: self.webdav_max_requests.unwrap_or(d.max_requests),
+                max_entries: self.webdav_max_entries.unwrap_or(d.max_entries),
+                max_depth: self.webdav_max_depth.unwrap_or(d.max_depth),
+                max_path_bytes: self.webdav_max_path_bytes.unwrap_or(d.max_path_bytes),
+            })
     }
 }
 

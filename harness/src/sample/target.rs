@@ -46,6 +46,8 @@ pub struct TargetOpts {
     pub webdav_root: Option<String>,
     pub auth: Option<BasicAuth>,
     pub ready: Option<Ready>,
+    /// WebDAV walk bounds (`--webdav-max-*`); `None`: the defaults.
+    pub walk: Option<loadgen::webdav::WalkBounds>,
 }
 
 impl TargetSpec {
@@ -106,6 +108,9 @@ impl TargetSpec {
         }
         if let Some(r) = &opts.ready {
             def.ready = Some(r.clone());
+        }
+        if opts.walk.is_some() {
+            def.walk = opts.walk;
         }
         Ok(TargetSpec {
             given: given.to_owned(),
@@ -935,11 +940,16 @@ mod tests {
             webdav_root: Some("/dav/".into()),
             auth: Some(BasicAuth::new("u", "p")),
             ready: None,
+            walk: Some(loadgen::webdav::WalkBounds {
+                max_depth: 3,
+                ..loadgen::webdav::WalkBounds::DEFAULT
+            }),
         };
         let t = TargetSpec::parse_with("rclone serve webdav {data} --addr {addr}", &opts).unwrap();
         assert_eq!(t.protocol(), Some("webdav"));
         assert_eq!(t.ready_check().to_string(), "OPTIONS /dav/ 2xx");
         assert_eq!(t.def.auth, Some(BasicAuth::new("u", "p")));
+        assert_eq!(t.def.walk.map(|w| w.max_depth), Some(3));
         let r = TargetSpec::parse_with("ref", &opts).unwrap();
         assert_eq!(
             r.protocol(),

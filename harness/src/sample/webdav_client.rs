@@ -39,7 +39,8 @@ impl WebdavClient {
     pub fn connect(plan: &SamplePlan, server: &Server) -> anyhow::Result<WebdavClient> {
         let target = loadgen::Target::parse(&server.url(), false)?;
         let def = &plan.target.def;
-        let client = DavClient::with_root(target, def.auth.as_ref(), def.root());
+        let client = DavClient::with_root(target, def.auth.as_ref(), def.root())
+            .with_walk_bounds(def.walk.unwrap_or_default());
         let opts = plan.scenario.webdav.clone().unwrap_or_default();
         let depth = match opts.depth.as_str() {
             "infinity" => Depth::Infinity,

@@ -375,3 +375,89 @@ fn a_protocol_mismatch_is_refused_naming_both() {
         assert!(!out.exists(), "{args:?} wrote {}", out.display());
     }
 }
+
+/// A WebDAV server whose every folder lists one more folder below it, as a Python command-line
+/// target: the walk of the first pull stops at `--webdav-max-depth` (given here as 4), the
+/// sample fails naming the bound and the flag, and `record` ends far inside its sample
+/// timeout with exit 3, nothing written.
+#[test]
+#[ignore = "slow: a fake server through whole samples"]
+fn a_walk_that_never_ends_stops_at_its_bound_not_the_sample_timeout() {
+    let home = tempfile::tempdir().unwrap();
+    let script = home.path().join("deep_dav.py");
+    std::fs::write(&script, DEEP_DAV).unwrap();
+    let out = home.path().join("out");
+    let started = std::time::Instant::now();
+    let res = record_loose(home.path(), &["small-webdav", "--samples", "1"])
+        .arg("--target")
+        .arg(format!("python3 {} {{port}} {{data}}", script.display()))
+        .args(["--protocol", "webdav", "--webdav-max-depth", "4"])
+        .args(["--sample-timeout", "10m", "--retries", "1"])
+        .arg("--out")
+        .arg(&out)
+        .arg("--work-dir")
+        .arg(home.path().join("work"))
+        .timeout(std::time::Duration::from_secs(120))
+        .assert()
+        .get_output()
+        .clone();
+    let err = String::from_utf8_lossy(&res.stderr);
+    assert_eq!(res.status.code(), Some(3), "{err}");
+    assert!(
+        err.contains("--webdav-max-depth") && err.contains('4'),
+        "the bound and its flag are named: {err}"
+    );
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(60),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(!out.join("small-webdav.json").exists(), "nothing written");
+}
+
+/// The fake for the test above: accepts every write, and answers a PROPFIND of any folder
+/// with the folder and one folder below it.
+const DEEP_DAV: &str = r#"
+import sys
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+class H(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    def log_message(self, *a):
+        pass
+    def answer(self, code, body=b"", ctype="text/plain"):
+        self.send_response(code)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header("DAV", "1, 2")
+        self.end_headers()
+        self.wfile.write(body)
+    def drain(self):
+        n = int(self.headers.get("Content-Length") or 0)
+        if n:
+            self.rfile.read(n)
+    def do_OPTIONS(self):
+        self.drain(); self.answer(200)
+    def do_PUT(self):
+        self.drain(); self.answer(201)
+    def do_MKCOL(self):
+        self.drain(); self.answer(201)
+    def do_DELETE(self):
+        self.drain(); self.answer(204)
+    def do_MOVE(self):
+        self.drain(); self.answer(201)
+    def do_GET(self):
+        self.drain(); self.answer(404)
+    def do_PROPFIND(self):
+        self.drain()
+        p = self.path if self.path.endswith("/") else self.path + "/"
+        def entry(href):
+            return ("<D:response><D:href>%s</D:href><D:propstat><D:prop><D:resourcetype>"
+                    "<D:collection/></D:resourcetype></D:prop><D:status>HTTP/1.1 200 OK"
+                    "</D:status></D:propstat></D:response>" % href)
+        body = ('<?xml version="1.0"?><D:multistatus xmlns:D="DAV:">'
+                + entry(p) + entry(p + "deeper/") + "</D:multistatus>").encode()
+        self.answer(207, body, "application/xml")
+
+ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
+"#;

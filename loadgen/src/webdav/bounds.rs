@@ -19,7 +19,7 @@
 ///   4,096-byte `PATH_MAX`; the deepest `vault100k` path is about 5 × 20-byte folder names
 ///   plus a note name up to the 255-byte filesystem limit the `hazards` profile uses, under
 ///   400 bytes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct WalkBounds {
     /// PROPFIND requests in one walk.
     pub max_requests: u64,

@@ -181,7 +181,7 @@ pub async fn walk(
             return Err(DavError::Walk {
                 limit: b.max_requests,
                 what: "PROPFIND requests",
-                bound: "max_requests",
+                bound: "--webdav-max-requests",
                 detail: format!(
                     "{} folders still to list, the next {:?}",
                     queue.len() + 1,
@@ -222,7 +222,7 @@ pub async fn walk(
                 return Err(DavError::Walk {
                     limit: b.max_entries,
                     what: "entries",
-                    bound: "max_entries",
+                    bound: "--webdav-max-entries",
                     detail: format!(
                         "PROPFIND of {:?} listed one more, {:?}",
                         clip(&folder, 120),
@@ -276,7 +276,7 @@ fn check_listed(folder: &str, path: &str, depth: Depth, b: &WalkBounds) -> Resul
         return Err(DavError::Walk {
             limit: b.max_path_bytes,
             what: "bytes of path",
-            bound: "max_path_bytes",
+            bound: "--webdav-max-path-bytes",
             detail: format!("a {}-byte path {:?}", path.len(), clip(path, 120)),
         });
     }
@@ -285,7 +285,7 @@ fn check_listed(folder: &str, path: &str, depth: Depth, b: &WalkBounds) -> Resul
         return Err(DavError::Walk {
             limit: b.max_depth,
             what: "folder levels",
-            bound: "max_depth",
+            bound: "--webdav-max-depth",
             detail: format!("{levels} levels at {:?}", clip(path, 120)),
         });
     }

@@ -686,9 +686,17 @@ fn finish_lean(
             );
             Ok(reply.status)
         }
-        Err(("timeout", _)) => {
+        Err(("timeout", detail)) => {
             rec.record(req.route.label(), "timeout", sample(0));
-            Err(timed_out(req.route, req.timeout))
+            Err(if detail.is_empty() {
+                timed_out(req.route, req.timeout)
+            } else {
+                transport(
+                    req.route,
+                    "timeout",
+                    format!("no complete answer within {:?}: {detail}", req.timeout),
+                )
+            })
         }
         Err((kind, detail)) => {
             rec.record(req.route.label(), kind, sample(0));

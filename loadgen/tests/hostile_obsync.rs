@@ -314,7 +314,7 @@ async fn malformed_multipart_lengths_are_errors_and_leave_nothing() {
         let (e, _took, root) = pull_error(&fake).await;
         let msg = one_line(&e);
         assert!(
-            matches!(e, LoadError::BadAnswer { .. }) && msg.contains("chunks_get"),
+            matches!(e, LoadError::BadAnswer { .. }) && msg.contains("chunks-get"),
             "{what}: {msg}"
         );
         assert_eq!(fake.count("/v1/chunks/get"), 1, "{what}: a malformed answer is not retried");

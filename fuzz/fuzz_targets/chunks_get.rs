@@ -19,7 +19,11 @@ fuzz_target!(|data: &[u8]| {
     let ct = String::from_utf8_lossy(ct);
     match parse_chunks_get(&ct, body, max_parts) {
         Ok(parts) => {
-            assert!(parts.len() <= max_parts, "{} parts over {max_parts}", parts.len());
+            assert!(
+                parts.len() <= max_parts,
+                "{} parts over {max_parts}",
+                parts.len()
+            );
             let total: usize = parts.iter().map(|p| p.body.len()).sum();
             assert!(total <= body.len(), "parts longer than the body");
         }

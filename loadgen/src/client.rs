@@ -336,7 +336,9 @@ impl Device {
                 .collect()
                 .await
                 .map_err(|e| {
-                    if e.downcast_ref::<http_body_util::LengthLimitError>().is_some() {
+                    if e.downcast_ref::<http_body_util::LengthLimitError>()
+                        .is_some()
+                    {
                         (TOO_LARGE, "the body ran past the cap".to_owned())
                     } else {
                         ("io", format!("reading the answer: {}", chain(&*e)))
@@ -1239,7 +1241,11 @@ pub(crate) mod tests {
         let t0 = Instant::now();
         let req = Outgoing::new(Route::Changes, "/v1/changes").timeout(Duration::from_millis(700));
         let e = dev.call(&rec, req, &[200]).await.unwrap_err();
-        assert!(t0.elapsed() < Duration::from_millis(1500), "{:?}", t0.elapsed());
+        assert!(
+            t0.elapsed() < Duration::from_millis(1500),
+            "{:?}",
+            t0.elapsed()
+        );
         let msg = e.to_string();
         assert!(msg.contains("deadline of 700ms"), "{msg}");
     }
@@ -1254,7 +1260,11 @@ pub(crate) mod tests {
         let mut w = WorkerConn::new(&dev);
         let t0 = Instant::now();
         let e = dev.send_lean(&rec, &mut w, &req).await.unwrap_err();
-        assert!(t0.elapsed() < Duration::from_millis(1200), "{:?}", t0.elapsed());
+        assert!(
+            t0.elapsed() < Duration::from_millis(1200),
+            "{:?}",
+            t0.elapsed()
+        );
         assert!(e.to_string().contains("within 600ms"), "{e}");
         let d = dev.clone();
         let (took, e) = tokio::task::spawn_blocking(move || {

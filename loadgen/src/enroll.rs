@@ -184,8 +184,7 @@ pub async fn pair(
     // The id goes into three request paths: only URL-safe characters, of a sane length.
     let id_ok = !p.pairing_id.is_empty()
         && p.pairing_id.len() <= 128
-        && p
-            .pairing_id
+        && p.pairing_id
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
     if !id_ok {

@@ -49,11 +49,7 @@ pub enum LoadError {
     #[error(
         "{route}: server's changes feed did not advance seq past {seq} in {pages} pages (each listed changes)"
     )]
-    FeedStalled {
-        route: String,
-        seq: u64,
-        pages: u32,
-    },
+    FeedStalled { route: String, seq: u64, pages: u32 },
     #[error("{}: {source}", path.display())]
     Io {
         path: PathBuf,

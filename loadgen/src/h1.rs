@@ -441,7 +441,10 @@ impl H1Conn {
             total = total.saturating_add(self.pending().len() as u64);
             self.rpos = self.rbuf.len();
             if total > max {
-                return Err(("io", format!("answer body is over the {max}-byte cap on an answer")));
+                return Err((
+                    "io",
+                    format!("answer body is over the {max}-byte cap on an answer"),
+                ));
             }
             if self.fill(stream).await? == 0 {
                 return Ok(total);

@@ -79,7 +79,12 @@ impl Fake {
 }
 
 /// Reads one request (head and `content-length` body) and acts on it.
-fn serve(mut s: TcpStream, script: &Script, counts: &Mutex<BTreeMap<String, u64>>, stop: &AtomicBool) {
+fn serve(
+    mut s: TcpStream,
+    script: &Script,
+    counts: &Mutex<BTreeMap<String, u64>>,
+    stop: &AtomicBool,
+) {
     s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
     let mut buf = Vec::new();
     let head_end = loop {
@@ -217,9 +222,7 @@ fn one_line(e: &LoadError) -> String {
 /// deadline (not three of them), and the message names that deadline.
 #[tokio::test]
 async fn a_trickled_answer_ends_at_the_request_deadline() {
-    let fake = Fake::start(|_, _| {
-        Act::Trickle(page(1, 1, vec![]), Duration::from_millis(500))
-    });
+    let fake = Fake::start(|_, _| Act::Trickle(page(1, 1, vec![]), Duration::from_millis(500)));
     let (e, took, root) = pull_error(&fake).await;
     let msg = one_line(&e);
     assert!(msg.contains("deadline of 30s"), "{msg}");
@@ -233,9 +236,16 @@ async fn a_silent_server_ends_at_the_request_deadline() {
     let fake = Fake::start(|_, _| Act::Silent);
     let (e, took, _root) = pull_error(&fake).await;
     let msg = one_line(&e);
-    assert!(msg.contains("timeout") && msg.contains("deadline of 30s"), "{msg}");
+    assert!(
+        msg.contains("timeout") && msg.contains("deadline of 30s"),
+        "{msg}"
+    );
     assert!(took < Duration::from_secs(40), "{took:?}");
-    assert_eq!(fake.count("/v1/changes"), 1, "the deadline was spent on one attempt");
+    assert_eq!(
+        fake.count("/v1/changes"),
+        1,
+        "the deadline was spent on one attempt"
+    );
 }
 
 /// `Content-Length: 10^18`: refused before the body is read, the cap named, not retried.
@@ -250,8 +260,15 @@ async fn a_huge_content_length_is_refused_at_once_and_not_retried() {
     let (e, took, _root) = pull_error(&fake).await;
     let msg = one_line(&e);
     assert!(matches!(e, LoadError::AnswerTooLarge { .. }), "{msg}");
-    assert!(msg.contains("1000000000000000000") && msg.contains("33554432-byte cap"), "{msg}");
-    assert_eq!(fake.count("/v1/changes"), 1, "a length-limit error is not retried");
+    assert!(
+        msg.contains("1000000000000000000") && msg.contains("33554432-byte cap"),
+        "{msg}"
+    );
+    assert_eq!(
+        fake.count("/v1/changes"),
+        1,
+        "a length-limit error is not retried"
+    );
     assert!(took < Duration::from_secs(10), "{took:?}");
 }
 
@@ -263,8 +280,9 @@ async fn a_feed_that_does_not_advance_seq_is_an_error_after_three_pages() {
         if pq.starts_with("/v1/changes") {
             let dir = serde_json::json!({"path": "d", "kind": "dir", "size": 0, "sha256": ""});
             let mut c = change(1, "d", b"", &[]);
-            c["manifest_ct"] =
-                base64::engine::general_purpose::STANDARD.encode(dir.to_string()).into();
+            c["manifest_ct"] = base64::engine::general_purpose::STANDARD
+                .encode(dir.to_string())
+                .into();
             Act::Answer(page(0, 10, vec![c]))
         } else {
             Act::Answer(json(404, "{}"))
@@ -272,8 +290,21 @@ async fn a_feed_that_does_not_advance_seq_is_an_error_after_three_pages() {
     });
     let (e, _took, root) = pull_error(&fake).await;
     let msg = one_line(&e);
-    assert!(matches!(e, LoadError::FeedStalled { seq: 0, pages: 3, .. }), "{msg}");
-    assert!(msg.contains("did not advance seq past 0 in 3 pages"), "{msg}");
+    assert!(
+        matches!(
+            e,
+            LoadError::FeedStalled {
+                seq: 0,
+                pages: 3,
+                ..
+            }
+        ),
+        "{msg}"
+    );
+    assert!(
+        msg.contains("did not advance seq past 0 in 3 pages"),
+        "{msg}"
+    );
     assert_eq!(fake.count("/v1/changes"), 3);
     assert_eq!(files_under(root.path()), Vec::<String>::new());
 }
@@ -295,7 +326,11 @@ async fn malformed_multipart_lengths_are_errors_and_leave_nothing() {
         let (s2, len2) = (s.clone(), len.clone());
         let fake = Fake::start(move |_, pq| {
             if pq.starts_with("/v1/changes") {
-                Act::Answer(page(1, 1, vec![change(1, "notes/a.md", content, &[s2.clone()])]))
+                Act::Answer(page(
+                    1,
+                    1,
+                    vec![change(1, "notes/a.md", content, std::slice::from_ref(&s2))],
+                ))
             } else if pq == "/v1/chunks/get" {
                 let body = format!(
                     "--b\r\nx-obsync-sid: {s2}\r\ncontent-length: {len2}\r\n\r\nhello, vault\r\n--b--\r\n"
@@ -317,9 +352,17 @@ async fn malformed_multipart_lengths_are_errors_and_leave_nothing() {
             matches!(e, LoadError::BadAnswer { .. }) && msg.contains("chunks-get"),
             "{what}: {msg}"
         );
-        assert_eq!(fake.count("/v1/chunks/get"), 1, "{what}: a malformed answer is not retried");
+        assert_eq!(
+            fake.count("/v1/chunks/get"),
+            1,
+            "{what}: a malformed answer is not retried"
+        );
         // The folder the file would go in may exist; no file, whole or temporary, does.
-        assert_eq!(files_under(root.path()), Vec::<String>::new(), "{what}: {msg}");
+        assert_eq!(
+            files_under(root.path()),
+            Vec::<String>::new(),
+            "{what}: {msg}"
+        );
     }
 }
 
@@ -327,12 +370,23 @@ async fn malformed_multipart_lengths_are_errors_and_leave_nothing() {
 /// nothing is written anywhere.
 #[tokio::test]
 async fn paths_that_climb_out_of_the_vault_are_refused() {
-    for bad in ["../escape.md", "/tmp/abs.md", "a/\0b.md", "a\\..\\b.md", "a/../../b.md", ""] {
+    for bad in [
+        "../escape.md",
+        "/tmp/abs.md",
+        "a/\0b.md",
+        "a\\..\\b.md",
+        "a/../../b.md",
+        "",
+    ] {
         let content = b"x".to_vec();
         let s = sid(&content);
         let fake = Fake::start(move |_, pq| {
             if pq.starts_with("/v1/changes") {
-                Act::Answer(page(1, 1, vec![change(1, bad, &content, &[s.clone()])]))
+                Act::Answer(page(
+                    1,
+                    1,
+                    vec![change(1, bad, &content, std::slice::from_ref(&s))],
+                ))
             } else {
                 Act::Answer(json(404, "{}"))
             }

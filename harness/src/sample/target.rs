@@ -460,8 +460,8 @@ fn probe_by(
     let Some(t) = bounded(PROBE_CONNECT) else {
         return Err("no time left to connect".to_owned());
     };
-    let mut s = std::net::TcpStream::connect_timeout(&addr, t)
-        .map_err(|e| format!("connecting: {e}"))?;
+    let mut s =
+        std::net::TcpStream::connect_timeout(&addr, t).map_err(|e| format!("connecting: {e}"))?;
     let (method, path, status) = match ready {
         Ready::Tcp => return Ok(()),
         Ready::Http {
@@ -492,7 +492,11 @@ fn probe_by(
             .map_err(|e| format!("setting a read timeout: {e}"))?;
         match s.read(&mut buf[got..]) {
             Ok(0) if got == 0 => return Err("closed the connection without answering".to_owned()),
-            Ok(0) => return Err(format!("closed the connection after {got} bytes of an answer")),
+            Ok(0) => {
+                return Err(format!(
+                    "closed the connection after {got} bytes of an answer"
+                ));
+            }
             Ok(n) => got += n,
             Err(e)
                 if matches!(
@@ -1055,7 +1059,11 @@ mod tests {
             });
             let t0 = Instant::now();
             let e = probe_by(&ready, addr, None, t0 + Duration::from_millis(700)).unwrap_err();
-            assert!(t0.elapsed() < Duration::from_millis(1000), "{:?}", t0.elapsed());
+            assert!(
+                t0.elapsed() < Duration::from_millis(1000),
+                "{:?}",
+                t0.elapsed()
+            );
             let want = if trickle {
                 "trickled in too slowly"
             } else {

@@ -140,7 +140,10 @@ mod tests {
         // Once stale, then moving on: fine.
         assert!(c.advance(&page(5, 10, 1)).unwrap());
         assert!(!c.advance(&page(10, 10, 1)).unwrap());
-        assert!(!c.advance(&page(10, 10, 0)).unwrap(), "an empty page ends it");
+        assert!(
+            !c.advance(&page(10, 10, 0)).unwrap(),
+            "an empty page ends it"
+        );
         // Never backwards, and the third page in a row that does not move is an error.
         let mut c = FeedCursor::new(7);
         assert!(c.advance(&page(3, u64::MAX, 1)).unwrap());

@@ -75,9 +75,7 @@ pub(crate) fn parse_multipart(
             return Ok(parts);
         }
         if body.get(pos..past(pos, 2)?) != Some(b"\r\n") {
-            return Err(format!(
-                "boundary at byte {pos} not followed by CRLF or --"
-            ));
+            return Err(format!("boundary at byte {pos} not followed by CRLF or --"));
         }
         if parts.len() == max_parts {
             return Err(format!("more than the {max_parts} parts asked for"));
@@ -122,7 +120,10 @@ pub(crate) fn parse_multipart(
                             body.len()
                         )
                     })?;
-                if body.get(end..).is_none_or(|rest| !rest.starts_with(closing.as_bytes())) {
+                if body
+                    .get(end..)
+                    .is_none_or(|rest| !rest.starts_with(closing.as_bytes()))
+                {
                     return Err(format!(
                         "part of length {n} at byte {start} is not followed by CRLF and the boundary"
                     ));
@@ -329,7 +330,12 @@ pub(super) async fn download_to(
         size = size
             .checked_add(chunk.len() as u64)
             .filter(|&s| s <= m.size)
-            .ok_or_else(|| bad(format!("the chunks run past the manifest's {} bytes", m.size)))?;
+            .ok_or_else(|| {
+                bad(format!(
+                    "the chunks run past the manifest's {} bytes",
+                    m.size
+                ))
+            })?;
         hasher.update(&chunk);
         tmp.write_all(&chunk)
     })

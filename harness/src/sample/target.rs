@@ -504,16 +504,24 @@ fn probe_by(
                     std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
                 ) =>
             {
-                return Err(if got == 0 {
-                    format!(
+                // A read cut short by the deadline ends the wait: say so.
+                let by_deadline = t < PROBE_READ;
+                return Err(match (got, by_deadline) {
+                    (0, false) => format!(
                         "accepted the connection but sent no answer within {} ms",
                         t.as_millis()
-                    )
-                } else {
-                    format!(
+                    ),
+                    (0, true) => {
+                        "accepted the connection but sent no answer by the deadline".to_owned()
+                    }
+                    (_, false) => format!(
                         "sent {got} bytes of an answer, then nothing for {} ms",
                         t.as_millis()
-                    )
+                    ),
+                    (_, true) => format!(
+                        "the answer trickled in too slowly: {got} bytes of its status line by \
+                         the deadline"
+                    ),
                 });
             }
             Err(e) => return Err(format!("reading the answer: {e}")),

@@ -326,10 +326,24 @@ impl Device {
                 .await
                 .map_err(|e| (if e.is_connect() { "connect" } else { "io" }, chain(&e)))?;
             let (parts, body) = resp.into_parts();
+            // A declared length over the cap is refused before a byte of the body is read.
+            if let Some(n) = declared_length(&parts.headers)
+                && n > MAX_ANSWER_BYTES as u64
+            {
+                return Err((TOO_LARGE, format!("Content-Length {n}")));
+            }
             let body = Limited::new(body, MAX_ANSWER_BYTES)
                 .collect()
                 .await
-                .map_err(|e| ("io", format!("reading the answer: {e}")))?
+                .map_err(|e| {
+                    if e.downcast_ref::<http_body_util::LengthLimitError>()
+                        .is_some()
+                    {
+                        (TOO_LARGE, "the body ran past the cap".to_owned())
+                    } else {
+                        ("io", format!("reading the answer: {}", chain(&*e)))
+                    }
+                })?
                 .to_bytes();
             Ok::<_, (&'static str, String)>((parts, body))
         })
@@ -355,6 +369,14 @@ impl Device {
                     status,
                     headers: parts.headers,
                     body,
+                })
+            }
+            Ok(Err((TOO_LARGE, detail))) => {
+                rec.record(req.route.label(), TOO_LARGE, sample(0));
+                Err(LoadError::AnswerTooLarge {
+                    route: req.route.label().to_owned(),
+                    cap: MAX_ANSWER_BYTES as u64,
+                    detail,
                 })
             }
             Ok(Err((kind, detail))) => {
@@ -484,6 +506,8 @@ impl Device {
             attempt += 1;
             let left = deadline.saturating_duration_since(Instant::now());
             let res = self.send(rec, req.clone().timeout(left)).await;
+            // Only a transport failure or a 503 may pass with time: an answer over the cap,
+            // a malformed one or another status would come back the same.
             let retry = match &res {
                 Err(LoadError::Transport { .. }) => true,
                 Ok(a) => a.status == 503,
@@ -494,7 +518,7 @@ impl Device {
                 tokio::time::sleep(backoff).await;
                 continue;
             }
-            let a = res?;
+            let a = res.map_err(|e| within_deadline(e, req.timeout, attempt))?;
             return if ok.contains(&a.status) {
                 Ok(a)
             } else {
@@ -664,9 +688,17 @@ fn finish_lean(
             );
             Ok(reply.status)
         }
-        Err(("timeout", _)) => {
+        Err(("timeout", detail)) => {
             rec.record(req.route.label(), "timeout", sample(0));
-            Err(timed_out(req.route, req.timeout))
+            Err(if detail.is_empty() {
+                timed_out(req.route, req.timeout)
+            } else {
+                transport(
+                    req.route,
+                    "timeout",
+                    format!("no complete answer within {:?}: {detail}", req.timeout),
+                )
+            })
         }
         Err((kind, detail)) => {
             rec.record(req.route.label(), kind, sample(0));
@@ -685,6 +717,44 @@ pub(crate) fn transport(route: Route, kind: &'static str, detail: String) -> Loa
 
 fn timed_out(route: Route, after: Duration) -> LoadError {
     transport(route, "timeout", format!("no answer within {after:?}"))
+}
+
+/// A retried request's timeout restated as the one deadline its attempts shared (the last
+/// attempt only had what was left of it).
+fn within_deadline(e: LoadError, deadline: Duration, attempts: u32) -> LoadError {
+    match e {
+        LoadError::Transport {
+            route,
+            kind: "timeout",
+            ..
+        } => LoadError::Transport {
+            route,
+            kind: "timeout",
+            detail: if attempts == 1 {
+                format!("no complete answer within the request's deadline of {deadline:?}")
+            } else {
+                format!(
+                    "no complete answer within the request's deadline of {deadline:?}, \
+                     which its {attempts} attempts shared"
+                )
+            },
+        },
+        other => other,
+    }
+}
+
+/// The outcome kind of an answer refused for its size (counted under this label).
+const TOO_LARGE: &str = "too_large";
+
+/// The `Content-Length` an answer declares, when it declares one that parses.
+fn declared_length(headers: &HeaderMap) -> Option<u64> {
+    headers
+        .get(hyper::header::CONTENT_LENGTH)?
+        .to_str()
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
 }
 
 /// An error and its sources on one line ("client error (Connect): Connection refused").
@@ -882,10 +952,12 @@ impl Answer {
     /// The protocol error code of a non-2xx answer ("" when the body is not the error JSON).
     pub fn error_code(&self) -> (String, String) {
         match serde_json::from_slice::<protocol::error::ErrorBody>(&self.body) {
-            Ok(b) => (b.error, b.detail),
+            Ok(b) => (one_line(&b.error), one_line(&b.detail)),
             Err(_) => (
                 String::new(),
-                String::from_utf8_lossy(&self.body[..self.body.len().min(200)]).into_owned(),
+                one_line(&String::from_utf8_lossy(
+                    &self.body[..self.body.len().min(200)],
+                )),
             ),
         }
     }
@@ -902,6 +974,15 @@ impl Answer {
             detail,
         }
     }
+}
+
+/// A server's text for an error message: at most 200 characters, control characters
+/// (line breaks included) as spaces, so the message stays one line.
+fn one_line(s: &str) -> String {
+    s.chars()
+        .take(200)
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect()
 }
 
 /// The mid-body crash point's side of a device (the trap itself is `crate::midbody`).
@@ -1123,6 +1204,95 @@ pub(crate) mod tests {
         let took = t0.elapsed();
         assert!(matches!(e, LoadError::Transport { .. }), "{e:?}");
         assert!(took < Duration::from_millis(1100), "{took:?}");
+    }
+
+    /// A listener whose every connection is answered one byte of `answer` per `every`.
+    pub(crate) fn trickling_target(answer: &'static [u8], every: Duration) -> Target {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        std::thread::spawn(move || {
+            for s in l.incoming().take(8) {
+                let Ok(mut s) = s else { return };
+                std::thread::spawn(move || {
+                    use std::io::{Read, Write};
+                    let mut b = [0u8; 4096];
+                    let _ = s.read(&mut b);
+                    for &byte in answer {
+                        if s.write_all(&[byte]).is_err() {
+                            return;
+                        }
+                        std::thread::sleep(every);
+                    }
+                });
+            }
+        });
+        Target::parse(&format!("http://{addr}"), false).unwrap()
+    }
+
+    const SLOW_ANSWER: &[u8] =
+        b"HTTP/1.1 200 OK\r\ncontent-length: 20\r\ncontent-type: application/json\r\n\r\n{\"seq\":0,\"head_seq\":0}";
+
+    /// An answer trickled a byte per 50 ms ends at the one deadline on the pooled path, and
+    /// the message states that deadline (not what was left for the last attempt).
+    #[tokio::test]
+    async fn a_trickled_answer_ends_at_the_one_deadline() {
+        let dev = test_device(trickling_target(SLOW_ANSWER, Duration::from_millis(50)));
+        let rec = Recorder::new(false);
+        let t0 = Instant::now();
+        let req = Outgoing::new(Route::Changes, "/v1/changes").timeout(Duration::from_millis(700));
+        let e = dev.call(&rec, req, &[200]).await.unwrap_err();
+        assert!(
+            t0.elapsed() < Duration::from_millis(1500),
+            "{:?}",
+            t0.elapsed()
+        );
+        let msg = e.to_string();
+        assert!(msg.contains("deadline of 700ms"), "{msg}");
+    }
+
+    /// The lean path, async and blocking: a trickle ends at the exchange's deadline (the
+    /// blocking one within two socket timeouts, however often a byte arrives).
+    #[tokio::test]
+    async fn a_trickled_answer_ends_the_lean_exchange() {
+        let dev = test_device(trickling_target(SLOW_ANSWER, Duration::from_millis(50)));
+        let rec = Recorder::new(false);
+        let req = Outgoing::new(Route::Changes, "/v1/changes").timeout(Duration::from_millis(600));
+        let mut w = WorkerConn::new(&dev);
+        let t0 = Instant::now();
+        let e = dev.send_lean(&rec, &mut w, &req).await.unwrap_err();
+        assert!(
+            t0.elapsed() < Duration::from_millis(1200),
+            "{:?}",
+            t0.elapsed()
+        );
+        assert!(e.to_string().contains("within 600ms"), "{e}");
+        let d = dev.clone();
+        let (took, e) = tokio::task::spawn_blocking(move || {
+            let slot = Arc::new(h1::BlockingSlot::default());
+            let mut w = WorkerConn::blocking(&d, Duration::from_millis(400), slot);
+            let t0 = Instant::now();
+            let e = d.send_blocking(&rec, &mut w, &req).unwrap_err();
+            (t0.elapsed(), e)
+        })
+        .await
+        .unwrap();
+        assert!(took < Duration::from_millis(1500), "{took:?}");
+        assert!(e.to_string().contains("trickled past"), "{e}");
+    }
+
+    /// A declared length over the cap is refused before the body, named, and not retried.
+    #[tokio::test]
+    async fn a_declared_length_over_the_cap_is_refused_once() {
+        let dev = test_device(trickling_target(
+            b"HTTP/1.1 200 OK\r\ncontent-length: 1000000000000000000\r\n\r\n",
+            Duration::ZERO,
+        ));
+        let rec = Recorder::new(false);
+        let req = Outgoing::new(Route::Changes, "/v1/changes");
+        let e = dev.call(&rec, req, &[200]).await.unwrap_err();
+        assert!(matches!(e, LoadError::AnswerTooLarge { .. }), "{e}");
+        assert!(e.to_string().contains("33554432-byte cap"), "{e}");
+        assert_eq!(rec.snapshot().requests(), 1, "not retried");
     }
 
     #[test]

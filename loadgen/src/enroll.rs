@@ -181,6 +181,21 @@ pub async fn pair(
         )
         .await?;
     let p: PairingResponse = a.json(Route::PairingCreate)?;
+    // The id goes into three request paths: only URL-safe characters, of a sane length.
+    let id_ok = !p.pairing_id.is_empty()
+        && p.pairing_id.len() <= 128
+        && p.pairing_id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+    if !id_ok {
+        return Err(LoadError::BadAnswer {
+            route: Route::PairingCreate.label().into(),
+            detail: format!(
+                "pairing_id {:?} is not 1 to 128 URL-safe characters",
+                p.pairing_id.chars().take(80).collect::<String>()
+            ),
+        });
+    }
     let claim_path = format!("/v1/pairing/{}/claim", p.pairing_id);
     let body = serde_json::to_vec(&ClaimRequest {
         enroll_token: p.enroll_token.clone(),

@@ -35,6 +35,21 @@ pub enum LoadError {
     },
     #[error("{route}: malformed answer: {detail}")]
     BadAnswer { route: String, detail: String },
+    /// An answer over the read cap: refused from its declared length before its body is
+    /// read, or cut off when the body passes the cap. Never retried (the server would only
+    /// send it again).
+    #[error("{route}: answer refused: {detail}, over the {cap}-byte cap on an answer")]
+    AnswerTooLarge {
+        route: String,
+        cap: u64,
+        detail: String,
+    },
+    /// A feed that lists changes without moving its `seq` past the cursor: following it
+    /// would ask for the same page for ever.
+    #[error(
+        "{route}: server's changes feed did not advance seq past {seq} in {pages} pages (each listed changes)"
+    )]
+    FeedStalled { route: String, seq: u64, pages: u32 },
     #[error("{}: {source}", path.display())]
     Io {
         path: PathBuf,
@@ -43,7 +58,9 @@ pub enum LoadError {
     },
     #[error("state file {}: {reason}", path.display())]
     State { path: PathBuf, reason: String },
-    #[error("vault path {path:?} from the server is unsafe (absolute, empty or with ..)")]
+    #[error(
+        "vault path {path:?} from the server is unsafe (empty, absolute, with a NUL, a backslash, or an empty, . or .. segment)"
+    )]
     UnsafePath { path: String },
     #[error("{path}: SHA-256 mismatch after download (expected {expected}, got {got})")]
     HashMismatch {

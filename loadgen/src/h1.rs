@@ -36,6 +36,9 @@ pub mod probe;
 pub(crate) const MAX_HEAD_BYTES: usize = 64 * 1024;
 /// Bytes asked of the socket per read: a `/livez` or JSON answer fits in one read.
 const READ_CHUNK: usize = 16 * 1024;
+/// Interim (1xx) answers accepted before the final one: a server sends one `100 Continue`
+/// or a `103 Early Hints` or two; an endless stream of them is a server that never answers.
+const MAX_INTERIM: usize = 16;
 
 /// A transport failure: its kind ("connect", "io") and what happened.
 pub(crate) type Fail = (&'static str, String);
@@ -62,6 +65,11 @@ pub(crate) struct H1Conn {
     /// Answer bytes read but not yet consumed are `rbuf[rpos..]`.
     rbuf: Vec<u8>,
     rpos: usize,
+    /// A blocking exchange's end: each read is bounded by the socket's timeout, and a read
+    /// that returns past this ends the exchange, so an answer trickled just inside the read
+    /// timeout still ends within two timeouts (an async exchange is bounded by its caller's
+    /// timer instead).
+    deadline: Option<std::time::Instant>,
 }
 
 /// The parsed head of an answer.
@@ -183,6 +191,7 @@ impl H1Conn {
             wbuf: Vec::with_capacity(4096),
             rbuf: Vec::with_capacity(READ_CHUNK),
             rpos: 0,
+            deadline: None,
         }
     }
 
@@ -261,16 +270,28 @@ impl H1Conn {
     /// Sends the request in the buffer and reads the whole answer (at most `max_body`
     /// body bytes). `head_only` is set for `HEAD` requests, whose answers carry no body.
     pub async fn roundtrip(&mut self, head_only: bool, max_body: u64) -> Result<Reply, Fail> {
+        self.deadline = self
+            .blocking
+            .as_ref()
+            .map(|(timeout, _)| std::time::Instant::now() + *timeout);
         let mut stream = match self.stream.take() {
             Some(s) => s,
             None => self.connect().await?,
         };
         stream.write_all(&self.wbuf).await?;
+        let mut interim = 0;
         let reply = loop {
             let head = self.read_head(&mut stream).await?;
             self.rpos += head.len;
             // Interim 1xx answers (100 Continue, 103 Early Hints) precede the real one.
             if (100..200).contains(&head.status) && head.status != 101 {
+                interim += 1;
+                if interim > MAX_INTERIM {
+                    return Err((
+                        "io",
+                        format!("the server sent over {MAX_INTERIM} interim (1xx) answers"),
+                    ));
+                }
                 continue;
             }
             if head.status == 101 {
@@ -280,7 +301,12 @@ impl H1Conn {
             let body_bytes = match head.body {
                 _ if no_body => 0,
                 BodyLen::Known(n) if n > max_body => {
-                    return Err(("io", format!("answer body of {n} bytes is over {max_body}")));
+                    return Err((
+                        "io",
+                        format!(
+                            "declared Content-Length {n} is over the {max_body}-byte cap on an answer"
+                        ),
+                    ));
                 }
                 BodyLen::Known(n) => self.skip_exact(&mut stream, n).await?,
                 BodyLen::Chunked => self.skip_chunked(&mut stream, max_body).await?,
@@ -317,7 +343,16 @@ impl H1Conn {
             self.rpos = 0;
         }
         self.rbuf.reserve(READ_CHUNK);
-        stream.read_buf(&mut self.rbuf).await
+        let n = stream.read_buf(&mut self.rbuf).await?;
+        if let Some(d) = self.deadline
+            && std::time::Instant::now() > d
+        {
+            return Err((
+                "timeout",
+                "reading the answer: it trickled past the exchange's deadline".to_owned(),
+            ));
+        }
+        Ok(n)
     }
 
     async fn read_head(&mut self, stream: &mut Stream) -> Result<Head, Fail> {
@@ -369,13 +404,28 @@ impl H1Conn {
             let line = self.line(stream).await?;
             let size = parse_chunk_size(&line).map_err(|e| ("io", e))?;
             if size == 0 {
-                // Trailers, up to the blank line.
-                while !self.line(stream).await?.is_empty() {}
-                return Ok(total);
+                // Trailers, up to the blank line, no more of them than a head may hold.
+                let mut trailers = 0usize;
+                loop {
+                    let line = self.line(stream).await?;
+                    if line.is_empty() {
+                        return Ok(total);
+                    }
+                    trailers = trailers.saturating_add(line.len() + 2);
+                    if trailers > MAX_HEAD_BYTES {
+                        return Err((
+                            "io",
+                            format!("chunked answer's trailers are over {MAX_HEAD_BYTES} bytes"),
+                        ));
+                    }
+                }
             }
             total = total.saturating_add(size);
             if total > max {
-                return Err(("io", format!("chunked answer body is over {max} bytes")));
+                return Err((
+                    "io",
+                    format!("chunked answer body is over the {max}-byte cap on an answer"),
+                ));
             }
             self.skip_exact(stream, size).await?;
             if !self.line(stream).await?.is_empty() {
@@ -388,10 +438,13 @@ impl H1Conn {
     async fn skip_to_eof(&mut self, stream: &mut Stream, max: u64) -> Result<u64, Fail> {
         let mut total = 0u64;
         loop {
-            total += self.pending().len() as u64;
+            total = total.saturating_add(self.pending().len() as u64);
             self.rpos = self.rbuf.len();
             if total > max {
-                return Err(("io", format!("answer body is over {max} bytes")));
+                return Err((
+                    "io",
+                    format!("answer body is over the {max}-byte cap on an answer"),
+                ));
             }
             if self.fill(stream).await? == 0 {
                 return Ok(total);
@@ -503,7 +556,9 @@ fn parse_head(buf: &[u8]) -> Result<Option<Head>, String> {
 fn parse_chunk_size(line: &[u8]) -> Result<u64, String> {
     let hex = line.split(|&b| b == b';').next().unwrap_or_default();
     let hex = std::str::from_utf8(hex).unwrap_or("").trim();
-    if hex.is_empty() || hex.len() > 15 {
+    // At most 15 hex digits (under 2^60, so sums of sizes cannot overflow), and only hex
+    // digits: `from_str_radix` would also take a leading `+`.
+    if hex.is_empty() || hex.len() > 15 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
         return Err(format!(
             "bad chunk size line {:?}",
             String::from_utf8_lossy(&line[..line.len().min(40)])
@@ -617,6 +672,8 @@ mod tests {
         assert_eq!(parse_chunk_size(b"0;ext=1"), Ok(0));
         assert!(parse_chunk_size(b"").is_err());
         assert!(parse_chunk_size(b"zz").is_err());
+        assert!(parse_chunk_size(b"+5").is_err());
+        assert!(parse_chunk_size(b"1000000000000000").is_err(), "16 digits");
         for v in [0i64, 7, 10, 1_700_000_000, -42, i64::MIN, i64::MAX] {
             let mut out = Vec::new();
             push_decimal(&mut out, v);
@@ -720,7 +777,7 @@ mod tests {
         let mut c = H1Conn::new(addr);
         get(&mut c);
         let e = c.roundtrip(false, 50).await.unwrap_err();
-        assert!(e.1.contains("over 50"), "{e:?}");
+        assert!(e.1.contains("over the 50-byte cap"), "{e:?}");
         get(&mut c);
         let e = c.roundtrip(false, 1 << 20).await.unwrap_err();
         assert!(e.1.contains("status line"), "{e:?}");

@@ -444,6 +444,115 @@ pub struct Server {
     cgroup: Option<crate::sample::guard::Cgroup>,
 }
 
+/// How long one read of a readiness answer may stay silent (as `Ready::probe`'s).
+const PROBE_READ: Duration = Duration::from_millis(500);
+/// How long one readiness connect may take.
+const PROBE_CONNECT: Duration = Duration::from_millis(200);
+
+/// One readiness probe of `addr` that ends by `deadline` whatever the server does: the
+/// connect, the write and every read get at most what is left of it (and a read at most
+/// [`PROBE_READ`]), so a server that accepts and never answers, or trickles its answer a byte
+/// at a time, holds the wait no longer than its bound. `Err` says what the server did, for the
+/// error that ends the wait.
+fn probe_by(
+    ready: &Ready,
+    addr: SocketAddr,
+    auth: Option<&BasicAuth>,
+    deadline: Instant,
+) -> Result<(), String> {
+    use std::io::Write;
+    let left = || deadline.saturating_duration_since(Instant::now());
+    let bounded = |cap: Duration| {
+        let l = left();
+        (!l.is_zero()).then(|| l.min(cap))
+    };
+    let Some(t) = bounded(PROBE_CONNECT) else {
+        return Err("no time left to connect".to_owned());
+    };
+    let mut s =
+        std::net::TcpStream::connect_timeout(&addr, t).map_err(|e| format!("connecting: {e}"))?;
+    let (method, path, status) = match ready {
+        Ready::Tcp => return Ok(()),
+        Ready::Http {
+            method,
+            path,
+            status,
+        } => (method, path, status),
+    };
+    let mut req = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
+    if let Some(a) = auth {
+        req.push_str(&format!("Authorization: {}\r\n", a.header_value()));
+    }
+    req.push_str("\r\n");
+    let t = bounded(PROBE_READ).ok_or("no time left to send the request")?;
+    s.set_write_timeout(Some(t))
+        .and_then(|()| s.write_all(req.as_bytes()))
+        .map_err(|e| format!("sending the request: {e}"))?;
+    // "HTTP/1.x NNN" is all the check reads.
+    let mut buf = [0u8; 12];
+    let mut got = 0;
+    while got < buf.len() {
+        let Some(t) = bounded(PROBE_READ) else {
+            return Err(format!(
+                "the answer trickled in too slowly: {got} bytes of its status line by the deadline"
+            ));
+        };
+        s.set_read_timeout(Some(t))
+            .map_err(|e| format!("setting a read timeout: {e}"))?;
+        match s.read(&mut buf[got..]) {
+            Ok(0) if got == 0 => return Err("closed the connection without answering".to_owned()),
+            Ok(0) => {
+                return Err(format!(
+                    "closed the connection after {got} bytes of an answer"
+                ));
+            }
+            Ok(n) => got += n,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                // A read cut short by the deadline ends the wait: say so.
+                let by_deadline = t < PROBE_READ;
+                return Err(match (got, by_deadline) {
+                    (0, false) => format!(
+                        "accepted the connection but sent no answer within {} ms",
+                        t.as_millis()
+                    ),
+                    (0, true) => {
+                        "accepted the connection but sent no answer by the deadline".to_owned()
+                    }
+                    (_, false) => format!(
+                        "sent {got} bytes of an answer, then nothing for {} ms",
+                        t.as_millis()
+                    ),
+                    (_, true) => format!(
+                        "the answer trickled in too slowly: {got} bytes of its status line by \
+                         the deadline"
+                    ),
+                });
+            }
+            Err(e) => return Err(format!("reading the answer: {e}")),
+        }
+    }
+    let code = buf
+        .starts_with(b"HTTP/1.")
+        .then(|| std::str::from_utf8(&buf[9..12]).ok()?.parse::<u16>().ok())
+        .flatten()
+        .ok_or_else(|| {
+            format!(
+                "answered {:?}, not an HTTP/1.x status line",
+                String::from_utf8_lossy(&buf)
+            )
+        })?;
+    if status.matches(code) {
+        Ok(())
+    } else {
+        Err(format!("answered {code}"))
+    }
+}
+
 /// How long a server may take to become ready before the sample fails.
 pub const READY_TIMEOUT: Duration = Duration::from_secs(30);
 /// The same under a cost sample's valgrind, which runs start-up 5 to 25 times slower (the
@@ -518,6 +627,9 @@ impl Server {
         }
         set_parent_death_signal(&mut cmd);
         let t0 = Instant::now();
+        // One deadline for the whole wait, however the server answers: each probe's
+        // connect, write and reads get only what is left of it.
+        let ready_deadline = t0 + ready_timeout;
         let mut child = cmd
             .spawn()
             .with_context(|| format!("target {:?} did not start", spec.given))?;
@@ -567,12 +679,14 @@ impl Server {
                     server.stderr_line()
                 );
             }
-            if ready.probe(addr, auth.as_ref()) {
-                break;
-            }
-            if t0.elapsed() > ready_timeout {
+            let last = match probe_by(&ready, addr, auth.as_ref(), ready_deadline) {
+                Ok(()) => break,
+                Err(why) => why,
+            };
+            if Instant::now() >= ready_deadline {
                 bail!(
-                    "target {:?} was not ready on {addr} within {}s: {}",
+                    "target {:?} was not ready on {addr} within {}s (ready check `{ready}`; \
+                     the last probe: {last}): {}",
                     spec.given,
                     ready_timeout.as_secs(),
                     server.stderr_line()
@@ -964,5 +1078,45 @@ mod tests {
         let st = procstat::parse::stat(line, "task stat").unwrap();
         assert_eq!(fold_digits(&st.comm), "tokio-rt-worker N");
         assert_eq!(st.utime_ticks + st.stime_ticks, 300);
+    }
+
+    /// A readiness probe of a server that accepts and trickles, or accepts and never
+    /// answers, ends at the wait's deadline with what the server did.
+    #[test]
+    fn a_readiness_probe_ends_at_the_deadline_whatever_the_server_does() {
+        use std::io::Write as _;
+        let ready: Ready = "GET /readyz 200".parse().unwrap();
+        for trickle in [true, false] {
+            let l = TcpListener::bind("127.0.0.1:0").unwrap();
+            let addr = l.local_addr().unwrap();
+            std::thread::spawn(move || {
+                let Ok((mut s, _)) = l.accept() else { return };
+                let mut b = [0u8; 512];
+                let _ = s.read(&mut b);
+                for &byte in b"HTTP/1.1 200 OK\r\n" {
+                    if !trickle {
+                        std::thread::sleep(Duration::from_secs(3));
+                        return;
+                    }
+                    if s.write_all(&[byte]).is_err() {
+                        return;
+                    }
+                    std::thread::sleep(Duration::from_millis(150));
+                }
+            });
+            let t0 = Instant::now();
+            let e = probe_by(&ready, addr, None, t0 + Duration::from_millis(700)).unwrap_err();
+            assert!(
+                t0.elapsed() < Duration::from_millis(1000),
+                "{:?}",
+                t0.elapsed()
+            );
+            let want = if trickle {
+                "trickled in too slowly"
+            } else {
+                "sent no answer"
+            };
+            assert!(e.contains(want), "{e}");
+        }
     }
 }

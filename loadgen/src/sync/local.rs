@@ -146,6 +146,71 @@ impl Walk {
     }
 }
 
+/// A download's temp file beside its destination, removed when dropped unless
+/// [`TempFile::persist`] renamed it into place: an error, a panic in a sibling task or a
+/// cancelled pull (its task dropped mid-download) leaves no half-written file in the vault.
+pub(super) struct TempFile {
+    path: PathBuf,
+    file: Option<std::fs::File>,
+}
+
+impl TempFile {
+    /// Creates a new temp file for `dest` in `parent` (`.vbtmp-<device>-<n>-<name>`, made
+    /// with `O_EXCL`, so two downloads of one path never share a file).
+    pub(super) fn create(parent: &Path, device: usize, dest_name: &str) -> Result<Self, LoadError> {
+        use std::sync::atomic::{AtomicU64, Ordering};
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        loop {
+            let n = NEXT.fetch_add(1, Ordering::Relaxed);
+            let path = parent.join(format!(".vbtmp-{device}-{n}-{dest_name}"));
+            match std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(&path)
+            {
+                Ok(f) => {
+                    return Ok(TempFile {
+                        path,
+                        file: Some(f),
+                    });
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+                Err(e) => return Err(LoadError::io(&path, e)),
+            }
+        }
+    }
+
+    pub(super) fn write_all(&mut self, bytes: &[u8]) -> Result<(), LoadError> {
+        use std::io::Write as _;
+        match self.file.as_mut() {
+            Some(f) => f.write_all(bytes).map_err(|e| LoadError::io(&self.path, e)),
+            None => Err(LoadError::io(
+                &self.path,
+                std::io::Error::other("temp file already closed"),
+            )),
+        }
+    }
+
+    /// fsyncs the file and renames it to `dest`.
+    pub(super) fn persist(mut self, dest: &Path) -> Result<(), LoadError> {
+        if let Some(f) = self.file.take() {
+            f.sync_all().map_err(|e| LoadError::io(&self.path, e))?;
+        }
+        std::fs::rename(&self.path, dest).map_err(|e| LoadError::io(dest, e))?;
+        self.path = PathBuf::new();
+        Ok(())
+    }
+}
+
+impl Drop for TempFile {
+    fn drop(&mut self) {
+        self.file.take();
+        if !self.path.as_os_str().is_empty() {
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
+}
+
 pub(super) fn is_temp_name(name: &str) -> bool {
     name.starts_with(".vbtmp-")
 }
@@ -206,7 +271,18 @@ mod tests {
 
     #[test]
     fn unsafe_paths_refused() {
-        for p in ["", "/etc/passwd", "a/../b", "..", "a//b", "./a", "a\\b"] {
+        for p in [
+            "",
+            "/etc/passwd",
+            "a/../b",
+            "..",
+            "a//b",
+            "./a",
+            "a\\b",
+            "a/\0b",
+            "../x",
+            "a/",
+        ] {
             assert!(safe_rel_path(p).is_err(), "{p:?}");
         }
         assert!(safe_rel_path("a/b c.md").is_ok());

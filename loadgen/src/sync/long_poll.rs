@@ -29,6 +29,52 @@ pub async fn wait_changes(
     a.json(Route::Changes)
 }
 
+/// Pages a feed may list changes without moving `seq` before the reader gives up: a server
+/// whose page is stale once (a reader racing a write) moves on at the next ask; three in a
+/// row is a server that will not.
+pub(crate) const MAX_STALLED_PAGES: u32 = 3;
+
+/// A reader's place in the feed: the `since` of the next page. Follows each page's `seq`
+/// (protocol: "a client pages by asking again with `since = seq` until `seq ≥ head_seq`"),
+/// never backwards, and refuses a feed that keeps listing changes without moving.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct FeedCursor {
+    pub seq: u64,
+    stalled: u32,
+}
+
+impl FeedCursor {
+    pub fn new(since: u64) -> FeedCursor {
+        FeedCursor {
+            seq: since,
+            stalled: 0,
+        }
+    }
+
+    /// Takes in one page: `Ok(true)` when there is more to read, `Ok(false)` at the end of the
+    /// feed (an empty page, or `seq` reaching `head_seq`), and an error when the page lists
+    /// changes without moving past the cursor for the [`MAX_STALLED_PAGES`]th time in a row.
+    pub fn advance(&mut self, page: &ChangesResponse) -> Result<bool, LoadError> {
+        if page.changes.is_empty() {
+            return Ok(false);
+        }
+        if page.seq > self.seq {
+            self.seq = page.seq;
+            self.stalled = 0;
+        } else {
+            self.stalled += 1;
+            if self.stalled >= MAX_STALLED_PAGES {
+                return Err(LoadError::FeedStalled {
+                    route: Route::Changes.label().to_owned(),
+                    seq: self.seq,
+                    pages: self.stalled,
+                });
+            }
+        }
+        Ok(self.seq < page.head_seq)
+    }
+}
+
 pub(super) async fn changes_page(
     dev: &Device,
     rec: &Recorder,
@@ -38,5 +84,82 @@ pub(super) async fn changes_page(
     let a = dev
         .call(rec, Outgoing::new(Route::Changes, &pq), &[200])
         .await?;
-    a.json(Route::Changes)
+    let page: ChangesResponse = a.json(Route::Changes)?;
+    check_page(&page, MAX_CHANGES_LIMIT)?;
+    Ok(page)
+}
+
+/// The checks a feed page passes before anything acts on it: no more entries than asked for.
+/// (`seq` values are only compared, never added, so any `u64` is safe.)
+pub(crate) fn check_page(page: &ChangesResponse, limit: usize) -> Result<(), LoadError> {
+    if page.changes.len() > limit {
+        return Err(LoadError::BadAnswer {
+            route: Route::Changes.label().to_owned(),
+            detail: format!(
+                "a page of {} changes, over the limit of {limit} asked for",
+                page.changes.len()
+            ),
+        });
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn page(seq: u64, head_seq: u64, n: usize) -> ChangesResponse {
+        let c = protocol::wire::Change {
+            seq,
+            file_id: String::new(),
+            domain_id: String::new(),
+            version_id: String::new(),
+            parents: vec![],
+            sids: vec![],
+            bytes: 0,
+            manifest_ct: String::new(),
+            manifest_nonce: String::new(),
+            device_id: String::new(),
+            ts: 0,
+            deleted: false,
+            heads: vec![],
+            conflicted: false,
+        };
+        ChangesResponse {
+            seq,
+            head_seq,
+            changes: vec![c; n],
+        }
+    }
+
+    #[test]
+    fn the_cursor_follows_seq_and_refuses_a_stalled_feed() {
+        let mut c = FeedCursor::new(0);
+        assert!(c.advance(&page(5, 10, 2)).unwrap());
+        assert_eq!(c.seq, 5);
+        // Once stale, then moving on: fine.
+        assert!(c.advance(&page(5, 10, 1)).unwrap());
+        assert!(!c.advance(&page(10, 10, 1)).unwrap());
+        assert!(
+            !c.advance(&page(10, 10, 0)).unwrap(),
+            "an empty page ends it"
+        );
+        // Never backwards, and the third page in a row that does not move is an error.
+        let mut c = FeedCursor::new(7);
+        assert!(c.advance(&page(3, u64::MAX, 1)).unwrap());
+        assert_eq!(c.seq, 7);
+        assert!(c.advance(&page(7, u64::MAX, 1)).unwrap());
+        let e = c.advance(&page(7, u64::MAX, 1)).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "changes: server's changes feed did not advance seq past 7 in 3 pages (each listed changes)"
+        );
+    }
+
+    #[test]
+    fn a_page_over_its_limit_is_refused() {
+        assert!(check_page(&page(1, 1, 3), 3).is_ok());
+        let e = check_page(&page(1, 1, 4), 3).unwrap_err();
+        assert!(e.to_string().contains("over the limit of 3"), "{e}");
+    }
 }

@@ -2,7 +2,6 @@
 //! write files atomically after checking their SHA-256; idle resync; one change applied.
 
 use std::collections::BTreeMap;
-use std::io::Write;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
@@ -18,8 +17,10 @@ use crate::client::{Device, FileState, Outgoing, lock_files};
 use crate::error::LoadError;
 use crate::stats::Recorder;
 
-use super::local::{Entry, Walk, check_dir, decode_manifest, local_matches, safe_rel_path};
-use super::long_poll::changes_page;
+use super::local::{
+    Entry, TempFile, Walk, check_dir, decode_manifest, local_matches, safe_rel_path,
+};
+use super::long_poll::{FeedCursor, changes_page};
 use super::report::TransferReport;
 
 /// One part of a `multipart/mixed` chunk batch.
@@ -31,61 +32,118 @@ pub(crate) struct Part {
 }
 
 /// Parses the `multipart/mixed` answer of `POST /v1/chunks/get` (parts carry
-/// `X-Obsync-Sid` and `Content-Length`; a missing chunk has `X-Obsync-Missing: 1`).
-pub(crate) fn parse_multipart(content_type: &str, body: &Bytes) -> Result<Vec<Part>, String> {
+/// `X-Obsync-Sid` and `Content-Length`; a missing chunk has `X-Obsync-Missing: 1`), with at
+/// most `max_parts` parts. Every length and offset is the server's, so each is checked: a part
+/// must end inside the body and be followed by `CRLF --boundary` (RFC 2046 §5.1.1: the CRLF
+/// before a boundary belongs to it), which also refuses parts that overlap the next one. A
+/// malformed answer is a one-line error.
+pub(crate) fn parse_multipart(
+    content_type: &str,
+    body: &Bytes,
+    max_parts: usize,
+) -> Result<Vec<Part>, String> {
     let boundary = content_type
         .split(';')
         .map(str::trim)
         .find_map(|p| p.strip_prefix("boundary="))
         .map(|b| b.trim_matches('"'))
-        .ok_or_else(|| format!("no boundary in content-type {content_type:?}"))?;
+        .ok_or_else(|| format!("no boundary in content-type {:?}", clip(content_type)))?;
+    // RFC 2046 §5.1.1: 1 to 70 characters.
+    if boundary.is_empty() || boundary.len() > 70 {
+        return Err(format!(
+            "boundary of {} bytes (1 to 70 allowed)",
+            boundary.len()
+        ));
+    }
     let delim = format!("--{boundary}");
     let d = delim.as_bytes();
     let find = |from: usize, pat: &[u8]| -> Option<usize> {
         body.get(from..)?
             .windows(pat.len())
             .position(|w| w == pat)
-            .map(|i| i + from)
+            .and_then(|i| i.checked_add(from))
     };
-    let mut pos = find(0, d).ok_or("no opening boundary")? + d.len();
+    let past = |at: usize, n: usize| at.checked_add(n).ok_or("part offset overflows");
+    let mut pos = past(find(0, d).ok_or("no opening boundary")?, d.len())?;
     let mut parts = Vec::new();
     loop {
-        if body.get(pos..pos + 2) == Some(b"--") {
+        // Transport padding (RFC 2046: linear white space) may follow a boundary.
+        while matches!(body.get(pos), Some(b' ' | b'\t')) {
+            pos += 1;
+        }
+        if body.get(pos..past(pos, 2)?) == Some(b"--") {
             return Ok(parts);
         }
-        if body.get(pos..pos + 2) != Some(b"\r\n") {
-            return Err("boundary not followed by CRLF".into());
+        if body.get(pos..past(pos, 2)?) != Some(b"\r\n") {
+            return Err(format!("boundary at byte {pos} not followed by CRLF or --"));
         }
-        pos += 2;
+        if parts.len() == max_parts {
+            return Err(format!("more than the {max_parts} parts asked for"));
+        }
+        pos = past(pos, 2)?;
         let hdr_end = find(pos, b"\r\n\r\n").ok_or("unterminated part headers")?;
         let head =
             std::str::from_utf8(&body[pos..hdr_end]).map_err(|_| "non-UTF-8 part headers")?;
-        let (mut sid, mut missing, mut len) = (String::new(), false, None);
+        let (mut sid, mut missing, mut len) = (String::new(), false, None::<usize>);
         for line in head.split("\r\n").filter(|l| !l.is_empty()) {
-            let (k, v) = line.split_once(':').ok_or("malformed part header")?;
+            let (k, v) = line
+                .split_once(':')
+                .ok_or_else(|| format!("malformed part header {:?}", clip(line)))?;
             let (k, v) = (k.trim().to_ascii_lowercase(), v.trim());
             match k.as_str() {
                 protocol::H_PART_SID => sid = v.to_owned(),
                 protocol::H_PART_MISSING => missing = v == "1",
-                "content-length" => len = Some(v.parse::<usize>().map_err(|_| "bad part length")?),
+                "content-length" => {
+                    let n = v
+                        .parse::<usize>()
+                        .ok()
+                        .filter(|_| v.bytes().all(|b| b.is_ascii_digit()))
+                        .ok_or_else(|| format!("bad part length {:?}", clip(v)))?;
+                    if len.is_some_and(|l| l != n) {
+                        return Err("conflicting part lengths".into());
+                    }
+                    len = Some(n);
+                }
                 _ => {}
             }
         }
-        let start = hdr_end + 4;
+        let start = past(hdr_end, 4)?;
+        let closing = format!("\r\n{delim}");
         let end = match len {
-            Some(n) => start + n,
-            None => find(start, format!("\r\n{delim}").as_bytes()).ok_or("unterminated part")?,
+            Some(n) => {
+                let end = start
+                    .checked_add(n)
+                    .filter(|&e| e <= body.len())
+                    .ok_or_else(|| {
+                        format!(
+                            "part length {n} at byte {start} runs past the body's {} bytes",
+                            body.len()
+                        )
+                    })?;
+                if body
+                    .get(end..)
+                    .is_none_or(|rest| !rest.starts_with(closing.as_bytes()))
+                {
+                    return Err(format!(
+                        "part of length {n} at byte {start} is not followed by CRLF and the boundary"
+                    ));
+                }
+                end
+            }
+            None => find(start, closing.as_bytes()).ok_or("unterminated part")?,
         };
-        if end > body.len() {
-            return Err("part longer than the body".into());
-        }
         parts.push(Part {
             sid,
             missing,
             body: body.slice(start..end),
         });
-        pos = find(end, d).ok_or("no closing boundary")? + d.len();
+        pos = past(end, closing.len())?;
     }
+}
+
+/// At most 60 characters of a server's text, for a one-line error.
+fn clip(s: &str) -> String {
+    s.chars().take(60).collect()
 }
 
 /// Fetches chunks `sids` in batches of ≤ 3 and hands each verified chunk to `sink`.
@@ -117,7 +175,7 @@ pub(super) async fn fetch_chunks(
             route: Route::ChunksGet.label().into(),
             detail,
         };
-        let parts = parse_multipart(ct, &a.body).map_err(bad)?;
+        let parts = parse_multipart(ct, &a.body, batch.len()).map_err(bad)?;
         if parts.len() != batch.len() {
             return Err(bad(format!(
                 "{} parts for {} sids",
@@ -237,7 +295,9 @@ pub(super) async fn apply_change(
     Ok(out)
 }
 
-/// Downloads into a temp file beside `abs`, verifies size and SHA-256, fsyncs, renames.
+/// Downloads into a temp file beside `abs`, verifies size and SHA-256, fsyncs, renames. The
+/// temp file is removed on every other way out ([`TempFile`]), and no more than the
+/// manifest's `size` is ever written.
 pub(super) async fn download_to(
     dev: &Device,
     rec: &Recorder,
@@ -247,38 +307,49 @@ pub(super) async fn download_to(
     sids: &[String],
     m: &ClientManifest,
 ) -> Result<u64, LoadError> {
+    let bad = |detail: String| LoadError::BadAnswer {
+        route: Route::Changes.label().into(),
+        detail: format!("{rel}: {detail}"),
+    };
+    // Every chunk holds at least one byte, so a file has at most `size` chunks.
+    if sids.len() as u64 > m.size {
+        return Err(bad(format!(
+            "{} sids for a file of {} bytes",
+            sids.len(),
+            m.size
+        )));
+    }
     let name = abs
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let tmp = parent.join(format!(".vbtmp-{}-{name}", dev.index()));
-    let mut f = std::fs::File::create(&tmp).map_err(|e| LoadError::io(&tmp, e))?;
+    let mut tmp = TempFile::create(parent, dev.index(), &name)?;
     let mut hasher = Sha256::new();
     let mut size = 0u64;
-    let fetched = fetch_chunks(dev, rec, sids, |chunk| {
+    let n = fetch_chunks(dev, rec, sids, |chunk| {
+        size = size
+            .checked_add(chunk.len() as u64)
+            .filter(|&s| s <= m.size)
+            .ok_or_else(|| {
+                bad(format!(
+                    "the chunks run past the manifest's {} bytes",
+                    m.size
+                ))
+            })?;
         hasher.update(&chunk);
-        size += chunk.len() as u64;
-        f.write_all(&chunk).map_err(|e| LoadError::io(&tmp, e))
+        tmp.write_all(&chunk)
     })
-    .await;
-    let result = (|| {
-        let n = fetched?;
-        let got = hex::encode(hasher.finalize());
-        if got != m.sha256 || size != m.size {
-            return Err(LoadError::HashMismatch {
-                path: rel.to_owned(),
-                expected: format!("{} ({} bytes)", m.sha256, m.size),
-                got: format!("{got} ({size} bytes)"),
-            });
-        }
-        f.sync_all().map_err(|e| LoadError::io(&tmp, e))?;
-        std::fs::rename(&tmp, abs).map_err(|e| LoadError::io(abs, e))?;
-        Ok(n)
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
+    .await?;
+    let got = hex::encode(hasher.finalize());
+    if got != m.sha256 || size != m.size {
+        return Err(LoadError::HashMismatch {
+            path: rel.to_owned(),
+            expected: format!("{} ({} bytes)", m.sha256, m.size),
+            got: format!("{got} ({size} bytes)"),
+        });
     }
-    result
+    tmp.persist(abs)?;
+    Ok(n)
 }
 
 /// Applies one change to disk as another device would: fetches its chunks (batches of ≤ 3),
@@ -295,12 +366,12 @@ pub async fn pull_vault(dev: &Device, dir: &Path, since: u64) -> Result<Transfer
     check_dir(dir)?;
     let rec = Recorder::new(false);
     let t0 = Instant::now();
-    let mut seq = since;
+    let mut cursor = FeedCursor::new(since);
     let mut agg = Applied::default();
     let (mut files, mut dirs, mut deleted, mut own) = (0u64, 0u64, 0u64, 0u64);
     let dir = Arc::new(dir.to_owned());
     loop {
-        let page = changes_page(dev, &rec, seq).await?;
+        let page = changes_page(dev, &rec, cursor.seq).await?;
         if page.changes.is_empty() {
             break;
         }
@@ -322,22 +393,35 @@ pub async fn pull_vault(dev: &Device, dir: &Path, since: u64) -> Result<Transfer
             let Some(res) = set.join_next().await else {
                 break;
             };
-            let a = res.map_err(|e| LoadError::Invalid {
-                what: "pull task".into(),
-                reason: e.to_string(),
-            })??;
+            // On a failure the other downloads are cancelled, and their temp files removed,
+            // before the error is returned: the vault then holds only whole files.
+            let a = match res {
+                Ok(Ok(a)) => a,
+                Ok(Err(e)) => {
+                    set.shutdown().await;
+                    return Err(e);
+                }
+                Err(e) => {
+                    set.shutdown().await;
+                    return Err(LoadError::Invalid {
+                        what: "pull task".into(),
+                        reason: e.to_string().replace('\n', " "),
+                    });
+                }
+            };
             files += a.file as u64;
             dirs += a.dir as u64;
             deleted += a.deleted as u64;
             own += a.own_echo as u64;
-            agg.bytes += a.bytes;
-            agg.chunks += a.chunks;
+            // Sizes are the server's manifests': saturate rather than trust them.
+            agg.bytes = agg.bytes.saturating_add(a.bytes);
+            agg.chunks = agg.chunks.saturating_add(a.chunks);
         }
-        seq = page.seq.max(seq);
-        if seq >= page.head_seq {
+        if !cursor.advance(&page)? {
             break;
         }
     }
+    let seq = cursor.seq;
     let mut r = TransferReport::new(rec.snapshot(), t0.elapsed());
     r.files = files;
     r.dirs = dirs;
@@ -357,9 +441,10 @@ pub async fn resync(dev: &Device, dir: &Path, since: u64) -> Result<TransferRepo
     check_dir(dir)?;
     let rec = Recorder::new(false);
     let t0 = Instant::now();
-    let (mut seq, mut mismatched, mut own, mut files) = (since, 0u64, 0u64, 0u64);
+    let (mut mismatched, mut own, mut files) = (0u64, 0u64, 0u64);
+    let mut cursor = FeedCursor::new(since);
     loop {
-        let page = changes_page(dev, &rec, seq).await?;
+        let page = changes_page(dev, &rec, cursor.seq).await?;
         for c in &page.changes {
             let st = lock_files(dev).get_by_id(&c.file_id);
             match st {
@@ -369,12 +454,15 @@ pub async fn resync(dev: &Device, dir: &Path, since: u64) -> Result<TransferRepo
                 _ => mismatched += 1,
             }
         }
-        if page.changes.is_empty() || page.seq >= page.head_seq {
-            seq = page.seq.max(seq);
+        if page.changes.is_empty() {
+            cursor.seq = cursor.seq.max(page.seq);
             break;
         }
-        seq = page.seq;
+        if !cursor.advance(&page)? {
+            break;
+        }
     }
+    let seq = cursor.seq;
     let mut walk = Walk::new(dir)?;
     while let Some(e) = walk.next_entry()? {
         if let Entry::File(abs, rel) = e {
@@ -418,12 +506,14 @@ mod tests {
         let body = Bytes::from_static(
             b"--xyz\r\nX-Obsync-Sid: aa\r\nContent-Length: 5\r\n\r\nhe\r\no\r\n--xyz\r\nX-Obsync-Sid: bb\r\nX-Obsync-Missing: 1\r\nContent-Length: 0\r\n\r\n\r\n--xyz--\r\n",
         );
-        let parts = parse_multipart("multipart/mixed; boundary=xyz", &body).unwrap();
+        let parts = parse_multipart("multipart/mixed; boundary=xyz", &body, 3).unwrap();
         assert_eq!(parts.len(), 2);
         assert_eq!(parts[0].sid, "aa");
         assert_eq!(&parts[0].body[..], b"he\r\no");
         assert!(parts[1].missing);
-        assert!(parse_multipart("multipart/mixed", &body).is_err());
-        assert!(parse_multipart("multipart/mixed; boundary=q", &body).is_err());
+        assert!(parse_multipart("multipart/mixed", &body, 3).is_err());
+        assert!(parse_multipart("multipart/mixed; boundary=q", &body, 3).is_err());
+        let e = parse_multipart("multipart/mixed; boundary=xyz", &body, 1).unwrap_err();
+        assert!(e.contains("more than the 1 parts"), "{e}");
     }
 }

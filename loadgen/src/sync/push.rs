@@ -122,9 +122,23 @@ pub(super) async fn upload_missing(
             )
             .await?;
         let m: MissingResponse = a.json(Route::ChunksExists)?;
-        missing.extend(m.missing);
+        // The server may only name sids it was asked about, each once.
+        let mut named = m.missing;
+        named.sort();
+        named.dedup();
+        if let Some(stray) = named
+            .iter()
+            .find(|s| batch.binary_search_by(|b| b.as_str().cmp(s)).is_err())
+        {
+            return Err(LoadError::BadAnswer {
+                route: Route::ChunksExists.label().into(),
+                detail: format!("missing sid {:?} was never asked about", clip(stray)),
+            });
+        }
+        missing.extend(named);
     }
-    let mut present = uniq.len() as u64 - missing.len() as u64;
+    // `missing` is a subset of `uniq` (checked above), so this cannot go below zero.
+    let mut present = (uniq.len() - missing.len()) as u64;
     let mut put = 0;
     for sid in &missing {
         let cell = crate::lock::lock(&dev.inner.uploads)
@@ -441,6 +455,11 @@ pub async fn push_file(
         requests: rec.snapshot().requests() - before,
         chunks_put: one.put,
     })
+}
+
+/// At most 80 characters of a server's text, for a one-line error.
+fn clip(s: &str) -> String {
+    s.chars().take(80).collect()
 }
 
 #[cfg(test)]

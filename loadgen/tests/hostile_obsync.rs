@@ -1,0 +1,400 @@
+//! The obsync client against fake servers on loopback that answer badly: one test per class
+//! of misbehaviour (an answer trickled or never sent, a huge declared length, a feed that does
+//! not advance, malformed multipart lengths and offsets, paths that climb out of the vault).
+//! Each ends well within 60 s with a one-line error naming what the server did, and leaves
+//! nothing half-written in the vault and nothing outside it.
+
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use base64::Engine as _;
+use loadgen::{LoadError, Target, enroll, pull_vault};
+use sha2::{Digest, Sha256};
+
+/// What the fake does with one request: answer these bytes and close, or misbehave.
+#[derive(Clone)]
+enum Act {
+    /// Write the bytes, then close.
+    Answer(Vec<u8>),
+    /// Write the bytes one at a time, `every` apart, then close.
+    Trickle(Vec<u8>, Duration),
+    /// Accept, read the request, never answer (hold the socket until the fake stops).
+    Silent,
+}
+
+type Script = Arc<dyn Fn(&str, &str) -> Act + Send + Sync>;
+
+/// A fake obsync server on 127.0.0.1:0: `/readyz` and `/v1/setup` answer as a real server
+/// does, every other request as `script` says (given the method and the path with its
+/// query). Counts requests by path without the query.
+struct Fake {
+    target: Target,
+    counts: Arc<Mutex<BTreeMap<String, u64>>>,
+    stop: Arc<AtomicBool>,
+}
+
+impl Drop for Fake {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+    }
+}
+
+impl Fake {
+    fn start(script: impl Fn(&str, &str) -> Act + Send + Sync + 'static) -> Fake {
+        let script: Script = Arc::new(script);
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        l.set_nonblocking(true).unwrap();
+        let counts = Arc::new(Mutex::new(BTreeMap::new()));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (c, st) = (counts.clone(), stop.clone());
+        std::thread::spawn(move || {
+            // Bounded: no fake outlives a minute, whatever a test does.
+            let until = Instant::now() + Duration::from_secs(60);
+            while !st.load(Ordering::SeqCst) && Instant::now() < until {
+                match l.accept() {
+                    Ok((s, _)) => {
+                        let (script, c, st) = (script.clone(), c.clone(), st.clone());
+                        std::thread::spawn(move || serve(s, &script, &c, &st));
+                    }
+                    Err(_) => std::thread::sleep(Duration::from_millis(5)),
+                }
+            }
+        });
+        Fake {
+            target: Target::parse(&format!("http://{addr}"), false).unwrap(),
+            counts,
+            stop,
+        }
+    }
+
+    fn count(&self, path: &str) -> u64 {
+        self.counts.lock().unwrap().get(path).copied().unwrap_or(0)
+    }
+}
+
+/// Reads one request (head and `content-length` body) and acts on it.
+fn serve(
+    mut s: TcpStream,
+    script: &Script,
+    counts: &Mutex<BTreeMap<String, u64>>,
+    stop: &AtomicBool,
+) {
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut buf = Vec::new();
+    let head_end = loop {
+        if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            break i + 4;
+        }
+        let mut b = [0u8; 4096];
+        match s.read(&mut b) {
+            Ok(0) | Err(_) => return,
+            Ok(n) => buf.extend_from_slice(&b[..n]),
+        }
+    };
+    let head = String::from_utf8_lossy(&buf[..head_end]).into_owned();
+    let len: usize = head
+        .lines()
+        .find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            k.eq_ignore_ascii_case("content-length")
+                .then(|| v.trim().parse().ok())?
+        })
+        .unwrap_or(0);
+    while buf.len() < head_end + len {
+        let mut b = [0u8; 4096];
+        match s.read(&mut b) {
+            Ok(0) | Err(_) => return,
+            Ok(n) => buf.extend_from_slice(&b[..n]),
+        }
+    }
+    let mut words = head.split_whitespace();
+    let (method, pq) = (words.next().unwrap_or(""), words.next().unwrap_or(""));
+    let path = pq.split('?').next().unwrap_or("");
+    *counts.lock().unwrap().entry(path.to_owned()).or_default() += 1;
+    let act = match path {
+        "/readyz" => Act::Answer(json(200, r#"{"ready":true,"seq":0}"#)),
+        "/v1/setup" => Act::Answer(json(
+            201,
+            &format!(
+                r#"{{"account_id":"a","device_id":"{}","device_secret":"{}"}}"#,
+                "01".repeat(16),
+                "02".repeat(32)
+            ),
+        )),
+        _ => script(method, pq),
+    };
+    match act {
+        Act::Answer(bytes) => {
+            let _ = s.write_all(&bytes);
+        }
+        Act::Trickle(bytes, every) => {
+            for b in bytes {
+                if stop.load(Ordering::SeqCst) || s.write_all(&[b]).is_err() {
+                    return;
+                }
+                std::thread::sleep(every);
+            }
+        }
+        Act::Silent => {
+            while !stop.load(Ordering::SeqCst) {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+    }
+}
+
+fn json(status: u16, body: &str) -> Vec<u8> {
+    format!(
+        "HTTP/1.1 {status} X\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .into_bytes()
+}
+
+/// A feed entry for `path` (a file of `content`, in chunks `sids`) at `seq`.
+fn change(seq: u64, path: &str, content: &[u8], sids: &[String]) -> serde_json::Value {
+    let manifest = serde_json::json!({
+        "path": path, "kind": "file", "size": content.len(),
+        "sha256": hex::encode(Sha256::digest(content)),
+    });
+    let ct = base64::engine::general_purpose::STANDARD.encode(manifest.to_string());
+    serde_json::json!({
+        "seq": seq, "file_id": format!("{seq:032x}"), "domain_id": "d", "version_id": format!("v{seq}"),
+        "parents": [], "sids": sids, "bytes": content.len(), "manifest_ct": ct,
+        "manifest_nonce": "00", "device_id": "ff".repeat(16), "ts": 0, "deleted": false,
+        "heads": [format!("v{seq}")], "conflicted": false,
+    })
+}
+
+fn page(seq: u64, head_seq: u64, changes: Vec<serde_json::Value>) -> Vec<u8> {
+    json(
+        200,
+        &serde_json::json!({"seq": seq, "head_seq": head_seq, "changes": changes}).to_string(),
+    )
+}
+
+fn sid(content: &[u8]) -> String {
+    hex::encode(Sha256::digest(content))
+}
+
+/// Enrols one device against the fake and pulls into a fresh vault dir; returns the error,
+/// the time it took, and the vault (a dir inside a parent, to check nothing lands beside it).
+async fn pull_error(fake: &Fake) -> (LoadError, Duration, tempfile::TempDir) {
+    let dev = enroll(&fake.target, "token", 1, 7).await.unwrap().remove(0);
+    let root = tempfile::tempdir().unwrap();
+    let vault = root.path().join("vault");
+    let t0 = Instant::now();
+    let e = pull_vault(&dev, &vault, 0).await.unwrap_err();
+    (e, t0.elapsed(), root)
+}
+
+/// Every file under `root` (relative paths), temp files included.
+fn files_under(root: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut stack = vec![root.to_owned()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let e = e.unwrap();
+            if e.file_type().unwrap().is_dir() {
+                stack.push(e.path());
+            } else {
+                out.push(e.path().strip_prefix(root).unwrap().display().to_string());
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+fn one_line(e: &LoadError) -> String {
+    let s = e.to_string();
+    assert!(!s.contains('\n'), "one line: {s:?}");
+    s
+}
+
+/// Answer headers at one byte every 500 ms: the pull ends at the request's one 30 s
+/// deadline (not three of them), and the message names that deadline.
+#[tokio::test]
+async fn a_trickled_answer_ends_at_the_request_deadline() {
+    let fake = Fake::start(|_, _| Act::Trickle(page(1, 1, vec![]), Duration::from_millis(500)));
+    let (e, took, root) = pull_error(&fake).await;
+    let msg = one_line(&e);
+    assert!(msg.contains("deadline of 30s"), "{msg}");
+    assert!(took < Duration::from_secs(40), "{took:?}");
+    assert!(files_under(root.path()).is_empty());
+}
+
+/// Accepts the feed request and never answers: one deadline, named in the message.
+#[tokio::test]
+async fn a_silent_server_ends_at_the_request_deadline() {
+    let fake = Fake::start(|_, _| Act::Silent);
+    let (e, took, _root) = pull_error(&fake).await;
+    let msg = one_line(&e);
+    assert!(
+        msg.contains("timeout") && msg.contains("deadline of 30s"),
+        "{msg}"
+    );
+    assert!(took < Duration::from_secs(40), "{took:?}");
+    assert_eq!(
+        fake.count("/v1/changes"),
+        1,
+        "the deadline was spent on one attempt"
+    );
+}
+
+/// `Content-Length: 10^18`: refused before the body is read, the cap named, not retried.
+#[tokio::test]
+async fn a_huge_content_length_is_refused_at_once_and_not_retried() {
+    let fake = Fake::start(|_, _| {
+        Act::Answer(
+            b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 1000000000000000000\r\n\r\n{\"seq\":"
+                .to_vec(),
+        )
+    });
+    let (e, took, _root) = pull_error(&fake).await;
+    let msg = one_line(&e);
+    assert!(matches!(e, LoadError::AnswerTooLarge { .. }), "{msg}");
+    assert!(
+        msg.contains("1000000000000000000") && msg.contains("33554432-byte cap"),
+        "{msg}"
+    );
+    assert_eq!(
+        fake.count("/v1/changes"),
+        1,
+        "a length-limit error is not retried"
+    );
+    assert!(took < Duration::from_secs(10), "{took:?}");
+}
+
+/// A feed that lists a change on every page but keeps `seq` at 0 (head 10): after three such
+/// pages the pull names the server's behaviour.
+#[tokio::test]
+async fn a_feed_that_does_not_advance_seq_is_an_error_after_three_pages() {
+    let fake = Fake::start(|_, pq| {
+        if pq.starts_with("/v1/changes") {
+            let dir = serde_json::json!({"path": "d", "kind": "dir", "size": 0, "sha256": ""});
+            let mut c = change(1, "d", b"", &[]);
+            c["manifest_ct"] = base64::engine::general_purpose::STANDARD
+                .encode(dir.to_string())
+                .into();
+            Act::Answer(page(0, 10, vec![c]))
+        } else {
+            Act::Answer(json(404, "{}"))
+        }
+    });
+    let (e, _took, root) = pull_error(&fake).await;
+    let msg = one_line(&e);
+    assert!(
+        matches!(
+            e,
+            LoadError::FeedStalled {
+                seq: 0,
+                pages: 3,
+                ..
+            }
+        ),
+        "{msg}"
+    );
+    assert!(
+        msg.contains("did not advance seq past 0 in 3 pages"),
+        "{msg}"
+    );
+    assert_eq!(fake.count("/v1/changes"), 3);
+    assert_eq!(files_under(root.path()), Vec::<String>::new());
+}
+
+/// `chunks/get` answers whose part lengths overflow, overlap the next part or run past the
+/// body: each a one-line error, no panic, and no temp file or partial file left.
+#[tokio::test]
+async fn malformed_multipart_lengths_are_errors_and_leave_nothing() {
+    let content = b"hello, vault";
+    let s = sid(content);
+    let cases: Vec<(&str, String)> = vec![
+        ("overflowing", format!("{}", usize::MAX)),
+        ("overflowing by one", format!("{}", usize::MAX - 40)),
+        ("beyond the body", "5000".to_owned()),
+        ("overlapping the next part", "5".to_owned()),
+        ("not a number", "-1".to_owned()),
+    ];
+    for (what, len) in cases {
+        let (s2, len2) = (s.clone(), len.clone());
+        let fake = Fake::start(move |_, pq| {
+            if pq.starts_with("/v1/changes") {
+                Act::Answer(page(
+                    1,
+                    1,
+                    vec![change(1, "notes/a.md", content, std::slice::from_ref(&s2))],
+                ))
+            } else if pq == "/v1/chunks/get" {
+                let body = format!(
+                    "--b\r\nx-obsync-sid: {s2}\r\ncontent-length: {len2}\r\n\r\nhello, vault\r\n--b--\r\n"
+                );
+                let mut a = format!(
+                    "HTTP/1.1 200 OK\r\ncontent-type: multipart/mixed; boundary=b\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+                    body.len()
+                )
+                .into_bytes();
+                a.extend_from_slice(body.as_bytes());
+                Act::Answer(a)
+            } else {
+                Act::Answer(json(404, "{}"))
+            }
+        });
+        let (e, _took, root) = pull_error(&fake).await;
+        let msg = one_line(&e);
+        assert!(
+            matches!(e, LoadError::BadAnswer { .. }) && msg.contains("chunks-get"),
+            "{what}: {msg}"
+        );
+        assert_eq!(
+            fake.count("/v1/chunks/get"),
+            1,
+            "{what}: a malformed answer is not retried"
+        );
+        // The folder the file would go in may exist; no file, whole or temporary, does.
+        assert_eq!(
+            files_under(root.path()),
+            Vec::<String>::new(),
+            "{what}: {msg}"
+        );
+    }
+}
+
+/// Change paths that climb out of the vault (`..`, absolute, NUL, backslash): refused, and
+/// nothing is written anywhere.
+#[tokio::test]
+async fn paths_that_climb_out_of_the_vault_are_refused() {
+    for bad in [
+        "../escape.md",
+        "/tmp/abs.md",
+        "a/\0b.md",
+        "a\\..\\b.md",
+        "a/../../b.md",
+        "",
+    ] {
+        let content = b"x".to_vec();
+        let s = sid(&content);
+        let fake = Fake::start(move |_, pq| {
+            if pq.starts_with("/v1/changes") {
+                Act::Answer(page(
+                    1,
+                    1,
+                    vec![change(1, bad, &content, std::slice::from_ref(&s))],
+                ))
+            } else {
+                Act::Answer(json(404, "{}"))
+            }
+        });
+        let (e, _took, root) = pull_error(&fake).await;
+        let msg = one_line(&e);
+        assert!(matches!(e, LoadError::UnsafePath { .. }), "{bad:?}: {msg}");
+        assert_eq!(fake.count("/v1/chunks/get"), 0, "{bad:?}: nothing fetched");
+        assert_eq!(files_under(root.path()), Vec::<String>::new(), "{bad:?}");
+    }
+}

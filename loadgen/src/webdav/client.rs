@@ -15,7 +15,7 @@ use hyper_util::rt::TokioExecutor;
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 
 use super::bounds::WalkBounds;
-use super::error::DavError;
+use super::error::{DavError, fmt_bytes};
 use super::multistatus::{self, DavEntry, StreamError, read_multistatus};
 use super::presets::BasicAuth;
 use crate::h1::{self, H1Conn};
@@ -720,18 +720,6 @@ async fn collect(
         }
     }
     Ok(first.unwrap_or_else(|| Bytes::from(buf)))
-}
-
-/// A byte count for messages: `256 MiB`, `4.5 MiB`, `12 bytes`.
-pub(crate) fn fmt_bytes(n: u64) -> String {
-    const MIB: u64 = 1024 * 1024;
-    if n >= MIB && n.is_multiple_of(MIB) {
-        format!("{} MiB", n / MIB)
-    } else if n >= MIB {
-        format!("{:.1} MiB", n as f64 / MIB as f64)
-    } else {
-        format!("{n} bytes")
-    }
 }
 
 /// The first non-empty line of an error body with its markup stripped, for messages

@@ -65,3 +65,15 @@ impl DavError {
         }
     }
 }
+
+/// A byte count for messages: `256 MiB`, `4.5 MiB`, `12 bytes`.
+pub(crate) fn fmt_bytes(n: u64) -> String {
+    const MIB: u64 = 1024 * 1024;
+    if n >= MIB && n.is_multiple_of(MIB) {
+        format!("{} MiB", n / MIB)
+    } else if n >= MIB {
+        format!("{:.1} MiB", n as f64 / MIB as f64)
+    } else {
+        format!("{n} bytes")
+    }
+}

@@ -310,7 +310,7 @@ where
                     if seen > this.cap {
                         let detail = format!(
                             "the answer's body passed the {} cap (MAX_ANSWER_BYTES)",
-                            super::client::fmt_bytes(this.cap)
+                            super::error::fmt_bytes(this.cap)
                         );
                         this.failure = Some(Failure::TooLarge(detail.clone()));
                         return Poll::Ready(Err(std::io::Error::other(detail)));

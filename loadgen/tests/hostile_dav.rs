@@ -318,7 +318,7 @@ fn endlessly_deep_folders_stop_at_the_depth_bound() {
     let fake = tree(|p| vec![format!("{p}d/")]);
     let m = one_line(
         &walk_err(&fake, WalkBounds::DEFAULT),
-        "WebDAV walk exceeded 32 folder levels (max_depth)",
+        "WebDAV walk exceeded 32 folder levels (--webdav-max-depth)",
     );
     assert!(m.contains("33 levels"), "{m}");
     // The root and one listing per level; the 33rd lists the level past the bound.
@@ -330,7 +330,7 @@ fn long_names_stop_at_the_path_bound() {
     let fake = tree(|p| vec![format!("{p}{}/", "n".repeat(250))]);
     one_line(
         &walk_err(&fake, WalkBounds::DEFAULT),
-        "WebDAV walk exceeded 4096 bytes of path (max_path_bytes)",
+        "WebDAV walk exceeded 4096 bytes of path (--webdav-max-path-bytes)",
     );
     assert!(fake.requests() <= 17, "{}", fake.requests());
 }
@@ -345,7 +345,7 @@ fn an_endlessly_branching_tree_stops_at_the_request_bound() {
     let t0 = Instant::now();
     one_line(
         &walk_err(&fake, bounds),
-        "WebDAV walk exceeded 200 PROPFIND requests (max_requests)",
+        "WebDAV walk exceeded 200 PROPFIND requests (--webdav-max-requests)",
     );
     assert_eq!(fake.requests(), 200);
     assert!(t0.elapsed() < Duration::from_secs(30));
@@ -365,7 +365,7 @@ fn a_listing_of_too_many_entries_stops_at_the_entry_bound() {
     };
     one_line(
         &walk_err(&fake, bounds),
-        "WebDAV walk exceeded 500 entries (max_entries)",
+        "WebDAV walk exceeded 500 entries (--webdav-max-entries)",
     );
     assert_eq!(fake.requests(), 1, "an entry bound is not retried");
 }
@@ -657,7 +657,7 @@ fn a_huge_multistatus_stays_under_200_mib_peak_rss() {
     let (line, hwm) = run_rss_child("walk");
     eprintln!("a Depth infinity walk of 2,000,000 entries: {line}; VmHWM {hwm} kB");
     assert!(
-        line.contains("WebDAV walk exceeded 250000 entries (max_entries)"),
+        line.contains("WebDAV walk exceeded 250000 entries (--webdav-max-entries)"),
         "{line}"
     );
     assert!(hwm < BOUND_KIB, "walk of 2,000,000 entries: peak {hwm} KiB");

@@ -674,8 +674,10 @@ fn finish(r: Resp) -> Result<DavEntry, String> {
 fn parse_status_line(line: &str) -> Result<u16, String> {
     line.split_ascii_whitespace()
         .nth(1)
-        .filter(|c| c.len() == 3)
+        // Three digits, the first 1 to 5 (RFC 9110 §15): `020` and `+20` are not statuses.
+        .filter(|c| c.len() == 3 && c.bytes().all(|b| b.is_ascii_digit()))
         .and_then(|c| c.parse().ok())
+        .filter(|s: &u16| (100..=599).contains(s))
         .ok_or_else(|| format!("bad status line {:?}", clip(line, 80)))
 }
 
@@ -835,4 +837,14 @@ mod tests {
             assert!(!e.contains('\n') && e.len() < 400, "one short line: {e}");
         }
     }
+
+    /// Found by `scripts/fuzz.sh` (multistatus): a status line `HTTP/1.1 020` was read as 20.
+    #[test]
+    fn status_lines_need_three_digits_of_a_real_class() {
+        assert_eq!(parse_status_line("HTTP/1.1 207 Multi-Status"), Ok(207));
+        for bad in ["HTTP/1.1 020", "HTTP/1.1 +20", "HTTP/1.1 999", "HTTP/1.1 2x7", "HTTP/1.1"] {
+            assert!(parse_status_line(bad).is_err(), "{bad}");
+        }
+    }
+
 }

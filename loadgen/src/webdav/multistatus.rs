@@ -842,9 +842,14 @@ mod tests {
     #[test]
     fn status_lines_need_three_digits_of_a_real_class() {
         assert_eq!(parse_status_line("HTTP/1.1 207 Multi-Status"), Ok(207));
-        for bad in ["HTTP/1.1 020", "HTTP/1.1 +20", "HTTP/1.1 999", "HTTP/1.1 2x7", "HTTP/1.1"] {
+        for bad in [
+            "HTTP/1.1 020",
+            "HTTP/1.1 +20",
+            "HTTP/1.1 999",
+            "HTTP/1.1 2x7",
+            "HTTP/1.1",
+        ] {
             assert!(parse_status_line(bad).is_err(), "{bad}");
         }
     }
-
 }

@@ -26,20 +26,8 @@ pub const DEFAULT_TAU: f64 = 0.05;
 /// Compare two server builds with interleaved, order-balanced rounds and paired statistics.
 #[derive(Debug, clap::Args)]
 pub struct AbArgs {
-    #[arg(
-        value_name = "SCENARIO",
-        help = crate::commands::scenario_help(),
-        required_unless_present_any = ["scenario_file", "scenario_flag"]
-    )]
-    pub scenario: Option<String>,
-    /// The scenario, as a flag (the same as the positional SCENARIO).
-    #[arg(
-        long = "scenario",
-        id = "scenario_flag",
-        value_name = "SCENARIO",
-        conflicts_with = "scenario"
-    )]
-    pub scenario_flag: Option<String>,
+    #[command(flatten)]
+    pub scenario: crate::commands::ScenarioArg,
     #[arg(long, help = crate::commands::target_help("Build A"))]
     pub a: String,
     /// Build B (the same forms as --a).
@@ -112,10 +100,7 @@ fn aa_tau_path(prep: &Prepared, paired: bool) -> Option<PathBuf> {
 
 pub fn run(args: AbArgs) -> anyhow::Result<i32> {
     crate::interrupt::install();
-    let scenario = load_scenario(
-        args.scenario.as_deref().or(args.scenario_flag.as_deref()),
-        args.common.scenario_file.as_deref(),
-    )?;
+    let scenario = load_scenario(args.scenario.name(), args.common.scenario_file.as_deref())?;
     let opts = args.common.target_opts()?;
     let mut spec_a = TargetSpec::parse_with(&args.a, &opts)?;
     let mut spec_b = TargetSpec::parse_with(&args.b, &opts)?;

@@ -38,3 +38,29 @@ pub fn target_help(what: &str) -> String {
 pub fn renamed(old: &str, new: &str) -> String {
     format!("note: {old} is deprecated and will be removed in the next release: write {new}")
 }
+
+/// The scenario, given the same way to `record` and `ab`: positional, or `--scenario`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ScenarioArg {
+    #[arg(
+        value_name = "SCENARIO",
+        help = scenario_help(),
+        required_unless_present_any = ["scenario_file", "scenario_flag"]
+    )]
+    pub scenario: Option<String>,
+    /// The scenario, as a flag (the same as the positional SCENARIO).
+    #[arg(
+        long = "scenario",
+        id = "scenario_flag",
+        value_name = "SCENARIO",
+        conflicts_with = "scenario"
+    )]
+    pub scenario_flag: Option<String>,
+}
+
+impl ScenarioArg {
+    /// The built-in scenario named, however it was given.
+    pub fn name(&self) -> Option<&str> {
+        self.scenario.as_deref().or(self.scenario_flag.as_deref())
+    }
+}

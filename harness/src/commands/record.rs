@@ -16,20 +16,8 @@ use crate::sample::target::TargetSpec;
 /// gated by the calibration channels; writes `<out>/<scenario>.json` and its sidecar.
 #[derive(Debug, clap::Args)]
 pub struct RecordArgs {
-    #[arg(
-        value_name = "SCENARIO",
-        help = crate::commands::scenario_help(),
-        required_unless_present_any = ["scenario_file", "scenario_flag"]
-    )]
-    pub scenario: Option<String>,
-    /// The scenario, as a flag (the same as the positional SCENARIO).
-    #[arg(
-        long = "scenario",
-        id = "scenario_flag",
-        value_name = "SCENARIO",
-        conflicts_with = "scenario"
-    )]
-    pub scenario_flag: Option<String>,
+    #[command(flatten)]
+    pub scenario: crate::commands::ScenarioArg,
     #[arg(long, default_value = "ref", help = crate::commands::target_help("Server to measure"))]
     pub target: String,
     #[command(flatten)]
@@ -54,10 +42,7 @@ pub struct RecordArgs {
 
 pub fn run(args: RecordArgs) -> anyhow::Result<i32> {
     crate::interrupt::install();
-    let scenario = load_scenario(
-        args.scenario.as_deref().or(args.scenario_flag.as_deref()),
-        args.common.scenario_file.as_deref(),
-    )?;
+    let scenario = load_scenario(args.scenario.name(), args.common.scenario_file.as_deref())?;
     if let Some(out) = &args.out
         && out.exists()
         && !out.is_dir()

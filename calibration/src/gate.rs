@@ -218,6 +218,7 @@ pub fn judge(
         failures,
         reported: BTreeMap::new(),
         warnings: Vec::new(),
+        pre_check: BTreeMap::new(),
     }
 }
 
@@ -365,6 +366,32 @@ fn in_sample_stats(
         );
     }
     (out, unavailable)
+}
+
+/// The channels a pre-check judges: those that tell load from outside the run from the run's
+/// own. Before the first sample nothing of the run is running, so every process counts as
+/// foreign, and these are the only in-sample channels that mean the same thing then.
+pub const PRE_CHECK: [&str; 3] = [FOREIGN_CPU, FOREIGN_IO, STEAL];
+
+/// Judges a look at the machine taken before the first sample (`c`, over a window in which only
+/// this process, idle, was measured) by the pre-check channels' bounds. Returns the failures,
+/// in channel order, and every figure that was read, by channel. A channel the config leaves
+/// unbounded, or that this kernel did not offer, is not judged.
+pub fn judge_pre_check(c: &Contention, cfg: &GateConfig) -> (Vec<String>, BTreeMap<String, f64>) {
+    let mut failures = Vec::new();
+    let mut figures = BTreeMap::new();
+    for name in PRE_CHECK {
+        let Some(value) = in_sample_value(c, name) else {
+            continue;
+        };
+        figures.insert(name.to_owned(), value);
+        if let Some(bound) = cfg.share_bound(name)
+            && exceeds(value, bound.max_share)
+        {
+            failures.push(format!("{name} {value:.3} > {:.2}", bound.max_share));
+        }
+    }
+    (failures, figures)
 }
 
 /// Judges one A/B sample on its own: each in-sample channel against its bound, and each

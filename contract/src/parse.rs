@@ -121,6 +121,16 @@ pub fn duration(s: &str) -> Result<Duration, String> {
     Ok(d)
 }
 
+/// [`duration`], where zero is a value too (`0s`, or a bare `0`): for a flag whose zero turns
+/// a step off, such as `--pre-check 0s`.
+pub fn duration_or_zero(s: &str) -> Result<Duration, String> {
+    let t = s.trim();
+    if t == "0" || humantime::parse_duration(t).is_ok_and(|d| d.is_zero()) {
+        return Ok(Duration::ZERO);
+    }
+    duration(s)
+}
+
 /// A duration flag's value where, for one release, the bare number of seconds the flag took
 /// before is still accepted (`--sample-timeout 1800` as well as `30m`), with a deprecation note
 /// the command prints ([`SecondsOrDuration::deprecation`]).
@@ -177,6 +187,22 @@ pub fn seconds_or_duration(s: &str) -> Result<SecondsOrDuration, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn duration_or_zero_takes_zero_and_otherwise_reads_as_duration() {
+        assert_eq!(duration_or_zero("0s"), Ok(Duration::ZERO));
+        assert_eq!(duration_or_zero("0"), Ok(Duration::ZERO));
+        assert_eq!(duration_or_zero("0ms"), Ok(Duration::ZERO));
+        assert_eq!(duration_or_zero("2s"), Ok(Duration::from_secs(2)));
+        assert_eq!(duration_or_zero("500ms"), Ok(Duration::from_millis(500)));
+        assert!(duration_or_zero("2").unwrap_err().contains("no unit"));
+        assert!(
+            duration_or_zero("25h")
+                .unwrap_err()
+                .contains("longer than 24h")
+        );
+        assert!(duration_or_zero("-1s").is_err());
+    }
 
     #[test]
     fn seconds_or_durations() {

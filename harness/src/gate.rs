@@ -42,6 +42,46 @@ pub fn judge_one(prep: &Prepared, s: &SampleResult, pool: &[ChannelReading]) -> 
     )
 }
 
+/// The pre-check before a run's first sample: a look at the machine over `prep.pre_check`
+/// (nothing when zero), judged by the foreign channels and steal
+/// ([`calibration::gate::judge_pre_check`]). `Ok(figures)` when it passed (empty when skipped),
+/// for the recording's verdict; `Err` with the refusing verdict when the machine was already
+/// busy, so a run that the in-sample channels would refuse after its warm-up and three attempts
+/// is refused in seconds instead.
+pub fn pre_check(
+    prep: &Prepared,
+) -> anyhow::Result<Result<std::collections::BTreeMap<String, f64>, calibration::GateVerdict>> {
+    if prep.pre_check.is_zero() {
+        return Ok(Ok(Default::default()));
+    }
+    let c = crate::sample::contention::look(prep.pre_check)?;
+    let (failures, figures) = calibration::gate::judge_pre_check(&c, &prep.gate_cfg);
+    let shown: Vec<String> = figures.iter().map(|(k, v)| format!("{k} {v:.3}")).collect();
+    let secs = prep.pre_check.as_secs_f64();
+    if failures.is_empty() {
+        crate::prepare::progress(&format!(
+            "pre-check over {secs:.1} s: quiet ({})",
+            shown.join(", ")
+        ));
+        return Ok(Ok(figures));
+    }
+    Ok(Err(calibration::GateVerdict {
+        accepted: false,
+        drift_checked: prep.reference.is_some(),
+        reference_id: prep.reference.as_ref().map(|r| r.fingerprint_id.clone()),
+        channels: Default::default(),
+        in_sample: Default::default(),
+        unavailable: c.unavailable,
+        failures: failures
+            .into_iter()
+            .map(|f| format!("{f} before the first sample (a {secs:.1} s pre-check)"))
+            .collect(),
+        reported: Default::default(),
+        warnings: Vec::new(),
+        pre_check: figures,
+    }))
+}
+
 /// Why a refused attempt was run again, as the sidecar and the A/B result keep it.
 pub fn refusal_of(v: &SampleVerdict) -> String {
     format!("refused by the gate: {}", v.failures.join("; "))

@@ -56,6 +56,22 @@ pub fn record(job: RecordJob<'_>, runner: &dyn SampleRunner) -> anyhow::Result<R
     let (prep, n) = (job.prep, job.samples);
     let name = prep.scenario.name.clone();
     let loadavg_before = calibration::loadavg();
+    // A machine already busy from outside is refused before the warm-up, not after it and
+    // three attempts of the first sample.
+    let pre_check = match crate::gate::pre_check(prep)? {
+        Ok(figures) => figures,
+        Err(v) => {
+            let ledger = Ledger::for_out(job.out, &name);
+            ledger.append(&name, "refused", &v.failures.join("; "))?;
+            return Ok(Recorded::Refused(
+                v.refusal(prep.reference_file.as_deref()).replacen(
+                    "nothing written",
+                    &ledger.what_was_written(),
+                    1,
+                ),
+            ));
+        }
+    };
     let bar = progress_bar(u64::from(n) + 1);
     let lines = bar.is_hidden();
     let mut metas = Vec::new();
@@ -152,6 +168,7 @@ pub fn record(job: RecordJob<'_>, runner: &dyn SampleRunner) -> anyhow::Result<R
     }
     let refs: Vec<&SampleResult> = counted.iter().collect();
     let mut verdict = crate::gate::judge(prep, &refs);
+    verdict.pre_check = pre_check;
     if let Some(why) = exhausted
         && verdict.accepted
     {
@@ -622,6 +639,50 @@ mod tests {
                 "accepted:".to_owned()
             ]
         );
+    }
+
+    #[test]
+    fn a_busy_pre_check_refuses_before_any_sample_and_a_quiet_one_is_kept_in_the_verdict() {
+        let (mut prep, t, out) = (prepared(), spec(), tempfile::tempdir().unwrap());
+        prep.pre_check = Duration::from_millis(100);
+        // A bound below zero: whatever this machine is doing, the look exceeds it.
+        prep.gate_cfg.foreign_io = Some(calibration::gate::ShareBound { max_share: -1.0 });
+        let never = MockRunner::new([]);
+        let r = record(job(&prep, &t, out.path(), 2), &never).unwrap();
+        let Recorded::Refused(cause) = r else {
+            panic!("accepted past a failed pre-check")
+        };
+        assert!(
+            cause.contains("foreign_io")
+                && cause.contains("before the first sample (a 0.1 s pre-check)"),
+            "{cause}"
+        );
+        assert!(
+            cause.contains("no recording written (the attempt is counted in"),
+            "{cause}"
+        );
+        assert!(
+            never.calls.borrow().is_empty(),
+            "a sample ran after the pre-check refused"
+        );
+        assert_eq!(ledger(out.path(), &prep).len(), 1);
+        // (foreign_cpu may fail too on a busy test machine: the ledger names every failure.)
+        let line = &ledger(out.path(), &prep)[0];
+        assert!(
+            line.starts_with("refused:") && line.contains("foreign_io "),
+            "{line}"
+        );
+        // Unbounded, the look passes and its figures are in the recording's verdict.
+        prep.gate_cfg.foreign_io = None;
+        prep.gate_cfg.foreign_cpu = None;
+        prep.gate_cfg.steal = None;
+        let fine = MockRunner::new([ok(1.0), ok(2.0), ok(2.0)]);
+        let Recorded::Written(w) = record(job(&prep, &t, out.path(), 2), &fine).unwrap() else {
+            panic!("refused")
+        };
+        let v = w.provenance.gate.unwrap().verdict.unwrap();
+        assert!(v.pre_check.contains_key("foreign_cpu"), "{:?}", v.pre_check);
+        assert!(v.pre_check.contains_key("foreign_io"), "{:?}", v.pre_check);
     }
 
     #[test]

@@ -43,7 +43,7 @@ mod gate {
         let io = &v.channels["io_ms"];
         assert!(close(io.median, 2.0) && close(io.mean, 2.5));
         assert!(close(io.cv, 0.4));
-        assert!(close(io.cv_share, 0.4 / 0.45));
+        assert!(close(io.cv_share, 0.4 / 0.70));
         assert!(close(io.max_over_median, 2.0));
         assert!(close(io.max_over_median_share, 1.0 / 1.5));
         let lines = v.lines();
@@ -53,7 +53,7 @@ mod gate {
         );
         assert_eq!(
             lines[1],
-            "io_ms   n 4  median 2.00 ms  cv 0.400 = 88.9 % of allowance  max/median 2.000 = 66.7 % of allowance  drift not checked"
+            "io_ms   n 4  median 2.00 ms  cv 0.400 = 57.1 % of allowance  max/median 2.000 = 66.7 % of allowance  drift not checked"
         );
         assert!(lines[2].starts_with("no calibration reference for this machine"));
         assert_eq!(lines[3], "gate: accepted");
@@ -177,6 +177,53 @@ mod in_sample {
 
     fn r(cpu_ms: f64, io_ms: f64) -> ChannelReading {
         ChannelReading { cpu_ms, io_ms }
+    }
+
+    #[test]
+    fn a_pre_check_judges_only_the_foreign_channels_and_steal() {
+        use calibration::gate::judge_pre_check;
+        let cfg = GateConfig::default();
+        // Quiet: every figure read and reported, nothing refused.
+        let (failures, figures) = judge_pre_check(&quiet(), &cfg);
+        assert!(failures.is_empty(), "{failures:?}");
+        assert_eq!(
+            figures.keys().map(String::as_str).collect::<Vec<_>>(),
+            vec!["foreign_cpu", "foreign_io", "steal"]
+        );
+        // Busy from outside: refused on each foreign channel, in channel order; the
+        // run-queue and PSI figures are never judged by a pre-check.
+        let busy = Contention {
+            foreign_cpu: Some(0.70),
+            foreign_io_mib_s: Some(25.0),
+            steal: Some(0.5),
+            psi_cpu_some: Some(0.99),
+            server_run_delay: Some(9.0),
+            ..quiet()
+        };
+        let (failures, _) = judge_pre_check(&busy, &cfg);
+        assert_eq!(
+            failures,
+            vec![
+                "foreign_cpu 0.700 > 0.10".to_owned(),
+                "foreign_io 25.000 > 2.00".to_owned(),
+                "steal 0.500 > 0.30".to_owned(),
+            ]
+        );
+        // Exactly at a bound is within it; an unread channel is not judged.
+        let edge = Contention {
+            foreign_cpu: Some(0.10),
+            foreign_io_mib_s: None,
+            ..quiet()
+        };
+        let (failures, figures) = judge_pre_check(&edge, &cfg);
+        assert!(failures.is_empty(), "{failures:?}");
+        assert!(!figures.contains_key("foreign_io"));
+        // An unbounded channel is reported and not judged.
+        let mut loose = cfg;
+        loose.foreign_cpu = None;
+        let (failures, figures) = judge_pre_check(&busy, &loose);
+        assert!(!failures.iter().any(|f| f.starts_with("foreign_cpu")));
+        assert_eq!(figures["foreign_cpu"], 0.70);
     }
 
     #[test]
@@ -311,7 +358,7 @@ mod in_sample {
         let cfg = GateConfig::default();
         let pool = [r(10.0, 2.0), r(10.2, 30.0), r(9.8, 2.2), r(10.1, 2.1)];
         // Two io readings 4.5x apart, both within 2.5x of what the run reads: accepted (their
-        // two-point CV of 0.86 > 0.45 refused this sample before).
+        // two-point CV of 0.86 is over any CV bound).
         let v = judge_sample(
             &[r(10.0, 1.0), r(10.0, 4.5)],
             Some(&quiet()),

@@ -166,6 +166,9 @@ pub fn compare(
 ) -> anyhow::Result<i32> {
     let (spec_a, spec_b) = (&arms.a, &arms.b);
     let loadavg_before = calibration::loadavg();
+    if let Err(v) = crate::gate::pre_check(prep)? {
+        return Err(contract::exit::Refused(v.refusal(prep.reference_file.as_deref())).into());
+    }
 
     // One discarded warm-up per build; it also gives the metric keys, so a rule naming an
     // unknown metric fails before the rounds are spent.

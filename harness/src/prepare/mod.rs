@@ -50,6 +50,12 @@ pub struct RunOpts {
     /// deprecated).
     #[arg(long, value_name = "DURATION", default_value = "30m", value_parser = contract::parse::seconds_or_duration)]
     pub sample_timeout: contract::parse::SecondsOrDuration,
+    /// Watch the machine this long before the first sample and refuse at once (exit 3) when
+    /// something outside vaultbench already uses more CPU or storage than the gate's foreign
+    /// bounds allow, or steal is above its bound; `0s` skips the look. The in-sample channels
+    /// still judge every sample.
+    #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = contract::parse::duration_or_zero)]
+    pub pre_check: Duration,
     /// Do not pin the server's process tree and the generator to disjoint CPU sets (the
     /// default: pinning is off unless `--pin`).
     #[arg(long, conflicts_with = "pin")]
@@ -317,6 +323,8 @@ pub struct Prepared {
     /// How long the loops wait before a sample's attempt `k` (k ≥ 2): `k - 1` times this
     /// ([`RETRY_PAUSE`]; zero in unit tests).
     pub retry_pause: Duration,
+    /// `--pre-check`: how long the machine is watched before the first sample (zero: not).
+    pub pre_check: Duration,
 }
 
 /// The wait before a sample's second attempt (twice it before a third): on this project's 2-CPU
@@ -445,6 +453,7 @@ pub fn prepare(scenario: Scenario, opts: &RunOpts) -> anyhow::Result<Prepared> {
         no_pin: !opts.pins(),
         cost,
         retry_pause: RETRY_PAUSE,
+        pre_check: opts.pre_check,
     })
 }
 

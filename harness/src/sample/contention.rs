@@ -44,6 +44,26 @@ impl Window {
     }
 }
 
+/// A look at the machine before a run's first sample: two snapshots of this process's tree,
+/// `over` apart, while it waits. Nothing of the run is running yet, so the window's foreign
+/// channels and steal are everybody else's load. Returns early with
+/// [`crate::interrupt::Interrupted`] on Ctrl-C.
+pub fn look(over: std::time::Duration) -> anyhow::Result<Contention> {
+    let a = Snapshot::capture(std::process::id())
+        .map_err(|e| anyhow::anyhow!("pre-check snapshot before: {e}"))?;
+    let until = std::time::Instant::now() + over;
+    while std::time::Instant::now() < until {
+        if crate::interrupt::requested() {
+            return Err(crate::interrupt::Interrupted.into());
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50).min(over));
+    }
+    let b = Snapshot::capture(std::process::id())
+        .map_err(|e| anyhow::anyhow!("pre-check snapshot after: {e}"))?;
+    // No server runs yet: its subtree (pid 0) is empty.
+    Ok(contention(&a, &b, 0))
+}
+
 /// The shares of one window from two snapshots of the sample's tree.
 pub fn contention(a: &Snapshot, b: &Snapshot, server_pid: u32) -> Contention {
     let all = Delta::between(a, b);

@@ -163,6 +163,7 @@ pub mod mock {
             no_pin: false,
             cost: None,
             retry_pause: Duration::ZERO,
+            pre_check: Duration::ZERO,
         }
     }
 }

@@ -118,7 +118,7 @@ fn a_loosened_gate_and_unsteady_exact_keys_are_called_out() {
     );
     let r = recording_report(&b, &p);
     let claims = r.not_claims.join("\n");
-    assert!(claims.contains("io_ms cv 5 (default 0.4500)"), "{claims}");
+    assert!(claims.contains("io_ms cv 5 (default 0.7000)"), "{claims}");
     assert!(
         claims.contains("1 exact-class key varied across samples (e.g. cold_push.requests)"),
         "{claims}"

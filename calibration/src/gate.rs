@@ -12,8 +12,8 @@ use std::path::{Path, PathBuf};
 
 pub use contract::gate::{
     CPU, ChannelBounds, ChannelStats, FOREIGN_CPU, FOREIGN_IO, GENERATOR_RUN_DELAY,
-    GENERATOR_STARVED, GateConfig, GateVerdict, IN_SAMPLE, IO, InSampleStats, PSI_CPU_SOME,
-    PSI_IO_SOME, ReportedStats, SERVER_RUN_DELAY, STEAL, ShareBound,
+    GENERATOR_STARVED, GateConfig, GateVerdict, IN_SAMPLE, IO, InSampleStats, KERNELS,
+    PSI_CPU_SOME, PSI_IO_SOME, RTT, ReportedStats, SERVER_RUN_DELAY, STEAL, ShareBound,
 };
 use contract::schema::{ChannelReading, Contention, GateFigure, SampleVerdict};
 
@@ -134,15 +134,11 @@ impl GateFile for GateConfig {
                 }
                 continue;
             }
-            let bounds = match section.as_str() {
-                CPU => &mut cfg.cpu_ms,
-                IO => &mut cfg.io_ms,
-                _ => {
-                    return Err(ConfigError::UnknownKey {
-                        path: path.to_owned(),
-                        key: section.clone(),
-                    });
-                }
+            let Some(bounds) = cfg.bounds_mut(section) else {
+                return Err(ConfigError::UnknownKey {
+                    path: path.to_owned(),
+                    key: section.clone(),
+                });
             };
             for (key, value) in inner {
                 let full = format!("{section}.{key}");
@@ -220,6 +216,44 @@ pub fn judge(
         warnings: Vec::new(),
         pre_check: BTreeMap::new(),
     }
+}
+
+/// Adds the round-trip channel's judgement to a verdict of the other two kernels: its readings
+/// (`rtt`, empty when the readings came from a build before the channel, and then nothing is
+/// added) against `cfg.rtt_ms` (a config without them, recorded before the channel, judges
+/// nothing either) and this machine's reference. A reference stored before the channel has no
+/// round-trip median: the channel's drift is not judged then, and the verdict warns so. Its
+/// failures go after the other kernels' and before the in-sample channels'.
+pub fn judge_rtt(
+    v: &mut GateVerdict,
+    rtt: &[f64],
+    reference: Option<&Reference>,
+    cfg: &GateConfig,
+) {
+    let Some(bounds) = cfg.rtt_ms.as_ref() else {
+        return;
+    };
+    if rtt.is_empty() {
+        return;
+    }
+    let reference_median = reference.and_then(|r| r.rtt_ms);
+    if reference.is_some() && reference_median.is_none() {
+        v.warnings.push(format!(
+            "this machine's calibration reference has no {RTT} median (stored by an earlier vaultbench): the round trip's drift was not judged; run `vaultbench calibrate` to store one"
+        ));
+    }
+    let stats = channel_stats(RTT, rtt, bounds, reference_median);
+    let at = [CPU, IO]
+        .iter()
+        .filter_map(|c| v.channels.get(*c))
+        .map(|s| s.failures.len())
+        .sum::<usize>()
+        .min(v.failures.len());
+    for (i, f) in stats.failures.iter().enumerate() {
+        v.failures.insert(at + i, f.clone());
+    }
+    v.channels.insert(RTT.to_owned(), stats);
+    v.accepted = v.failures.is_empty();
 }
 
 /// Judges a recording: both kernels over all readings, and every sample's in-sample contention
@@ -437,13 +471,38 @@ pub fn judge_sample(
             }
         }
     }
-    type Pick = fn(&ChannelReading) -> f64;
-    let kernels: [(&str, Pick, &ChannelBounds, Option<f64>); 2] = [
-        (CPU, |r| r.cpu_ms, &cfg.cpu_ms, reference.map(|r| r.cpu_ms)),
-        (IO, |r| r.io_ms, &cfg.io_ms, reference.map(|r| r.io_ms)),
+    type Pick = fn(&ChannelReading) -> Option<f64>;
+    let kernels: [(&str, Pick, Option<&ChannelBounds>, Option<f64>); 3] = [
+        (
+            CPU,
+            |r| Some(r.cpu_ms),
+            Some(&cfg.cpu_ms),
+            reference.map(|r| r.cpu_ms),
+        ),
+        (
+            IO,
+            |r| Some(r.io_ms),
+            Some(&cfg.io_ms),
+            reference.map(|r| r.io_ms),
+        ),
+        // The round trip: judged when the readings have it and the config bounds it; a
+        // reference stored before the channel has no median for it (drift not judged).
+        (
+            RTT,
+            |r| r.rtt_ms,
+            cfg.rtt_ms.as_ref(),
+            reference.and_then(|r| r.rtt_ms),
+        ),
     ];
     for (name, pick, bounds, reference_median) in kernels {
-        let mine: Vec<f64> = readings.iter().map(pick).collect();
+        let Some(bounds) = bounds else { continue };
+        if name == RTT && readings.iter().all(|r| r.rtt_ms.is_none()) {
+            continue;
+        }
+        let mine: Vec<f64> = readings
+            .iter()
+            .map(|r| pick(r).unwrap_or(f64::NAN))
+            .collect();
         if mine.is_empty() || mine.iter().any(|x| !x.is_finite() || *x <= 0.0) {
             v.failures.push(format!(
                 "{name} has a reading that is not a positive number"
@@ -452,7 +511,7 @@ pub fn judge_sample(
         }
         let mut pooled: Vec<f64> = pool
             .iter()
-            .map(pick)
+            .filter_map(pick)
             .filter(|x| x.is_finite() && *x > 0.0)
             .collect();
         pooled.extend(reference_median);
@@ -493,6 +552,10 @@ pub fn judge_sample(
                 bound: bounds.reference_tolerance,
                 share: drift.abs() / bounds.reference_tolerance,
             });
+        } else if reference.is_some() {
+            v.notes.push(format!(
+                "{name}: this machine's reference has no median for it (stored by an earlier vaultbench), drift not judged"
+            ));
         } else {
             v.notes
                 .push(format!("{name}: no machine reference, drift not judged"));

@@ -19,6 +19,10 @@ use serde::{Deserialize, Serialize};
 pub const CPU: &str = "cpu_ms";
 /// See [`CPU`].
 pub const IO: &str = "io_ms";
+/// The round-trip channel: a fixed loopback request/answer exchange between two threads.
+pub const RTT: &str = "rtt_ms";
+/// The kernel channels, in the order they are reported.
+pub const KERNELS: [&str; 3] = [CPU, IO, RTT];
 /// In-sample channel: run-queue delay of the server's threads / their CPU time.
 pub const SERVER_RUN_DELAY: &str = "server_run_delay";
 /// In-sample channel: run-queue delay of the generator's threads / their CPU time.
@@ -116,6 +120,10 @@ pub struct ChannelBounds {
 pub struct GateConfig {
     pub cpu_ms: ChannelBounds,
     pub io_ms: ChannelBounds,
+    /// The round-trip channel's bounds; `None` only in a config recorded before the channel
+    /// existed (it reads back and writes back without them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rtt_ms: Option<ChannelBounds>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server_run_delay: Option<ShareBound>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -136,7 +144,19 @@ pub struct GateConfig {
 /// and docs/src/measured.md, "How the in-sample bounds were set": quiet and contended
 /// `record small` runs on a 2-vCPU VM.
 mod defaults {
-    use super::ShareBound;
+    use super::{ChannelBounds, ShareBound};
+    /// The round-trip channel's bounds. Measured on the project's 2-vCPU VM (docs/src/measured.md,
+    /// "The round-trip channel"): see the constants' comments in `GateConfig::default`.
+    pub fn rtt_ms() -> ChannelBounds {
+        ChannelBounds {
+            max_cv: RTT_MAX_CV,
+            max_over_median: RTT_MAX_OVER_MEDIAN,
+            reference_tolerance: RTT_REFERENCE_TOLERANCE,
+        }
+    }
+    pub const RTT_MAX_CV: f64 = 0.30;
+    pub const RTT_MAX_OVER_MEDIAN: f64 = 2.0;
+    pub const RTT_REFERENCE_TOLERANCE: f64 = 0.5;
     pub fn server_run_delay() -> ShareBound {
         ShareBound {
             max_share: SERVER_RUN_DELAY,
@@ -209,6 +229,7 @@ impl Default for GateConfig {
                 max_over_median: 2.5,
                 reference_tolerance: 1.0,
             },
+            rtt_ms: Some(defaults::rtt_ms()),
             // Reported, not gating: they include the target's own load.
             server_run_delay: None,
             generator_run_delay: None,
@@ -262,6 +283,18 @@ impl GateConfig {
         match channel {
             CPU => Some(&self.cpu_ms),
             IO => Some(&self.io_ms),
+            RTT => self.rtt_ms.as_ref(),
+            _ => None,
+        }
+    }
+
+    /// The bounds of one kernel channel by name, for a config being edited (the round-trip
+    /// channel's start at their default when the config has none).
+    pub fn bounds_mut(&mut self, channel: &str) -> Option<&mut ChannelBounds> {
+        match channel {
+            CPU => Some(&mut self.cpu_ms),
+            IO => Some(&mut self.io_ms),
+            RTT => Some(self.rtt_ms.get_or_insert_with(defaults::rtt_ms)),
             _ => None,
         }
     }

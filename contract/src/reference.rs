@@ -23,6 +23,12 @@ pub struct Reference {
     pub io_ms: f64,
     pub cpu_cv: f64,
     pub io_cv: f64,
+    /// Median of the round-trip channel's readings, ms; absent from a reference stored before
+    /// the channel existed (then the round trip's drift is not judged).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rtt_ms: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rtt_cv: Option<f64>,
     /// Readings per channel the medians came from.
     pub n: usize,
     /// Unix seconds when it was measured (metadata only).
@@ -49,6 +55,8 @@ impl Reference {
             io_ms,
             cpu_cv: 0.01,
             io_cv: 0.1,
+            rtt_ms: None,
+            rtt_cv: None,
             n: 20,
             created_unix_s: 0,
             loadavg_before: None,
@@ -86,7 +94,11 @@ impl ReferenceFile {
         let file: ReferenceFile = serde_json::from_value(v).map_err(|e| e.to_string())?;
         for (id, r) in &file.machines {
             let sane = |v: f64| v.is_finite() && v > 0.0;
-            if *id != r.fingerprint_id || !sane(r.cpu_ms) || !sane(r.io_ms) {
+            if *id != r.fingerprint_id
+                || !sane(r.cpu_ms)
+                || !sane(r.io_ms)
+                || !r.rtt_ms.is_none_or(sane)
+            {
                 return Err(format!("entry {id} is inconsistent"));
             }
         }
@@ -137,5 +149,23 @@ mod tests {
         bad.machines.insert(r.fingerprint_id.clone(), entry(0.0));
         assert!(ReferenceFile::from_json(&bad.to_json()).is_err());
         assert!(ReferenceFile::from_json(br#"{"format_version":1,"machines":{},"x":1}"#).is_err());
+    }
+
+    #[test]
+    fn a_reference_without_the_rtt_channel_loads_and_writes_back_as_it_was() {
+        let mut f = ReferenceFile::default();
+        let r = entry(30.0);
+        f.machines.insert(r.fingerprint_id.clone(), r.clone());
+        let old = f.to_json();
+        assert!(!String::from_utf8_lossy(&old).contains("rtt"));
+        let back = ReferenceFile::from_json(&old).unwrap();
+        assert_eq!(back.machines[&r.fingerprint_id].rtt_ms, None);
+        assert_eq!(back.to_json(), old);
+        // With the channel it round-trips, and a non-positive median is refused.
+        let mut with = f.clone();
+        with.machines.get_mut(&r.fingerprint_id).unwrap().rtt_ms = Some(8.5);
+        assert_eq!(ReferenceFile::from_json(&with.to_json()), Ok(with.clone()));
+        with.machines.get_mut(&r.fingerprint_id).unwrap().rtt_ms = Some(-1.0);
+        assert!(ReferenceFile::from_json(&with.to_json()).is_err());
     }
 }

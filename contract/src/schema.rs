@@ -103,11 +103,15 @@ impl Metric {
     }
 }
 
-/// One calibration reading (both channels, milliseconds).
+/// One calibration reading (every channel, milliseconds).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct ChannelReading {
     pub cpu_ms: f64,
     pub io_ms: f64,
+    /// The round-trip channel (absent from sidecars recorded before it existed; left out when
+    /// absent, so their binding digest still verifies).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rtt_ms: Option<f64>,
 }
 
 /// In-sample contention over one sample's measured window, read from `/proc` (per-task

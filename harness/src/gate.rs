@@ -19,14 +19,20 @@ pub fn judge(prep: &Prepared, samples: &[&SampleResult]) -> calibration::GateVer
         .iter()
         .flat_map(|s| s.calibration.iter().map(|r| r.io_ms))
         .collect();
+    let rtt: Vec<f64> = samples
+        .iter()
+        .flat_map(|s| s.calibration.iter().filter_map(|r| r.rtt_ms))
+        .collect();
     let contention: Vec<_> = samples.iter().map(|s| s.contention.as_ref()).collect();
-    calibration::gate::judge_with_contention(
+    let mut v = calibration::gate::judge_with_contention(
         &cpu,
         &io,
         &contention,
         prep.reference.as_ref(),
         &prep.gate_cfg,
-    )
+    );
+    calibration::gate::judge_rtt(&mut v, &rtt, prep.reference.as_ref(), &prep.gate_cfg);
+    v
 }
 
 /// The per-sample gate: one sample's in-sample channels against their bounds, and its kernel

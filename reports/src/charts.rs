@@ -94,6 +94,9 @@ pub struct TrendPoint {
     pub value: f64,
     pub low: f64,
     pub high: f64,
+    /// The point's calibration differs from the newest version's beyond the tolerance (a
+    /// machine of another speed): drawn as a hollow red ring, not as a filled dot.
+    pub machine_differs: bool,
 }
 
 /// One A/B round: the A and B values and which ran first.
@@ -762,9 +765,30 @@ fn draw_trend<DB: DrawingBackend>(
             points
                 .iter()
                 .enumerate()
+                .filter(|(_, p)| !p.machine_differs)
                 .map(|(i, p)| Circle::new((SegmentValue::CenterOf(i), p.value), 4, color.filled())),
         )
         .map_err(e2s)?;
+    if points.iter().any(|p| p.machine_differs) {
+        let mark = PALETTE[1];
+        chart
+            .draw_series(
+                points
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, p)| p.machine_differs)
+                    .map(|(i, p)| {
+                        Circle::new(
+                            (SegmentValue::CenterOf(i), p.value),
+                            6,
+                            mark.stroke_width(2),
+                        )
+                    }),
+            )
+            .map_err(e2s)?
+            .label("calibration differs from the newest version's: not comparable")
+            .legend(move |(x, y)| Circle::new((x + 9, y), 5, mark.stroke_width(2)));
+    }
     chart
         .configure_series_labels()
         .position(SeriesLabelPosition::UpperLeft)

@@ -22,9 +22,20 @@
 //! counts (a series of one in both recordings): a change within that threshold is reported as
 //! below it, since a server that coalesces flushes under concurrency moves, say, a route's
 //! 1,008 fdatasyncs at 4 in flight by a few from run to run; beyond it they are exact keys.
+//!
+//! Like with like: before any key is judged, each calibration channel's median in the recording
+//! is compared with the baseline's ([`crate::comparability`]). A timing or resource key that
+//! depends on a channel that differs beyond its tolerance is [`Status::NotComparable`], with the
+//! channel and its ratio named (`io_ms ×2.25`): the difference would be the machine's speed, not
+//! the build. The verdict then rests on the keys that do not depend on the machine (exact keys,
+//! and cost keys where both recordings have them). [`Options::strict_machine`] makes such a
+//! difference an error instead.
+
+use std::collections::BTreeMap;
 
 use serde::Serialize;
 
+use crate::comparability::{self, ChannelMatch};
 use crate::schema::{Baseline, Better, MetricClass, Provenance};
 
 /// Below this many raw values a series' min–max says nothing about noise.
@@ -55,6 +66,9 @@ pub enum Status {
     Added,
     /// Only in the baseline.
     Removed,
+    /// A timing or resource key on machines whose calibration channels differ beyond their
+    /// tolerance (see [`KeyComparison::not_comparable`]): shown, not judged.
+    NotComparable,
 }
 
 /// One key's comparison.
@@ -73,6 +87,14 @@ pub struct KeyComparison {
     /// Whether the raw series are disjoint (`None`: too few values to say, or exact).
     pub beyond_noise: Option<bool>,
     pub status: Status,
+    /// For a [`Status::NotComparable`] key: each channel it depends on that differs, with its
+    /// ratio (`io_ms ×2.25`); empty otherwise.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub not_comparable: Vec<String>,
+    /// For a [`Status::NotComparable`] key: what it would have been on comparable machines
+    /// (information, never the verdict).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub would_be: Option<Status>,
 }
 
 /// The whole comparison.
@@ -86,6 +108,44 @@ pub struct Comparison {
     pub regressions: usize,
     /// Facts the reader must know (different machine, vault digest, samples too few).
     pub notes: Vec<String>,
+    /// Each calibration channel's median in both recordings, and whether they match.
+    pub machine: Vec<ChannelMatch>,
+    /// Keys not judged because a channel they depend on differs.
+    pub not_comparable: usize,
+}
+
+/// How to compare: the thresholds and the machine check.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Options {
+    pub threshold: f64,
+    /// The threshold of `cost` keys.
+    pub cost_threshold: f64,
+    /// Per channel, the relative difference of medians beyond which its keys are not
+    /// comparable; a channel not named here has [`comparability::default_tolerance`].
+    pub machine_tolerance: BTreeMap<String, f64>,
+    /// A channel beyond its tolerance is an error ([`CompareError::Machine`]), not a set of
+    /// keys reported as not comparable.
+    pub strict_machine: bool,
+}
+
+impl Options {
+    /// The given thresholds, the default tolerances, not strict.
+    pub fn new(threshold: f64, cost_threshold: f64) -> Options {
+        Options {
+            threshold,
+            cost_threshold,
+            machine_tolerance: BTreeMap::new(),
+            strict_machine: false,
+        }
+    }
+
+    /// The tolerance of one channel.
+    pub fn tolerance(&self, channel: &str) -> f64 {
+        self.machine_tolerance
+            .get(channel)
+            .copied()
+            .unwrap_or_else(|| comparability::default_tolerance(channel))
+    }
 }
 
 /// Comparing two documents that are not comparable, or a bad threshold.
@@ -99,6 +159,10 @@ pub enum CompareError {
         "baseline seed {baseline:#x} differs from the recording's {recording:#x}: different vaults are different workloads"
     )]
     Seed { baseline: u64, recording: u64 },
+    #[error(
+        "the machines differ beyond the calibration tolerance ({differences}): timing and resource keys would measure the machine, not the build (without --strict-machine they are reported as not comparable)"
+    )]
+    Machine { differences: String },
 }
 
 /// Compares a recording with a baseline (both with their sidecars); cost keys against
@@ -118,6 +182,16 @@ pub fn compare_with(
     threshold: f64,
     cost_threshold: f64,
 ) -> Result<Comparison, CompareError> {
+    compare_opts(base, rec, &Options::new(threshold, cost_threshold))
+}
+
+/// [`compare`] with every option given.
+pub fn compare_opts(
+    base: (&Baseline, &Provenance),
+    rec: (&Baseline, &Provenance),
+    opts: &Options,
+) -> Result<Comparison, CompareError> {
+    let (threshold, cost_threshold) = (opts.threshold, opts.cost_threshold);
     let ((bb, bp), (rb, rp)) = (base, rec);
     if bb.scenario != rb.scenario {
         return Err(CompareError::Scenario {
@@ -131,7 +205,39 @@ pub fn compare_with(
             recording: rb.seed,
         });
     }
+    let machine = comparability::match_channels(bp, rp, |c| opts.tolerance(c));
+    let differ: Vec<&ChannelMatch> = machine
+        .iter()
+        .filter(|m| m.comparable == Some(false))
+        .collect();
+    if opts.strict_machine && !differ.is_empty() {
+        return Err(CompareError::Machine {
+            differences: differ
+                .iter()
+                .map(|m| format!("{} beyond ±{}", m.label(), crate::render::fmt::pct(m.tolerance)))
+                .collect::<Vec<_>>()
+                .join(", "),
+        });
+    }
     let mut notes = Vec::new();
+    if !differ.is_empty() {
+        let named: Vec<String> = differ.iter().map(|m| m.label()).collect();
+        notes.push(format!(
+            "the machines differ: {} beyond the tolerance, so the timing and resource keys that depend on it are not comparable and not judged; the verdict rests on the exact and cost keys",
+            named.join(", ")
+        ));
+    }
+    let unchecked: Vec<&str> = machine
+        .iter()
+        .filter(|m| m.comparable.is_none())
+        .map(|m| m.channel.as_str())
+        .collect();
+    if !unchecked.is_empty() {
+        notes.push(format!(
+            "{} not read in both recordings (one was made before the channel existed): not checked, so a machine difference there would show as a change",
+            unchecked.join(", ")
+        ));
+    }
     if bp.vault_digest != rp.vault_digest {
         notes.push(format!(
             "the vault digests differ ({} vs {}): the generator changed, so exact counts may differ for that reason alone",
@@ -223,7 +329,18 @@ pub fn compare_with(
             }
             _ => Status::Unchanged,
         };
+        let why = match status {
+            Status::Added | Status::Removed => Vec::new(),
+            _ => comparability::differing(&machine, comparability::depends_on(m.class)),
+        };
+        let (status, would_be) = if why.is_empty() {
+            (status, None)
+        } else {
+            (Status::NotComparable, Some(status))
+        };
         keys.push(KeyComparison {
+            not_comparable: why,
+            would_be,
             key: key.clone(),
             unit: m.unit.clone(),
             class: m.class,
@@ -247,6 +364,10 @@ pub fn compare_with(
         .iter()
         .filter(|k| k.status == Status::Regression)
         .count();
+    let not_comparable = keys
+        .iter()
+        .filter(|k| k.status == Status::NotComparable)
+        .count();
     Ok(Comparison {
         scenario: bb.scenario.clone(),
         threshold,
@@ -254,7 +375,17 @@ pub fn compare_with(
         keys,
         regressions,
         notes,
+        machine,
+        not_comparable,
     })
+}
+
+/// A status in words (`below threshold`).
+fn status_text(s: Status) -> String {
+    serde_json::to_value(s)
+        .ok()
+        .and_then(|v| v.as_str().map(|s| s.replace('_', " ")))
+        .unwrap_or_default()
 }
 
 fn short(s: &str) -> &str {
@@ -272,14 +403,62 @@ pub fn markdown(c: &Comparison) -> String {
         pct(c.cost_threshold)
     );
     s.push_str(&format!(
-        "**{} regression{}.**\n\n",
+        "**{} regression{}.**",
         c.regressions,
         if c.regressions == 1 { "" } else { "s" }
     ));
+    if c.not_comparable > 0 {
+        let named: Vec<String> = c
+            .machine
+            .iter()
+            .filter(|m| m.comparable == Some(false))
+            .map(ChannelMatch::label)
+            .collect();
+        s.push_str(&format!(
+            " {} key{} not comparable on this machine ({}).",
+            c.not_comparable,
+            if c.not_comparable == 1 { "" } else { "s" },
+            named.join(", ")
+        ));
+    }
+    s.push_str("\n\n");
     for n in &c.notes {
         s.push_str(&format!("- note: {n}\n"));
     }
     if !c.notes.is_empty() {
+        s.push('\n');
+    }
+    if !c.machine.is_empty() {
+        let rows: Vec<Vec<String>> = c
+            .machine
+            .iter()
+            .map(|m| {
+                vec![
+                    m.channel.clone(),
+                    m.baseline_median.map_or("–".into(), |v| format!("{v:.3}")),
+                    m.recording_median.map_or("–".into(), |v| format!("{v:.3}")),
+                    m.ratio.map_or("–".into(), |r| format!("×{}", comparability::ratio_text(r))),
+                    format!("±{}", pct(m.tolerance)),
+                    match m.comparable {
+                        Some(true) => "yes".into(),
+                        Some(false) => "**no**: its timing and resource keys are not judged".into(),
+                        None => "not checked (one side has no reading)".into(),
+                    },
+                ]
+            })
+            .collect();
+        s.push_str("Machine: each calibration channel's median (ms) over the counted samples.\n\n");
+        s.push_str(&md_table(
+            &[
+                "channel",
+                "baseline",
+                "recording",
+                "ratio",
+                "tolerance",
+                "comparable",
+            ],
+            &rows,
+        ));
         s.push('\n');
     }
     let range = |r: Option<(f64, f64)>| {
@@ -294,7 +473,7 @@ pub fn markdown(c: &Comparison) -> String {
     let mut changed: Vec<&KeyComparison> = c
         .keys
         .iter()
-        .filter(|k| k.status != Status::Unchanged)
+        .filter(|k| k.status != Status::Unchanged && k.would_be != Some(Status::Unchanged))
         .collect();
     changed.sort_by(|a, b| a.status.cmp(&b.status).then_with(|| a.key.cmp(&b.key)));
     let rows: Vec<Vec<String>> = changed
@@ -309,10 +488,14 @@ pub fn markdown(c: &Comparison) -> String {
                 k.change.map_or("–".into(), signed_pct),
                 range(k.baseline_range),
                 range(k.recording_range),
-                serde_json::to_value(k.status)
-                    .ok()
-                    .and_then(|v| v.as_str().map(|s| s.replace('_', " ")))
-                    .unwrap_or_default(),
+                match k.would_be {
+                    Some(w) => format!(
+                        "not comparable: {} (would be {})",
+                        k.not_comparable.join(", "),
+                        status_text(w)
+                    ),
+                    None => status_text(k.status),
+                },
             ]
         })
         .collect();

@@ -4,6 +4,7 @@
 
 pub mod ab;
 pub mod charts;
+pub mod comparability;
 pub mod compare;
 pub mod export;
 mod glyphs;

@@ -195,6 +195,7 @@ mod tests {
             calibration: vec![ChannelReading {
                 cpu_ms: 1.0,
                 io_ms: 1.0,
+                rtt_ms: None,
             }],
             contention: None,
             errors: Vec::new(),

@@ -176,7 +176,11 @@ mod in_sample {
     }
 
     fn r(cpu_ms: f64, io_ms: f64) -> ChannelReading {
-        ChannelReading { cpu_ms, io_ms }
+        ChannelReading {
+            cpu_ms,
+            io_ms,
+            rtt_ms: None,
+        }
     }
 
     #[test]

@@ -39,6 +39,20 @@ fn parse_format(s: &str) -> Result<Format, String> {
     s.parse()
 }
 
+/// `io_ms=50%` -> (`io_ms`, 0.5); the channel must be one of the calibration channels.
+fn parse_tolerance(s: &str) -> Result<(String, f64), String> {
+    let (channel, percent) = s
+        .split_once('=')
+        .ok_or_else(|| format!("{s:?}: expected CHANNEL=PERCENT, e.g. io_ms=50%"))?;
+    if !contract::gate::KERNELS.contains(&channel) {
+        return Err(format!(
+            "{channel:?}: not a calibration channel (one of {})",
+            contract::gate::KERNELS.join(", ")
+        ));
+    }
+    Ok((channel.to_owned(), contract::parse::percent(percent)?))
+}
+
 /// Compare a recording with a baseline: per key the change and whether it is beyond both
 /// recordings' own noise; exit 1 on a regression beyond the threshold.
 #[derive(Debug, clap::Args)]
@@ -58,6 +72,15 @@ pub struct CompareArgs {
     /// refused with exit 7: the difference would be the machine, not the build).
     #[arg(long)]
     pub across_machines: bool,
+    /// Refuse (exit 7) when a calibration channel's median differs from the baseline's beyond
+    /// its tolerance, instead of reporting the keys that depend on it as not comparable.
+    #[arg(long)]
+    pub strict_machine: bool,
+    /// How far a channel's median may differ from the baseline's before its keys are not
+    /// comparable, as `CHANNEL=PERCENT` (`io_ms=50%`); repeatable. Defaults: cpu_ms 25%,
+    /// io_ms 50%, rtt_ms 40% (docs/src/decisions/comparability.md).
+    #[arg(long, value_name = "CHANNEL=PERCENT", value_parser = parse_tolerance)]
+    pub machine_tolerance: Vec<(String, f64)>,
     /// When the baselines directory holds no baseline for the recording's class and scenario,
     /// say so and exit 0 (a trend job on a runner class without a baseline yet).
     #[arg(long)]
@@ -549,7 +572,22 @@ pub fn run_compare(args: CompareArgs) -> anyhow::Result<i32> {
             );
         }
     }
-    let cmp = reports::compare::compare_with((&bb, &bp), (&rb, &rp), threshold, cost_threshold)?;
+    let opts = reports::compare::Options {
+        machine_tolerance: args.machine_tolerance.iter().cloned().collect(),
+        strict_machine: args.strict_machine,
+        ..reports::compare::Options::new(threshold, cost_threshold)
+    };
+    let cmp = match reports::compare::compare_opts((&bb, &bp), (&rb, &rp), &opts) {
+        Err(e @ reports::compare::CompareError::Machine { .. }) => {
+            eprintln!(
+                "compare: refused: {} vs {}: {e}",
+                base_path.display(),
+                rec_path.display()
+            );
+            return Ok(crate::exit::ACROSS_MACHINES);
+        }
+        other => other?,
+    };
     let md = reports::compare::markdown(&cmp);
     if args.json {
         println!("{}", serde_json::to_string(&cmp)?);
@@ -566,6 +604,19 @@ pub fn run_compare(args: CompareArgs) -> anyhow::Result<i32> {
         cmp.regressions,
         reports::render::fmt::pct(threshold)
     );
+    if cmp.not_comparable > 0 {
+        let named: Vec<String> = cmp
+            .machine
+            .iter()
+            .filter(|m| m.comparable == Some(false))
+            .map(reports::comparability::ChannelMatch::label)
+            .collect();
+        eprintln!(
+            "compare: {} timing/resource key(s) not comparable on this machine ({}): not judged",
+            cmp.not_comparable,
+            named.join(", ")
+        );
+    }
     Ok(if cmp.regressions > 0 {
         crate::exit::REGRESSION
     } else {

@@ -95,6 +95,7 @@ fn read_channels(dir: &Path) -> anyhow::Result<ChannelReading> {
     Ok(ChannelReading {
         cpu_ms: r.cpu_ms,
         io_ms: r.io_ms,
+        rtt_ms: r.rtt_ms,
     })
 }
 

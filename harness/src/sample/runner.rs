@@ -130,7 +130,8 @@ pub mod mock {
                 calibration: vec![
                     ChannelReading {
                         cpu_ms: cpu,
-                        io_ms: 1.0
+                        io_ms: 1.0,
+                        rtt_ms: Some(1.0),
                     };
                     2
                 ],

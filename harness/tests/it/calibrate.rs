@@ -51,6 +51,11 @@ fn calibrate_takes_readings_in_fresh_processes_and_stores_the_reference() {
             max_over_median: 100.0,
             reference_tolerance: 1.0,
         },
+        rtt_ms: Some(ChannelBounds {
+            max_cv: 100.0,
+            max_over_median: 100.0,
+            reference_tolerance: 1.0,
+        }),
         ..GateConfig::default()
     };
     let ok = calibrate(&exec, dir.path(), 3, &lax, Some(&ref_path)).unwrap();

@@ -30,6 +30,12 @@ pub struct PointMeta {
     pub date: Option<String>,
     pub recorded_at: Option<String>,
     pub samples: u32,
+    /// Each calibration channel whose median differs from the newest version's beyond its
+    /// default tolerance, with its ratio (`io_ms ×2.25`): this version was recorded on a
+    /// machine of another speed, so its timing and resource values do not compare with the
+    /// newest. Empty when they match, or when either version has no sidecar.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub machine_differs: Vec<String>,
 }
 
 /// A key's value at one version with that version's raw min and max.
@@ -75,6 +81,23 @@ pub struct HistoryReport {
 }
 
 impl ScenarioHistory {
+    /// One sentence naming the versions whose calibration differs from the newest version's,
+    /// `None` when every version's matches.
+    pub fn machine_note(&self) -> Option<String> {
+        let marked: Vec<String> = self
+            .points
+            .iter()
+            .filter(|p| !p.machine_differs.is_empty())
+            .map(|p| format!("{} ({})", p.label, p.machine_differs.join(", ")))
+            .collect();
+        (!marked.is_empty()).then(|| {
+            format!(
+                "Recorded on a machine of another speed than the newest version (a calibration channel beyond its tolerance; ringed in the charts): {}. Their timing and resource values do not compare with the newest; exact and cost keys do.",
+                marked.join("; ")
+            )
+        })
+    }
+
     /// The section heading: the scenario and its machine class.
     pub fn heading(&self) -> String {
         format!(
@@ -135,6 +158,16 @@ pub fn history_report(points: &[HistoryPoint]) -> Result<HistoryReport, RenderEr
     })
 }
 
+/// The channels in which a version's calibration differs from the newest version's.
+fn machine_differs(p: &HistoryPoint, newest: Option<&Provenance>) -> Vec<String> {
+    let (Some(this), Some(newest)) = (p.provenance.as_ref(), newest) else {
+        return Vec::new();
+    };
+    let matches =
+        crate::comparability::match_channels(newest, this, crate::comparability::default_tolerance);
+    crate::comparability::differing(&matches, &contract::gate::KERNELS)
+}
+
 fn scenario_history(name: &str, class: Option<String>, pts: &[&HistoryPoint]) -> ScenarioHistory {
     let mut keys: BTreeMap<&str, (&str, MetricClass, Better)> = BTreeMap::new();
     for p in pts {
@@ -190,6 +223,7 @@ fn scenario_history(name: &str, class: Option<String>, pts: &[&HistoryPoint]) ->
                 date: p.date.clone(),
                 recorded_at: p.provenance.as_ref().map(|pr| pr.recorded_at.clone()),
                 samples: p.baseline.samples,
+                machine_differs: machine_differs(p, pts.last().and_then(|l| l.provenance.as_ref())),
             })
             .collect(),
         keys: trends,
@@ -247,6 +281,9 @@ pub(crate) fn charts(r: &HistoryReport) -> Vec<Chart> {
                         value: v.value,
                         low: v.low,
                         high: v.high,
+                        // Exact and cost keys do not depend on the machine: never marked.
+                        machine_differs: !p.machine_differs.is_empty()
+                            && !crate::comparability::depends_on(k.class).is_empty(),
                     })
                 })
                 .collect();

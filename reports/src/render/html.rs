@@ -85,6 +85,9 @@ pub fn history(r: &HistoryReport, charts: &[Chart]) -> Result<String, RenderErro
         s.push_str(&format!("<h2>{}</h2>\n", html_escape(&h.heading())));
         let prefix = h.chart_prefix();
         s.push_str("<p class=\"muted\">Each point is a baseline's median; the shaded band is that version's raw min–max over its samples. A move inside the band is not a trend.</p>\n");
+        if let Some(note) = h.machine_note() {
+            s.push_str(&format!("<p class=\"note\">{}</p>\n", html_escape(&note)));
+        }
         for c in charts.iter().filter(|c| c.slug.starts_with(&prefix)) {
             s.push_str(&figure(c)?);
         }

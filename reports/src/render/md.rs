@@ -442,6 +442,9 @@ pub fn history(r: &HistoryReport) -> String {
             &vs,
         ));
         s.push('\n');
+        if let Some(note) = h.machine_note() {
+            s.push_str(&format!("{note}\n\n"));
+        }
         if h.points.len() < 2 {
             s.push_str("One version only: no trend yet.\n\n");
             continue;

@@ -257,3 +257,138 @@ fn a_cost_sample_syscall_count_gets_the_cost_threshold() {
     let c = compare((&b5, &p5), (&r5, &rp5), 0.05).unwrap();
     assert_eq!(status(&c, "cold_push.requests"), Status::Regression);
 }
+
+/// Scales one calibration channel of every sample reading in a sidecar (and adds the round
+/// trip where `rtt` is given).
+fn machine(p: &mut Provenance, io_factor: f64, rtt: Option<f64>) {
+    for s in &mut p.samples {
+        for r in &mut s.calibration {
+            r.io_ms *= io_factor;
+            r.rtt_ms = rtt;
+        }
+    }
+}
+
+/// A recording on a machine whose fsync path is ×2 slower: every timing key 2× slower is
+/// reported as not comparable (naming `io_ms ×2.00`), none as a regression, while an exact
+/// key that changed still is one.
+#[test]
+fn a_slower_disk_makes_timing_keys_not_comparable_and_the_verdict_rests_on_exact_keys() {
+    use reports::compare::markdown;
+    let (b, p) = small();
+    let (mut rb, mut rp) = small();
+    machine(&mut rp, 2.0, None);
+    let slow: Vec<String> = rb
+        .metrics
+        .iter()
+        .filter(|(_, m)| m.class == reports::schema::MetricClass::Timing)
+        .map(|(k, _)| k.clone())
+        .collect();
+    for k in &slow {
+        let Some(raw) = rp.raw.get(k) else { continue };
+        let series: Vec<f64> = raw.iter().map(|v| v * 2.0).collect();
+        set(&mut rb, &mut rp, k, &series);
+    }
+    let c = compare((&b, &p), (&rb, &rp), 0.05).unwrap();
+    assert_eq!(c.regressions, 0, "{:?}", c.keys.iter().filter(|k| k.status == Status::Regression).collect::<Vec<_>>());
+    let io = c.machine.iter().find(|m| m.channel == "io_ms").unwrap();
+    assert_eq!(io.comparable, Some(false));
+    assert_eq!(io.label(), "io_ms ×2.00");
+    let k = c.keys.iter().find(|k| k.key == "cold_push.wall_ms").unwrap();
+    assert_eq!(k.status, Status::NotComparable);
+    assert_eq!(k.not_comparable, ["io_ms ×2.00"]);
+    assert!(matches!(k.would_be, Some(Status::Regression | Status::Improvement)));
+    assert!(c.not_comparable >= slow.len());
+    // The round trip was read in neither recording: not checked, and said so.
+    assert!(c.notes.iter().any(|n| n.starts_with("rtt_ms not read in both")), "{:?}", c.notes);
+    let md = markdown(&c);
+    assert!(md.contains("**0 regressions.**"), "{md}");
+    assert!(md.contains("not comparable on this machine (io_ms ×2.00)"), "{md}");
+    assert!(md.contains("| io_ms |"), "{md}");
+    assert!(md.contains("not comparable: io_ms ×2.00 (would be regression)"), "{md}");
+
+    // An exact key that changed on the slower machine is still judged, and regresses.
+    set(
+        &mut rb,
+        &mut rp,
+        "cold_push.server.fsyncs_per_file",
+        &[8.42; 5],
+    );
+    let c = compare((&b, &p), (&rb, &rp), 0.05).unwrap();
+    assert_eq!(c.regressions, 1);
+    assert_eq!(
+        status(&c, "cold_push.server.fsyncs_per_file"),
+        Status::Regression
+    );
+}
+
+/// Within the tolerance the machines count as the same: timing keys are judged as before.
+#[test]
+fn channels_within_tolerance_keep_timing_keys_judged() {
+    let (b, p) = small();
+    let (mut rb, mut rp) = small();
+    machine(&mut rp, 1.3, None);
+    set(
+        &mut rb,
+        &mut rp,
+        "cold_pull.wall_ms",
+        &[900.0, 910.0, 905.0, 899.0, 901.0],
+    );
+    let c = compare((&b, &p), (&rb, &rp), 0.05).unwrap();
+    assert_eq!(status(&c, "cold_pull.wall_ms"), Status::Regression);
+    assert_eq!(c.not_comparable, 0);
+    assert!(c.machine.iter().all(|m| m.comparable != Some(false)));
+}
+
+/// A round trip read on both sides that differs ×1.8 makes the timing keys not comparable
+/// even when cpu and io agree; a tighter or looser tolerance moves the line.
+#[test]
+fn the_round_trip_channel_is_checked_when_both_have_it_and_tolerances_are_options() {
+    use reports::compare::{CompareError, Options, compare_opts};
+    let (b, mut p) = small();
+    let (rb, mut rp) = small();
+    machine(&mut p, 1.0, Some(10.0));
+    machine(&mut rp, 1.0, Some(18.0));
+    let c = compare((&b, &p), (&rb, &rp), 0.05).unwrap();
+    let rtt = c.machine.iter().find(|m| m.channel == "rtt_ms").unwrap();
+    assert_eq!(rtt.comparable, Some(false));
+    assert_eq!(status(&c, "cold_push.wall_ms"), Status::NotComparable);
+    assert_eq!(status(&c, "cold_push.requests"), Status::Unchanged);
+    let mut loose = Options::new(0.05, 0.01);
+    loose.machine_tolerance.insert("rtt_ms".into(), 1.0);
+    let c = compare_opts((&b, &p), (&rb, &rp), &loose).unwrap();
+    assert_eq!(c.not_comparable, 0);
+    // --strict-machine: the difference is an error naming the channel and its ratio.
+    let strict = Options {
+        strict_machine: true,
+        ..Options::new(0.05, 0.01)
+    };
+    let e = compare_opts((&b, &p), (&rb, &rp), &strict).unwrap_err();
+    assert!(matches!(e, CompareError::Machine { .. }));
+    let msg = e.to_string();
+    assert!(msg.contains("rtt_ms ×1.80 beyond ±40.0%"), "{msg}");
+    assert!(!msg.contains('\n'));
+    // Identical machines pass a strict compare.
+    assert!(compare_opts((&b, &p), (&b, &p), &strict).is_ok());
+}
+
+/// Cost keys do not depend on the machine: a +2 % instruction count on a ×2 slower disk is
+/// still a regression.
+#[test]
+fn cost_keys_are_judged_across_a_machine_difference() {
+    use reports::schema::Metric;
+    let key = "route.post-version.c1.server.instructions_per_request";
+    let with = |v: f64, io: f64| {
+        let (mut b, mut p) = small();
+        b.metrics
+            .insert(key.into(), Metric::cost(v, "instructions/request"));
+        p.raw.insert(key.into(), vec![v]);
+        machine(&mut p, io, None);
+        (b, p)
+    };
+    let (b, p) = with(167_000.0, 1.0);
+    let (rb, rp) = with(167_000.0 * 1.02, 2.2);
+    let c = compare((&b, &p), (&rb, &rp), 0.05).unwrap();
+    assert_eq!(status(&c, key), Status::Regression);
+    assert_eq!(c.regressions, 1);
+}

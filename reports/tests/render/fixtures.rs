@@ -293,6 +293,7 @@ pub fn small() -> (Baseline, Provenance) {
                     / 1000.0,
                 io_ms: ((6.1 * (1.0 + 0.10 * (g.rng.random::<f64>() - 0.5))) * 1000.0).round()
                     / 1000.0,
+                rtt_ms: None,
             })
             .collect();
         if i > 0 {

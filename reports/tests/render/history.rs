@@ -110,3 +110,33 @@ fn one_version_is_not_a_history() {
     .to_string();
     assert_eq!(e, "baselines history: no versions of any baseline");
 }
+
+/// A version recorded on a machine whose fsync path was ×2.4 slower than the newest version's
+/// is marked: named with the channel's ratio in the model and the Markdown, ringed in its
+/// timing charts; the versions on the newest's machine are not.
+#[test]
+fn versions_whose_calibration_differs_from_the_newest_are_marked() {
+    let mut pts = versions();
+    for s in &mut pts[0].provenance.as_mut().unwrap().samples {
+        for r in &mut s.calibration {
+            r.io_ms *= 2.4;
+        }
+    }
+    let r = history_report(&pts).unwrap();
+    let h = &r.scenarios[0];
+    assert_eq!(h.points[0].machine_differs, ["io_ms ×2.40"]);
+    assert!(h.points[1].machine_differs.is_empty());
+    assert!(h.points[2].machine_differs.is_empty());
+    let note = h.machine_note().unwrap();
+    assert!(note.contains("v0 (io_ms ×2.40)"), "{note}");
+    let doc = Document::History {
+        points: &pts,
+        source: "git history of baselines/",
+    };
+    let md = render(&doc, Format::Md).unwrap();
+    assert!(md.contains("v0 (io_ms ×2.40)"), "{md}");
+    let html = render(&doc, Format::Html).unwrap();
+    assert!(html.contains("ringed in the charts"), "the note");
+    // Without a difference there is no note.
+    assert_eq!(history_report(&versions()).unwrap().scenarios[0].machine_note(), None);
+}

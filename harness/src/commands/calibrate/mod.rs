@@ -166,11 +166,12 @@ pub fn run(args: CalibrateArgs, subcommand: &[&str]) -> anyhow::Result<i32> {
             if !args.json {
                 let r = outcome.reference.as_ref();
                 println!(
-                    "stored reference for machine {} in {}: cpu_ms {:.2} ms, io_ms {:.2} ms",
+                    "stored reference for machine {} in {}: cpu_ms {:.2} ms, io_ms {:.2} ms, rtt_ms {:.2} ms",
                     outcome.fingerprint_id,
                     path.display(),
                     r.map_or(f64::NAN, |r| r.cpu_ms),
-                    r.map_or(f64::NAN, |r| r.io_ms)
+                    r.map_or(f64::NAN, |r| r.io_ms),
+                    r.and_then(|r| r.rtt_ms).unwrap_or(f64::NAN)
                 );
             }
             Ok(exit::OK)
@@ -224,7 +225,9 @@ pub fn calibrate(
     let loadavg_after = loadavg();
     let cpu: Vec<f64> = readings.iter().map(|r| r.cpu_ms).collect();
     let io: Vec<f64> = readings.iter().map(|r| r.io_ms).collect();
-    let verdict = judge(&cpu, &io, None, cfg);
+    let rtt: Vec<f64> = readings.iter().filter_map(|r| r.rtt_ms).collect();
+    let mut verdict = judge(&cpu, &io, None, cfg);
+    calibration::gate::judge_rtt(&mut verdict, &rtt, None, cfg);
     let fingerprint_id = fp.id();
     let (reference, stored_at) = if verdict.accepted {
         let c = &verdict.channels[calibration::gate::CPU];
@@ -236,6 +239,11 @@ pub fn calibrate(
             io_ms: o.median,
             cpu_cv: c.cv,
             io_cv: o.cv,
+            rtt_ms: verdict
+                .channels
+                .get(calibration::gate::RTT)
+                .map(|s| s.median),
+            rtt_cv: verdict.channels.get(calibration::gate::RTT).map(|s| s.cv),
             n,
             created_unix_s: std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)

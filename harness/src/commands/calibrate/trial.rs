@@ -369,6 +369,7 @@ pub(crate) fn gate_trial(
         let contender0 = children_cpu_s(&contender_pids);
         let mut cpu = Vec::new();
         let mut io = Vec::new();
+        let mut rtt = Vec::new();
         let mut work = Vec::new();
         let mut contention = Vec::new();
         for s in 0..samples {
@@ -378,6 +379,7 @@ pub(crate) fn gate_trial(
                 run_json_child(cmd, &what, TRIAL_SAMPLE_TIMEOUT)?.success(&what)?;
             cpu.extend([sample.before.cpu_ms, sample.after.cpu_ms]);
             io.extend([sample.before.io_ms, sample.after.io_ms]);
+            rtt.extend([sample.before.rtt_ms, sample.after.rtt_ms].into_iter().flatten());
             work.push(sample.work_ms);
             contention.push(sample.contention);
         }
@@ -390,7 +392,8 @@ pub(crate) fn gate_trial(
         };
         let contender_cores = (children_cpu_s(&contender_pids) - contender0) / wall;
         let refs: Vec<_> = contention.iter().map(Option::as_ref).collect();
-        let v = judge_with_contention(&cpu, &io, &refs, reference.as_ref(), cfg);
+        let mut v = judge_with_contention(&cpu, &io, &refs, reference.as_ref(), cfg);
+        calibration::gate::judge_rtt(&mut v, &rtt, reference.as_ref(), cfg);
         let c = &v.channels[calibration::gate::CPU];
         let o = &v.channels[calibration::gate::IO];
         for f in &v.failures {

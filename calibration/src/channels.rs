@@ -211,15 +211,22 @@ pub fn rtt_kernel_ms() -> io::Result<f64> {
             }
             Ok(slices)
         })?;
-    let joined = |r: std::thread::Result<io::Result<_>>| {
-        r.unwrap_or_else(|_| Err(io::Error::other("rtt kernel thread panicked")))
-    };
     let slices = joined(client.join());
+    if slices.is_err() {
+        // A client that failed before it connected would leave the echo thread in `accept`:
+        // one connection, closed at once, lets it fail and return.
+        let _ = TcpStream::connect(addr);
+    }
     // A client that failed closes its end, so the echo thread's read fails and it returns.
     let echoed = joined(echo.join());
     let slices = slices?;
     echoed?;
     Ok(median(&slices).expect("8 elapsed times") * RTT_SLICES as f64)
+}
+
+/// A kernel thread's result; a panic (none is expected) becomes an error.
+fn joined<T>(r: std::thread::Result<io::Result<T>>) -> io::Result<T> {
+    r.unwrap_or_else(|_| Err(io::Error::other("rtt kernel thread panicked")))
 }
 
 /// The CPUs this thread may run on, `None` when the kernel would not say.

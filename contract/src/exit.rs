@@ -11,7 +11,7 @@
 //! | 4 | `ab`: INCONCLUSIVE, the rule could not decide at this sensitivity |
 //! | 5 | busy: another recording holds the machine lock and `--no-wait` was given |
 //! | 6 | `verify` / `vault verify`: a baseline does not match its sidecar (edited value, digest, version), or a vault differs from its manifest |
-//! | 7 | `compare`: the baseline and the recording come from different machine classes (refused unless `--across-machines`) |
+//! | 7 | `compare`: the baseline and the recording come from different machine classes (refused unless `--across-machines`), or with `--strict-machine` a calibration channel differs from the baseline's beyond its tolerance |
 //! | 130 | interrupted (SIGINT/SIGTERM): children killed and reaped, nothing half-written |
 //!
 //! 6 is the first free number after the existing ones: a mismatch is not a regression (the
@@ -35,7 +35,8 @@ pub const INCONCLUSIVE: i32 = 4;
 pub const BUSY: i32 = 5;
 /// `verify` found a baseline that does not match its sidecar.
 pub const MISMATCH: i32 = 6;
-/// `compare` was asked to judge recordings of two different machine classes.
+/// `compare` was asked to judge recordings of two different machine classes, or (with
+/// `--strict-machine`) of two machines whose calibration channels differ.
 pub const ACROSS_MACHINES: i32 = 7;
 /// Interrupted by SIGINT or SIGTERM (128 + 2, as shells report it).
 pub const INTERRUPTED: i32 = 130;

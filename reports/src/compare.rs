@@ -89,11 +89,11 @@ pub struct KeyComparison {
     pub status: Status,
     /// For a [`Status::NotComparable`] key: each channel it depends on that differs, with its
     /// ratio (`io_ms ×2.25`); empty otherwise.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub not_comparable: Vec<String>,
     /// For a [`Status::NotComparable`] key: what it would have been on comparable machines
     /// (information, never the verdict).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub would_be: Option<Status>,
 }
 

@@ -469,6 +469,91 @@ mod in_sample {
     }
 }
 
+mod round_trip {
+    use super::*;
+    use calibration::gate::{RTT, judge_rtt, judge_sample};
+    use contract::schema::ChannelReading;
+
+    fn r(rtt_ms: Option<f64>) -> ChannelReading {
+        ChannelReading {
+            cpu_ms: 10.0,
+            io_ms: 2.0,
+            rtt_ms,
+        }
+    }
+
+    #[test]
+    fn the_round_trip_is_judged_like_the_other_kernels_and_its_failures_come_after_theirs() {
+        let cfg = GateConfig::default();
+        let mut v = judge(&[10.0, 10.0, 10.0, 30.0], &[2.0; 4], None, &cfg);
+        let kernels_failed = v.failures.len();
+        assert!(kernels_failed > 0);
+        judge_rtt(&mut v, &[8.0, 8.0, 8.0, 40.0], None, &cfg);
+        assert!(!v.accepted);
+        let rtt = &v.channels[RTT];
+        assert_eq!(rtt.n, 4);
+        assert!(!rtt.failures.is_empty());
+        assert!(v.failures[kernels_failed].starts_with("rtt_ms "), "{:?}", v.failures);
+        // Quiet round trips pass, and are judged against the reference's median.
+        let mut reference = reference(10.0, 2.0);
+        reference.rtt_ms = Some(8.0);
+        let mut v = judge(&[10.0; 4], &[2.0; 4], Some(&reference), &cfg);
+        judge_rtt(&mut v, &[8.0, 8.1, 7.9, 8.0], Some(&reference), &cfg);
+        assert!(v.accepted, "{:?}", v.failures);
+        assert_eq!(v.channels[RTT].reference_median, Some(8.0));
+        // 2x the reference is beyond the default tolerance of 0.5.
+        judge_rtt(&mut v, &[16.0; 4], Some(&reference), &cfg);
+        assert!(!v.accepted);
+        assert!(v.failures.iter().any(|f| f.starts_with("rtt_ms drift +1.000")), "{:?}", v.failures);
+    }
+
+    #[test]
+    fn an_old_reference_or_old_readings_leave_the_round_trip_unjudged_and_say_so() {
+        let cfg = GateConfig::default();
+        let old_reference = reference(10.0, 2.0);
+        assert_eq!(old_reference.rtt_ms, None);
+        let mut v = judge(&[10.0; 4], &[2.0; 4], Some(&old_reference), &cfg);
+        judge_rtt(&mut v, &[8.0; 4], Some(&old_reference), &cfg);
+        assert!(v.accepted);
+        assert_eq!(v.channels[RTT].drift, None);
+        assert!(v.warnings.iter().any(|w| w.contains("no rtt_ms median")), "{:?}", v.warnings);
+        assert!(v.lines().iter().any(|l| l.starts_with("rtt_ms") && l.contains("drift not checked")));
+        // Readings without the channel (an earlier build's) add nothing.
+        let mut v = judge(&[10.0; 4], &[2.0; 4], None, &cfg);
+        judge_rtt(&mut v, &[], None, &cfg);
+        assert!(!v.channels.contains_key(RTT));
+        // The per-sample gate: judged when the readings have it, named when the reference lacks it.
+        let pool = [r(Some(8.0)), r(Some(8.2)), r(Some(7.9))];
+        let sv = judge_sample(&[r(Some(8.0)), r(Some(30.0))], None, &pool, None, &cfg);
+        assert!(!sv.accepted);
+        assert!(sv.failures.iter().any(|f| f.starts_with("rtt_ms 30.00 ms")), "{:?}", sv.failures);
+        let sv = judge_sample(&[r(Some(8.0)), r(Some(8.1))], None, &pool, Some(&old_reference), &cfg);
+        assert!(sv.accepted, "{:?}", sv.failures);
+        assert!(sv.notes.iter().any(|n| n.starts_with("rtt_ms: this machine's reference has no median")), "{:?}", sv.notes);
+        let sv = judge_sample(&[r(None), r(None)], None, &pool, None, &cfg);
+        assert!(sv.figures.iter().all(|f| f.channel != RTT));
+    }
+
+    #[test]
+    fn a_config_recorded_before_the_channel_reads_back_and_writes_back_without_it() {
+        let mut old = serde_json::to_value(GateConfig::default()).unwrap();
+        old.as_object_mut().unwrap().remove("rtt_ms");
+        let cfg: GateConfig = serde_json::from_value(old.clone()).unwrap();
+        assert_eq!(cfg.rtt_ms, None);
+        assert_eq!(serde_json::to_value(cfg).unwrap(), old);
+        let mut v = judge(&[10.0; 4], &[2.0; 4], None, &cfg);
+        judge_rtt(&mut v, &[8.0, 80.0], None, &cfg);
+        assert!(v.accepted, "an old config does not bound the channel");
+        // A gate file may bound it.
+        let cfg = GateConfig::parse(Path::new("/etc/gate.toml"), "[rtt_ms]\nmax_cv = 0.5\n").unwrap();
+        assert_eq!(cfg.rtt_ms.unwrap().max_cv, 0.5);
+        assert_eq!(
+            cfg.rtt_ms.unwrap().max_over_median,
+            GateConfig::default().rtt_ms.unwrap().max_over_median
+        );
+    }
+}
+
 mod config {
     use super::*;
 

@@ -318,10 +318,69 @@ fn compare_with(
         threshold: contract::parse::percent(threshold).unwrap(),
         cost_threshold: 0.01,
         across_machines,
+        strict_machine: false,
+        machine_tolerance: Vec::new(),
         missing_baseline_ok,
         out: Some(base.with_extension("cmp.md")),
         json: false,
     })
+}
+
+/// The same build on a machine of the same class whose disk is ×2.25 slower: its timing keys
+/// are not comparable, the compare passes (exit 0) with a table naming `io_ms ×2.25`, and
+/// `--strict-machine` refuses it with exit 7 on one line.
+#[test]
+fn compare_names_a_slower_disk_and_passes_unless_strict_machine() {
+    let t = tempfile::tempdir().unwrap();
+    let (b, p) = fixture();
+    let base = write_pair(&t.path().join("baselines"), &b, &p);
+    let (mut sb, mut sp) = fixture();
+    for s in &mut sp.samples {
+        for r in &mut s.calibration {
+            r.io_ms *= 2.25;
+        }
+    }
+    let slow: Vec<f64> = sp.raw["cold_push.wall_ms"]
+        .iter()
+        .map(|x| x * 2.0)
+        .collect();
+    set(&mut sb, &mut sp, "cold_push.wall_ms", &slow);
+    let rec = write_pair(&t.path().join("recording"), &sb, &sp);
+    assert_eq!(compare(&base, &rec, "5%").unwrap(), 0);
+    let md = std::fs::read_to_string(base.with_extension("cmp.md")).unwrap();
+    assert!(md.contains("**0 regressions.**"), "{md}");
+    assert!(md.contains("| io_ms |") && md.contains("×2.25"), "{md}");
+    assert!(md.contains("not comparable: io_ms ×2.25 (would be regression)"), "{md}");
+    let out = vb()
+        .arg("compare")
+        .arg(&base)
+        .arg(&rec)
+        .arg("--strict-machine")
+        .assert()
+        .code(7)
+        .get_output()
+        .clone();
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("io_ms ×2.25 beyond ±50.0%"), "{err}");
+    // A looser io tolerance makes the machines comparable: the slower wall time regresses.
+    vb().arg("compare")
+        .arg(&base)
+        .arg(&rec)
+        .args(["--machine-tolerance", "io_ms=150%"])
+        .assert()
+        .code(1);
+    // A tolerance of an unknown channel is a usage error naming it.
+    let out = vb()
+        .arg("compare")
+        .arg(&base)
+        .arg(&rec)
+        .args(["--machine-tolerance", "disk_ms=10%"])
+        .assert()
+        .code(2)
+        .get_output()
+        .clone();
+    assert!(String::from_utf8(out.stderr).unwrap().contains("disk_ms"));
 }
 
 /// The fixture recorded on another machine class (another CPU model).

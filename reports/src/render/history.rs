@@ -34,7 +34,7 @@ pub struct PointMeta {
     /// default tolerance, with its ratio (`io_ms ×2.25`): this version was recorded on a
     /// machine of another speed, so its timing and resource values do not compare with the
     /// newest. Empty when they match, or when either version has no sidecar.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub machine_differs: Vec<String>,
 }
 

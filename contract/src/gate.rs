@@ -145,8 +145,9 @@ pub struct GateConfig {
 /// `record small` runs on a 2-vCPU VM.
 mod defaults {
     use super::{ChannelBounds, ShareBound};
-    /// The round-trip channel's bounds. Measured on the project's 2-vCPU VM (docs/src/measured.md,
-    /// "The round-trip channel"): see the constants' comments in `GateConfig::default`.
+    /// The round-trip channel's bounds: provisional, set before a quiet run of the kernel was
+    /// measured (docs/src/measured.md, "The round-trip channel"), a little looser than `cpu_ms`'s
+    /// since a round trip crosses CPUs and the scheduler.
     pub fn rtt_ms() -> ChannelBounds {
         ChannelBounds {
             max_cv: RTT_MAX_CV,

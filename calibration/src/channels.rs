@@ -168,22 +168,23 @@ pub fn rtt_kernel_ms() -> io::Result<f64> {
         _ => (None, None),
     };
     let total = RTT_WARMUP + RTT_SLICES * RTT_PER_SLICE;
-    let echo = std::thread::Builder::new()
-        .name("rtt-echo".into())
-        .spawn(move || -> io::Result<()> {
-            if let Some(c) = echo_cpu {
-                pin_this_thread(c);
-            }
-            let (mut conn, _) = listener.accept()?;
-            conn.set_nodelay(true)?;
-            let mut request = [0u8; RTT_REQUEST];
-            let answer = [0xa5u8; RTT_ANSWER];
-            for _ in 0..total {
-                conn.read_exact(&mut request)?;
-                conn.write_all(&answer)?;
-            }
-            Ok(())
-        })?;
+    let echo =
+        std::thread::Builder::new()
+            .name("rtt-echo".into())
+            .spawn(move || -> io::Result<()> {
+                if let Some(c) = echo_cpu {
+                    pin_this_thread(c);
+                }
+                let (mut conn, _) = listener.accept()?;
+                conn.set_nodelay(true)?;
+                let mut request = [0u8; RTT_REQUEST];
+                let answer = [0xa5u8; RTT_ANSWER];
+                for _ in 0..total {
+                    conn.read_exact(&mut request)?;
+                    conn.write_all(&answer)?;
+                }
+                Ok(())
+            })?;
     let client = std::thread::Builder::new()
         .name("rtt-client".into())
         .spawn(move || -> io::Result<[f64; RTT_SLICES]> {
@@ -308,7 +309,11 @@ mod tests {
         assert!(ms.is_finite() && ms > 0.0, "{ms}");
         // 256 loopback round trips take well under a second on anything that runs the suite.
         assert!(ms < 1000.0, "{ms}");
-        assert_eq!(allowed_cpus(), before, "the kernel pins its own threads only");
+        assert_eq!(
+            allowed_cpus(),
+            before,
+            "the kernel pins its own threads only"
+        );
     }
 
     #[test]

@@ -214,7 +214,13 @@ pub fn compare_opts(
         return Err(CompareError::Machine {
             differences: differ
                 .iter()
-                .map(|m| format!("{} beyond ±{}", m.label(), crate::render::fmt::pct(m.tolerance)))
+                .map(|m| {
+                    format!(
+                        "{} beyond ±{}",
+                        m.label(),
+                        crate::render::fmt::pct(m.tolerance)
+                    )
+                })
                 .collect::<Vec<_>>()
                 .join(", "),
         });
@@ -437,7 +443,9 @@ pub fn markdown(c: &Comparison) -> String {
                     m.channel.clone(),
                     m.baseline_median.map_or("–".into(), |v| format!("{v:.3}")),
                     m.recording_median.map_or("–".into(), |v| format!("{v:.3}")),
-                    m.ratio.map_or("–".into(), |r| format!("×{}", comparability::ratio_text(r))),
+                    m.ratio.map_or("–".into(), |r| {
+                        format!("×{}", comparability::ratio_text(r))
+                    }),
                     format!("±{}", pct(m.tolerance)),
                     match m.comparable {
                         Some(true) => "yes".into(),

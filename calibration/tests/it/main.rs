@@ -493,7 +493,11 @@ mod round_trip {
         let rtt = &v.channels[RTT];
         assert_eq!(rtt.n, 4);
         assert!(!rtt.failures.is_empty());
-        assert!(v.failures[kernels_failed].starts_with("rtt_ms "), "{:?}", v.failures);
+        assert!(
+            v.failures[kernels_failed].starts_with("rtt_ms "),
+            "{:?}",
+            v.failures
+        );
         // Quiet round trips pass, and are judged against the reference's median.
         let mut reference = reference(10.0, 2.0);
         reference.rtt_ms = Some(8.0);
@@ -504,7 +508,13 @@ mod round_trip {
         // 2x the reference is beyond the default tolerance of 0.5.
         judge_rtt(&mut v, &[16.0; 4], Some(&reference), &cfg);
         assert!(!v.accepted);
-        assert!(v.failures.iter().any(|f| f.starts_with("rtt_ms drift +1.000")), "{:?}", v.failures);
+        assert!(
+            v.failures
+                .iter()
+                .any(|f| f.starts_with("rtt_ms drift +1.000")),
+            "{:?}",
+            v.failures
+        );
     }
 
     #[test]
@@ -516,8 +526,16 @@ mod round_trip {
         judge_rtt(&mut v, &[8.0; 4], Some(&old_reference), &cfg);
         assert!(v.accepted);
         assert_eq!(v.channels[RTT].drift, None);
-        assert!(v.warnings.iter().any(|w| w.contains("no rtt_ms median")), "{:?}", v.warnings);
-        assert!(v.lines().iter().any(|l| l.starts_with("rtt_ms") && l.contains("drift not checked")));
+        assert!(
+            v.warnings.iter().any(|w| w.contains("no rtt_ms median")),
+            "{:?}",
+            v.warnings
+        );
+        assert!(
+            v.lines()
+                .iter()
+                .any(|l| l.starts_with("rtt_ms") && l.contains("drift not checked"))
+        );
         // Readings without the channel (an earlier build's) add nothing.
         let mut v = judge(&[10.0; 4], &[2.0; 4], None, &cfg);
         judge_rtt(&mut v, &[], None, &cfg);
@@ -526,10 +544,26 @@ mod round_trip {
         let pool = [r(Some(8.0)), r(Some(8.2)), r(Some(7.9))];
         let sv = judge_sample(&[r(Some(8.0)), r(Some(30.0))], None, &pool, None, &cfg);
         assert!(!sv.accepted);
-        assert!(sv.failures.iter().any(|f| f.starts_with("rtt_ms 30.00 ms")), "{:?}", sv.failures);
-        let sv = judge_sample(&[r(Some(8.0)), r(Some(8.1))], None, &pool, Some(&old_reference), &cfg);
+        assert!(
+            sv.failures.iter().any(|f| f.starts_with("rtt_ms 30.00 ms")),
+            "{:?}",
+            sv.failures
+        );
+        let sv = judge_sample(
+            &[r(Some(8.0)), r(Some(8.1))],
+            None,
+            &pool,
+            Some(&old_reference),
+            &cfg,
+        );
         assert!(sv.accepted, "{:?}", sv.failures);
-        assert!(sv.notes.iter().any(|n| n.starts_with("rtt_ms: this machine's reference has no median")), "{:?}", sv.notes);
+        assert!(
+            sv.notes
+                .iter()
+                .any(|n| n.starts_with("rtt_ms: this machine's reference has no median")),
+            "{:?}",
+            sv.notes
+        );
         let sv = judge_sample(&[r(None), r(None)], None, &pool, None, &cfg);
         assert!(sv.figures.iter().all(|f| f.channel != RTT));
     }
@@ -545,7 +579,8 @@ mod round_trip {
         judge_rtt(&mut v, &[8.0, 80.0], None, &cfg);
         assert!(v.accepted, "an old config does not bound the channel");
         // A gate file may bound it.
-        let cfg = GateConfig::parse(Path::new("/etc/gate.toml"), "[rtt_ms]\nmax_cv = 0.5\n").unwrap();
+        let cfg =
+            GateConfig::parse(Path::new("/etc/gate.toml"), "[rtt_ms]\nmax_cv = 0.5\n").unwrap();
         assert_eq!(cfg.rtt_ms.unwrap().max_cv, 0.5);
         assert_eq!(
             cfg.rtt_ms.unwrap().max_over_median,

@@ -350,7 +350,10 @@ fn compare_names_a_slower_disk_and_passes_unless_strict_machine() {
     let md = std::fs::read_to_string(base.with_extension("cmp.md")).unwrap();
     assert!(md.contains("**0 regressions.**"), "{md}");
     assert!(md.contains("| io_ms |") && md.contains("×2.25"), "{md}");
-    assert!(md.contains("not comparable: io_ms ×2.25 (would be regression)"), "{md}");
+    assert!(
+        md.contains("not comparable: io_ms ×2.25 (would be regression)"),
+        "{md}"
+    );
     let out = vb()
         .arg("compare")
         .arg(&base)

@@ -290,22 +290,49 @@ fn a_slower_disk_makes_timing_keys_not_comparable_and_the_verdict_rests_on_exact
         set(&mut rb, &mut rp, k, &series);
     }
     let c = compare((&b, &p), (&rb, &rp), 0.05).unwrap();
-    assert_eq!(c.regressions, 0, "{:?}", c.keys.iter().filter(|k| k.status == Status::Regression).collect::<Vec<_>>());
+    assert_eq!(
+        c.regressions,
+        0,
+        "{:?}",
+        c.keys
+            .iter()
+            .filter(|k| k.status == Status::Regression)
+            .collect::<Vec<_>>()
+    );
     let io = c.machine.iter().find(|m| m.channel == "io_ms").unwrap();
     assert_eq!(io.comparable, Some(false));
     assert_eq!(io.label(), "io_ms ×2.00");
-    let k = c.keys.iter().find(|k| k.key == "cold_push.wall_ms").unwrap();
+    let k = c
+        .keys
+        .iter()
+        .find(|k| k.key == "cold_push.wall_ms")
+        .unwrap();
     assert_eq!(k.status, Status::NotComparable);
     assert_eq!(k.not_comparable, ["io_ms ×2.00"]);
-    assert!(matches!(k.would_be, Some(Status::Regression | Status::Improvement)));
+    assert!(matches!(
+        k.would_be,
+        Some(Status::Regression | Status::Improvement)
+    ));
     assert!(c.not_comparable >= slow.len());
     // The round trip was read in neither recording: not checked, and said so.
-    assert!(c.notes.iter().any(|n| n.starts_with("rtt_ms not read in both")), "{:?}", c.notes);
+    assert!(
+        c.notes
+            .iter()
+            .any(|n| n.starts_with("rtt_ms not read in both")),
+        "{:?}",
+        c.notes
+    );
     let md = markdown(&c);
     assert!(md.contains("**0 regressions.**"), "{md}");
-    assert!(md.contains("not comparable on this machine (io_ms ×2.00)"), "{md}");
+    assert!(
+        md.contains("not comparable on this machine (io_ms ×2.00)"),
+        "{md}"
+    );
     assert!(md.contains("| io_ms |"), "{md}");
-    assert!(md.contains("not comparable: io_ms ×2.00 (would be regression)"), "{md}");
+    assert!(
+        md.contains("not comparable: io_ms ×2.00 (would be regression)"),
+        "{md}"
+    );
 
     // An exact key that changed on the slower machine is still judged, and regresses.
     set(

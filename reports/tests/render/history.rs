@@ -138,5 +138,8 @@ fn versions_whose_calibration_differs_from_the_newest_are_marked() {
     let html = render(&doc, Format::Html).unwrap();
     assert!(html.contains("ringed in the charts"), "the note");
     // Without a difference there is no note.
-    assert_eq!(history_report(&versions()).unwrap().scenarios[0].machine_note(), None);
+    assert_eq!(
+        history_report(&versions()).unwrap().scenarios[0].machine_note(),
+        None
+    );
 }

@@ -379,7 +379,11 @@ pub(crate) fn gate_trial(
                 run_json_child(cmd, &what, TRIAL_SAMPLE_TIMEOUT)?.success(&what)?;
             cpu.extend([sample.before.cpu_ms, sample.after.cpu_ms]);
             io.extend([sample.before.io_ms, sample.after.io_ms]);
-            rtt.extend([sample.before.rtt_ms, sample.after.rtt_ms].into_iter().flatten());
+            rtt.extend(
+                [sample.before.rtt_ms, sample.after.rtt_ms]
+                    .into_iter()
+                    .flatten(),
+            );
             work.push(sample.work_ms);
             contention.push(sample.contention);
         }

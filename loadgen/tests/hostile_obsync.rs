@@ -4,6 +4,10 @@
 //! Each ends well within 60 s with a one-line error naming what the server did, and leaves
 //! nothing half-written in the vault and nothing outside it.
 
+mod common {
+    pub mod rss;
+}
+
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -441,35 +445,11 @@ fn rss_child(kind: &str) {
 
 /// Runs this binary's `rss_child` with `kind`; returns its output line and `VmHWM` in KiB.
 fn run_rss_child(kind: &str) -> (String, u64) {
-    use std::io::BufRead as _;
-    let exe = std::env::current_exe().unwrap();
-    let mut child = std::process::Command::new(exe)
-        .args([
-            "--exact",
-            "a_feed_page_of_tiny_values_stays_under_200_mib_peak_rss",
-            "--nocapture",
-            "--include-ignored",
-        ])
-        .env("HOSTILE_OBSYNC_RSS", kind)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
-    let mut line = String::new();
-    while out.read_line(&mut line).unwrap() > 0 && !line.contains("HOSTILE_OBSYNC_RSS") {
-        line.clear();
-    }
-    let status = std::fs::read_to_string(format!("/proc/{}/status", child.id())).unwrap();
-    let hwm = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        .expect("VmHWM in /proc/<pid>/status");
-    drop(child.stdin.take());
-    let _ = std::io::copy(&mut out, &mut std::io::sink());
-    assert!(child.wait().unwrap().success());
-    (line.trim().to_owned(), hwm)
+    common::rss::run_child(
+        "a_feed_page_of_tiny_values_stays_under_200_mib_peak_rss",
+        "HOSTILE_OBSYNC_RSS",
+        kind,
+    )
 }
 
 /// A 30 MB feed page of ten million empty strings (3 bytes each on the wire, 24 bytes each

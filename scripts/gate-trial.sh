@@ -18,6 +18,8 @@
 #        FSYNC_THREADS threads of the fsync contender, each storing small files durably like a
 #                      server's request handler (default 4)
 #        WORK          directory for data dirs and the fsync contender (default a temp dir)
+#        RECORD_ARGS   more arguments for every gated recording (e.g. "--pre-check 0s", to see
+#                      the in-sample channels refuse a contender the pre-check would have)
 #
 # Output: OUT_DIR/trial.tsv (one line per recording: condition, round, outcome, exit code,
 # background cores before, machine busy cores during, the refusal's failures) and
@@ -35,6 +37,7 @@ KEYS=${KEYS:-"route.put-chunk.c1.p50_us route.put-chunk.c4.p50_us"}
 SAMPLES=${SAMPLES:-3}
 M=${M:-3}
 CONDITIONS=${CONDITIONS:-"quiet cpu fsync"}
+read -r -a RECORD_ARGS <<<"${RECORD_ARGS:-}"
 FSYNC_THREADS=${FSYNC_THREADS:-4}
 
 [ -x "$VB" ] || { echo "gate-trial: $VB is not an executable (build with cargo build --release, or set VB)" >&2; exit 2; }
@@ -111,7 +114,7 @@ record() { # condition round gate-args... -> prints exit code; stderr kept in OU
     local dir="$OUT/$kind/$cond/$round"
     mkdir -p "$dir"
     set +e
-    "$VB" record "$SCENARIO" --target "$TARGET" --samples "$SAMPLES" --out "$dir" --work-dir "$WORK" "$@" \
+    "$VB" record "$SCENARIO" --target "$TARGET" --samples "$SAMPLES" --out "$dir" --work-dir "$WORK" "${RECORD_ARGS[@]}" "$@" \
         >"$dir/stdout" 2>"$dir/stderr"
     local rc=$?
     set -e

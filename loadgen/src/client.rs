@@ -943,6 +943,13 @@ pub(crate) struct Answer {
 impl Answer {
     /// Parses a JSON answer body.
     pub fn json<T: serde::de::DeserializeOwned>(&self, route: Route) -> Result<T, LoadError> {
+        // Counted first: the byte cap alone does not bound what the parse allocates.
+        crate::json_budget::check(&self.body, crate::json_budget::MAX_JSON_VALUES).map_err(
+            |e| LoadError::BadAnswer {
+                route: route.label().to_owned(),
+                detail: format!("{e} (status {})", self.status),
+            },
+        )?;
         serde_json::from_slice(&self.body).map_err(|e| LoadError::BadAnswer {
             route: route.label().to_owned(),
             detail: format!("{e} (status {})", self.status),

@@ -62,6 +62,8 @@ pub fn follow_feed(pages: &[&[u8]], since: u64) -> Result<(u64, bool), String> {
     use crate::sync::{FeedCursor, check_page, decode_manifest, safe_rel_path};
     let mut cursor = FeedCursor::new(since);
     for body in pages {
+        crate::json_budget::check(body, crate::json_budget::MAX_JSON_VALUES)
+            .map_err(|e| format!("changes: malformed answer: {e}"))?;
         let page: protocol::wire::ChangesResponse =
             serde_json::from_slice(body).map_err(|e| format!("changes: malformed answer: {e}"))?;
         check_page(&page, protocol::limits::MAX_CHANGES_LIMIT).map_err(|e| e.to_string())?;

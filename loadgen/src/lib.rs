@@ -39,6 +39,7 @@ mod error;
 #[cfg(test)]
 mod fake;
 mod h1;
+mod json_budget;
 mod lock;
 mod metrics;
 mod midbody;

@@ -5,6 +5,10 @@
 //! of a streamed multistatus is the `#[ignore = "slow: ..."]` test at the end, measured in a
 //! child process (this binary re-executed).
 
+mod common {
+    pub mod rss;
+}
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::Arc;
@@ -609,34 +613,11 @@ fn rss_child(kind: &str) {
 
 /// Runs this binary's `rss_child` with `kind`; returns its output line and `VmHWM` in KiB.
 fn run_rss_child(kind: &str) -> (String, u64) {
-    let exe = std::env::current_exe().unwrap();
-    let mut child = std::process::Command::new(exe)
-        .args([
-            "--exact",
-            "a_huge_multistatus_stays_under_200_mib_peak_rss",
-            "--nocapture",
-            "--include-ignored",
-        ])
-        .env("HOSTILE_DAV_RSS", kind)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut out = BufReader::new(child.stdout.take().unwrap());
-    let mut line = String::new();
-    while out.read_line(&mut line).unwrap() > 0 && !line.contains("HOSTILE_DAV_RSS") {
-        line.clear();
-    }
-    let status = std::fs::read_to_string(format!("/proc/{}/status", child.id())).unwrap();
-    let hwm = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        .expect("VmHWM in /proc/<pid>/status");
-    drop(child.stdin.take());
-    let _ = std::io::copy(&mut out, &mut std::io::sink());
-    assert!(child.wait().unwrap().success());
-    (line.trim().to_owned(), hwm)
+    common::rss::run_child(
+        "a_huge_multistatus_stays_under_200_mib_peak_rss",
+        "HOSTILE_DAV_RSS",
+        kind,
+    )
 }
 
 #[test]

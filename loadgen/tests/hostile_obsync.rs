@@ -4,6 +4,10 @@
 //! Each ends well within 60 s with a one-line error naming what the server did, and leaves
 //! nothing half-written in the vault and nothing outside it.
 
+mod common {
+    pub mod rss;
+}
+
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -397,4 +401,78 @@ async fn paths_that_climb_out_of_the_vault_are_refused() {
         assert_eq!(fake.count("/v1/chunks/get"), 0, "{bad:?}: nothing fetched");
         assert_eq!(files_under(root.path()), Vec::<String>::new(), "{bad:?}");
     }
+}
+
+/// The child side of the RSS test (`HOSTILE_OBSYNC_RSS` set): pulls from a fake whose feed
+/// page is 30 MB of `kind` (`empty-parents`: one change whose parents are ten million empty
+/// strings; `sids`: one change of 420,000 chunk ids, an honest shape at that size), prints
+/// the pull's outcome, then waits on stdin so the parent can read its `VmHWM`.
+fn rss_child(kind: &str) {
+    let body = match kind {
+        "empty-parents" => {
+            let mut c = change(1, "a.md", b"x", &[sid(b"x")]);
+            c["parents"] = serde_json::Value::Array(Vec::new());
+            let mut s = serde_json::json!({"seq": 1, "head_seq": 1, "changes": [c]}).to_string();
+            let at = s.find(r#""parents":[]"#).unwrap() + r#""parents":["#.len();
+            let mut many = "\"\",".repeat(10_000_000);
+            many.pop();
+            s.insert_str(at, &many);
+            json(200, &s)
+        }
+        _ => {
+            let sids: Vec<String> = (0..420_000u32).map(|i| sid(&i.to_le_bytes())).collect();
+            page(1, 1, vec![change(1, "a.md", b"x", &sids)])
+        }
+    };
+    let body = Arc::new(body);
+    let fake = Fake::start(move |_, pq| {
+        if pq.starts_with("/v1/changes") {
+            Act::Answer(body.as_ref().clone())
+        } else {
+            Act::Answer(json(404, "{}"))
+        }
+    });
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let (e, _took, _root) = rt.block_on(pull_error(&fake));
+    println!("HOSTILE_OBSYNC_RSS {}", one_line(&e));
+    std::io::stdout().flush().unwrap();
+    let mut line = String::new();
+    let _ = std::io::stdin().read_line(&mut line);
+}
+
+/// Runs this binary's `rss_child` with `kind`; returns its output line and `VmHWM` in KiB.
+fn run_rss_child(kind: &str) -> (String, u64) {
+    common::rss::run_child(
+        "a_feed_page_of_tiny_values_stays_under_200_mib_peak_rss",
+        "HOSTILE_OBSYNC_RSS",
+        kind,
+    )
+}
+
+/// A 30 MB feed page of ten million empty strings (3 bytes each on the wire, 24 bytes each
+/// as a `String`) is refused by the value count before it is parsed, and an honest 30 MB page
+/// (420,000 chunk ids) is parsed: both stay under 200 MiB of peak RSS, the fake's own copies
+/// of the page included.
+#[test]
+#[ignore = "slow: builds and pulls two 30 MB feed pages in child processes"]
+fn a_feed_page_of_tiny_values_stays_under_200_mib_peak_rss() {
+    if let Ok(kind) = std::env::var("HOSTILE_OBSYNC_RSS") {
+        return rss_child(&kind);
+    }
+    const BOUND_KIB: u64 = 200 * 1024;
+    let (line, hwm) = run_rss_child("empty-parents");
+    eprintln!("ten million empty parents: {line}; VmHWM {hwm} kB");
+    assert!(
+        line.contains("the answer holds more than 1048576 JSON values"),
+        "{line}"
+    );
+    assert!(hwm < BOUND_KIB, "empty parents: peak {hwm} KiB");
+    let (line, hwm) = run_rss_child("sids");
+    eprintln!("420,000 chunk ids: {line}; VmHWM {hwm} kB");
+    // Parsed: the pull gets as far as asking for the chunks, which the fake does not have.
+    assert!(!line.contains("JSON values"), "{line}");
+    assert!(hwm < BOUND_KIB, "420,000 chunk ids: peak {hwm} KiB");
 }

@@ -66,6 +66,7 @@ pub struct App {
     pub setup_token: String,
     pub clock: Arc<dyn Clock>,
     pub inject_delay_us: u64,
+    pub inject_delay_route: protocol::Route,
     pub inject_work: u64,
     /// A request body must arrive whole within this long.
     pub body_read_timeout: std::time::Duration,
@@ -231,6 +232,7 @@ impl App {
             setup_token,
             clock: cfg.clock.clone(),
             inject_delay_us: cfg.inject_delay_us,
+            inject_delay_route: cfg.inject_delay_route,
             inject_work: cfg.inject_work,
             body_read_timeout: cfg.body_read_timeout,
             data_dir: dir.clone(),

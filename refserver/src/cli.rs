@@ -33,9 +33,14 @@ pub struct ServeArgs {
     /// Share one fsync among concurrent journal (and nonce) records.
     #[arg(long)]
     pub group_commit: bool,
-    /// Busy-wait this many microseconds in every version post (A/B sensitivity tests).
+    /// Busy-wait this many microseconds in every request of `--inject-delay-route` (A/B
+    /// sensitivity tests).
     #[arg(long, hide = true, default_value_t = 0)]
     pub inject_delay_us: u64,
+    /// The route `--inject-delay-us` slows, by its label in the metric keys (`post-version`,
+    /// `put-chunk`, `get-chunk`, `chunks-exists`, `chunks-get`, `changes`, ...).
+    #[arg(long, hide = true, value_name = "ROUTE", default_value = "post-version", value_parser = route_label)]
+    pub inject_delay_route: protocol::Route,
     /// Run this many iterations of a fixed hash kernel in every version post: deterministic
     /// work, the same instructions in every run (A/B tests of the instruction-count channel).
     #[arg(long, hide = true, default_value_t = 0)]
@@ -53,6 +58,17 @@ pub struct ServeArgs {
     /// Print `obsync-refserver <version>` and exit.
     #[arg(long)]
     pub version: bool,
+}
+
+/// A route by its label in the metric keys (`post-version`).
+fn route_label(s: &str) -> Result<protocol::Route, String> {
+    protocol::Route::ALL
+        .into_iter()
+        .find(|r| r.label() == s)
+        .ok_or_else(|| {
+            let known: Vec<&str> = protocol::Route::ALL.iter().map(|r| r.label()).collect();
+            format!("unknown route {s:?} (one of {})", known.join(", "))
+        })
 }
 
 /// What `--version` prints.
@@ -82,6 +98,7 @@ impl ServeArgs {
         cfg.listen = self.listen;
         cfg.group_commit = self.group_commit;
         cfg.inject_delay_us = self.inject_delay_us;
+        cfg.inject_delay_route = self.inject_delay_route;
         cfg.inject_work = self.inject_work;
         cfg.allow_remote = self.allow_remote;
         if self.unsafe_ack_before_write_ms > 0 {

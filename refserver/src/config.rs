@@ -16,8 +16,11 @@ pub struct ServerConfig {
     pub data_dir: PathBuf,
     /// Batch concurrent journal and nonce records into one write + one fsync.
     pub group_commit: bool,
-    /// Busy-wait this many µs in every version post (A/B sensitivity tests).
+    /// Busy-wait this many µs in every request of [`ServerConfig::inject_delay_route`] (A/B
+    /// sensitivity tests).
     pub inject_delay_us: u64,
+    /// The route `inject_delay_us` slows: version posts unless told otherwise.
+    pub inject_delay_route: protocol::Route,
     /// Iterations of a fixed hash kernel in every version post (deterministic work for
     /// instruction-count A/B tests).
     pub inject_work: u64,
@@ -53,6 +56,7 @@ impl ServerConfig {
             data_dir: data_dir.into(),
             group_commit: false,
             inject_delay_us: 0,
+            inject_delay_route: protocol::Route::PostVersion,
             inject_work: 0,
             unsafe_lazy_journal: None,
             allow_remote: false,

@@ -104,7 +104,9 @@ pub(super) async fn post_version(app: &App, req: Request<Incoming>, file_id: &st
             format!("version_id is {expected}, not {}", v.version_id),
         ));
     }
-    inject_delay(app.inject_delay_us);
+    if app.inject_delay_route == protocol::Route::PostVersion {
+        inject_delay(app.inject_delay_us);
+    }
     inject_work(app.inject_work);
     // Chunks are never deleted, so a check outside the state lock stays true.
     let missing: Vec<&String> = v.sids.iter().filter(|s| !app.chunks.exists(s)).collect();

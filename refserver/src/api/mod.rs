@@ -77,6 +77,11 @@ async fn dispatch(
         );
     }
     let param = matched.param.unwrap_or("").to_owned();
+    // `--inject-delay-route`: every route but version posts is slowed here, before its
+    // handler (a version post is slowed inside its handler, after its checks, as always).
+    if app.inject_delay_route == route && route != Route::PostVersion {
+        files::inject_delay(app.inject_delay_us);
+    }
     let result = match route {
         Route::Livez => health::livez(),
         Route::Readyz => health::readyz(app),

@@ -180,6 +180,46 @@ fn refusals_are_one_line_and_exit_2() {
     assert!(err.contains("--inject-work"), "{err}");
 }
 
+#[test]
+fn an_unknown_inject_delay_route_is_refused_naming_the_known_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let (code, err) = run(&[
+        "--inject-delay-route",
+        "put_chunk",
+        "--data",
+        data.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("unknown route \"put_chunk\"") && err.contains("put-chunk"),
+        "{err}"
+    );
+}
+
+/// `--inject-delay-route` moves the delay to the named route: 300 ms on `GET /readyz` makes
+/// every readiness answer take at least that long.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_injected_delay_slows_the_named_route() {
+    use refserver::{ServerConfig, TestServer};
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = ServerConfig::new(dir.path().join("data"));
+    cfg.inject_delay_us = 300_000;
+    cfg.inject_delay_route = protocol::Route::Readyz;
+    let server = TestServer::start(cfg).unwrap();
+    let api = Api::new(&server.url(), 43);
+    for _ in 0..2 {
+        let t = std::time::Instant::now();
+        let r = api.raw(Method::GET, "/readyz", &[], "").await;
+        assert_eq!(r.status, hyper::StatusCode::OK);
+        assert!(
+            t.elapsed() >= std::time::Duration::from_millis(300),
+            "{:?}",
+            t.elapsed()
+        );
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_exits_0_and_sigkill_loses_nothing_acknowledged() {
     let dir = tempfile::tempdir().unwrap();

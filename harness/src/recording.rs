@@ -11,9 +11,10 @@ use std::time::Duration;
 use contract::key::{MetricKey, SYSCALLS};
 use reports::recording::{RecordingInput, sample_meta};
 use reports::schema::{
-    Attempts, Baseline, CostProvenance, HarnessIdentity, MetricClass, Provenance, SampleResult,
-    TargetIdentity, binding_digest,
+    Attempts, Baseline, CostProvenance, HarnessIdentity, Metric, MetricClass, Provenance,
+    SampleResult, TargetIdentity, binding_digest,
 };
+use std::collections::BTreeMap;
 
 use crate::atomic::write_atomic;
 use crate::prepare::Prepared;
@@ -30,6 +31,8 @@ pub struct RecordJob<'a> {
     /// Attempts per counted sample: one the per-sample gate refuses is run again, up to this
     /// many times in all (at least 1).
     pub attempts: u32,
+    /// Cost samples after the counted ones when the run has `--cost` (at least 1).
+    pub cost_samples: u32,
     /// Directory of the baseline, its sidecar and the attempts ledger.
     pub out: &'a Path,
 }
@@ -148,13 +151,24 @@ pub fn record(job: RecordJob<'_>, runner: &dyn SampleRunner) -> anyhow::Result<R
     bar.finish_and_clear();
     // `--cost`: one cost sample after the counted ones (not gated: instruction and syscall
     // counts do not depend on the machine's load).
-    let mut cost_sample: Option<SampleResult> = None;
-    if failure.is_none() && prep.cost.is_some() {
-        crate::prepare::progress("cost sample (callgrind and strace side by side)");
-        match runner.run(&prep.cost_plan(job.target, n + 1)) {
-            Ok(r) => cost_sample = Some(r),
-            Err(e) if e.downcast_ref::<crate::interrupt::Interrupted>().is_some() => return Err(e),
-            Err(e) => failure = Some(format!("cost sample: {e:#}")),
+    let mut cost_samples: Vec<SampleResult> = Vec::new();
+    if prep.cost.is_some() {
+        let runs = job.cost_samples.max(1);
+        for k in 0..runs {
+            if failure.is_some() {
+                break;
+            }
+            crate::prepare::progress(&format!(
+                "cost sample {}/{runs} (callgrind and strace side by side)",
+                k + 1
+            ));
+            match runner.run(&prep.cost_plan(job.target, n + 1 + k)) {
+                Ok(r) => cost_samples.push(r),
+                Err(e) if e.downcast_ref::<crate::interrupt::Interrupted>().is_some() => {
+                    return Err(e);
+                }
+                Err(e) => failure = Some(format!("cost sample {}: {e:#}", k + 1)),
+            }
         }
     }
     let loadavg_after = calibration::loadavg();
@@ -215,8 +229,8 @@ pub fn record(job: RecordJob<'_>, runner: &dyn SampleRunner) -> anyhow::Result<R
         eprintln!("note: {key} is missing from some samples and is not recorded");
     }
     let (mut baseline, mut prov) = (built.baseline, built.provenance);
-    if let (Some(c), Some(tools)) = (&cost_sample, &prep.cost) {
-        merge_cost(&mut baseline, &mut prov, c, tools);
+    if let (false, Some(tools)) = (cost_samples.is_empty(), &prep.cost) {
+        merge_cost(&mut baseline, &mut prov, &cost_samples, tools);
     }
     prov.target = job.identity;
     prov.user_vault = prep.user_vault.clone();
@@ -247,33 +261,45 @@ pub fn is_cost_key(key: &str, class: MetricClass) -> bool {
     class == MetricClass::Cost || MetricKey::is_scoped_server_member(key, SYSCALLS)
 }
 
-/// Adds a cost sample's keys to the baseline (a series of one in the sidecar) and the whole
-/// sample, with the tools that counted, to the sidecar's `cost`.
+/// Adds the cost samples' keys to the baseline (each key the median of its runs, its raw
+/// series every run in the sidecar) and every sample, with the tools that counted, to the
+/// sidecar's `cost` (its `metrics`: the medians).
 fn merge_cost(
     baseline: &mut Baseline,
     prov: &mut Provenance,
-    c: &SampleResult,
+    runs: &[SampleResult],
     tools: &crate::sample::cost::CostTools,
 ) {
-    for (k, m) in &c.metrics {
-        if !is_cost_key(k, m.class) {
+    let mut series: BTreeMap<String, (Metric, Vec<f64>)> = BTreeMap::new();
+    for c in runs {
+        for (k, m) in &c.metrics {
+            series
+                .entry(k.clone())
+                .or_insert_with(|| (m.clone(), Vec::new()))
+                .1
+                .push(m.value);
+        }
+    }
+    let mut medians = BTreeMap::new();
+    for (k, (mut m, values)) in series {
+        m.value = contract::schema::median(&values).unwrap_or(m.value);
+        medians.insert(k.clone(), m.value);
+        if !is_cost_key(&k, m.class) {
             continue;
         }
-        baseline.metrics.insert(k.clone(), m.clone());
-        prov.raw.insert(k.clone(), vec![m.value]);
         if m.class == MetricClass::Exact {
             prov.exact_snapshot.insert(k.clone(), m.value);
         }
+        prov.raw.insert(k.clone(), values);
+        baseline.metrics.insert(k, m);
     }
-    prov.samples.push(sample_meta(c, true));
+    for c in runs {
+        prov.samples.push(sample_meta(c, true));
+    }
     prov.cost = Some(CostProvenance {
         instructions_source: tools.instructions.clone(),
         syscalls_source: tools.syscalls.clone(),
-        metrics: c
-            .metrics
-            .iter()
-            .map(|(k, m)| (k.clone(), m.value))
-            .collect(),
+        metrics: medians,
     });
 }
 
@@ -464,6 +490,7 @@ mod tests {
             },
             samples: n,
             attempts: 3,
+            cost_samples: 1,
             out,
         }
     }

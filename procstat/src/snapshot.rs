@@ -113,8 +113,14 @@ pub struct Snapshot {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct OtherSample {
     pub starttime_ticks: u64,
-    /// utime + stime, clock ticks (exited threads included); 0 for a kernel thread.
+    /// utime + stime, clock ticks (exited threads included).
     pub cpu_ticks: u64,
+    /// A kernel thread (kthreadd or one of its children). Kernel threads serve every
+    /// process's I/O, the measured server's included (the journal thread, writeback, a loop
+    /// device's worker writing the server's fsyncs to its backing file), so neither their CPU
+    /// nor their storage bytes are foreign: a foreign process's writes are charged to that
+    /// process when it dirties the pages.
+    pub kernel_thread: bool,
     /// `read_bytes + write_bytes` of `/proc/<pid>/io` (bytes the process caused to be read
     /// from or sent to the storage layer); `None` when it could not be read.
     pub storage_bytes: Option<u64>,
@@ -206,6 +212,9 @@ pub struct Delta {
     /// between from zero), clock ticks; processes that started and exited in between are
     /// not in it.
     pub foreign_process_ticks: u64,
+    /// CPU of the kernel threads seen in the second snapshot, clock ticks: taken out of the
+    /// machine's busy time before it bounds the foreign CPU ([`OtherSample::kernel_thread`]).
+    pub kernel_thread_ticks: u64,
 }
 
 impl Delta {
@@ -298,7 +307,12 @@ impl Delta {
                 .others
                 .get(pid)
                 .filter(|oa| oa.starttime_ticks == ob.starttime_ticks);
-            d.foreign_process_ticks += ob.cpu_ticks.saturating_sub(oa.map_or(0, |o| o.cpu_ticks));
+            let grown = ob.cpu_ticks.saturating_sub(oa.map_or(0, |o| o.cpu_ticks));
+            if ob.kernel_thread {
+                d.kernel_thread_ticks += grown;
+                continue;
+            }
+            d.foreign_process_ticks += grown;
             match (ob.storage_bytes, oa.map(|o| o.storage_bytes)) {
                 (Some(vb), Some(Some(va))) => d.foreign_storage_bytes += vb.saturating_sub(va),
                 // Started inside the window (or first seen): all its bytes are inside it.
@@ -315,13 +329,16 @@ impl Delta {
     /// without `CONFIG_IRQ_TIME_ACCOUNTING`, charges softirq work done in a task to softirq
     /// while the task's exact time includes it, so the difference can only fall short); the
     /// other is the CPU of every other process seen (short-lived ones that exited in between
-    /// are missed).
+    /// are missed). Kernel threads' CPU is taken out of both ([`OtherSample::kernel_thread`]).
     pub fn foreign_cpu_share(&self) -> Option<f64> {
         let total = self.system_ticks?;
         let busy = self.machine_busy_ticks?;
         let tick_ns = 1_000_000_000 / clock_ticks_per_second();
         let own = self.cpu_ns / tick_ns;
-        let foreign = busy.saturating_sub(own).max(self.foreign_process_ticks);
+        let foreign = busy
+            .saturating_sub(own)
+            .saturating_sub(self.kernel_thread_ticks)
+            .max(self.foreign_process_ticks);
         (total > 0).then(|| foreign as f64 / total as f64)
     }
 
@@ -423,13 +440,8 @@ fn read_others(
             pid,
             OtherSample {
                 starttime_ticks: st.starttime_ticks,
-                // Kernel threads (kthreadd and its children) serve every process's I/O, the
-                // measured server's fsyncs included: their time is not charged as foreign.
-                cpu_ticks: if pid == 2 || st.ppid == 2 {
-                    0
-                } else {
-                    st.utime_ticks + st.stime_ticks
-                },
+                cpu_ticks: st.utime_ticks + st.stime_ticks,
+                kernel_thread: pid == 2 || st.ppid == 2,
                 storage_bytes,
             },
         );
@@ -593,6 +605,8 @@ mod tests {
                             OtherSample {
                                 starttime_ticks: start,
                                 cpu_ticks,
+                                // pids from 900 play kernel threads.
+                                kernel_thread: pid >= 900,
                                 storage_bytes,
                             },
                         )
@@ -610,6 +624,7 @@ mod tests {
                 (10, 5, 100, Some(0)),
                 (12, 5, 50, Some(0)),
                 (13, 5, 0, None),
+                (900, 1, 0, Some(0)),
             ],
             1000,
             2000,
@@ -621,8 +636,9 @@ mod tests {
                 (11, 9, 20, Some(1 << 20)),
                 (12, 8, 10, Some(0)),
                 (13, 5, 0, None),
+                (900, 1, 40, Some(5 << 20)),
             ],
-            1100,
+            1140,
             2400,
         );
         let d = Delta::between(&a, &b);
@@ -630,7 +646,11 @@ mod tests {
         assert_eq!(d.foreign_storage_bytes, 3 << 20);
         assert_eq!(d.foreign_unreadable, 1);
         assert!((d.foreign_io_mib_s().unwrap() - 1.5).abs() < 0.01);
-        // busy - own = 100 ticks (the tree used nothing) beats the per-process 60.
+        // The kernel thread's 40 ticks and 5 MiB (a loop device's worker writing the tree's
+        // fsyncs to its backing file) are not foreign.
+        assert_eq!(d.kernel_thread_ticks, 40);
+        // busy - own - kernel threads = 100 ticks (the tree used nothing) beats the
+        // per-process 60.
         assert!((d.foreign_cpu_share().unwrap() - 100.0 / 400.0).abs() < 1e-9);
     }
 

@@ -38,11 +38,11 @@ use contract::gate::{CPU, IO, KERNELS, RTT};
 /// How far (relative) a channel's median may differ between two recordings before the keys that
 /// depend on it are not comparable: a ratio outside `[1 / (1 + t), 1 + t]`.
 ///
-/// Provisional, not yet measured (docs/src/measured.md, "Comparing like with like"): each must
-/// sit above the spread of the channel's median across recordings on one quiet machine, or two
-/// recordings of one machine would not be comparable with each other, and well below the ×2
-/// the slower VM of one class showed on the fsync path. The committed Xeon baseline drifted
-/// +11.6 % (cpu) and +10.1 % (io) from its machine's reference.
+/// Each sits above the spread of the channel's median across recordings on one quiet machine
+/// (else two recordings of one machine would not be comparable with each other) and well below
+/// the ×2 the slower VM of one class showed on the fsync path. Measured over 11 quiet
+/// recordings of this project's VM (docs/src/measured.md, "Comparing like with like"): `cpu_ms`
+/// ±1.8 %, `io_ms` ±13 %, `rtt_ms` ±12 % of their medians.
 pub const DEFAULT_TOLERANCE: [(&str, f64); 3] = [(CPU, 0.25), (IO, 0.50), (RTT, 0.40)];
 
 /// The default tolerance of one channel.

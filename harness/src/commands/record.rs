@@ -38,6 +38,12 @@ pub struct RecordArgs {
     /// reference) is run again, up to this many times in all; then the recording is refused.
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..))]
     pub retries: u32,
+    /// With `--cost`: cost samples to run after the counted ones (each a full run under
+    /// callgrind and strace). A cost key is their median and its raw series all of them, so
+    /// `compare` can tell a change from the run-to-run spread of a server that batches work by
+    /// timing (group commit, polling): one cost sample gives no spread. The trend job uses 3.
+    #[arg(long, default_value_t = 1, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=20), requires = "cost")]
+    pub cost_samples: u32,
 }
 
 pub fn run(args: RecordArgs) -> anyhow::Result<i32> {
@@ -82,6 +88,7 @@ pub fn run(args: RecordArgs) -> anyhow::Result<i32> {
         identity,
         samples: n,
         attempts: args.retries,
+        cost_samples: args.cost_samples,
         out: &out,
     };
     let w = match record(job, &runner)? {

@@ -179,7 +179,7 @@ fn perf_baseline_queues_one_recording_at_a_time_after_merge() {
     let run = steps_text(&v);
     for needle in [
         // Instruction counts carry the trend on any runner of the class.
-        "record \"$SCENARIO\" --cost --out recording/",
+        "record \"$SCENARIO\" --cost --cost-samples 3 --out recording/",
         "apt-get install -y --no-install-recommends valgrind strace",
         "--format html",
         "actions/upload-artifact",

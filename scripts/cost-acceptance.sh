@@ -45,6 +45,10 @@ reference_tolerance = 1000.0
 max_cv = 1000.0
 max_over_median = 1000.0
 reference_tolerance = 1000.0
+[rtt_ms]
+max_cv = 1000.0
+max_over_median = 1000.0
+reference_tolerance = 1000.0
 [server_run_delay]
 max_share = 1000.0
 [generator_run_delay]

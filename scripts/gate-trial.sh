@@ -92,6 +92,10 @@ reference_tolerance = 1000
 max_cv = 1000
 max_over_median = 1000
 reference_tolerance = 1000
+[rtt_ms]
+max_cv = 1000
+max_over_median = 1000
+reference_tolerance = 1000
 [server_run_delay]
 max_share = 1000
 [generator_run_delay]

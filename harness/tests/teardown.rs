@@ -27,6 +27,7 @@ static SERIAL: Mutex<()> = Mutex::new(());
 /// refused must not change what these tests see.
 const LOOSE_GATE: &str = "[cpu_ms]\nmax_cv = 1000.0\nmax_over_median = 1000.0\nreference_tolerance = 1000.0\n\
                           [io_ms]\nmax_cv = 1000.0\nmax_over_median = 1000.0\nreference_tolerance = 1000.0\n\
+                              [rtt_ms]\nmax_cv = 1000.0\nmax_over_median = 1000.0\nreference_tolerance = 1000.0\n\
                           [server_run_delay]\nmax_share = 1000.0\n[generator_run_delay]\nmax_share = 1000.0\n\
                           [psi_cpu_some]\nmax_share = 1000.0\n[psi_io_some]\nmax_share = 1000.0\n\
                           [steal]\nmax_share = 1000.0\n[foreign_cpu]\nmax_share = 1000.0\n[foreign_io]\nmax_share = 1000000.0\n";

@@ -448,7 +448,17 @@ fn a_target_that_never_answers_version_is_identified_by_digest_and_fails_on_read
     let target = hung_target(home.path());
     let t0 = std::time::Instant::now();
     let out = vb(home.path())
-        .args(["record", "small", "--samples", "1", "--target"])
+        // No pre-check: under a parallel test run other tests' load would refuse the machine
+        // before the target's readiness is ever tried.
+        .args([
+            "record",
+            "small",
+            "--samples",
+            "1",
+            "--pre-check",
+            "0s",
+            "--target",
+        ])
         .arg(&target)
         .timeout(std::time::Duration::from_secs(240))
         .assert()

@@ -5,6 +5,7 @@
 #   3. A vs A slowed on purpose (--inject-delay-us on every version post): the smallest
 #      slowdown detected ("worse") in at least 9 of 10 runs.
 # Usage: scripts/ab-sensitivity.sh OUTDIR [AA_RUNS] [DELAYS_US...]
+# Env: VB (the binary), GATE (a gate config), ONLY_PAIRED=1, PAIRED_DELAYS, PAIRED_RUNS.
 # Results: one A/B JSON per run under OUTDIR and a summary on stdout.
 set -euo pipefail
 out=${1:?usage: scripts/ab-sensitivity.sh OUTDIR [AA_RUNS] [DELAYS_US...]}
@@ -30,6 +31,8 @@ kind = "cold_start"
 kind = "cold_push"
 TOML
 
+# ONLY_PAIRED=1 skips the sequential parts (1-3).
+if [ -z "${ONLY_PAIRED:-}" ]; then
 echo "== 1. A/A, small, R=6, $aa_runs runs"
 for i in $(seq 1 "$aa_runs"); do
   "$vb" ab "${gate_args[@]}" --a ref --b ref --aa --scenario small --rounds 6 --order-seed "$i" --out "$out/aa-$i.json" >/dev/null 2>"$out/aa-$i.log" || true
@@ -66,6 +69,7 @@ for d in "${delays[@]}"; do
   done
   echo "  delay ${d}us: cold_push.wall_ms called worse in $worse/10 runs; estimated change % per run: ${pcts[*]}"
 done
+fi
 
 # Paired mode (`ab --paired`): both builds up at once, requests alternated. PAIRED_DELAYS are
 # microseconds per version post chosen near +3 % of route.post-version.c1.p50_us and +5 % of
@@ -74,7 +78,7 @@ done
 paired_scenario="$out/paired.toml"
 cat > "$paired_scenario" <<'TOML'
 name = "paired-probe"
-doc = "Cold start, a cold push and the version-post route at one in flight: the paired sensitivity probe."
+doc = "Cold start, a cold push, a cold pull, edit propagation and the version-post route at one in flight: the paired sensitivity probe."
 profile = "small"
 devices = 2
 
@@ -83,6 +87,12 @@ kind = "cold_start"
 
 [[phase]]
 kind = "cold_push"
+
+[[phase]]
+kind = "cold_pull"
+
+[[phase]]
+kind = "edit_propagation"
 
 [[phase]]
 kind = "route_load"
@@ -117,7 +127,7 @@ for d in "${paired_delays[@]}"; do
 import json, sys
 d = json.load(open(sys.argv[1]))
 out = []
-for k in ("route.post-version.c1.p50_us", "cold_push.wall_ms"):
+for k in ("route.post-version.c1.p50_us", "cold_push.wall_ms", "cold_pull.wall_ms", "edit.p50_ms"):
     m = d["metrics"].get(k)
     if m:
         ci = m["ci_pct"] or {"lo": float("nan"), "hi": float("nan")}

@@ -472,4 +472,9 @@ pub struct PairedKey {
     pub tau2: Option<f64>,
     /// Factor the interval's half-widths were widened by.
     pub widening: Option<f64>,
+    /// Every kept round's pairs (A's and B's value of each pair, in the order measured), so
+    /// the analysis can be redone from the result alone. Empty in results written before the
+    /// pairs were kept.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rounds: Vec<crate::schema::PairSeries>,
 }

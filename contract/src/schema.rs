@@ -257,8 +257,13 @@ pub struct PairSeries {
 pub enum PairAggregate {
     /// ln(median B / median A): for a latency median (`…p50_us`).
     Median,
-    /// ln(sum B / sum A): for a wall time made of the pairs (`cold_push.wall_ms`).
+    /// ln(sum B / sum A): for a wall time made of the pairs.
     Sum,
+    /// The median of the pairs' own log ratios ln(B / A): for a wall time made of pairs of
+    /// one item each (a file of a paired push or pull), where one flush stalled by the disk
+    /// lands on one arm's file and would dominate a sum of ten. Estimates the change of a
+    /// typical item.
+    PairMedian,
 }
 
 /// `baselines/<class>/<scenario>.json`: the medians.

@@ -49,9 +49,9 @@ pub struct AbArgs {
     pub aa: bool,
     /// Paired timing: each round starts a fresh A and a fresh B together and alternates the
     /// generator between them (request by request at 1 in flight, short slices at N, file by
-    /// file in the cold push), so host drift lands on both arms. Default threshold 1 %
-    /// (or this machine's stored paired A/A noise floor). Runs the scenario's cold push and
-    /// fixed-work route loads; its other phases are named as skipped.
+    /// file in the cold push and pull, round by round in edit propagation), so host drift
+    /// lands on both arms. Default threshold 1 % (or this machine's stored paired A/A noise
+    /// floor). Over WebDAV it runs the cold push and pull; phases it does not run are named.
     #[arg(long)]
     pub paired: bool,
     /// Practical threshold, e.g. `3%` (default: this machine's stored A/A noise floor, else 5%).
@@ -111,12 +111,6 @@ pub fn run(args: AbArgs) -> anyhow::Result<i32> {
     )?;
     spec_a.speak(scenario.protocol.name());
     spec_b.speak(scenario.protocol.name());
-    if args.paired && scenario.protocol != scenarios::scenario::Protocol::ObsyncV1 {
-        bail!(
-            "--paired drives obsync-v1 scenarios; {} speaks WebDAV (use a sequential ab)",
-            scenario.name
-        );
-    }
     if spec_a.def == spec_b.def && !args.aa {
         bail!(
             "--a and --b are the same command line {:?}: pass --aa for an A/A run",
@@ -420,6 +414,8 @@ pub fn compare(
             .map(|(a, _)| a.paired.as_ref().and_then(|p| p.pairs.get(key)))
             .collect::<Option<Vec<_>>>()
         {
+            let rounds: Vec<contract::schema::PairSeries> =
+                series.iter().map(|s| (*s).clone()).collect();
             abstat::analyse_paired_metric(
                 &av,
                 &bv,
@@ -440,6 +436,7 @@ pub fn compare(
                         rho: d.widening.map(|w| w.rho),
                         tau2: d.widening.map(|w| w.tau2),
                         widening: d.widening.map(|w| w.factor),
+                        rounds,
                     },
                 );
                 m

@@ -6,7 +6,7 @@
 
 use anyhow::{Context, bail};
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use contract::key::{PhaseKey, Scope, ServerKey};
@@ -466,53 +466,14 @@ async fn edit_propagation(
     job: &EditJob<'_>,
     mut b_seq: u64,
 ) -> anyhow::Result<(u64, EditReport)> {
-    let rel = job.rel;
-    let edit_dir = edit_dir(job.sample_dir);
-    let src = edit_dir.join(rel);
-    std::fs::create_dir_all(src.parent().unwrap_or(&edit_dir))?;
-    std::fs::copy(job.plan.vault_dir.join(rel), &src)
-        .with_context(|| format!("copying {rel} for editing"))?;
-    let file_id = loadgen::file_id_for(rel);
+    let edit = EditFile::prepare(job.plan, job.rel, &edit_dir(job.sample_dir))?;
     let mut lat = Vec::with_capacity(job.rounds);
     let mut requests = 0u64;
     for round in 0..job.rounds {
-        let (bd, dir, fid) = (b.clone(), job.pull_dir.to_path_buf(), file_id.clone());
-        let waiter = tokio::spawn(async move {
-            let mut since = b_seq;
-            let give_up = Instant::now() + Duration::from_secs(30);
-            while Instant::now() < give_up {
-                let r = loadgen::wait_changes(&bd, since, 10).await?;
-                for c in &r.changes {
-                    if c.file_id == fid {
-                        loadgen::fetch_and_write(&bd, &dir, c).await?;
-                        return Ok::<_, loadgen::LoadError>(Some((Instant::now(), r.seq)));
-                    }
-                }
-                since = since.max(r.seq);
-            }
-            Ok(None)
-        });
-        // Let B's poll be parked on the server before A writes.
-        tokio::time::sleep(Duration::from_millis(20)).await;
-        let t0 = Instant::now();
-        {
-            use std::io::Write;
-            let mut f = std::fs::OpenOptions::new().append(true).open(&src)?;
-            writeln!(f, "\nedit round {round}: vaultbench edit propagation")?;
-        }
-        let pushed = loadgen::push_file(a, &edit_dir, rel)
-            .await
-            .context("edit propagation: push on A")?;
-        requests += pushed.requests;
-        let got = waiter.await.context("edit propagation: B's waiter")??;
-        let Some((done, seq)) = got else {
-            bail!("edit propagation: B never saw round {round}'s edit within 30 s")
-        };
-        lat.push(ms(done - t0));
-        b_seq = seq.max(pushed.seq);
-        if std::fs::read(job.pull_dir.join(rel))? != std::fs::read(&src)? {
-            bail!("edit propagation: B's copy of {rel} differs from A's after round {round}");
-        }
+        let r = edit_round(a, b, &edit, job.pull_dir, round, b_seq).await?;
+        lat.push(r.latency_ms);
+        requests += r.requests;
+        b_seq = r.b_seq;
     }
     Ok((
         b_seq,
@@ -521,6 +482,92 @@ async fn edit_propagation(
             requests,
         },
     ))
+}
+
+/// The note an edit-propagation phase edits: A's copy of it, outside the vault.
+pub(crate) struct EditFile {
+    rel: String,
+    dir: PathBuf,
+    src: PathBuf,
+    file_id: String,
+}
+
+impl EditFile {
+    /// Copies the vault's `rel` into `dir` (A's editable copy).
+    pub(crate) fn prepare(plan: &SamplePlan, rel: &str, dir: &Path) -> anyhow::Result<EditFile> {
+        let src = dir.join(rel);
+        std::fs::create_dir_all(src.parent().unwrap_or(dir))?;
+        std::fs::copy(plan.vault_dir.join(rel), &src)
+            .with_context(|| format!("copying {rel} for editing"))?;
+        Ok(EditFile {
+            rel: rel.to_owned(),
+            dir: dir.to_owned(),
+            src,
+            file_id: loadgen::file_id_for(rel),
+        })
+    }
+}
+
+/// One round of edit propagation.
+pub(crate) struct EditRound {
+    /// From A's edit until B has the new bytes on disk.
+    pub latency_ms: f64,
+    /// B's feed position after the round.
+    pub b_seq: u64,
+    /// A's push requests.
+    pub requests: u64,
+}
+
+/// One round: B parks a long poll, A appends a line to the note and pushes it, and the round
+/// ends when B has fetched the new version into `pull_dir`, checked equal to A's copy.
+pub(crate) async fn edit_round(
+    a: &Device,
+    b: &Device,
+    edit: &EditFile,
+    pull_dir: &Path,
+    round: usize,
+    b_seq: u64,
+) -> anyhow::Result<EditRound> {
+    let rel = edit.rel.as_str();
+    let (bd, dir, fid) = (b.clone(), pull_dir.to_path_buf(), edit.file_id.clone());
+    let waiter = tokio::spawn(async move {
+        let mut since = b_seq;
+        let give_up = Instant::now() + Duration::from_secs(30);
+        while Instant::now() < give_up {
+            let r = loadgen::wait_changes(&bd, since, 10).await?;
+            for c in &r.changes {
+                if c.file_id == fid {
+                    loadgen::fetch_and_write(&bd, &dir, c).await?;
+                    return Ok::<_, loadgen::LoadError>(Some((Instant::now(), r.seq)));
+                }
+            }
+            since = since.max(r.seq);
+        }
+        Ok(None)
+    });
+    // Let B's poll be parked on the server before A writes.
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let t0 = Instant::now();
+    {
+        use std::io::Write;
+        let mut f = std::fs::OpenOptions::new().append(true).open(&edit.src)?;
+        writeln!(f, "\nedit round {round}: vaultbench edit propagation")?;
+    }
+    let pushed = loadgen::push_file(a, &edit.dir, rel)
+        .await
+        .context("edit propagation: push on A")?;
+    let got = waiter.await.context("edit propagation: B's waiter")??;
+    let Some((done, seq)) = got else {
+        bail!("edit propagation: B never saw round {round}'s edit within 30 s")
+    };
+    if std::fs::read(pull_dir.join(rel))? != std::fs::read(&edit.src)? {
+        bail!("edit propagation: B's copy of {rel} differs from A's after round {round}");
+    }
+    Ok(EditRound {
+        latency_ms: ms(done - t0),
+        b_seq: seq.max(pushed.seq),
+        requests: pushed.requests,
+    })
 }
 
 #[cfg(test)]

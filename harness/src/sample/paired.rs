@@ -5,11 +5,16 @@
 //!
 //! - Cold push: file by file, the same file to A and then to B (or B then A, alternating
 //!   ABBA), each with its own device; a pair is one file.
+//! - Cold pull: each arm's second device lists its feed, then fetches the same file from A
+//!   and from B in turn (ABBA); a pair is one file. Each arm's pulled tree must then be
+//!   byte-identical to the vault.
+//! - Edit propagation: round by round, A's edit-and-wait on its arm then B's (ABBA); a pair is
+//!   one round.
 //! - Route loads: request by request at 1 in flight, short slices at N (see
 //!   `loadgen::run_paired_route_load`); a pair is one slice.
 //!
-//! The other phases (cold pull, idle resync, edit propagation, folder rename, crash) are not
-//! run in paired mode; the result names them, so a report never implies they were compared.
+//! The other phases (idle resync, folder rename, crash) are not run in paired mode; the result
+//! names them, so a report never implies they were compared.
 
 use anyhow::{Context, bail};
 use std::collections::BTreeMap;
@@ -18,6 +23,8 @@ use std::time::{Duration, Instant};
 
 use contract::key::RouteLoadKey;
 use loadgen::Device;
+use loadgen::webdav::client::Recorder as DavRecorder;
+use loadgen::webdav::{DavClient, Depth};
 use reports::schema::{Better, PairAggregate, PairSeries, PairedSample};
 use scenarios::scenario::{Phase, Protocol, RouteBound};
 
@@ -28,6 +35,10 @@ use crate::sample::target::{Server, TargetSpec};
 
 /// The key of the paired cold push's wall time (the sum of its per-file pairs).
 pub const COLD_PUSH_WALL: &str = "cold_push.wall_ms";
+/// The key of the paired cold pull's wall time (the sum of its per-file pairs).
+pub const COLD_PULL_WALL: &str = "cold_pull.wall_ms";
+/// The key of the paired edit propagation's median round.
+pub const EDIT_P50: &str = "edit.p50_ms";
 
 /// One arm of the paired sample while it runs.
 struct Arm {
@@ -46,12 +57,6 @@ pub fn measure(
     server_pid: &mut u32,
     in_sample: &mut Option<reports::schema::Contention>,
 ) -> anyhow::Result<PairedSample> {
-    if plan.scenario.protocol != Protocol::ObsyncV1 {
-        bail!(
-            "ab --paired drives obsync-v1 scenarios; {} speaks WebDAV",
-            plan.scenario.name
-        );
-    }
     if !plan.scenario.faults.is_empty() {
         bail!(
             "ab --paired runs no fault rules; scenario {} has some",
@@ -99,14 +104,27 @@ pub fn measure(
     let window = crate::sample::contention::Window::start();
     let mut pairs = BTreeMap::new();
     let mut skipped = Vec::new();
-    let driven = rt.block_on(drive(
-        plan,
-        a_first,
-        &mut arm_a,
-        &mut arm_b,
-        &mut pairs,
-        &mut skipped,
-    ));
+    let driven = match plan.scenario.protocol {
+        Protocol::ObsyncV1 => rt.block_on(drive(
+            plan,
+            a_first,
+            [&dir_a, &dir_b],
+            &mut arm_a,
+            &mut arm_b,
+            &mut pairs,
+            &mut skipped,
+        )),
+        Protocol::Webdav => rt.block_on(drive_dav(
+            plan,
+            a_first,
+            [&plan.target, b],
+            [&dir_a, &dir_b],
+            &mut arm_a,
+            &mut arm_b,
+            &mut pairs,
+            &mut skipped,
+        )),
+    };
     *in_sample =
         Some(
             window
@@ -140,6 +158,7 @@ fn stop(server: Server, arm: &str) -> anyhow::Result<crate::sample::target::Serv
 async fn drive(
     plan: &SamplePlan,
     a_first: bool,
+    dirs: [&Path; 2],
     a: &mut Arm,
     b: &mut Arm,
     pairs: &mut BTreeMap<String, PairSeries>,
@@ -151,12 +170,48 @@ async fn drive(
     let cb = ObsyncClient::connect(plan, &b.server, false)
         .await
         .context("arm B")?;
+    // Each arm's second device's place in its feed, once it has pulled.
+    let mut b_seq: Option<[u64; 2]> = None;
+    let pull_dirs = dirs.map(|d| d.join("pull-b"));
     for phase in &plan.scenario.phases {
         match phase {
             Phase::ColdStart => {}
             Phase::ColdPush { .. } => {
                 let s = push_pairs(plan, a_first, ca.devices(), cb.devices(), a, b).await?;
                 pairs.insert(COLD_PUSH_WALL.to_owned(), s);
+            }
+            Phase::ColdPull => {
+                let (s, seq) = pull_pairs(
+                    plan,
+                    a_first,
+                    [ca.devices(), cb.devices()],
+                    &pull_dirs,
+                    a,
+                    b,
+                )
+                .await?;
+                b_seq = Some(seq);
+                pairs.insert(COLD_PULL_WALL.to_owned(), s);
+            }
+            Phase::EditPropagation { rounds } => {
+                let seq = match b_seq {
+                    Some(s) => s,
+                    None => feed_heads([ca.devices(), cb.devices()]).await?,
+                };
+                let (s, seq) = edit_pairs(
+                    plan,
+                    a_first,
+                    [ca.devices(), cb.devices()],
+                    dirs,
+                    &pull_dirs,
+                    *rounds,
+                    seq,
+                    a,
+                    b,
+                )
+                .await?;
+                b_seq = Some(seq);
+                pairs.insert(EDIT_P50.to_owned(), s);
             }
             Phase::RouteLoad {
                 routes, in_flight, ..
@@ -201,6 +256,202 @@ async fn drive(
     Ok(())
 }
 
+/// The WebDAV flow: cold push and cold pull file by file (WebDAV has no devices: each arm is
+/// a client of its own server); edit propagation (poll-bounded there) and route loads are
+/// named as skipped.
+#[allow(clippy::too_many_arguments)]
+async fn drive_dav(
+    plan: &SamplePlan,
+    a_first: bool,
+    specs: [&TargetSpec; 2],
+    dirs: [&Path; 2],
+    a: &mut Arm,
+    b: &mut Arm,
+    pairs: &mut BTreeMap<String, PairSeries>,
+    skipped: &mut Vec<String>,
+) -> anyhow::Result<()> {
+    let client = |spec: &TargetSpec, server: &Server| -> anyhow::Result<DavClient> {
+        let target = loadgen::Target::parse(&server.url(), false)?;
+        Ok(
+            DavClient::with_root(target, spec.def.auth.as_ref(), spec.def.root())
+                .with_walk_bounds(spec.def.walk.unwrap_or_default()),
+        )
+    };
+    let clients = [client(specs[0], &a.server)?, client(specs[1], &b.server)?];
+    let depth = match plan.scenario.webdav.as_ref().map(|o| o.depth.as_str()) {
+        Some("infinity") => Depth::Infinity,
+        _ => Depth::One,
+    };
+    let pull_dirs = dirs.map(|d| d.join("pull-b"));
+    for phase in &plan.scenario.phases {
+        match phase {
+            Phase::ColdStart => {}
+            Phase::ColdPush { .. } => {
+                let s = dav_push_pairs(plan, a_first, &clients, a, b).await?;
+                pairs.insert(COLD_PUSH_WALL.to_owned(), s);
+            }
+            Phase::ColdPull => {
+                let s = dav_pull_pairs(plan, a_first, &clients, depth, &pull_dirs, a, b).await?;
+                pairs.insert(COLD_PULL_WALL.to_owned(), s);
+            }
+            other => skipped.push(other.name().to_owned()),
+        }
+    }
+    Ok(())
+}
+
+/// A WebDAV cold push, file by file: the folders are made on both arms first (MKCOL, not
+/// timed), then each file is PUT to both arms in turn, the first arm alternating ABBA.
+async fn dav_push_pairs(
+    plan: &SamplePlan,
+    a_first: bool,
+    clients: &[DavClient; 2],
+    a: &mut Arm,
+    b: &mut Arm,
+) -> anyhow::Result<PairSeries> {
+    let files = vault_files(&plan.vault_dir)?;
+    let folders: std::collections::BTreeSet<String> = files
+        .iter()
+        .flat_map(|f| {
+            let parts: Vec<&str> = f.split('/').collect();
+            (1..parts.len())
+                .map(|n| parts[..n].join("/"))
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    let rec = DavRecorder::new(false);
+    // A BTreeSet of paths sorts a parent before its children.
+    for (i, c) in clients.iter().enumerate() {
+        for d in &folders {
+            c.mkcol(&rec, d)
+                .await
+                .with_context(|| format!("arm {}: cold push: MKCOL {d}", ["A", "B"][i]))?;
+        }
+    }
+    let mut s = PairSeries {
+        a: Vec::with_capacity(files.len()),
+        b: Vec::with_capacity(files.len()),
+        aggregate: PairAggregate::PairMedian,
+        slice: 1,
+    };
+    let mut bytes = 0u64;
+    for (i, rel) in files.iter().enumerate() {
+        let body = bytes::Bytes::from(
+            std::fs::read(plan.vault_dir.join(rel)).with_context(|| format!("reading {rel}"))?,
+        );
+        bytes += body.len() as u64;
+        let first_a = loadgen::a_first_in(i as u64) == a_first;
+        let one = async |c: &DavClient| -> anyhow::Result<f64> {
+            let t = Instant::now();
+            c.put(&rec, rel, body.clone())
+                .await
+                .with_context(|| format!("PUT {rel}"))?;
+            Ok(ms(t.elapsed()))
+        };
+        let (ta, tb) = if first_a {
+            let x = one(&clients[0]).await.context("arm A")?;
+            (x, one(&clients[1]).await.context("arm B")?)
+        } else {
+            let y = one(&clients[1]).await.context("arm B")?;
+            (one(&clients[0]).await.context("arm A")?, y)
+        };
+        s.a.push(ta);
+        s.b.push(tb);
+    }
+    for (arm, series) in [(&mut *a, &s.a), (&mut *b, &s.b)] {
+        arm.m
+            .timing(COLD_PUSH_WALL, series.iter().sum(), "ms", Better::Lower);
+        arm.m.exact("cold_push.files", files.len() as f64, "count");
+        arm.m.exact("cold_push.bytes", bytes as f64, "bytes");
+        arm.m.exact("cold_push.dirs", folders.len() as f64, "count");
+    }
+    Ok(s)
+}
+
+/// A WebDAV cold pull, file by file: each arm's tree is walked first (not timed) and must list
+/// the vault's files; then each file is fetched from both arms in turn (ABBA) into each arm's
+/// own copy, which must end byte-identical to the vault.
+async fn dav_pull_pairs(
+    plan: &SamplePlan,
+    a_first: bool,
+    clients: &[DavClient; 2],
+    depth: Depth,
+    pull_dirs: &[PathBuf; 2],
+    a: &mut Arm,
+    b: &mut Arm,
+) -> anyhow::Result<PairSeries> {
+    let files = vault_files(&plan.vault_dir)?;
+    let rec = DavRecorder::new(false);
+    for (i, c) in clients.iter().enumerate() {
+        let arm = ["A", "B"][i];
+        let listing = loadgen::webdav::walk(c, &rec, "", depth)
+            .await
+            .with_context(|| format!("arm {arm}: cold pull: the walk"))?;
+        let listed: Vec<&String> = listing.files().map(|(p, _)| p).collect();
+        if listed.len() != files.len() || listed.iter().zip(&files).any(|(l, f)| *l != f) {
+            bail!(
+                "arm {arm}: cold pull: the server lists {} files where the vault has {}",
+                listed.len(),
+                files.len()
+            );
+        }
+        std::fs::create_dir_all(&pull_dirs[i])
+            .with_context(|| format!("creating {}", pull_dirs[i].display()))?;
+    }
+    let mut s = PairSeries {
+        a: Vec::with_capacity(files.len()),
+        b: Vec::with_capacity(files.len()),
+        aggregate: PairAggregate::PairMedian,
+        slice: 1,
+    };
+    for (i, rel) in files.iter().enumerate() {
+        let first_a = loadgen::a_first_in(i as u64) == a_first;
+        let one = async |k: usize| -> anyhow::Result<f64> {
+            let t = Instant::now();
+            let body = clients[k]
+                .get(&rec, rel)
+                .await
+                .with_context(|| format!("arm {}: GET {rel}", ["A", "B"][k]))?;
+            let took = ms(t.elapsed());
+            // `rel` is the vault's own path, never the server's.
+            let dest = pull_dirs[k].join(rel);
+            if let Some(parent) = dest.parent() {
+                std::fs::create_dir_all(parent)
+                    .with_context(|| format!("creating {}", parent.display()))?;
+            }
+            std::fs::write(&dest, &body).with_context(|| format!("writing {}", dest.display()))?;
+            Ok(took)
+        };
+        let (ta, tb) = if first_a {
+            let x = one(0).await?;
+            (x, one(1).await?)
+        } else {
+            let y = one(1).await?;
+            (one(0).await?, y)
+        };
+        s.a.push(ta);
+        s.b.push(tb);
+    }
+    for (i, arm) in [&mut *a, &mut *b].into_iter().enumerate() {
+        let got =
+            crate::prepare::vault::tree_digest(&pull_dirs[i]).context("hashing the pulled tree")?;
+        if got != plan.vault_digest {
+            bail!(
+                "arm {}: cold pull: the pulled tree's digest {got} differs from the vault's {}",
+                ["A", "B"][i],
+                plan.vault_digest
+            );
+        }
+        arm.m
+            .passed(contract::key::PhaseKey::new("cold_pull", "byte_identical"));
+        let series = if i == 0 { &s.a } else { &s.b };
+        arm.m
+            .timing(COLD_PULL_WALL, series.iter().sum(), "ms", Better::Lower);
+        arm.m.exact("cold_pull.files", series.len() as f64, "count");
+    }
+    Ok(s)
+}
+
 /// The vault's files, as relative paths in sorted order (the order both arms push them in).
 fn vault_files(root: &Path) -> anyhow::Result<Vec<String>> {
     let mut out = Vec::new();
@@ -240,7 +491,7 @@ async fn push_pairs(
     let mut s = PairSeries {
         a: Vec::with_capacity(files.len()),
         b: Vec::with_capacity(files.len()),
-        aggregate: PairAggregate::Sum,
+        aggregate: PairAggregate::PairMedian,
         slice: 1,
     };
     let (mut bytes, mut requests_a, mut requests_b) = (0u64, 0u64, 0u64);
@@ -275,6 +526,176 @@ async fn push_pairs(
         arm.m.exact("cold_push.requests", req as f64, "count");
     }
     Ok(s)
+}
+
+/// At most this many files in a feed a paired pull lists, over the vault's own count: a
+/// server's feed may also list deletions and renames, but not a vault of its own invention.
+const FEED_SLACK: usize = 1024;
+
+/// Each arm's second device's place at the end of its feed (the edit phase without a pull
+/// before it).
+async fn feed_heads(devs: [&[Device]; 2]) -> anyhow::Result<[u64; 2]> {
+    let mut out = [0u64; 2];
+    for (i, d) in devs.iter().enumerate() {
+        let dev = d
+            .get(1)
+            .context("the paired sample needs two devices per arm")?;
+        out[i] = loadgen::list_changes(dev, 0, usize::MAX)
+            .await
+            .with_context(|| format!("arm {}: reading the feed", ["A", "B"][i]))?
+            .1;
+    }
+    Ok(out)
+}
+
+/// Cold pull, file by file: each arm's second device lists its feed (not timed), then the same
+/// file is fetched from both arms in turn, the first arm alternating ABBA. Each arm's pulled
+/// tree must then be byte-identical to the vault. Returns the pairs and each arm's feed
+/// position.
+async fn pull_pairs(
+    plan: &SamplePlan,
+    a_first: bool,
+    devs: [&[Device]; 2],
+    pull_dirs: &[PathBuf; 2],
+    a: &mut Arm,
+    b: &mut Arm,
+) -> anyhow::Result<(PairSeries, [u64; 2])> {
+    let max_files = vault_files(&plan.vault_dir)?.len() + FEED_SLACK;
+    let mut lists = Vec::with_capacity(2);
+    for (i, d) in devs.iter().enumerate() {
+        let arm = ["A", "B"][i];
+        let dev = d
+            .get(1)
+            .context("the paired sample needs two devices per arm")?;
+        std::fs::create_dir_all(&pull_dirs[i])
+            .with_context(|| format!("creating {}", pull_dirs[i].display()))?;
+        let (changes, seq) = loadgen::list_changes(dev, 0, max_files)
+            .await
+            .with_context(|| format!("arm {arm}: cold pull: listing the feed"))?;
+        let by_file: BTreeMap<String, loadgen::Change> = changes
+            .into_iter()
+            .map(|c| (c.file_id.clone(), c))
+            .collect();
+        lists.push((dev, by_file, seq));
+    }
+    let (la, lb) = (&lists[0], &lists[1]);
+    if la.1.keys().ne(lb.1.keys()) {
+        bail!(
+            "cold pull: the arms' feeds list different files (A {}, B {}): the builds stored different vaults",
+            la.1.len(),
+            lb.1.len()
+        );
+    }
+    let mut s = PairSeries {
+        a: Vec::with_capacity(la.1.len()),
+        b: Vec::with_capacity(la.1.len()),
+        aggregate: PairAggregate::PairMedian,
+        slice: 1,
+    };
+    for (i, (fid, ca)) in la.1.iter().enumerate() {
+        let cb = &lb.1[fid];
+        let first_a = loadgen::a_first_in(i as u64) == a_first;
+        let one = async |dev: &Device, dir: &Path, c: &loadgen::Change| -> anyhow::Result<f64> {
+            let t = Instant::now();
+            loadgen::fetch_and_write(dev, dir, c)
+                .await
+                .with_context(|| format!("fetching file {fid}"))?;
+            Ok(ms(t.elapsed()))
+        };
+        let (ta, tb) = if first_a {
+            let x = one(la.0, &pull_dirs[0], ca).await.context("arm A")?;
+            (x, one(lb.0, &pull_dirs[1], cb).await.context("arm B")?)
+        } else {
+            let y = one(lb.0, &pull_dirs[1], cb).await.context("arm B")?;
+            (one(la.0, &pull_dirs[0], ca).await.context("arm A")?, y)
+        };
+        s.a.push(ta);
+        s.b.push(tb);
+    }
+    for (i, arm) in [&mut *a, &mut *b].into_iter().enumerate() {
+        let got =
+            crate::prepare::vault::tree_digest(&pull_dirs[i]).context("hashing the pulled tree")?;
+        if got != plan.vault_digest {
+            bail!(
+                "arm {}: cold pull: the pulled tree's digest {got} differs from the vault's {}",
+                ["A", "B"][i],
+                plan.vault_digest
+            );
+        }
+        arm.m
+            .passed(contract::key::PhaseKey::new("cold_pull", "byte_identical"));
+        let series = if i == 0 { &s.a } else { &s.b };
+        arm.m
+            .timing(COLD_PULL_WALL, series.iter().sum(), "ms", Better::Lower);
+        arm.m.exact("cold_pull.files", series.len() as f64, "count");
+    }
+    Ok((s, [la.2, lb.2]))
+}
+
+/// Edit propagation, round by round: each round edits the note on one arm and waits for its
+/// second device, then on the other, the first arm alternating ABBA. A pair is one round.
+#[allow(clippy::too_many_arguments)]
+async fn edit_pairs(
+    plan: &SamplePlan,
+    a_first: bool,
+    devs: [&[Device]; 2],
+    dirs: [&Path; 2],
+    pull_dirs: &[PathBuf; 2],
+    rounds: usize,
+    mut seq: [u64; 2],
+    a: &mut Arm,
+    b: &mut Arm,
+) -> anyhow::Result<(PairSeries, [u64; 2])> {
+    use crate::sample::obsync_client::{EditFile, edit_round};
+    let rel = crate::sample::sync_client::first_note(&plan.vault_dir)?
+        .context("edit propagation: the vault has no note")?;
+    let mut edits = Vec::with_capacity(2);
+    for (i, d) in dirs.iter().enumerate() {
+        std::fs::create_dir_all(&pull_dirs[i])
+            .with_context(|| format!("creating {}", pull_dirs[i].display()))?;
+        edits.push(EditFile::prepare(plan, &rel, &d.join("edit-a"))?);
+    }
+    let mut lat: [Vec<f64>; 2] = [Vec::with_capacity(rounds), Vec::with_capacity(rounds)];
+    let mut requests = [0u64; 2];
+    for round in 0..rounds {
+        let first_a = loadgen::a_first_in(round as u64) == a_first;
+        let order = if first_a { [0, 1] } else { [1, 0] };
+        for i in order {
+            let d = devs[i];
+            let (da, db) = (
+                d.first()
+                    .context("the paired sample needs two devices per arm")?,
+                d.get(1)
+                    .context("the paired sample needs two devices per arm")?,
+            );
+            let r = edit_round(da, db, &edits[i], &pull_dirs[i], round, seq[i])
+                .await
+                .with_context(|| format!("arm {}", ["A", "B"][i]))?;
+            lat[i].push(r.latency_ms);
+            requests[i] += r.requests;
+            seq[i] = r.b_seq;
+        }
+    }
+    for (i, arm) in [&mut *a, &mut *b].into_iter().enumerate() {
+        let mut l = lat[i].clone();
+        l.sort_by(f64::total_cmp);
+        let q = |p: f64| crate::sample::sync_client::nearest_rank(&l, p);
+        arm.m.timing(EDIT_P50, q(0.50), "ms", Better::Lower);
+        arm.m.timing("edit.p95_ms", q(0.95), "ms", Better::Lower);
+        arm.m.exact("edit.rounds", rounds as f64, "count");
+        arm.m
+            .exact("edit.push_requests", requests[i] as f64, "count");
+    }
+    let [la, lb] = lat;
+    Ok((
+        PairSeries {
+            a: la,
+            b: lb,
+            aggregate: PairAggregate::Median,
+            slice: 1,
+        },
+        seq,
+    ))
 }
 
 /// One route at one level, paired: the arms' keys as a route load's, and the slices' pairs.

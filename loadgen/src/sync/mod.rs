@@ -21,7 +21,7 @@ pub use local::{decode_manifest, file_id_for};
 pub use long_poll::wait_changes;
 pub(crate) use long_poll::{FeedCursor, check_page};
 pub(crate) use pull::parse_multipart;
-pub use pull::{fetch_and_write, get_chunk, pull_vault, resync};
+pub use pull::{fetch_and_write, get_chunk, list_changes, pull_vault, resync};
 pub use push::{Interrupted, push_file, push_vault, push_vault_counted, resume_vault};
 pub use rename::{delete_file, rename_path};
 pub use report::{Checkpoint, PushOpts, PushedVersion, TransferReport};

@@ -433,6 +433,43 @@ pub async fn pull_vault(dev: &Device, dir: &Path, since: u64) -> Result<Transfer
     Ok(r)
 }
 
+/// Every change after `since`, the last one of each file, in feed order, and the feed's
+/// sequence number after them: what a pull applies, for a caller that applies the changes one
+/// at a time (the paired cold pull). A feed that lists more than `max_files` distinct files is
+/// an error naming the bound, so a server that keeps inventing entries cannot grow the list.
+pub async fn list_changes(
+    dev: &Device,
+    since: u64,
+    max_files: usize,
+) -> Result<(Vec<Change>, u64), LoadError> {
+    let rec = Recorder::new(false);
+    let mut cursor = FeedCursor::new(since);
+    let mut last: BTreeMap<String, Change> = BTreeMap::new();
+    loop {
+        let page = changes_page(dev, &rec, cursor.seq).await?;
+        if page.changes.is_empty() {
+            break;
+        }
+        for c in &page.changes {
+            last.insert(c.file_id.clone(), c.clone());
+        }
+        if last.len() > max_files {
+            return Err(LoadError::Invalid {
+                what: "changes feed".into(),
+                reason: format!(
+                    "the feed lists more than {max_files} files, the most this pull expects"
+                ),
+            });
+        }
+        if !cursor.advance(&page)? {
+            break;
+        }
+    }
+    let mut todo: Vec<Change> = last.into_values().collect();
+    todo.sort_by_key(|c| c.seq);
+    Ok((todo, cursor.seq))
+}
+
 /// "Sync now" with nothing changed: reads the feed after `since` and checks each entry
 /// against the local copy, then walks `dir` and compares every file's size with the
 /// device's index (as the real client compares its cached stat). Changes nothing;

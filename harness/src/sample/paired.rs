@@ -432,7 +432,20 @@ async fn dav_pull_pairs(
         s.a.push(ta);
         s.b.push(tb);
     }
-    for (i, arm) in [&mut *a, &mut *b].into_iter().enumerate() {
+    pulled(plan, pull_dirs, &s, a, b)?;
+    Ok(s)
+}
+
+/// After a paired pull: each arm's tree must be byte-identical to the vault (else the sample
+/// fails); each arm's keys are the sum of its per-file times and the file count.
+fn pulled(
+    plan: &SamplePlan,
+    pull_dirs: &[PathBuf; 2],
+    s: &PairSeries,
+    a: &mut Arm,
+    b: &mut Arm,
+) -> anyhow::Result<()> {
+    for (i, arm) in [a, b].into_iter().enumerate() {
         let got =
             crate::prepare::vault::tree_digest(&pull_dirs[i]).context("hashing the pulled tree")?;
         if got != plan.vault_digest {
@@ -449,7 +462,7 @@ async fn dav_pull_pairs(
             .timing(COLD_PULL_WALL, series.iter().sum(), "ms", Better::Lower);
         arm.m.exact("cold_pull.files", series.len() as f64, "count");
     }
-    Ok(s)
+    Ok(())
 }
 
 /// The vault's files, as relative paths in sorted order (the order both arms push them in).
@@ -612,23 +625,7 @@ async fn pull_pairs(
         s.a.push(ta);
         s.b.push(tb);
     }
-    for (i, arm) in [&mut *a, &mut *b].into_iter().enumerate() {
-        let got =
-            crate::prepare::vault::tree_digest(&pull_dirs[i]).context("hashing the pulled tree")?;
-        if got != plan.vault_digest {
-            bail!(
-                "arm {}: cold pull: the pulled tree's digest {got} differs from the vault's {}",
-                ["A", "B"][i],
-                plan.vault_digest
-            );
-        }
-        arm.m
-            .passed(contract::key::PhaseKey::new("cold_pull", "byte_identical"));
-        let series = if i == 0 { &s.a } else { &s.b };
-        arm.m
-            .timing(COLD_PULL_WALL, series.iter().sum(), "ms", Better::Lower);
-        arm.m.exact("cold_pull.files", series.len() as f64, "count");
-    }
+    pulled(plan, pull_dirs, &s, a, b)?;
     Ok((s, [la.2, lb.2]))
 }
 

@@ -29,6 +29,11 @@ use contract::schema::{PairAggregate, PairSeries};
 /// while three rounds still give 30 block values, enough for the interval's normal tail.
 pub const BLOCKS_PER_ROUND: usize = 10;
 
+/// The fewest pairs a block holds: a block's median of two pairs is their mean, swayed by
+/// either. A key with few pairs a round (20 edit-propagation rounds) gets fewer, longer
+/// blocks: 5 of 4 pairs.
+pub const MIN_BLOCK_PAIRS: usize = 4;
+
 /// The threshold paired mode uses when neither `--tau` nor a stored paired A/A noise floor
 /// gives one: 1 %, small enough for the "+3 % anywhere" reject line users hold.
 pub const PAIRED_DEFAULT_TAU: f64 = 0.01;
@@ -42,7 +47,10 @@ pub fn block_values(s: &PairSeries) -> (Vec<f64>, usize) {
             .map(|(a, b)| (*a, *b))
             .filter(|(a, b)| a.is_finite() && b.is_finite() && *a > 0.0 && *b > 0.0)
             .collect();
-    let k = BLOCKS_PER_ROUND.min(pairs.len());
+    let k = BLOCKS_PER_ROUND
+        .min(pairs.len() / MIN_BLOCK_PAIRS)
+        .max(1)
+        .min(pairs.len());
     if k == 0 {
         return (Vec::new(), 0);
     }
@@ -279,6 +287,20 @@ mod tests {
         let (v, len) = block_values(&s);
         assert_eq!((v.len(), len), (BLOCKS_PER_ROUND, 9));
         assert!(v.iter().all(|x| (x - 2f64.ln()).abs() < 1e-12));
+    }
+
+    #[test]
+    fn few_pairs_make_fewer_blocks_of_at_least_four() {
+        let s = |n: usize| PairSeries {
+            a: vec![1.0; n],
+            b: vec![2.0; n],
+            aggregate: PairAggregate::Median,
+            slice: 1,
+        };
+        assert_eq!(block_values(&s(20)).0.len(), 5);
+        assert_eq!(block_values(&s(20)).1, 4);
+        assert_eq!(block_values(&s(3)).0.len(), 1);
+        assert_eq!(block_values(&s(0)).0.len(), 0);
     }
 
     #[test]

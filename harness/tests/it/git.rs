@@ -198,7 +198,7 @@ fn ab_of_two_revisions_builds_once_and_bisect_names_the_commit() {
         .clone();
     let md = String::from_utf8(o.stdout).unwrap();
     assert!(
-        md.contains(&ids[15][..12]) && md.contains("more work per version post"),
+        md.contains(&ids[15][..12]) && md.contains(&ids[0][..12]) && md.contains("\"commit 15\""),
         "{md}"
     );
 

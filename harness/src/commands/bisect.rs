@@ -50,10 +50,10 @@ pub struct BisectArgs {
     #[arg(long, value_name = "PERCENT", value_parser = contract::parse::percent, default_value = "1%")]
     pub cost_tau: f64,
     /// Rounds every comparison starts with (at least 2: an interval needs two).
-    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(2..=64))]
+    #[arg(long, value_name = "N", default_value_t = 3, value_parser = clap::value_parser!(u32).range(2..=64))]
     pub rounds: u32,
     /// Most rounds one comparison may take before its answer is `unknown`.
-    #[arg(long, default_value_t = 9, value_parser = clap::value_parser!(u32).range(2..=64))]
+    #[arg(long, value_name = "N", default_value_t = 9, value_parser = clap::value_parser!(u32).range(2..=64))]
     pub max_rounds: u32,
     /// Seed of the sample order within rounds and of the permutation draws.
     #[arg(long, value_name = "SEED", default_value = "0xb15ec7", value_parser = contract::parse::seed)]

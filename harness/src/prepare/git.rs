@@ -246,6 +246,11 @@ impl Outcome {
     }
 }
 
+/// A progress line on stderr (as `prepare::progress`; this module sits below `prepare`).
+fn progress(msg: &str) {
+    eprintln!("{msg}");
+}
+
 /// The first 12 characters of a hash.
 pub fn short(id: &str) -> &str {
     &id[..id.len().min(12)]
@@ -363,7 +368,7 @@ impl Cache {
         } else {
             self.worktree(&slot, &commit.id)?
         };
-        crate::prepare::progress(&format!(
+        progress(&format!(
             "building git:{rev} ({} \"{}\") in {}",
             short(&commit.id),
             commit.subject,
@@ -382,7 +387,7 @@ impl Cache {
         };
         crate::atomic::write_atomic(&record_path, &serde_json::to_vec_pretty(&rec)?)?;
         Ok(if ok {
-            crate::prepare::progress(&format!("built git:{rev} in {build_s:.1} s"));
+            progress(&format!("built git:{rev} in {build_s:.1} s"));
             Outcome::Built(Built {
                 dir,
                 info,
@@ -558,7 +563,7 @@ pub fn resolve(
         }
     };
     if !built.built_now {
-        crate::prepare::progress(&format!(
+        progress(&format!(
             "git:{rev}: {} \"{}\", cached build {}",
             short(&built.info.commit),
             built.info.subject,

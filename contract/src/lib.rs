@@ -7,6 +7,7 @@
 //! nothing here depends on them.
 
 pub mod ab;
+pub mod bisect;
 pub mod class;
 pub mod exit;
 pub mod fault;

@@ -293,6 +293,38 @@ pub struct TargetIdentity {
     /// Why the identity has no version: the version probe could not run, hung or failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
+    /// A `git:REV` target: the revision the harness built, and how.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub git: Option<GitBuild>,
+}
+
+/// How a `git:REV` target was built: the commit, its tree, the build command, the toolchain
+/// and the build log's digest. A build is cached under the digest of tree, command and
+/// toolchain, so two results with the same three ran the same build.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GitBuild {
+    /// The revision as given (`v1.1.4`, `HEAD`, `WORKTREE`).
+    pub rev: String,
+    /// The commit it named (for `WORKTREE`: `HEAD`'s).
+    pub commit: String,
+    /// The commit's subject line.
+    pub subject: String,
+    /// The commit's tree hash.
+    pub tree: String,
+    /// The build command, run with `sh -c` in the revision's worktree (empty: none).
+    pub build_command: String,
+    /// `rustc -vV` where the worktree has a `Cargo.toml`, else the build command's own text.
+    pub toolchain: String,
+    /// SHA-256 of the build's log (stdout and stderr together).
+    pub build_log_sha256: String,
+    /// The build cache's key (SHA-256 of tree, command and toolchain).
+    pub cache_key: String,
+    /// `git:WORKTREE` with uncommitted changes: measured as it is on disk.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub dirty: bool,
+    /// For a dirty worktree: SHA-256 of `git diff HEAD` and the untracked files' names.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub diff_sha256: Option<String>,
 }
 
 /// The harness that made the recording.
@@ -578,6 +610,7 @@ mod tests {
                 version: "v".into(),
                 inputs: Default::default(),
                 note: None,
+                git: None,
             },
             machine: crate::machine::Fingerprint::default(),
             loadavg_before: None,

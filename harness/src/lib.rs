@@ -38,8 +38,8 @@ pub mod recording;
 pub mod commands;
 
 use commands::{
-    ab, calibrate, class, load, probe, record, report as report_cmd, sample as sample_cmd, vault,
-    verify,
+    ab, bisect, calibrate, class, load, probe, record, report as report_cmd, sample as sample_cmd,
+    vault, verify,
 };
 
 /// Reproducible, gated performance numbers for self-hosted note-vault sync servers.
@@ -68,6 +68,9 @@ pub enum Command {
     Record(record::RecordArgs),
     /// Compare two server builds by interleaved, order-balanced A/B rounds.
     Ab(ab::AbArgs),
+    /// Find the commit that made a key worse: build, cache and compare commits between
+    /// --good and --bad.
+    Bisect(bisect::BisectArgs),
     /// Render a recording, an A/B result or a baselines history (md, html, json, bmf, gab).
     Report(report_cmd::ReportArgs),
     /// Compare a recording against a baseline; exit 1 on a regression beyond threshold.
@@ -96,6 +99,7 @@ pub fn run(cli: Cli) -> i32 {
         Command::Verify(args) => verify::run(args),
         Command::Class(args) => class::run(args),
         Command::Ab(args) => ab::run(args),
+        Command::Bisect(args) => bisect::run(args),
         Command::Report(args) => report_cmd::run_report(args),
         Command::Compare(args) => report_cmd::run_compare(args),
         Command::Sample(args) => sample_cmd::run(args),
@@ -112,6 +116,7 @@ fn deprecations(cmd: &Command) -> Vec<String> {
     match cmd {
         Command::Record(r) => r.common.deprecations(),
         Command::Ab(a) => a.common.deprecations(),
+        Command::Bisect(b) => b.common.deprecations(),
         Command::Probe(probe::ProbeCmd::Fsync(a)) => a.deprecations(),
         _ => Vec::new(),
     }
@@ -166,6 +171,9 @@ pub fn report_error(err: &anyhow::Error) -> i32 {
     }
     if err.downcast_ref::<calibration::LockBusy>().is_some() {
         return exit::BUSY;
+    }
+    if err.downcast_ref::<contract::exit::BuildFailed>().is_some() {
+        return exit::BUILD_FAILED;
     }
     exit::ERROR
 }

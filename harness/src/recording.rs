@@ -487,6 +487,7 @@ mod tests {
                 version: "0".into(),
                 inputs: Default::default(),
                 note: None,
+                git: None,
             },
             samples: n,
             attempts: 3,

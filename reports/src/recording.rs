@@ -112,6 +112,7 @@ pub fn build(input: RecordingInput<'_>) -> Result<Built, NoSamples> {
             version: String::new(),
             inputs: Default::default(),
             note: None,
+            git: None,
         },
         machine: contract::machine::Fingerprint::default(),
         loadavg_before: None,

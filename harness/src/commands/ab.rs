@@ -102,8 +102,22 @@ pub fn run(args: AbArgs) -> anyhow::Result<i32> {
     crate::interrupt::install();
     let scenario = load_scenario(args.scenario.name(), args.common.scenario_file.as_deref())?;
     let opts = args.common.target_opts()?;
-    let mut spec_a = TargetSpec::parse_with(&args.a, &opts)?;
-    let mut spec_b = TargetSpec::parse_with(&args.b, &opts)?;
+    // `git:REV` arms are checked now and built under the lock, before any sample.
+    crate::prepare::git::check(&args.a, &args.common.git)?;
+    crate::prepare::git::check(&args.b, &args.common.git)?;
+    let early = [&args.a, &args.b]
+        .iter()
+        .any(|t| crate::prepare::git::rev_of(t).is_some());
+    let early_lock = if early {
+        Some(calibration::MachineLock::acquire(
+            None,
+            !args.common.no_wait,
+        )?)
+    } else {
+        None
+    };
+    let (mut spec_a, git_a) = args.common.resolve_target(&args.a, &opts)?;
+    let (mut spec_b, git_b) = args.common.resolve_target(&args.b, &opts)?;
     crate::prepare::check_protocol(
         &scenario,
         args.common.protocol,
@@ -121,10 +135,14 @@ pub fn run(args: AbArgs) -> anyhow::Result<i32> {
         .map_err(|e| anyhow::anyhow!("--rounds {}: {e}", args.rounds))?;
     let guards: Vec<&str> = args.guard.iter().map(String::as_str).collect();
     let rules = DecisionRules::parse(args.keep_if.as_deref(), &guards)?;
-    let (id_a, id_b) = (spec_a.identity()?, spec_b.identity()?);
+    let (mut id_a, mut id_b) = (spec_a.identity()?, spec_b.identity()?);
+    (id_a.git, id_b.git) = (git_a, git_b);
     crate::sample::target::print_identity("A", &id_a);
     crate::sample::target::print_identity("B", &id_b);
-    let _lock = calibration::MachineLock::acquire(None, !args.common.no_wait)?;
+    let _lock = match early_lock {
+        Some(l) => l,
+        None => calibration::MachineLock::acquire(None, !args.common.no_wait)?,
+    };
     let prep = prepare(scenario, &args.common)?;
     let runner = SubprocessRunner {
         work: prep.work.path().to_path_buf(),
@@ -541,7 +559,7 @@ pub fn compare(
 
 /// A paired sample as the two samples of a round: A's keys as they are, B's from the paired
 /// part (the pairs stay with A's).
-fn split_paired(s: SampleResult) -> anyhow::Result<(SampleResult, SampleResult)> {
+pub fn split_paired(s: SampleResult) -> anyhow::Result<(SampleResult, SampleResult)> {
     let Some(p) = s.paired.as_ref() else {
         bail!("the paired sample returned no second arm");
     };
@@ -714,6 +732,7 @@ mod tests {
             version: "0".into(),
             inputs: Default::default(),
             note: None,
+            git: None,
         };
         Arms {
             a: TargetSpec::parse("ref").unwrap(),

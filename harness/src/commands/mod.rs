@@ -2,6 +2,7 @@
 //! in `prepare`, `sample`, `gate` and `recording`.
 
 pub mod ab;
+pub mod bisect;
 pub mod calibrate;
 pub mod class;
 pub mod load;

@@ -10,7 +10,6 @@ use reports::schema::Baseline;
 use crate::prepare::{RunOpts, check_protocol, load_scenario, prepare};
 use crate::recording::{RecordJob, Recorded, record};
 use crate::sample::runner::SubprocessRunner;
-use crate::sample::target::TargetSpec;
 
 /// Record a scenario: warm-up + N samples, each a fresh subprocess with a fresh server,
 /// gated by the calibration channels; writes `<out>/<scenario>.json` and its sidecar.
@@ -59,16 +58,31 @@ pub fn run(args: RecordArgs) -> anyhow::Result<i32> {
         );
     }
     let opts = args.common.target_opts()?;
-    let mut target = TargetSpec::parse_with(&args.target, &opts)?;
-    check_protocol(&scenario, args.common.protocol, &[("--target", &target)])?;
-    target.speak(scenario.protocol.name());
-    let identity = target.identity()?;
-    crate::sample::target::print_identity("target", &identity);
     let n = args.common.samples.unwrap_or(scenario.samples);
     if n == 0 {
         bail!("--samples must be at least 1");
     }
-    let _lock = calibration::MachineLock::acquire(None, !args.common.no_wait)?;
+    // A `git:REV` target is checked now and built under the lock, before any sample.
+    crate::prepare::git::check(&args.target, &args.common.git)?;
+    let early = crate::prepare::git::rev_of(&args.target).is_some();
+    let early_lock = if early {
+        Some(calibration::MachineLock::acquire(
+            None,
+            !args.common.no_wait,
+        )?)
+    } else {
+        None
+    };
+    let (mut target, git) = args.common.resolve_target(&args.target, &opts)?;
+    check_protocol(&scenario, args.common.protocol, &[("--target", &target)])?;
+    target.speak(scenario.protocol.name());
+    let mut identity = target.identity()?;
+    identity.git = git;
+    crate::sample::target::print_identity("target", &identity);
+    let _lock = match early_lock {
+        Some(l) => l,
+        None => calibration::MachineLock::acquire(None, !args.common.no_wait)?,
+    };
     let prep = prepare(scenario, &args.common)?;
     let class = crate::commands::class::of(&prep.fingerprint);
     let out = args.out.clone().unwrap_or_else(|| default_out(&class));

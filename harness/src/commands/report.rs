@@ -97,6 +97,7 @@ pub struct CompareArgs {
 enum Input {
     Recording(Box<(Baseline, Provenance)>),
     Ab(Box<AbResult>),
+    Bisect(Box<contract::bisect::BisectResult>),
 }
 
 pub fn run_report(args: ReportArgs) -> anyhow::Result<i32> {
@@ -119,6 +120,7 @@ pub fn run_report(args: ReportArgs) -> anyhow::Result<i32> {
                 provenance: &pair.1,
             },
             Input::Ab(v) => Document::Ab(v),
+            Input::Bisect(v) => Document::Bisect(v),
         }
     };
     let what = args.input.display().to_string();
@@ -195,6 +197,9 @@ fn read_input(path: &Path) -> anyhow::Result<Input> {
         }
         KIND_AB => contract::format::decode(v, KIND_AB)
             .map(|r| Input::Ab(Box::new(r)))
+            .map_err(|e| anyhow::anyhow!("{} {e}", path.display())),
+        contract::bisect::KIND_BISECT => contract::format::decode(v, contract::bisect::KIND_BISECT)
+            .map(|r| Input::Bisect(Box::new(r)))
             .map_err(|e| anyhow::anyhow!("{} {e}", path.display())),
         KIND_SAMPLE => bail!(
             "{} is one sample's output (vaultbench.sample), not a recording: `vaultbench record` makes recordings",

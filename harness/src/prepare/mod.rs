@@ -1,6 +1,7 @@
 //! Preparing a run before any sample: the scenario, the cached vault on disk, the work dir,
 //! the gate thresholds, the calibration reference and the machine fingerprint.
 
+pub mod git;
 pub mod stale;
 pub mod user_vault;
 pub mod vault;
@@ -98,6 +99,8 @@ pub struct RunOpts {
     /// WebDAV: longest listed vault path, in bytes (default 4096).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub webdav_max_path_bytes: Option<u64>,
+    #[command(flatten)]
+    pub git: git::GitArgs,
 }
 
 /// `--protocol` values.
@@ -455,6 +458,25 @@ pub fn prepare(scenario: Scenario, opts: &RunOpts) -> anyhow::Result<Prepared> {
         retry_pause: RETRY_PAUSE,
         pre_check: opts.pre_check,
     })
+}
+
+impl RunOpts {
+    /// The cache directory: `--cache-dir`, else `$VAULTBENCH_CACHE`, `$XDG_CACHE_HOME/vaultbench`
+    /// or `~/.cache/vaultbench` (vaults under `vaults/`, `git:` builds under `builds/`).
+    pub fn cache(&self) -> PathBuf {
+        self.cache_dir.clone().unwrap_or_else(default_cache_dir)
+    }
+
+    /// `target` resolved: a `git:REV` built (or found in the cache), anything else parsed.
+    /// Called after the machine lock is taken, so a build never runs beside another run's
+    /// samples.
+    pub fn resolve_target(
+        &self,
+        target: &str,
+        opts: &TargetOpts,
+    ) -> anyhow::Result<(TargetSpec, Option<contract::schema::GitBuild>)> {
+        git::resolve(target, &self.git, opts, &self.cache())
+    }
 }
 
 fn default_cache_dir() -> PathBuf {

@@ -250,6 +250,7 @@ impl TargetSpec {
             version,
             inputs,
             note,
+            git: None,
         })
     }
 
@@ -287,6 +288,20 @@ pub fn print_identity(label: &str, id: &TargetIdentity) {
     );
     if let Some(n) = &id.note {
         eprintln!("{label}: note: {n}");
+    }
+    if let Some(g) = &id.git {
+        eprintln!(
+            "{label}: commit {} \"{}\", tree {}, build `{}`{}",
+            &g.commit[..g.commit.len().min(12)],
+            g.subject,
+            &g.tree[..g.tree.len().min(12)],
+            g.build_command,
+            if g.dirty {
+                " (dirty worktree: uncommitted changes are measured)"
+            } else {
+                ""
+            }
+        );
     }
 }
 

@@ -6,6 +6,7 @@ mod common;
 mod cost;
 mod crash;
 mod flags;
+mod git;
 mod load;
 mod record;
 mod reference_pages;

@@ -3,6 +3,7 @@
 //! ([`RecordingReport`], [`HistoryReport`], the A/B document itself) feeds every format.
 
 mod ab;
+mod bisect;
 mod error;
 pub mod fmt;
 mod format;
@@ -11,6 +12,7 @@ mod html;
 mod md;
 mod recording;
 
+pub use bisect::summary as bisect_summary;
 pub use error::RenderError;
 pub use format::Format;
 pub use history::{
@@ -41,6 +43,8 @@ pub enum Document<'a> {
     /// An A/B result document (`kind: "vaultbench.ab"`), read through
     /// `contract::format::decode`.
     Ab(&'a crate::schema::AbResult),
+    /// A bisect result document (`kind: "vaultbench.bisect"`).
+    Bisect(&'a contract::bisect::BisectResult),
 }
 
 impl Document<'_> {
@@ -49,6 +53,7 @@ impl Document<'_> {
             Document::Recording { .. } => "a recording",
             Document::History { .. } => "a baselines history",
             Document::Ab(_) => "an a/b result",
+            Document::Bisect(_) => "a bisect result",
         }
     }
 }
@@ -99,6 +104,11 @@ pub fn render(doc: &Document, format: Format) -> Result<String, RenderError> {
                 _ => html::history(&r, &charts(doc)?),
             }
         }
+        (Document::Bisect(result), f) => match f {
+            Format::Md => Ok(bisect::markdown(result)),
+            Format::Json => Ok(pretty(result)),
+            _ => Ok(bisect::html(result)),
+        },
         (Document::Ab(result), f) => {
             let r = ab::AbView::read(result);
             match f {
@@ -119,6 +129,7 @@ pub fn charts(doc: &Document) -> Result<Vec<Chart>, RenderError> {
         } => Ok(recording_charts(baseline, provenance)?),
         Document::History { points, .. } => Ok(history::charts(&history_report(points)?)),
         Document::Ab(result) => Ok(ab::charts(&ab::AbView::read(result))),
+        Document::Bisect(_) => Ok(Vec::new()),
     }
 }
 

@@ -384,6 +384,21 @@ fn route_load(b: &Baseline, p: &Provenance) -> Vec<LoadRow> {
         .collect()
 }
 
+/// A target as a report names it: its command, and for a `git:REV` target the commit it
+/// built (short hash and subject; `dirty` for an uncommitted worktree).
+pub fn target_label(t: &crate::schema::TargetIdentity) -> String {
+    match &t.git {
+        None => t.command.clone(),
+        Some(g) => format!(
+            "{} (commit {}{} \"{}\")",
+            t.command,
+            &g.commit[..g.commit.len().min(12)],
+            if g.dirty { ", dirty" } else { "" },
+            g.subject
+        ),
+    }
+}
+
 fn provenance_summary(p: &Provenance) -> ProvenanceSummary {
     let machine = p.machine.identity.clone();
     let counted: Vec<_> = p.samples.iter().filter(|s| !s.warmup).collect();
@@ -392,7 +407,7 @@ fn provenance_summary(p: &Provenance) -> ProvenanceSummary {
         harness_commit: p.harness.git_commit.clone(),
         harness_dirty: p.harness.git_dirty,
         toolchain: p.harness.toolchain.clone(),
-        target_command: p.target.command.clone(),
+        target_command: target_label(&p.target),
         target_version: p.target.version.clone(),
         target_sha256: p.target.sha256.clone(),
         vault_digest: p.vault_digest.clone(),

@@ -21,6 +21,7 @@ fn target(command: &str, id: &str) -> TargetIdentity {
         version: id.into(),
         inputs: Default::default(),
         note: None,
+        git: None,
     }
 }
 

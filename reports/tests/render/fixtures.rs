@@ -406,7 +406,7 @@ pub fn small() -> (Baseline, Provenance) {
             command: "ref".into(),
             executable: "/usr/local/bin/vaultbench".into(),
             sha256: "c0ffee00c0ffee00c0ffee00c0ffee00c0ffee00c0ffee00c0ffee00c0ffee00".into(),
-            version: "refserver 0.1.0".into(), inputs: Default::default(), note: None,
+            version: "refserver 0.1.0".into(), inputs: Default::default(), note: None, git: None,
         },
         machine: serde_json::from_value(serde_json::json!({
             "identity": {

@@ -233,3 +233,73 @@ fn perf_baseline_rebaselines_on_dispatch_into_the_runner_class_dir() {
     );
     assert_eq!(gated[1]["with"]["path"].as_str(), Some("rebaseline/"));
 }
+
+/// The reusable trend job is called, not triggered: its inputs are a server repository's
+/// build command, binary or command line, scenario, baselines directory and runner label, and
+/// it records the pushed commit as a `git:` target through `scripts/trend-job.sh`, uploading
+/// the recording. The book's example caller runs it after merge and never on pull requests.
+#[test]
+fn the_reusable_trend_job_takes_a_servers_inputs_and_its_example_runs_after_merge() {
+    let (_, v) = load("trend.yml");
+    let call = &v["on"]["workflow_call"];
+    for input in [
+        "build",
+        "bin",
+        "run",
+        "scenario",
+        "baselines",
+        "runs-on",
+        "rebaseline",
+    ] {
+        assert!(
+            call["inputs"].get(input).is_some(),
+            "trend.yml has no input {input}"
+        );
+    }
+    assert!(v["on"].get("pull_request").is_none() && v["on"].get("push").is_none());
+    assert_eq!(v["permissions"]["contents"].as_str(), Some("read"));
+    assert_eq!(
+        v["jobs"]["trend"]["runs-on"].as_str(),
+        Some("${{ inputs.runs-on }}")
+    );
+    let run = steps_text(&v);
+    for needle in [
+        "scripts/trend-job.sh",
+        "actions/upload-artifact",
+        "valgrind",
+    ] {
+        assert!(run.contains(needle), "trend.yml lacks {needle:?}");
+    }
+    let script = std::fs::read_to_string(root().join("scripts/trend-job.sh")).unwrap();
+    for needle in [
+        "--target \"git:$REV\"",
+        "--build \"$BUILD\"",
+        "--cost",
+        "--missing-baseline-ok",
+        "\"$VB\" class",
+    ] {
+        assert!(script.contains(needle), "trend-job.sh lacks {needle:?}");
+    }
+    let text = std::fs::read_to_string(root().join("docs/src/ci/server-trend.yml")).unwrap();
+    let ex: Value = serde_yaml_ng::from_str(&text).unwrap();
+    assert!(
+        ex["on"].get("pull_request").is_none(),
+        "never on pull requests"
+    );
+    assert_eq!(ex["on"]["push"]["branches"][0].as_str(), Some("main"));
+    let job = &ex["jobs"]["trend"];
+    assert!(
+        job["uses"]
+            .as_str()
+            .unwrap()
+            .contains("/.github/workflows/trend.yml@"),
+        "{:?}",
+        job["uses"]
+    );
+    for input in ["build", "bin", "scenario", "baselines"] {
+        assert!(
+            job["with"].get(input).is_some(),
+            "the example gives {input}"
+        );
+    }
+}

@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# The steps of the reusable trend job (.github/workflows/trend.yml) for a server's repository,
+# runnable by hand in that repository's checkout:
+#
+#   VB=path/to/vaultbench BUILD='cargo build --release' BIN=target/release/server \
+#     SCENARIO=perf/posts.toml BASELINES=perf/baselines OUT=perf-out scripts/trend-job.sh
+#
+# It records the checked-out commit as a `git:` target (built and cached by vaultbench) with
+# `--cost`, renders the report, and compares with BASELINES/<this machine's class>/. With no
+# baseline for the class it says so and exits 0. Exit codes are vaultbench's: 3 (the gate
+# refused the machine) is turned into 0 with a warning, since the refusal is the result.
+#
+# Environment: VB (vaultbench), BUILD (build command), BIN or RUN (the server), SCENARIO (a
+# built-in name or a scenario file), BASELINES (default perf/baselines), OUT (default
+# perf-out), COST_SAMPLES (default 3), THRESHOLD (default 5%), REV (default HEAD),
+# REBASELINE (true: also lay out OUT/rebaseline/<BASELINES>/<class>/ to commit).
+set -euo pipefail
+: "${VB:?set VB to the vaultbench executable}"
+: "${BUILD:?set BUILD to the build command}"
+BASELINES=${BASELINES:-perf/baselines}
+OUT=${OUT:-perf-out}
+COST_SAMPLES=${COST_SAMPLES:-3}
+THRESHOLD=${THRESHOLD:-5%}
+REV=${REV:-HEAD}
+REBASELINE=${REBASELINE:-false}
+SCENARIO=${SCENARIO:-small}
+
+if [ -n "${BIN:-}" ]; then how=(--bin "$BIN"); elif [ -n "${RUN:-}" ]; then how=(--run "$RUN"); else
+  echo "set BIN (the built server, relative to the checkout) or RUN (its command line)" >&2
+  exit 2
+fi
+if [ -f "$SCENARIO" ]; then scen=(--scenario-file "$SCENARIO"); else scen=("$SCENARIO"); fi
+
+mkdir -p "$OUT/recording"
+class=$("$VB" class)
+echo "machine class: $class"
+echo "class=$class" >> "${GITHUB_OUTPUT:-/dev/null}"
+
+set +e
+"$VB" record "${scen[@]}" --target "git:$REV" --build "$BUILD" "${how[@]}" \
+  --cost --cost-samples "$COST_SAMPLES" --out "$OUT/recording"
+code=$?
+set -e
+if [ "$code" -eq 3 ]; then
+  echo "::warning::the calibration gate refused this machine: no recording"
+  exit 0
+fi
+[ "$code" -eq 0 ] || exit "$code"
+
+rec=$(find "$OUT/recording" -maxdepth 1 -name '*.json' ! -name '*.provenance.json' | head -n 1)
+"$VB" report "$rec" --format html --out "$OUT/recording/report.html"
+"$VB" report "$rec" --format md --out "$OUT/recording/report.md"
+if [ -n "${GITHUB_STEP_SUMMARY:-}" ]; then cat "$OUT/recording/report.md" >> "$GITHUB_STEP_SUMMARY"; fi
+
+if [ "$REBASELINE" = true ]; then
+  mkdir -p "$OUT/rebaseline/$BASELINES/$class"
+  cp "$rec" "${rec%.json}.provenance.json" "$OUT/rebaseline/$BASELINES/$class/"
+  "$VB" verify "$OUT/rebaseline/$BASELINES/"
+fi
+
+mkdir -p "$BASELINES"
+set +e
+"$VB" compare "$BASELINES" "$OUT/recording" --threshold "$THRESHOLD" --missing-baseline-ok \
+  --out "$OUT/recording/compare.md"
+code=$?
+set -e
+if [ -f "$OUT/recording/compare.md" ]; then
+  if [ -n "${GITHUB_STEP_SUMMARY:-}" ]; then cat "$OUT/recording/compare.md" >> "$GITHUB_STEP_SUMMARY"; fi
+elif [ "$code" -eq 0 ]; then
+  echo "::notice::no baseline in $BASELINES for machine class $class: nothing compared (run with rebaseline to make one)"
+fi
+exit "$code"

@@ -520,38 +520,21 @@ pub async fn run_route_load(
                 });
             }
         }
-        Mode::Closed { in_flight } => {
+        mode => {
             // Each worker keeps one connection of its own, as wrk and oha do. They are made
-            // here, in worker order, so each worker's nonce stream is fixed by the seed.
-            let conns: Vec<WorkerConn> = (0..in_flight)
-                .map(|w| WorkerConn::new(&run.devices[w % run.devices.len()]))
-                .collect();
-            let deadline = run.deadline;
-            drive::spawn_closed(
-                &mut set,
-                &run,
-                conns,
-                deadline,
-                cfg.max_requests,
-                cfg.seed,
-                &issued,
-            );
-        }
-        Mode::Open {
-            rate_per_s,
-            max_in_flight,
-        } => {
-            let deadline = run.deadline;
-            drive::open_loop(
-                &mut set,
-                &run,
-                &rec,
+            // in worker order, so each worker's nonce stream is fixed by the seed.
+            let bounds = drive::Bounds {
                 t0,
-                deadline,
-                (rate_per_s, max_in_flight),
-                cfg.max_requests,
-                cfg.seed,
-            )
+                deadline: run.deadline,
+                max_requests: cfg.max_requests,
+                seed: cfg.seed,
+            };
+            let devices = run.devices.clone();
+            drive::run_mode(&run, &rec, mode, &bounds, |n| {
+                (0..n)
+                    .map(|w| WorkerConn::new(&devices[w % devices.len()]))
+                    .collect()
+            })
             .await;
         }
     }

@@ -1034,11 +1034,13 @@ impl Replica {
 fn write_file(abs: &Path, bytes: &[u8]) -> Result<(), CouchError> {
     let parent = abs.parent().unwrap_or(Path::new("."));
     std::fs::create_dir_all(parent).map_err(|e| CouchError::io(parent, e))?;
+    // A short temp name: the file's own may already be at the 255-byte limit.
     let name = abs
         .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
+        .map(|n| n.as_encoded_bytes())
         .unwrap_or_default();
-    let tmp: PathBuf = parent.join(format!(".vbtmp-{name}"));
+    let tag = hex::encode(&Sha256::digest(name)[..8]);
+    let tmp: PathBuf = parent.join(format!(".vbtmp-{tag}"));
     let r = std::fs::write(&tmp, bytes).and_then(|()| std::fs::rename(&tmp, abs));
     if let Err(e) = r {
         let _ = std::fs::remove_file(&tmp);

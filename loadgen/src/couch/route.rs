@@ -16,7 +16,6 @@ use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
 use serde_json::json;
 use sha2::{Digest, Sha256};
-use tokio::task::JoinSet;
 
 use super::client::CouchClient;
 use super::error::CouchError;
@@ -359,42 +358,18 @@ pub async fn run_couch_route_load(
     run.rec = rec.clone();
     run.deadline = t0 + cfg.duration;
     let run = Arc::new(run);
-    let issued = Arc::new(AtomicU64::new(0));
-    let mut set = JoinSet::new();
-    let deadline = run.deadline;
-    match cfg.mode {
-        Mode::Closed { in_flight } => {
-            let conns = (0..in_flight)
-                .map(|_| H1Conn::new(client.target().addr()))
-                .collect();
-            drive::spawn_closed(
-                &mut set,
-                &run,
-                conns,
-                deadline,
-                cfg.max_requests,
-                cfg.seed,
-                &issued,
-            );
-        }
-        Mode::Open {
-            rate_per_s,
-            max_in_flight,
-        } => {
-            drive::open_loop(
-                &mut set,
-                &run,
-                &rec,
-                t0,
-                deadline,
-                (rate_per_s, max_in_flight),
-                cfg.max_requests,
-                cfg.seed,
-            )
-            .await;
-        }
-    }
-    drive::drain(&mut set, deadline, &[]).await;
+    let bounds = drive::Bounds {
+        t0,
+        deadline: run.deadline,
+        max_requests: cfg.max_requests,
+        seed: cfg.seed,
+    };
+    drive::run_mode(&run, &rec, cfg.mode, &bounds, |n| {
+        (0..n)
+            .map(|_| H1Conn::new(client.target().addr()))
+            .collect()
+    })
+    .await;
     let wall = t0.elapsed();
     let m = rec.snapshot();
     let stats = drive::route_stats(&m, cfg.route.name(), open);

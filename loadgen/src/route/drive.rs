@@ -131,6 +131,58 @@ pub(crate) async fn open_loop<R: Worker>(
     }
 }
 
+/// The bounds every run of a route shares.
+pub(crate) struct Bounds {
+    pub t0: Instant,
+    pub deadline: Instant,
+    pub max_requests: u64,
+    pub seed: u64,
+}
+
+/// Runs `mode` over `run` and waits for it: in closed loop, one worker per connection
+/// `conns(in_flight)` makes; in open loop, the schedule. `slots` are blocking connections the
+/// caller started (shut down at the hard stop).
+pub(crate) async fn run_mode<R: Worker>(
+    run: &Arc<R>,
+    rec: &Recorder,
+    mode: Mode,
+    b: &Bounds,
+    conns: impl FnOnce(usize) -> Vec<R::Conn>,
+) {
+    let mut set = JoinSet::new();
+    match mode {
+        Mode::Closed { in_flight } => {
+            let issued = Arc::new(AtomicU64::new(0));
+            spawn_closed(
+                &mut set,
+                run,
+                conns(in_flight),
+                b.deadline,
+                b.max_requests,
+                b.seed,
+                &issued,
+            );
+        }
+        Mode::Open {
+            rate_per_s,
+            max_in_flight,
+        } => {
+            open_loop(
+                &mut set,
+                run,
+                rec,
+                b.t0,
+                b.deadline,
+                (rate_per_s, max_in_flight),
+                b.max_requests,
+                b.seed,
+            )
+            .await;
+        }
+    }
+    drain(&mut set, b.deadline, &[]).await;
+}
+
 /// Waits for the workers. Requests time out at `deadline` + [`DRAIN_GRACE`] and are counted;
 /// the extra quarter second lets them record that before anything still running is aborted.
 /// Blocking connections (`slots`) have no timer of their own past the socket timeout: at the

@@ -19,6 +19,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use sha2::{Digest, Sha256};
 
+use crate::answer::{chain, declared_length};
 use crate::error::LoadError;
 use crate::h1::{self, H1Conn};
 use crate::lock::lock;
@@ -745,32 +746,6 @@ fn within_deadline(e: LoadError, deadline: Duration, attempts: u32) -> LoadError
 
 /// The outcome kind of an answer refused for its size (counted under this label).
 const TOO_LARGE: &str = "too_large";
-
-/// The `Content-Length` an answer declares, when it declares one that parses.
-fn declared_length(headers: &HeaderMap) -> Option<u64> {
-    headers
-        .get(hyper::header::CONTENT_LENGTH)?
-        .to_str()
-        .ok()?
-        .trim()
-        .parse()
-        .ok()
-}
-
-/// An error and its sources on one line ("client error (Connect): Connection refused").
-fn chain(e: &dyn std::error::Error) -> String {
-    let mut out = e.to_string();
-    let mut cur = e.source();
-    while let Some(s) = cur {
-        let t = s.to_string();
-        if !out.contains(&t) {
-            out.push_str(": ");
-            out.push_str(&t);
-        }
-        cur = s.source();
-    }
-    out
-}
 
 /// One path the server acknowledged (answered 2xx to its version post), as this device
 /// last saw it.

@@ -17,7 +17,7 @@ use std::time::Duration;
 use crate::webdav::BasicAuth;
 
 /// The built-in presets: name and file text.
-const PRESETS: [(&str, &str); 3] = [
+const PRESETS: [(&str, &str); 5] = [
     (
         "apache-webdav",
         include_str!("../targets/apache-webdav.toml"),
@@ -26,6 +26,14 @@ const PRESETS: [(&str, &str); 3] = [
     (
         "rclone-webdav",
         include_str!("../targets/rclone-webdav.toml"),
+    ),
+    (
+        "pouchdb-server",
+        include_str!("../targets/pouchdb-server.toml"),
+    ),
+    (
+        "pouchdb-memory",
+        include_str!("../targets/pouchdb-memory.toml"),
     ),
 ];
 
@@ -66,7 +74,8 @@ pub struct TargetDef {
     pub packages: Option<String>,
     /// Files that must exist (modules a configuration loads).
     pub requires: Vec<String>,
-    /// The WebDAV collection the vault lives under (`/` unless given).
+    /// The WebDAV collection the vault lives under (`/` unless given); for `couchdb`, the
+    /// database is its first segment (`/vaultbench/`).
     pub webdav_root: Option<String>,
     /// HTTP Basic credentials the client sends.
     pub auth: Option<BasicAuth>,
@@ -104,7 +113,7 @@ struct DefFile {
 /// A definition that cannot be used, or a server that cannot be started; one line.
 #[derive(Debug, thiserror::Error)]
 pub enum LaunchError {
-    #[error("{name} is not installed: apt-get install {packages}")]
+    #[error("{name} is not installed: {}", install_hint(packages))]
     NotInstalled { name: String, packages: String },
     #[error("{what}: {reason}")]
     Invalid { what: String, reason: String },
@@ -114,6 +123,16 @@ pub enum LaunchError {
         #[source]
         source: std::io::Error,
     },
+}
+
+/// How to install what a definition's `packages` names: an npm command as written, else the
+/// Debian packages through apt-get.
+fn install_hint(packages: &str) -> String {
+    if packages.starts_with("npm ") {
+        packages.to_owned()
+    } else {
+        format!("apt-get install {packages}")
+    }
 }
 
 fn invalid(what: impl Into<String>, reason: impl Into<String>) -> LaunchError {
@@ -369,6 +388,12 @@ impl TargetDef {
                 path: self.root().to_owned(),
                 status: StatusMatch::Class(2),
             },
+            // CouchDB's welcome at the server's root.
+            Some("couchdb") => Ready::Http {
+                method: "GET".into(),
+                path: "/".into(),
+                status: StatusMatch::Code(200),
+            },
             _ => Ready::Http {
                 method: "GET".into(),
                 path: "/readyz".into(),
@@ -378,14 +403,15 @@ impl TargetDef {
     }
 }
 
-/// `obsync-v1` (or `obsync`) or `webdav`.
+/// `obsync-v1` (or `obsync`), `webdav` or `couchdb`.
 pub fn check_protocol(p: &str) -> Result<String, LaunchError> {
     match p {
         "obsync-v1" | "obsync" => Ok("obsync-v1".into()),
         "webdav" => Ok("webdav".into()),
+        "couchdb" => Ok("couchdb".into()),
         other => Err(invalid(
             format!("protocol {other:?}"),
-            "must be obsync-v1 or webdav",
+            "must be obsync-v1, webdav or couchdb",
         )),
     }
 }
@@ -605,8 +631,14 @@ fn user_and_group() -> (String, String) {
     }
 }
 
+/// Where `npm ci --prefix tools/pouchdb` puts the npm servers' commands: this checkout's
+/// `tools/pouchdb/node_modules/.bin` (the workspace root is fixed at build time).
+pub fn npm_tools_bin() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tools/pouchdb/node_modules/.bin")
+}
+
 /// `name` as a path (when it has a `/`), else on PATH, else in /usr/local/sbin, /usr/sbin
-/// or /sbin (root's PATH has them, a user's may not).
+/// or /sbin (root's PATH has them, a user's may not), else in [`npm_tools_bin`].
 pub fn find_program(name: &str) -> Option<PathBuf> {
     let p = Path::new(name);
     if p.components().count() > 1 {
@@ -615,6 +647,7 @@ pub fn find_program(name: &str) -> Option<PathBuf> {
     let path = std::env::var_os("PATH").unwrap_or_default();
     std::env::split_paths(&path)
         .chain(["/usr/local/sbin", "/usr/sbin", "/sbin"].map(PathBuf::from))
+        .chain(std::iter::once(npm_tools_bin()))
         .map(|d| d.join(name))
         .find(|c| c.is_file())
 }
@@ -629,7 +662,10 @@ mod tests {
         for name in preset_names() {
             let d = TargetDef::preset(name).unwrap();
             assert_eq!(d.name, name);
-            assert_eq!(d.protocol.as_deref(), Some("webdav"));
+            assert!(
+                matches!(d.protocol.as_deref(), Some("webdav" | "couchdb")),
+                "{name}"
+            );
             assert!(d.packages.is_some(), "{name} names its packages");
             assert!(d.has_address() && d.has_data(), "{name}");
             let v = d.vars(addr, Path::new("/d/x"));
@@ -642,7 +678,11 @@ mod tests {
                 .filter(|l| !l.trim_start().starts_with('#'))
                 .collect::<Vec<_>>()
                 .join("\n");
-            assert!(all.contains("127.0.0.1:4321"), "{name}: {all}");
+            assert!(
+                all.contains("127.0.0.1:4321")
+                    || (all.contains("127.0.0.1") && all.contains("4321")),
+                "{name}: {all}"
+            );
             for word in all.split_whitespace().filter(|w| w.len() > 1) {
                 let path = word.trim_matches(['"', ';']).trim_start_matches("file:");
                 if path.starts_with('/') && !path.contains("/modules/") {
@@ -695,7 +735,7 @@ mod tests {
             ("command = \"srv\"\nauth = \"nopass\"", "USER:PASS"),
             (
                 "command = \"srv\"\nprotocol = \"ftp\"",
-                "obsync-v1 or webdav",
+                "obsync-v1, webdav or couchdb",
             ),
             (
                 "command = \"srv\"\nwebdav_root = \"/a/../b\"",

@@ -33,6 +33,7 @@
 //!   attempts share the request's one timeout. A route load's preparation is bounded by its
 //!   duration, so a hung target ends the run near `--duration`.
 
+mod answer;
 mod client;
 mod enroll;
 mod error;
@@ -49,6 +50,7 @@ mod sync;
 mod target;
 
 pub mod bench;
+pub mod couch;
 pub mod faulthop;
 #[doc(hidden)]
 pub mod internals;

@@ -17,7 +17,6 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
 use sha2::{Digest, Sha256};
-use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
 use crate::client::{Device, Outgoing, REQUEST_TIMEOUT, WorkerConn};
@@ -26,6 +25,7 @@ use crate::h1::BlockingSlot;
 use crate::stats::{HistSummary, Recorder, RouteStats, write_interval_log};
 use crate::sync::file_id_for;
 
+pub(crate) mod drive;
 mod paired;
 pub use paired::{
     PairedRouteConfig, PairedRouteReport, a_first_in, default_slice, run_paired_route_load,
@@ -380,10 +380,7 @@ impl Run {
     /// The request as the client sends it, with a timeout that never runs past the drain
     /// grace after the deadline.
     fn outgoing<'a>(&self, p: &'a Planned, intended: Option<Instant>) -> Outgoing<'a> {
-        let hard_stop = self.deadline + DRAIN_GRACE;
-        let timeout = REQUEST_TIMEOUT
-            .min(hard_stop.saturating_duration_since(Instant::now()))
-            .max(Duration::from_millis(1));
+        let timeout = drive::request_timeout(REQUEST_TIMEOUT, self.deadline);
         Outgoing {
             route: self.route.protocol(),
             method: p.method.clone(),
@@ -397,26 +394,33 @@ impl Run {
         }
     }
 
-    /// Issues one open-loop request over the device's pooled client. Errors are already
-    /// counted by the recorder.
-    async fn one_pooled(&self, dev: &Device, rng: &mut ChaCha8Rng, intended: Instant) {
-        let p = self.plan(dev, rng);
-        let _ = dev.send(&self.rec, self.outgoing(&p, Some(intended))).await;
-    }
-
     /// Issues one closed-loop request over the worker's own blocking connection, on its
     /// thread.
     fn one_blocking(&self, dev: &Device, rng: &mut ChaCha8Rng, conn: &mut WorkerConn) {
         let p = self.plan(dev, rng);
         let _ = dev.send_blocking(&self.rec, conn, &self.outgoing(&p, None));
     }
+}
 
-    /// Issues one closed-loop request over the worker's own connection.
-    async fn one_lean(&self, dev: &Device, rng: &mut ChaCha8Rng, conn: &mut WorkerConn) {
+impl drive::Worker for Run {
+    type Conn = WorkerConn;
+
+    /// Open loop: over the device's pooled client; closed loop: over the worker's own
+    /// connection. Devices take turns by worker (or request) index.
+    async fn one(
+        &self,
+        w: usize,
+        rng: &mut ChaCha8Rng,
+        conn: Option<&mut WorkerConn>,
+        intended: Option<Instant>,
+    ) {
+        let dev = &self.devices[w % self.devices.len()];
         let p = self.plan(dev, rng);
-        let _ = dev
-            .send_lean(&self.rec, conn, &self.outgoing(&p, None))
-            .await;
+        let out = self.outgoing(&p, intended);
+        let _ = match conn {
+            Some(c) => dev.send_lean(&self.rec, c, &out).await.map(|_| ()),
+            None => dev.send(&self.rec, out).await.map(|_| ()),
+        };
     }
 }
 
@@ -442,32 +446,11 @@ pub async fn run_route_load(
             reason: "at least one enrolled device is needed".into(),
         });
     }
-    let invalid = |what: &str, reason: &str| LoadError::Invalid {
-        what: what.into(),
-        reason: reason.into(),
-    };
-    if cfg.duration.is_zero() {
-        return Err(invalid("duration", "must be more than 0"));
-    }
-    if cfg.max_requests == 0 {
-        return Err(invalid("max-requests", "must be at least 1"));
-    }
-    let open = match cfg.mode {
-        Mode::Closed { in_flight: 0 } => return Err(invalid("in-flight", "must be at least 1")),
-        Mode::Open { rate_per_s, .. } if !(rate_per_s > 0.0 && rate_per_s.is_finite()) => {
-            return Err(invalid(
-                "rate",
-                "must be a positive number of requests per second",
-            ));
-        }
-        Mode::Open {
-            max_in_flight: 0, ..
-        } => {
-            return Err(invalid("max-in-flight", "must be at least 1"));
-        }
-        Mode::Closed { .. } => false,
-        Mode::Open { .. } => true,
-    };
+    drive::check(cfg.duration, cfg.max_requests, cfg.mode).map_err(|e| LoadError::Invalid {
+        what: e.what.into(),
+        reason: e.reason.into(),
+    })?;
+    let open = matches!(cfg.mode, Mode::Open { .. });
     // `--duration` bounds preparation too: a target that hangs while the route's data is
     // prepared ends the run after the duration, not after every request's retries.
     let prep = tokio::time::timeout(cfg.duration, prepare(devices, cfg))
@@ -537,99 +520,28 @@ pub async fn run_route_load(
                 });
             }
         }
-        Mode::Closed { in_flight } => {
+        mode => {
             // Each worker keeps one connection of its own, as wrk and oha do. They are made
-            // here, in worker order, so each worker's nonce stream is fixed by the seed.
-            let conns: Vec<WorkerConn> = (0..in_flight)
-                .map(|w| WorkerConn::new(&run.devices[w % run.devices.len()]))
-                .collect();
-            for (w, mut conn) in conns.into_iter().enumerate() {
-                let (run, issued, max) = (run.clone(), issued.clone(), cfg.max_requests);
-                set.spawn(async move {
-                    let dev = run.devices[w % run.devices.len()].clone();
-                    let mut rng = ChaCha8Rng::seed_from_u64(run.seed);
-                    rng.set_stream(w as u64);
-                    while Instant::now() < run.deadline
-                        && issued.fetch_add(1, Ordering::Relaxed) < max
-                    {
-                        run.one_lean(&dev, &mut rng, &mut conn).await;
-                    }
-                });
-            }
-        }
-        Mode::Open {
-            rate_per_s,
-            max_in_flight,
-        } => {
-            let sem = Arc::new(Semaphore::new(max_in_flight));
-            let period = Duration::from_secs_f64(1.0 / rate_per_s);
-            let mut rng = ChaCha8Rng::seed_from_u64(cfg.seed);
-            let mut i: u64 = 0;
-            while i < cfg.max_requests {
-                let intended = t0 + period.mul_f64(i as f64);
-                if intended >= run.deadline {
-                    break;
-                }
-                tokio::time::sleep_until(intended.into()).await;
-                let permit = tokio::select! {
-                    p = sem.clone().acquire_owned() => p.expect("semaphore never closed"),
-                    _ = tokio::time::sleep_until(run.deadline.into()) => break,
-                };
-                if Instant::now().saturating_duration_since(intended) > LATE_START {
-                    rec.late_start();
-                }
-                let dev = run.devices[i as usize % run.devices.len()].clone();
-                rng.set_stream(i);
-                let mut req_rng = rng.clone();
-                let run = run.clone();
-                set.spawn(async move {
-                    run.one_pooled(&dev, &mut req_rng, intended).await;
-                    drop(permit);
-                });
-                i += 1;
-                // Reap finished tasks so the set does not grow with the run.
-                while set.try_join_next().is_some() {}
-            }
+            // in worker order, so each worker's nonce stream is fixed by the seed.
+            let bounds = drive::Bounds {
+                t0,
+                deadline: run.deadline,
+                max_requests: cfg.max_requests,
+                seed: cfg.seed,
+            };
+            let devices = run.devices.clone();
+            drive::run_mode(&run, &rec, mode, &bounds, |n| {
+                (0..n)
+                    .map(|w| WorkerConn::new(&devices[w % devices.len()]))
+                    .collect()
+            })
+            .await;
         }
     }
-    // Requests time out at deadline + grace (see `Run::one`) and are counted; the extra
-    // quarter second lets them record that before anything still running is aborted.
-    // Blocking connections have no timer of their own past the socket timeout: at the
-    // requests' hard stop (deadline + grace) they are shut down, and the request each was
-    // waiting on is counted as a timeout, as an async worker's timer would count it.
-    let hard_stop = run.deadline + DRAIN_GRACE + Duration::from_millis(250);
-    let shut_at = run.deadline + DRAIN_GRACE;
-    let mut shut = slots.is_empty();
-    loop {
-        tokio::select! {
-            r = set.join_next() => if r.is_none() { break },
-            _ = tokio::time::sleep_until(shut_at.into()), if !shut => {
-                slots.iter().for_each(|s| s.shut_down());
-                shut = true;
-            }
-            _ = tokio::time::sleep_until(hard_stop.into()) => {
-                slots.iter().for_each(|s| s.shut_down());
-                set.abort_all();
-                break;
-            }
-        }
-    }
+    drive::drain(&mut set, run.deadline, &slots).await;
     let wall = t0.elapsed();
     let m = rec.snapshot();
-    let stats = m
-        .routes
-        .get(cfg.route.name())
-        .cloned()
-        .unwrap_or_else(|| RouteStats {
-            requests: 0,
-            status: Default::default(),
-            bytes_sent: 0,
-            bytes_received: 0,
-            latency: crate::stats::latency_histogram(),
-            corrected: open.then(crate::stats::latency_histogram),
-            per_second: vec![],
-            intervals: vec![],
-        });
+    let stats = drive::route_stats(&m, cfg.route.name(), open);
     Ok(RouteLoadReport {
         route: cfg.route,
         config: cfg.clone(),

@@ -72,6 +72,9 @@ pub enum Protocol {
     /// MKCOL/PUT/GET/PROPFIND/MOVE/DELETE as the Remotely Save plugin syncs.
     #[serde(rename = "webdav")]
     Webdav,
+    /// CouchDB replication as Self-hosted LiveSync uses it (chunk and metadata documents).
+    #[serde(rename = "couchdb")]
+    Couchdb,
 }
 
 impl Protocol {
@@ -83,6 +86,7 @@ impl Protocol {
         match self {
             Protocol::ObsyncV1 => "obsync-v1",
             Protocol::Webdav => "webdav",
+            Protocol::Couchdb => "couchdb",
         }
     }
 }
@@ -365,6 +369,14 @@ pub const BUILTIN: &[(&str, &str)] = &[
         "personal-webdav",
         include_str!("../scenarios/personal-webdav.toml"),
     ),
+    (
+        "small-couchdb",
+        include_str!("../scenarios/small-couchdb.toml"),
+    ),
+    (
+        "personal-couchdb",
+        include_str!("../scenarios/personal-couchdb.toml"),
+    ),
 ];
 
 /// Names of the built-in scenarios.
@@ -573,6 +585,28 @@ mod tests {
         );
         assert_eq!(s.seed, Some(0x5eed));
         assert_eq!(s.devices, 4);
+    }
+
+    #[test]
+    fn couchdb_scenarios_name_their_protocol_and_routes() {
+        for (name, profile) in [("small-couchdb", "small"), ("personal-couchdb", "personal")] {
+            let s = builtin(name).unwrap();
+            assert_eq!(s.protocol, Protocol::Couchdb, "{name}");
+            assert_eq!(s.profile, profile);
+            let Some(Phase::RouteLoad { routes, .. }) = s.phases.last() else {
+                panic!("{name}: no route load last");
+            };
+            assert_eq!(
+                routes,
+                &[
+                    "bulk-docs",
+                    "changes",
+                    "revs-diff",
+                    "bulk-get",
+                    "all-docs-keys"
+                ]
+            );
+        }
     }
 
     #[test]

@@ -14,6 +14,9 @@ use serde::Serialize;
 
 use contract::exit;
 use loadgen::bench::BenchConfig;
+use loadgen::couch::{
+    CouchClient, CouchRoute, CouchRouteLoadConfig, CouchRouteLoadReport, Replica, Writer,
+};
 use loadgen::webdav::{BasicAuth, DavClient, DavRoute, DavRouteLoadConfig, DavRouteLoadReport};
 use loadgen::{
     Device, HistSummary, Mode, PushOpts, Route, RouteLoadConfig, RouteLoadReport, StateFile,
@@ -186,12 +189,13 @@ pub struct ConnArgs {
     /// Deprecated spelling of --nonce-seed.
     #[arg(long = "seed", hide = true, value_name = "SEED", value_parser = contract::parse::seed, conflicts_with = "seed")]
     pub old_seed: Option<u64>,
-    /// The protocol the target speaks: `obsync` (signed obsync-v1, enrolled devices) or
-    /// `webdav`. Checked before any load request: a target that answers as the other
+    /// The protocol the target speaks: `obsync` (signed obsync-v1, enrolled devices),
+    /// `webdav`, or `couchdb` (Self-hosted LiveSync's replication; `--target
+    /// http://HOST:PORT/DB`). Checked before any load request: a target that answers as the other
     /// protocol fails with one line naming both (exit 2).
     #[arg(long, value_enum, default_value = "obsync")]
     pub protocol: ProtocolArg,
-    /// WebDAV: a file holding `user:password` for basic auth (none when absent).
+    /// WebDAV and CouchDB: a file holding `user:password` for basic auth (none when absent).
     #[arg(long, value_name = "FILE")]
     pub basic_auth_file: Option<PathBuf>,
 }
@@ -381,6 +385,9 @@ pub async fn ensure_devices(
 }
 
 async fn run_route(a: RouteArgs) -> anyhow::Result<i32> {
+    if a.conn.protocol == ProtocolArg::Couchdb {
+        return run_couch_route(&a).await;
+    }
     let target = target_of(&a.conn)?;
     let route = a.route.as_deref().context(
         "--route is required (put-chunk, post-version, changes, get-chunk, chunks-get, chunks-exists, livez; with --protocol webdav: propfind-depth1, put-file, get-file, move, ...), or use a subcommand: push, pull, bench-peer",
@@ -453,6 +460,9 @@ async fn check_target_protocol(target: &Target, conn: &ConnArgs) -> anyhow::Resu
             }
             Err(e.into())
         }
+        ProtocolArg::Couchdb => bail!(
+            "--protocol couchdb: the target is checked by LiveSync's set-up (GET / must answer as CouchDB)"
+        ),
         ProtocolArg::Webdav => {
             if speaks_webdav(target, auth.as_ref()).await {
                 return Ok(());
@@ -525,6 +535,96 @@ async fn run_dav_route(
     })
 }
 
+/// A CouchDB client of `--target http://HOST:PORT/DB` (the database in the URL's path).
+fn couch_client(conn: &ConnArgs) -> anyhow::Result<CouchClient> {
+    let url = conn
+        .target
+        .as_deref()
+        .context("--target is required (with --protocol couchdb: http://HOST:PORT/DB)")?;
+    let auth = basic_auth(conn)?;
+    Ok(CouchClient::from_url(
+        url,
+        auth.as_ref(),
+        conn.allow_remote,
+    )?)
+}
+
+/// `load --protocol couchdb --route R`: the route load after LiveSync's set-up (which checks
+/// the target answers as CouchDB).
+async fn run_couch_route(a: &RouteArgs) -> anyhow::Result<i32> {
+    let client = couch_client(&a.conn)?;
+    let name = a.route.as_deref().context(
+        "--route is required (with --protocol couchdb: bulk-docs, changes, revs-diff, bulk-get, all-docs-keys)",
+    )?;
+    let route = CouchRoute::parse(name).with_context(|| {
+        format!(
+            "--route: unknown CouchDB route {name:?} (known: {})",
+            CouchRoute::ALL.map(|r| r.name()).join(", ")
+        )
+    })?;
+    let mode = mode_of(a)?;
+    if a.max_requests == 0 {
+        bail!("--max-requests 0: must be at least 1");
+    }
+    let cfg = CouchRouteLoadConfig {
+        route,
+        mode,
+        duration: a.duration,
+        max_requests: a.max_requests,
+        seed: a.conn.seed,
+    };
+    let report = loadgen::couch::run_couch_route_load(&client, &cfg).await?;
+    let target = client.target().clone();
+    finish_route(RouteOut::of(a, &target), &report, route.name(), |rss| {
+        let mut out = format!(
+            "CouchDB route {} against {}/{}: {:.2} s, seed {:#x}\n",
+            route.name(),
+            target.base(),
+            client.db_name(),
+            report.wall_ns as f64 / 1e9,
+            a.conn.seed
+        );
+        out += &format!(
+            "requests {} ({:.1}/s)  ok {}  errors {}  [{}]\n",
+            report.requests,
+            report.throughput_per_s,
+            report.stats.ok(),
+            report.stats.errors(),
+            statuses(&report.stats.status)
+        );
+        out += &fmt_summary("latency", &report.summary());
+        if let Some(kib) = rss {
+            out += &format!("peak RSS       {:.1} MiB\n", kib as f64 / 1024.0);
+        }
+        out
+    })
+}
+
+/// `load push|pull --protocol couchdb`: the vault replicated into (or out of) the database
+/// as Self-hosted LiveSync does.
+async fn run_couch_transfer(t: &TransferArgs, push: bool) -> anyhow::Result<i32> {
+    let client = couch_client(&t.conn)?;
+    let report = if push {
+        match std::fs::metadata(&t.vault) {
+            Ok(m) if m.is_dir() => {}
+            Ok(_) => bail!("--vault {}: not a directory", t.vault.display()),
+            Err(e) => bail!("--vault {}: {e}", t.vault.display()),
+        }
+        Writer::new("vaultbench-load-a")
+            .push_vault(&client, &t.vault)
+            .await
+            .with_context(|| format!("pushing {}", t.vault.display()))?
+            .0
+    } else {
+        Replica::new("vaultbench-load-b")
+            .pull_vault(&client, &t.vault)
+            .await
+            .with_context(|| format!("pulling into {}", t.vault.display()))?
+    };
+    let idx = t.device.unwrap_or(if push { 0 } else { 1 });
+    print_transfer(t, client.target(), push, idx, &report)
+}
+
 /// What a route run's output needs besides its report: the flags and the target.
 struct RouteOut<'a> {
     target: &'a str,
@@ -563,6 +663,18 @@ trait RouteReport: Serialize {
 impl RouteReport for RouteLoadReport {
     fn write_hdr_log(&self, w: &mut Vec<u8>) -> std::io::Result<()> {
         RouteLoadReport::write_hdr_log(self, w)
+    }
+    fn requests(&self) -> u64 {
+        self.requests
+    }
+    fn stats(&self) -> &loadgen::RouteStats {
+        &self.stats
+    }
+}
+
+impl RouteReport for CouchRouteLoadReport {
+    fn write_hdr_log(&self, w: &mut Vec<u8>) -> std::io::Result<()> {
+        CouchRouteLoadReport::write_hdr_log(self, w)
     }
     fn requests(&self) -> u64 {
         self.requests
@@ -712,6 +824,9 @@ struct TransferDoc<'a> {
 }
 
 async fn run_transfer(t: TransferArgs, push: bool) -> anyhow::Result<i32> {
+    if t.conn.protocol == ProtocolArg::Couchdb {
+        return run_couch_transfer(&t, push).await;
+    }
     let target = target_of(&t.conn)?;
     if push {
         match std::fs::metadata(&t.vault) {

@@ -15,13 +15,24 @@ pub mod verify;
 
 /// The positional scenario's help, listing the built-ins from `scenarios::scenario::BUILTIN`.
 pub fn scenario_help() -> String {
-    let (webdav, obsync): (Vec<&str>, Vec<&str>) = scenarios::scenario::builtin_names()
-        .into_iter()
-        .partition(|n| n.ends_with("-webdav"));
+    let names = scenarios::scenario::builtin_names();
+    let of = |suffix: &str| -> Vec<&str> {
+        names
+            .iter()
+            .copied()
+            .filter(|n| n.ends_with(suffix))
+            .collect()
+    };
+    let obsync: Vec<&str> = names
+        .iter()
+        .copied()
+        .filter(|n| !n.ends_with("-webdav") && !n.ends_with("-couchdb"))
+        .collect();
     format!(
-        "A built-in scenario: {}; over WebDAV (with a WebDAV target): {}. Or --scenario-file",
+        "A built-in scenario: {}; over WebDAV (with a WebDAV target): {}; over CouchDB (with a CouchDB target): {}. Or --scenario-file",
         obsync.join(", "),
-        webdav.join(", ")
+        of("-webdav").join(", "),
+        of("-couchdb").join(", ")
     )
 }
 

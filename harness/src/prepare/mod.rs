@@ -111,6 +111,8 @@ pub enum ProtocolArg {
     Obsync,
     /// WebDAV, as the Remotely Save plugin uses it.
     Webdav,
+    /// CouchDB replication, as Self-hosted LiveSync uses it.
+    Couchdb,
 }
 
 impl ProtocolArg {
@@ -118,6 +120,7 @@ impl ProtocolArg {
         match self {
             ProtocolArg::Obsync => Protocol::ObsyncV1,
             ProtocolArg::Webdav => Protocol::Webdav,
+            ProtocolArg::Couchdb => Protocol::Couchdb,
         }
     }
 }
@@ -127,6 +130,7 @@ impl ProtocolArg {
 pub fn target_protocol(t: &TargetSpec) -> Option<Protocol> {
     match t.protocol()? {
         "webdav" => Some(Protocol::Webdav),
+        "couchdb" => Some(Protocol::Couchdb),
         _ => Some(Protocol::ObsyncV1),
     }
 }
@@ -214,11 +218,17 @@ pub fn check_protocol(
         if has == want {
             continue;
         }
-        let hint = match want {
-            Protocol::Webdav => {
+        let hint = match (want, has) {
+            (Protocol::Webdav, _) => {
                 "choose a WebDAV target (apache-webdav, nginx-webdav, rclone-webdav, or a command line)"
             }
-            Protocol::ObsyncV1 => {
+            (Protocol::Couchdb, _) => {
+                "choose a CouchDB target (pouchdb-server, pouchdb-memory, or a command line with --protocol couchdb)"
+            }
+            (Protocol::ObsyncV1, Protocol::Couchdb) => {
+                "choose a CouchDB scenario (small-couchdb, personal-couchdb) or an obsync-v1 target"
+            }
+            (Protocol::ObsyncV1, _) => {
                 "choose a WebDAV scenario (small-webdav, personal-webdav) or an obsync-v1 target"
             }
         };
@@ -241,13 +251,16 @@ pub fn load_scenario(name: Option<&str>, file: Option<&Path>) -> anyhow::Result<
         || format!("built-in {}", s.name),
         |f| f.display().to_string(),
     );
-    let known: Vec<&str> = if s.protocol.is_obsync() {
-        loadgen::Route::ALL.iter().map(|r| r.name()).collect()
-    } else {
-        loadgen::webdav::DavRoute::ALL
+    let known: Vec<&str> = match s.protocol {
+        Protocol::ObsyncV1 => loadgen::Route::ALL.iter().map(|r| r.name()).collect(),
+        Protocol::Webdav => loadgen::webdav::DavRoute::ALL
             .iter()
             .map(|r| r.name())
-            .collect()
+            .collect(),
+        Protocol::Couchdb => loadgen::couch::CouchRoute::ALL
+            .iter()
+            .map(|r| r.name())
+            .collect(),
     };
     let hop_routes = loadgen::faulthop::route_labels();
     if let Some(bad) = s
@@ -378,6 +391,12 @@ impl RunOpts {
 /// thresholds, this machine's fingerprint and its calibration reference.
 pub fn prepare(scenario: Scenario, opts: &RunOpts) -> anyhow::Result<Prepared> {
     // Checked first: a missing tool is one line, before any vault is written.
+    if opts.cost && scenario.protocol == Protocol::Couchdb {
+        bail!(
+            "--cost does not run {} scenarios: callgrind cannot count a Node server's instructions in useful time (see docs/src/targets/couchdb.md); per-phase server CPU from /proc is recorded without it",
+            scenario.protocol.name()
+        );
+    }
     let cost = if opts.cost {
         Some(crate::sample::cost::check_tools()?)
     } else {

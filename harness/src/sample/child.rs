@@ -14,6 +14,7 @@ use reports::schema::{Better, ChannelReading, FORMAT_VERSION, KIND_SAMPLE, Sampl
 use scenarios::scenario::Protocol;
 
 use crate::sample::contention::{self, Window};
+use crate::sample::couch_client::CouchSyncClient;
 use crate::sample::obsync_client::ObsyncClient;
 use crate::sample::phases;
 use crate::sample::plan::{Metrics, SamplePlan};
@@ -108,19 +109,19 @@ fn measure(
 ) -> anyhow::Result<()> {
     std::fs::create_dir_all(sample_dir)
         .with_context(|| format!("creating {}", sample_dir.display()))?;
-    let webdav = plan.scenario.protocol == Protocol::Webdav;
-    match (webdav, crate::prepare::target_protocol(&plan.target)) {
-        (true, Some(Protocol::ObsyncV1)) => bail!(
-            "scenario {} speaks WebDAV: choose a WebDAV target (a preset, or a command line with --protocol webdav), not {:?}",
-            plan.scenario.name,
-            plan.target.given
-        ),
-        (false, Some(Protocol::Webdav)) => bail!(
-            "target {} speaks WebDAV: choose a WebDAV scenario (small-webdav, personal-webdav), not {}",
+    let want = plan.scenario.protocol;
+    if let Some(has) = crate::prepare::target_protocol(&plan.target)
+        && has != want
+    {
+        bail!(
+            "target {} speaks {} but scenario {} speaks {}: choose a {} target or a {} scenario",
             plan.target.given,
-            plan.scenario.name
-        ),
-        _ => {}
+            has.name(),
+            plan.scenario.name,
+            want.name(),
+            want.name(),
+            has.name()
+        );
     }
     if plan.cost {
         return measure_cost(plan, sample_dir, m, server_pid);
@@ -187,12 +188,19 @@ async fn drive(
     m: &mut Metrics,
     bounds: &mut dyn phases::Boundary,
 ) -> anyhow::Result<()> {
-    if plan.scenario.protocol == Protocol::Webdav {
-        let mut client = WebdavClient::connect(plan, server)?;
-        phases::drive(plan, server, &mut client, dir, m, bounds).await
-    } else {
-        let mut client = ObsyncClient::connect(plan, server, bounds.scrapes()).await?;
-        phases::drive(plan, server, &mut client, dir, m, bounds).await
+    match plan.scenario.protocol {
+        Protocol::Webdav => {
+            let mut client = WebdavClient::connect(plan, server)?;
+            phases::drive(plan, server, &mut client, dir, m, bounds).await
+        }
+        Protocol::Couchdb => {
+            let mut client = CouchSyncClient::connect(plan, server)?;
+            phases::drive(plan, server, &mut client, dir, m, bounds).await
+        }
+        Protocol::ObsyncV1 => {
+            let mut client = ObsyncClient::connect(plan, server, bounds.scrapes()).await?;
+            phases::drive(plan, server, &mut client, dir, m, bounds).await
+        }
     }
 }
 

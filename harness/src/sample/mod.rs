@@ -1,12 +1,13 @@
 //! One sample: the plan; the runner seam the loops call; the parent side that spawns a fresh
 //! `vaultbench sample` process; the child side that starts the target server (`target`),
 //! drives the scenario's phases (`phases`, one flow over the `sync_client` seam, implemented
-//! by `obsync_client` and `webdav_client`) and prints the result; `contention` reads the
+//! by `obsync_client`, `webdav_client` and `couch_client`) and prints the result; `contention` reads the
 //! in-sample contention over the measured window and pins the server and the generator to
 //! disjoint CPUs.
 
 pub mod child;
 pub mod contention;
+pub mod couch_client;
 pub mod cost;
 pub mod crash;
 pub mod obsync_client;

@@ -3,6 +3,7 @@
 mod ab;
 mod calibrate;
 mod common;
+mod couch;
 mod cost;
 mod crash;
 mod flags;

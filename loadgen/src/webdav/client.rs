@@ -18,6 +18,7 @@ use super::bounds::WalkBounds;
 use super::error::{DavError, fmt_bytes};
 use super::multistatus::{self, DavEntry, StreamError, read_multistatus};
 use super::presets::BasicAuth;
+use crate::answer::{chain, declared_length};
 use crate::h1::{self, H1Conn};
 pub use crate::stats::Recorder;
 use crate::stats::Sample;
@@ -668,16 +669,6 @@ enum Fail {
     Answer(DavError),
 }
 
-/// The answer's declared `Content-Length`, when it has one that reads as a number.
-fn declared_length(h: &hyper::HeaderMap) -> Option<u64> {
-    h.get(hyper::header::CONTENT_LENGTH)?
-        .to_str()
-        .ok()?
-        .trim()
-        .parse()
-        .ok()
-}
-
 /// Reads a body whole, refusing it as soon as it passes `cap`; with `keep`, only its first
 /// `keep` bytes (the rest is not read: the connection is dropped).
 async fn collect(
@@ -748,21 +739,6 @@ pub(crate) fn first_line_of(body: &[u8]) -> String {
         .max_by_key(|l| l.len())
         .unwrap_or("(empty body)")
         .to_owned()
-}
-
-/// An error and its sources on one line.
-fn chain(e: &dyn std::error::Error) -> String {
-    let mut out = e.to_string();
-    let mut cur = e.source();
-    while let Some(s) = cur {
-        let t = s.to_string();
-        if !out.contains(&t) {
-            out.push_str(": ");
-            out.push_str(&t);
-        }
-        cur = s.source();
-    }
-    out
 }
 
 #[cfg(test)]

@@ -45,7 +45,13 @@ impl Listing {
     }
 }
 
-fn report(m: Measured, wall: Duration, files: u64, dirs: u64, bytes: u64) -> TransferReport {
+pub(crate) fn report(
+    m: Measured,
+    wall: Duration,
+    files: u64,
+    dirs: u64,
+    bytes: u64,
+) -> TransferReport {
     TransferReport {
         files,
         dirs,
@@ -65,11 +71,11 @@ fn report(m: Measured, wall: Duration, files: u64, dirs: u64, bytes: u64) -> Tra
 }
 
 /// Files on disk: vault path, absolute path, size.
-type LocalFiles = Vec<(String, PathBuf, u64)>;
+pub(crate) type LocalFiles = Vec<(String, PathBuf, u64)>;
 
 /// The vault under `dir`: folders and files as sorted vault paths (so a parent comes before
 /// its children), with each file's size.
-fn local_tree(dir: &Path) -> Result<(Vec<String>, LocalFiles), DavError> {
+pub(crate) fn local_tree(dir: &Path) -> Result<(Vec<String>, LocalFiles), DavError> {
     let (mut dirs, mut files) = (Vec::new(), Vec::new());
     let mut stack = vec![(dir.to_path_buf(), String::new())];
     while let Some((abs, rel)) = stack.pop() {

@@ -17,14 +17,12 @@ use hyper::Method;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
-use tokio::sync::Semaphore;
-use tokio::task::JoinSet;
 
 use super::client::{DavClient, DavRequest, method};
 use super::error::DavError;
 use crate::Mode;
 use crate::h1::H1Conn;
-use crate::route::{DRAIN_GRACE, LATE_START};
+use crate::route::drive;
 use crate::stats::{HistSummary, Recorder, RouteStats, write_interval_log};
 
 /// Body of a PUT under load: 2 KiB, the note size the route load names (a little
@@ -206,10 +204,7 @@ impl Run {
     }
 
     fn request<'a>(&self, p: &'a Planned, intended: Option<Instant>) -> DavRequest<'a> {
-        let hard_stop = self.deadline + DRAIN_GRACE;
-        let timeout = super::client::REQUEST_TIMEOUT
-            .min(hard_stop.saturating_duration_since(Instant::now()))
-            .max(Duration::from_millis(1));
+        let timeout = drive::request_timeout(super::client::REQUEST_TIMEOUT, self.deadline);
         DavRequest {
             route: self.route.name(),
             method: p.method.clone(),
@@ -222,12 +217,18 @@ impl Run {
             cap_name: "MAX_ANSWER_BYTES",
         }
     }
+}
 
-    /// One request of the route; `conn` is the worker's own connection in closed loop.
+impl drive::Worker for Run {
+    type Conn = H1Conn;
+
+    /// One request of the route; `conn` is the worker's own connection in closed loop. `slot`
+    /// is the worker (closed loop) or the request's index (open loop): MOVE renames the note
+    /// of its slot.
     async fn one(
         &self,
-        rng: &mut ChaCha8Rng,
         slot: usize,
+        rng: &mut ChaCha8Rng,
         conn: Option<&mut H1Conn>,
         intended: Option<Instant>,
     ) {
@@ -334,32 +335,16 @@ pub async fn run_dav_route_load(
     client: &DavClient,
     cfg: &DavRouteLoadConfig,
 ) -> Result<DavRouteLoadReport, DavError> {
-    let invalid = |what: &str, reason: &str| DavError::Invalid {
-        what: what.into(),
-        reason: reason.into(),
-    };
-    if cfg.duration.is_zero() {
-        return Err(invalid("duration", "must be more than 0"));
-    }
-    if cfg.max_requests == 0 {
-        return Err(invalid("max-requests", "must be at least 1"));
-    }
+    drive::check(cfg.duration, cfg.max_requests, cfg.mode).map_err(|e| DavError::Invalid {
+        what: e.what.into(),
+        reason: e.reason.into(),
+    })?;
     let slots = match cfg.mode {
-        Mode::Closed { in_flight: 0 } => return Err(invalid("in-flight", "must be at least 1")),
-        Mode::Open { rate_per_s, .. } if !(rate_per_s > 0.0 && rate_per_s.is_finite()) => {
-            return Err(invalid(
-                "rate",
-                "must be a positive number of requests per second",
-            ));
-        }
-        Mode::Open {
-            max_in_flight: 0, ..
-        } => return Err(invalid("max-in-flight", "must be at least 1")),
         Mode::Open { .. } if cfg.route == DavRoute::Delete => {
-            return Err(invalid(
-                "delete",
-                "runs closed-loop only (each DELETE needs the PUT before it)",
-            ));
+            return Err(DavError::Invalid {
+                what: "delete".into(),
+                reason: "runs closed-loop only (each DELETE needs the PUT before it)".into(),
+            });
         }
         Mode::Closed { in_flight } => in_flight,
         Mode::Open { .. } => MOVE_SLOTS,
@@ -371,81 +356,21 @@ pub async fn run_dav_route_load(
     run.rec = rec.clone();
     run.deadline = t0 + cfg.duration;
     let run = Arc::new(run);
-    let issued = Arc::new(AtomicU64::new(0));
-    let mut set = JoinSet::new();
-    match cfg.mode {
-        Mode::Closed { in_flight } => {
-            for w in 0..in_flight {
-                let (run, issued, max) = (run.clone(), issued.clone(), cfg.max_requests);
-                let mut conn = H1Conn::new(client.target().addr());
-                let mut rng = ChaCha8Rng::seed_from_u64(cfg.seed);
-                rng.set_stream(w as u64);
-                set.spawn(async move {
-                    while Instant::now() < run.deadline
-                        && issued.fetch_add(1, Ordering::Relaxed) < max
-                    {
-                        run.one(&mut rng, w, Some(&mut conn), None).await;
-                    }
-                });
-            }
-        }
-        Mode::Open {
-            rate_per_s,
-            max_in_flight,
-        } => {
-            let sem = Arc::new(Semaphore::new(max_in_flight));
-            let period = Duration::from_secs_f64(1.0 / rate_per_s);
-            let mut rng = ChaCha8Rng::seed_from_u64(cfg.seed);
-            let mut i: u64 = 0;
-            while i < cfg.max_requests {
-                let intended = t0 + period.mul_f64(i as f64);
-                if intended >= run.deadline {
-                    break;
-                }
-                tokio::time::sleep_until(intended.into()).await;
-                let permit = tokio::select! {
-                    p = sem.clone().acquire_owned() => p.expect("semaphore never closed"),
-                    _ = tokio::time::sleep_until(run.deadline.into()) => break,
-                };
-                if Instant::now().saturating_duration_since(intended) > LATE_START {
-                    rec.late_start();
-                }
-                rng.set_stream(i);
-                let mut req_rng = rng.clone();
-                let run = run.clone();
-                let slot = (i % MOVE_SLOTS as u64) as usize;
-                set.spawn(async move {
-                    run.one(&mut req_rng, slot, None, Some(intended)).await;
-                    drop(permit);
-                });
-                i += 1;
-                while set.try_join_next().is_some() {}
-            }
-        }
-    }
-    let hard_stop = run.deadline + DRAIN_GRACE + Duration::from_millis(250);
-    loop {
-        tokio::select! {
-            r = set.join_next() => if r.is_none() { break },
-            _ = tokio::time::sleep_until(hard_stop.into()) => { set.abort_all(); break; }
-        }
-    }
+    let bounds = drive::Bounds {
+        t0,
+        deadline: run.deadline,
+        max_requests: cfg.max_requests,
+        seed: cfg.seed,
+    };
+    drive::run_mode(&run, &rec, cfg.mode, &bounds, |n| {
+        (0..n)
+            .map(|_| H1Conn::new(client.target().addr()))
+            .collect()
+    })
+    .await;
     let wall = t0.elapsed();
     let m = rec.snapshot();
-    let stats = m
-        .routes
-        .get(cfg.route.name())
-        .cloned()
-        .unwrap_or_else(|| RouteStats {
-            requests: 0,
-            status: Default::default(),
-            bytes_sent: 0,
-            bytes_received: 0,
-            latency: crate::stats::latency_histogram(),
-            corrected: open.then(crate::stats::latency_histogram),
-            per_second: vec![],
-            intervals: vec![],
-        });
+    let stats = drive::route_stats(&m, cfg.route.name(), open);
     Ok(DavRouteLoadReport {
         route: cfg.route,
         config: cfg.clone(),

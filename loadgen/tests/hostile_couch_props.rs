@@ -1,0 +1,53 @@
+//! CI-sized property tests of the parsers that read a CouchDB target's messages (the fuzz
+//! target `couch_messages` in `fuzz/` runs the same properties for longer): arbitrary bytes
+//! are a verdict or a one-line error, never a panic; a feed follower never loops on a page
+//! that does not advance; LiveSync's chunking covers every file exactly.
+
+use loadgen::couch::chunk::{Kind, decode, split};
+use loadgen::couch::ops::follow_pages;
+use loadgen::couch::wire::parse_any;
+use proptest::prelude::*;
+use serde_json::{Value, json};
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    #[test]
+    fn arbitrary_bytes_never_panic_a_message_parser(data in proptest::collection::vec(any::<u8>(), 0..2048)) {
+        parse_any(&data);
+        let pages: Vec<&[u8]> = data.split(|&b| b == 0x0c).collect();
+        if let Err(e) = follow_pages(&pages, Value::from(0)) {
+            prop_assert!(!e.contains('\n'), "{e:?}");
+        }
+    }
+
+    #[test]
+    fn a_feed_that_never_advances_is_refused(n in 3usize..20, seq in any::<u32>()) {
+        let page = json!({"results": [{"id": "a", "changes": [{"rev": "1-x"}], "seq": seq}], "last_seq": seq}).to_string();
+        let pages: Vec<&[u8]> = (0..n).map(|_| page.as_bytes()).collect();
+        let e = follow_pages(&pages, Value::from(seq)).unwrap_err();
+        prop_assert!(e.contains("without moving last_seq"), "{e}");
+    }
+
+    #[test]
+    fn an_advancing_feed_ends_where_its_last_page_says(k in 1u64..30) {
+        let pages: Vec<String> = (1..=k)
+            .map(|i| json!({"results": [{"id": format!("d{i}"), "changes": [{"rev": "1-x"}], "seq": i}], "last_seq": i}).to_string())
+            .chain(std::iter::once(json!({"results": [], "last_seq": k}).to_string()))
+            .collect();
+        let refs: Vec<&[u8]> = pages.iter().map(|p| p.as_bytes()).collect();
+        prop_assert_eq!(follow_pages(&refs, Value::from(0)).unwrap(), (Value::from(k), k));
+    }
+
+    #[test]
+    fn chunks_cover_text_and_binary_files_exactly(text in "\\PC{0,3000}", bin in proptest::collection::vec(any::<u8>(), 0..20000)) {
+        let joined: String = split(Kind::Plain, text.as_bytes()).into_iter().map(|p| p.data).collect();
+        prop_assert_eq!(joined, text);
+        let mut back = Vec::new();
+        for p in split(Kind::Binary, &bin) {
+            prop_assert!(p.id.starts_with("h:"));
+            back.extend(decode(Kind::Binary, &p.data).unwrap());
+        }
+        prop_assert_eq!(back, bin);
+    }
+}

@@ -125,6 +125,12 @@ pub fn run(args: AbArgs) -> anyhow::Result<i32> {
     )?;
     spec_a.speak(scenario.protocol.name());
     spec_b.speak(scenario.protocol.name());
+    if args.paired && scenario.protocol == scenarios::scenario::Protocol::Couchdb {
+        bail!(
+            "--paired drives obsync-v1 and WebDAV scenarios; {} speaks CouchDB (use a sequential ab)",
+            scenario.name
+        );
+    }
     if spec_a.def == spec_b.def && !args.aa {
         bail!(
             "--a and --b are the same command line {:?}: pass --aa for an A/A run",

@@ -124,6 +124,10 @@ pub fn measure(
             &mut pairs,
             &mut skipped,
         )),
+        Protocol::Couchdb => Err(anyhow::anyhow!(
+            "ab --paired drives obsync-v1 and WebDAV scenarios; {} speaks CouchDB",
+            plan.scenario.name
+        )),
     };
     *in_sample =
         Some(

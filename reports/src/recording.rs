@@ -201,6 +201,8 @@ mod tests {
             errors: Vec::new(),
             histograms: BTreeMap::from([(format!("h{index}"), format!("enc{index}"))]),
             paired: None,
+            profiles: BTreeMap::new(),
+            blocked: BTreeMap::new(),
         }
     }
 

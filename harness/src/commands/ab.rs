@@ -526,6 +526,10 @@ pub fn compare(
             keys: paired_keys,
         }),
         user_vault: prep.user_vault.clone(),
+        functions: abstat::function_changes(
+            &kept.iter().map(|(a, _)| &a.profiles).collect::<Vec<_>>(),
+            &kept.iter().map(|(_, b)| &b.profiles).collect::<Vec<_>>(),
+        ),
     };
     eprint!("{}", table(&result, &balance));
     if let Some(out) = &args.out {
@@ -553,6 +557,8 @@ fn split_paired(s: SampleResult) -> anyhow::Result<(SampleResult, SampleResult)>
         metrics: p.b_metrics.clone(),
         histograms: BTreeMap::new(),
         paired: None,
+        profiles: BTreeMap::new(),
+        blocked: BTreeMap::new(),
         ..s.clone()
     };
     Ok((s, b))
@@ -603,6 +609,8 @@ fn with_cost(
         let index = 1000 + 2 * round as u32 + u32::from(!is_a);
         match runner.run(&prep.cost_plan(spec, index)) {
             Ok(c) => {
+                sample.profiles = c.profiles;
+                sample.blocked = c.blocked;
                 for (k, m) in c.metrics {
                     if crate::recording::is_cost_key(&k, m.class) {
                         sample.metrics.insert(k, m);
@@ -681,6 +689,26 @@ pub fn table(r: &AbResult, balance: &BalancePlan) -> String {
                 crate::commands::record::fmt_value(e.diff.b),
                 e.unit
             ));
+        }
+    }
+    if !r.functions.is_empty() {
+        s.push_str("functions that changed most (self instructions, medians over rounds):\n");
+        for (part, p) in &r.functions {
+            let per = if p.per.is_empty() {
+                String::new()
+            } else {
+                format!("/{}", p.per)
+            };
+            for f in p.functions.iter().take(3) {
+                s.push_str(&format!(
+                    "  {part:<w$}  {:+.0}{per} {}{}\n",
+                    f.delta,
+                    f.name,
+                    f.share_of_change
+                        .map(|x| format!(" ({:.0}% of the change)", x * 100.0))
+                        .unwrap_or_default()
+                ));
+            }
         }
     }
     if let Some(d) = &r.decision {

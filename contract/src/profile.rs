@@ -45,7 +45,7 @@ pub struct PartProfile {
 
 /// A stack's smallest share of its part that a recording keeps: the flame graph of a part
 /// then has at most a few hundred frames.
-pub const STACK_MIN_SHARE: f64 = 0.002;
+pub const STACK_MIN_SHARE: f64 = 0.005;
 
 /// One collapsed stack: frames from the outermost, `;`-joined, and its own instructions.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

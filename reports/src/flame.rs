@@ -14,7 +14,7 @@ pub const WIDTH: f64 = 1000.0;
 const ROW: f64 = 16.0;
 const MIN_WIDTH: f64 = 0.5;
 /// Average advance of the 11-unit sans-serif text, for cutting a name to its frame.
-const CHAR_W: f64 = 6.4;
+const CHAR_W: f64 = 7.0;
 
 /// One frame of the merged tree.
 #[derive(Debug, Default)]
@@ -77,7 +77,8 @@ fn diff_colour(delta: f64, total: f64, full: f64) -> String {
     } else {
         0.0
     };
-    let fade = |x: f64| (255.0 - 200.0 * x.abs()).round() as u8;
+    // Unchanged frames are light grey (not white), so the graph's shape shows.
+    let fade = |x: f64| (225.0 - 195.0 * x.abs()).round() as u8;
     if x >= 0.0 {
         format!("rgb(255,{},{})", fade(x), fade(x))
     } else {
@@ -221,11 +222,11 @@ mod tests {
             "{svg}"
         );
         assert!(
-            svg.contains("fill=\"rgb(255,55,55)\""),
+            svg.contains("fill=\"rgb(255,30,30)\""),
             "full red: +30 % of the total"
         );
         assert!(
-            svg.contains("fill=\"rgb(255,255,255)\""),
+            svg.contains("fill=\"rgb(255,225,225)\""),
             "keep did not move"
         );
     }

@@ -148,7 +148,13 @@ fn cost_sample_syscalls_match_the_servers_own_fsync_counters() {
     assert_eq!(post["work"], 300);
     assert!(
         fns.iter()
-            .any(|f| f["name"].as_str().unwrap().starts_with("refserver::")),
+            .any(|f| f["name"].as_str().unwrap().starts_with("sha2::")),
+        "the signature's hashing leads a post's self instructions: {post}"
+    );
+    assert!(
+        post["stacks"].as_array().is_some_and(|s| s
+            .iter()
+            .any(|s| s["frames"].as_str().unwrap().contains(";refserver::api::"))),
         "{post}"
     );
     assert!(

@@ -285,6 +285,12 @@ fn summary_rows(r: &AbView, ms: &[&AbMetric]) -> Vec<Vec<String>> {
                 explained_by(r, &m.key),
             ]
         })
+        .map(|mut row| {
+            if r.functions.is_empty() {
+                row.pop();
+            }
+            row
+        })
         .collect()
 }
 
@@ -331,10 +337,30 @@ fn undecided_rows(r: &AbView) -> Vec<Vec<String>> {
         .into_iter()
         .map(|(label, m)| {
             let mut row = metric_row(label, m);
-            row.push(explained_by(r, &m.key));
+            if !r.functions.is_empty() {
+                row.push(explained_by(r, &m.key));
+            }
             row.push(m.reason.clone());
             row
         })
+        .collect()
+}
+
+/// The folded table's headers: "explained by" only for an `ab --cost` result.
+fn undecided_headers(r: &AbView) -> Vec<&'static str> {
+    UNDECIDED_HEADERS
+        .iter()
+        .copied()
+        .filter(|h| *h != "explained by" || !r.functions.is_empty())
+        .collect()
+}
+
+/// The summary's headers: "explained by" only for an `ab --cost` result.
+fn summary_headers(r: &AbView) -> Vec<&'static str> {
+    SUMMARY_HEADERS
+        .iter()
+        .copied()
+        .filter(|h| *h != "explained by" || !r.functions.is_empty())
         .collect()
 }
 
@@ -485,7 +511,7 @@ pub(crate) fn markdown(r: &AbView) -> String {
     out.push_str(&format!("## What changed\n\n{}\n", summary_text(r)));
     for (part, ms) in decided_by_part(r) {
         out.push_str(&format!("\n### {part}\n\n"));
-        out.push_str(&md_table(&SUMMARY_HEADERS, &summary_rows(r, &ms)));
+        out.push_str(&md_table(&summary_headers(r), &summary_rows(r, &ms)));
     }
     if !r.functions.is_empty() {
         out.push_str(&format!(
@@ -508,7 +534,7 @@ pub(crate) fn markdown(r: &AbView) -> String {
             "\n## Keys not called better or worse\n\n{UNDECIDED_INTRO}\n\n<details><summary>{}</summary>\n\n",
             undecided_summary(r)
         ));
-        out.push_str(&md_table(&UNDECIDED_HEADERS, &undecided));
+        out.push_str(&md_table(&undecided_headers(r), &undecided));
         out.push_str("\n</details>\n");
     }
     let cal = super::md::calibration_section(&r.calibration);
@@ -690,7 +716,7 @@ pub(crate) fn html(r: &AbView, charts: &[Chart]) -> Result<String, RenderError> 
     ));
     for (part, ms) in decided_by_part(r) {
         s.push_str(&format!("<h3>{}</h3>\n", html_escape(&part)));
-        s.push_str(&html_table(&SUMMARY_HEADERS, &summary_rows(r, &ms)));
+        s.push_str(&html_table(&summary_headers(r), &summary_rows(r, &ms)));
     }
     if !r.functions.is_empty() {
         s.push_str(&format!(
@@ -699,20 +725,14 @@ pub(crate) fn html(r: &AbView, charts: &[Chart]) -> Result<String, RenderError> 
         ));
         s.push_str(&html_table(&FUNCTION_HEADERS, &function_rows(r)));
         s.push_str("<h3>Differential flame graphs</h3>\n<p class=\"muted\">B's call graph per phase (per unit of work), each frame coloured by its change against A's frame at the same stack: red grew, blue shrank, full colour at 1 % of the phase's instructions. Hover a frame for its figures.</p>\n");
-        for (i, (part, p)) in r
-            .functions
-            .iter()
-            .filter(|(_, p)| !p.b_stacks.is_empty())
-            .enumerate()
-        {
+        for (part, p) in r.functions.iter().filter(|(_, p)| !p.b_stacks.is_empty()) {
             let scale = if p.a_work > 0 {
                 p.b_work.max(1) as f64 / p.a_work as f64
             } else {
                 1.0
             };
             s.push_str(&format!(
-                "<details{}><summary>{}</summary>\n<figure class=\"flame\" id=\"flame-{}\">\n{}</figure>\n</details>\n",
-                if i == 0 { " open" } else { "" },
+                "<details open><summary>{}</summary>\n<figure class=\"chart flame\" id=\"flame-{}\">\n{}</figure>\n</details>\n",
                 html_escape(part),
                 super::fmt::slug(part),
                 crate::flame::svg(
@@ -743,7 +763,7 @@ pub(crate) fn html(r: &AbView, charts: &[Chart]) -> Result<String, RenderError> 
             html_escape(UNDECIDED_INTRO),
             html_escape(&undecided_summary(r))
         ));
-        s.push_str(&html_table(&UNDECIDED_HEADERS, &undecided));
+        s.push_str(&html_table(&undecided_headers(r), &undecided));
         s.push_str("</details>\n");
     }
     let cal = super::md::calibration_section(&r.calibration);

@@ -79,20 +79,14 @@ pub fn recording(r: &RecordingReport, charts: &[Chart]) -> Result<String, Render
     Ok(s)
 }
 
-/// A flame graph per part of a `--cost` recording, each in a `<details>` (open for the first).
+/// A flame graph per part of a `--cost` recording, each in an open `<details>`.
 fn recording_flames(r: &RecordingReport) -> String {
     let mut s = String::from(
         "<h3>Flame graphs</h3>\n<p class=\"muted\">One per phase, from the cost sample's callgrind call graph: a frame's width is its instructions including what it called; hover a frame for its name and count. Callgrind counts calls per caller–callee pair, not per whole stack, so below the first level a function's time is split among its callers in proportion to their calls' cost.</p>\n",
     );
-    for (i, (part, p)) in r
-        .functions
-        .iter()
-        .filter(|(_, p)| !p.stacks.is_empty())
-        .enumerate()
-    {
+    for (part, p) in r.functions.iter().filter(|(_, p)| !p.stacks.is_empty()) {
         s.push_str(&format!(
-            "<details{}><summary>{}</summary>\n<figure class=\"flame\" id=\"flame-{}\">\n{}</figure>\n</details>\n",
-            if i == 0 { " open" } else { "" },
+            "<details open><summary>{}</summary>\n<figure class=\"chart flame\" id=\"flame-{}\">\n{}</figure>\n</details>\n",
             html_escape(part),
             super::fmt::slug(part),
             crate::flame::svg(part, &p.stacks, None, "instructions")

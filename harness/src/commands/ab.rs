@@ -667,7 +667,26 @@ pub fn table(r: &AbResult, balance: &BalancePlan) -> String {
         "  {:<w$}  {:>12}  {:>12}  {:>28}  verdict\n",
         "metric", "A median", "B median", "change [95% CI]"
     ));
-    for (k, m) in &r.metrics {
+    // What changed first (better or worse), then the keys not called either way.
+    let decided = |m: &reports::ab::MetricAnalysis| {
+        matches!(
+            m.verdict,
+            reports::ab::Verdict::Better | reports::ab::Verdict::Worse
+        )
+    };
+    let ordered = r
+        .metrics
+        .iter()
+        .filter(|(_, m)| decided(m))
+        .chain(r.metrics.iter().filter(|(_, m)| !decided(m)));
+    let n_decided = r.metrics.values().filter(|m| decided(m)).count();
+    if n_decided == 0 {
+        s.push_str("  (no key called better or worse)\n");
+    }
+    for (i, (k, m)) in ordered.enumerate() {
+        if i == n_decided && n_decided > 0 {
+            s.push_str("  -- not called better or worse --\n");
+        }
         let ci = m
             .ci_pct
             .map(|c| format!("[{:+.1}%, {:+.1}%]", c.lo, c.hi))

@@ -659,8 +659,9 @@ pub fn read_profiles_dir(
             _ if w.requests > 0 => (w.requests, "request"),
             _ => (0, ""),
         };
+        let total: u64 = fns.values().map(|v| v.0).sum();
         let profile = contract::profile::PartProfile {
-            total_ir: fns.values().map(|v| v.0).sum(),
+            total_ir: total,
             work,
             work_unit: unit.into(),
             functions: fns
@@ -668,7 +669,9 @@ pub fn read_profiles_dir(
                 .map(|(n, (s, i))| contract::profile::FunctionCost {
                     name: n.clone(),
                     self_ir: *s,
-                    inclusive_ir: *i,
+                    // A call cycle through other functions (a runtime's poll calling into
+                    // itself) counts its calls again; nothing includes more than the part.
+                    inclusive_ir: (*i).min(total),
                 })
                 .collect(),
             stacks: Vec::new(),

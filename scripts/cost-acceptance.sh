@@ -117,7 +117,7 @@ calibrate)
 ab2)
   : "${N:?run calibrate first or set N}"
   busy_on
-  worse=0; inside=0; runs=0
+  worse=0; inside=0; runs=0; named=0
   for r in $(seq "$FIRST" "$((FIRST + RUNS - 1))"); do
     f=$(ab_json --a ref --b "ref --inject-work $N" --cost --rounds "$ROUNDS" --order-seed "$r") || continue
     runs=$((runs+1))
@@ -125,16 +125,22 @@ ab2)
 import json, sys
 d = json.load(open(sys.argv[1])); m = d["metrics"][sys.argv[2]]
 ci = m["ci_pct"]
-print(m["verdict"], f'{m["estimate_pct"]:.3f}', f'{ci["lo"]:.3f}', f'{ci["hi"]:.3f}', len(d["balance"]["kept"]))
+part = sys.argv[2].split(".server.")[0]
+fs = d.get("functions", {}).get(part, {}).get("functions", [])
+top = fs[0] if fs else {"name": "none", "delta": 0}
+share = top.get("share_of_change")
+print(m["verdict"], f'{m["estimate_pct"]:.3f}', f'{ci["lo"]:.3f}', f'{ci["hi"]:.3f}', len(d["balance"]["kept"]),
+      top["name"].replace(" ", "_"), f'{top["delta"]:.0f}', f'{100*share:.1f}' if share is not None else "nan")
 PY
 )
-    read -r v est lo hi kept <<< "$line"
-    echo "ab2 run $r: $v estimate ${est} % [${lo}, ${hi}] ($kept rounds kept)"
+    read -r v est lo hi kept fn delta share <<< "$line"
+    echo "ab2 run $r: $v estimate ${est} % [${lo}, ${hi}] ($kept rounds kept); top grower $fn +$delta/request, $share % of the change"
+    case "$fn" in *inject_work*|*post_version*) python3 -c "import sys; sys.exit(0 if $share>=80 else 1)" && named=$((named+1));; esac
     [ "$v" = worse ] && worse=$((worse+1))
     python3 -c "import sys; sys.exit(0 if abs($est-2.0)<=0.5 else 1)" && inside=$((inside+1))
   done
   busy_off
-  echo "ab2: worse in $worse of $runs runs; estimate within 2 ± 0.5 % in $inside of $runs (N = $N, R = $ROUNDS, one core busy)"
+  echo "ab2: worse in $worse of $runs runs; estimate within 2 ± 0.5 % in $inside of $runs; inject_work (or its handler) the top grower with >= 80 % of the change in $named of $runs (N = $N, R = $ROUNDS, one core busy)"
   ;;
 aa)
   busy_on
@@ -142,19 +148,22 @@ aa)
   for r in $(seq "$FIRST" "$((FIRST + RUNS - 1))"); do
     f=$(ab_json --a ref --b ref --aa --cost --rounds "$ROUNDS" --order-seed "$r") || continue
     runs=$((runs+1))
-    out=$(python3 - "$f" "$WORK/aa-values" <<'PY'
+    out=$(python3 - "$f" "$WORK/aa-values" 2>&1 <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1]))
 cost = {k: m for k, m in d["metrics"].items() if m.get("interval_method") == "t_log_ratio"}
 false = [k for k, m in cost.items() if m["verdict"] in ("worse", "better")]
+grow = [(abs(f["share_of_total"]), p, f["name"]) for p, c in d.get("functions", {}).items() for f in c["functions"]]
+g = max(grow) if grow else (0.0, "-", "-")
+print(f"largest function change {100*g[0]:.3f} % of its part ({g[2]} in {g[1]})", file=sys.stderr)
 with open(sys.argv[2], "a") as f:
     for k, m in cost.items():
         f.write(k + " " + " ".join(str(x) for x in m["a"] + m["b"]) + "\n")
 print(len(false), len(cost), ",".join(false))
 PY
 )
-    read -r nf nk which <<< "$out"
-    echo "aa run $r: $nf false verdicts of $nk cost keys ${which}"
+    read -r nf nk which <<< "$(tail -1 <<< "$out")"
+    echo "aa run $r: $nf false verdicts of $nk cost keys ${which}; $(head -1 <<< "$out")"
     false_v=$((false_v+nf))
   done
   busy_off

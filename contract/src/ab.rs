@@ -444,6 +444,10 @@ pub struct AbResult {
     /// A `--vault DIR` run: the user's vault as carried (no names, no content).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub user_vault: Option<crate::schema::UserVault>,
+    /// An `ab --cost` run: per part, the functions whose instructions changed most (medians
+    /// over the kept rounds).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub functions: BTreeMap<String, crate::profile::PartChanges>,
 }
 
 /// How a paired run measured: what its pairs and blocks were, per key.

@@ -19,6 +19,7 @@ pub mod ledger;
 pub mod machine;
 pub mod noise;
 pub mod parse;
+pub mod profile;
 pub mod reference;
 pub mod schema;
 pub mod state;

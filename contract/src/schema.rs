@@ -223,6 +223,12 @@ pub struct SampleResult {
     /// A paired sample (`ab --paired`): A's keys are `metrics`, B's are here with the pairs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub paired: Option<PairedSample>,
+    /// A cost sample's callgrind profiles per part (the head of each, not the whole).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub profiles: crate::profile::Profiles,
+    /// A cost sample's blocked time per syscall per part, from its traced run.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub blocked: crate::profile::Blocked,
 }
 
 /// The second arm of a paired sample: B's server, B's keys, and the pairs of every key that
@@ -421,6 +427,14 @@ pub struct CostProvenance {
     pub instructions_source: String,
     pub syscalls_source: String,
     pub metrics: BTreeMap<String, f64>,
+    /// The top functions per part, by self and inclusive instructions (absent from sidecars
+    /// recorded before it existed).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub functions: crate::profile::Profiles,
+    /// Blocked time per syscall and per-thread scheduler figures per part, from the traced
+    /// run (never timing keys: the tracer slows every call it sees).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub blocked: crate::profile::Blocked,
 }
 
 /// Median of a series (mean of the middle two for an even count). `None` when empty or NaN.

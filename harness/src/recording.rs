@@ -300,7 +300,33 @@ fn merge_cost(
         instructions_source: tools.instructions.clone(),
         syscalls_source: tools.syscalls.clone(),
         metrics: medians,
+        functions: median_parts(runs, |c| &c.profiles, |p| p.total_ir as f64)
+            .into_iter()
+            .map(|(k, p)| (k, p.capped(contract::profile::RECORDED_FUNCTIONS)))
+            .collect(),
+        blocked: median_parts(runs, |c| &c.blocked, |b| b.wall_ms),
     });
+}
+
+/// Per part, the cost sample's part whose `size` is the median of the runs' (the lower middle
+/// for an even count): one whole profile, not a mix of several.
+fn median_parts<T: Clone>(
+    runs: &[SampleResult],
+    parts: impl Fn(&SampleResult) -> &BTreeMap<String, T>,
+    size: impl Fn(&T) -> f64,
+) -> BTreeMap<String, T> {
+    let mut by: BTreeMap<&String, Vec<&T>> = BTreeMap::new();
+    for c in runs {
+        for (k, v) in parts(c) {
+            by.entry(k).or_default().push(v);
+        }
+    }
+    by.into_iter()
+        .map(|(k, mut vs)| {
+            vs.sort_by(|a, b| size(a).total_cmp(&size(b)));
+            (k.clone(), vs[(vs.len() - 1) / 2].clone())
+        })
+        .collect()
 }
 
 fn pretty<T: serde::Serialize>(v: &T) -> anyhow::Result<Vec<u8>> {

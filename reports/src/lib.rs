@@ -7,6 +7,7 @@ pub mod charts;
 pub mod comparability;
 pub mod compare;
 pub mod export;
+pub mod flame;
 mod glyphs;
 pub mod recording;
 pub mod render;

@@ -202,6 +202,8 @@ mod tests {
             errors: Vec::new(),
             histograms: BTreeMap::from([(format!("h{index}"), format!("enc{index}"))]),
             paired: None,
+            profiles: BTreeMap::new(),
+            blocked: BTreeMap::new(),
         }
     }
 

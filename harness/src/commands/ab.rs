@@ -547,6 +547,10 @@ pub fn compare(
             keys: paired_keys,
         }),
         user_vault: prep.user_vault.clone(),
+        functions: abstat::function_changes(
+            &kept.iter().map(|(a, _)| &a.profiles).collect::<Vec<_>>(),
+            &kept.iter().map(|(_, b)| &b.profiles).collect::<Vec<_>>(),
+        ),
     };
     eprint!("{}", table(&result, &balance));
     if let Some(out) = &args.out {
@@ -574,6 +578,8 @@ pub fn split_paired(s: SampleResult) -> anyhow::Result<(SampleResult, SampleResu
         metrics: p.b_metrics.clone(),
         histograms: BTreeMap::new(),
         paired: None,
+        profiles: BTreeMap::new(),
+        blocked: BTreeMap::new(),
         ..s.clone()
     };
     Ok((s, b))
@@ -624,6 +630,8 @@ fn with_cost(
         let index = 1000 + 2 * round as u32 + u32::from(!is_a);
         match runner.run(&prep.cost_plan(spec, index)) {
             Ok(c) => {
+                sample.profiles = c.profiles;
+                sample.blocked = c.blocked;
                 for (k, m) in c.metrics {
                     if crate::recording::is_cost_key(&k, m.class) {
                         sample.metrics.insert(k, m);
@@ -680,7 +688,26 @@ pub fn table(r: &AbResult, balance: &BalancePlan) -> String {
         "  {:<w$}  {:>12}  {:>12}  {:>28}  verdict\n",
         "metric", "A median", "B median", "change [95% CI]"
     ));
-    for (k, m) in &r.metrics {
+    // What changed first (better or worse), then the keys not called either way.
+    let decided = |m: &reports::ab::MetricAnalysis| {
+        matches!(
+            m.verdict,
+            reports::ab::Verdict::Better | reports::ab::Verdict::Worse
+        )
+    };
+    let ordered = r
+        .metrics
+        .iter()
+        .filter(|(_, m)| decided(m))
+        .chain(r.metrics.iter().filter(|(_, m)| !decided(m)));
+    let n_decided = r.metrics.values().filter(|m| decided(m)).count();
+    if n_decided == 0 {
+        s.push_str("  (no key called better or worse)\n");
+    }
+    for (i, (k, m)) in ordered.enumerate() {
+        if i == n_decided && n_decided > 0 {
+            s.push_str("  -- not called better or worse --\n");
+        }
         let ci = m
             .ci_pct
             .map(|c| format!("[{:+.1}%, {:+.1}%]", c.lo, c.hi))
@@ -702,6 +729,26 @@ pub fn table(r: &AbResult, balance: &BalancePlan) -> String {
                 crate::commands::record::fmt_value(e.diff.b),
                 e.unit
             ));
+        }
+    }
+    if !r.functions.is_empty() {
+        s.push_str("functions that changed most (self instructions, medians over rounds):\n");
+        for (part, p) in &r.functions {
+            let per = if p.per.is_empty() {
+                String::new()
+            } else {
+                format!("/{}", p.per)
+            };
+            for f in p.functions.iter().take(3) {
+                s.push_str(&format!(
+                    "  {part:<w$}  {:+.0}{per} {}{}\n",
+                    f.delta,
+                    f.name,
+                    f.share_of_change
+                        .map(|x| format!(" ({:.0}% of the change)", x * 100.0))
+                        .unwrap_or_default()
+                ));
+            }
         }
     }
     if let Some(d) = &r.decision {

@@ -70,6 +70,11 @@ pub struct RunOpts {
     /// name per phase); needs the Debian packages valgrind and strace.
     #[arg(long)]
     pub cost: bool,
+    /// With `--cost`: keep each cost sample's raw profiles (`callgrind.out.<pid>`,
+    /// `strace.log`) in DIR, one folder per cost sample (`cost-<index>`); the recording keeps
+    /// only the top functions of each phase.
+    #[arg(long, value_name = "DIR", requires = "cost")]
+    pub keep_profiles: Option<PathBuf>,
     /// The protocol the run speaks: `obsync` (the signed obsync-v1 protocol) or `webdav`.
     /// The scenario's `protocol =` selects it; the flag asserts it: a scenario, a target or
     /// a flag that disagree fail before any sample (exit 2), naming both.
@@ -336,6 +341,8 @@ pub struct Prepared {
     pub no_pin: bool,
     /// `--cost`: the tools found (a cost sample runs per build).
     pub cost: Option<crate::sample::cost::CostTools>,
+    /// `--keep-profiles DIR` (absolute).
+    pub keep_profiles: Option<PathBuf>,
     /// How long the loops wait before a sample's attempt `k` (k ≥ 2): `k - 1` times this
     /// ([`RETRY_PAUSE`]; zero in unit tests).
     pub retry_pause: Duration,
@@ -474,6 +481,13 @@ pub fn prepare(scenario: Scenario, opts: &RunOpts) -> anyhow::Result<Prepared> {
         timeout: opts.sample_timeout.duration,
         no_pin: !opts.pins(),
         cost,
+        keep_profiles: match &opts.keep_profiles {
+            Some(d) => Some(
+                std::path::absolute(d)
+                    .with_context(|| format!("--keep-profiles {}", d.display()))?,
+            ),
+            None => None,
+        },
         retry_pause: RETRY_PAUSE,
         pre_check: opts.pre_check,
     })
@@ -527,6 +541,7 @@ impl Prepared {
             cost: false,
             paired_with: None,
             a_first: true,
+            keep_profiles: None,
         }
     }
 
@@ -550,6 +565,7 @@ impl Prepared {
     pub fn cost_plan(&self, target: &TargetSpec, index: u32) -> SamplePlan {
         SamplePlan {
             cost: true,
+            keep_profiles: self.keep_profiles.clone(),
             ..self.plan(target, index, false)
         }
     }

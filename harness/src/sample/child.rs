@@ -39,6 +39,8 @@ pub fn execute(plan: &SamplePlan) -> SampleResult {
         errors: Vec::new(),
         histograms: BTreeMap::new(),
         paired: None,
+        profiles: BTreeMap::new(),
+        blocked: BTreeMap::new(),
     };
     let sample_dir = plan.work_dir.join(format!("sample-{}", plan.index));
     match read_channels(&plan.work_dir) {
@@ -85,6 +87,8 @@ pub fn execute(plan: &SamplePlan) -> SampleResult {
     let _ = std::fs::remove_dir_all(&sample_dir);
     result.metrics = m.map;
     result.histograms = m.histograms;
+    result.profiles = m.profiles;
+    result.blocked = m.blocked;
     result
 }
 
@@ -264,6 +268,8 @@ fn measure_cost(
     *server_pid = cg_pid;
     m.map.extend(cg_keys.map);
     m.map.extend(st_keys.map);
+    m.profiles = cg_keys.profiles;
+    m.blocked = st_keys.blocked;
     Ok(())
 }
 
@@ -294,6 +300,7 @@ fn cost_run(
     let mut scratch = Metrics::default();
     let mut cg = CallgrindMarks::new(server.pid);
     let mut st = StraceMarks::default();
+    st.root = server.pid;
     let bounds: &mut dyn phases::Boundary = match tool {
         CostTool::Callgrind => &mut cg,
         CostTool::Strace => &mut st,
@@ -313,6 +320,7 @@ fn cost_run(
         CostTool::Callgrind => {
             let counts = cost::read_callgrind_dir(&out)?;
             cost::instruction_keys(&counts, &cg.work, &mut m)?;
+            m.profiles = cost::read_profiles_dir(&out, &cg.work)?;
             let d = &cg.dump_ms;
             if let (Some(max), Some(median)) = (
                 d.iter().copied().reduce(f64::max),
@@ -327,6 +335,11 @@ fn cost_run(
             let text = std::fs::read_to_string(&log)
                 .with_context(|| format!("reading {}", log.display()))?;
             cost::syscall_keys(&cost::parse_strace(&text, &st.windows), &st.timed, &mut m);
+            m.blocked = cost::blocked_tables(
+                &cost::parse_strace_times(&text, &st.windows),
+                &st.windows,
+                &st.threads,
+            );
             for (k, v) in scratch.map {
                 if MetricKey::is_scoped_server_member(&k, FSYNCS) {
                     m.map.insert(k, v);
@@ -334,5 +347,24 @@ fn cost_run(
             }
         }
     }
+    if let Some(dir) = &plan.keep_profiles {
+        keep_profiles(&out, &dir.join(format!("cost-{}", plan.index)))?;
+    }
     Ok((m, pid))
+}
+
+/// Copies a cost run's raw profiles (`callgrind.out.*`, `strace.log`) from `out` into `dir`.
+fn keep_profiles(out: &Path, dir: &Path) -> anyhow::Result<()> {
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    for e in std::fs::read_dir(out).with_context(|| format!("reading {}", out.display()))? {
+        let p = e?.path();
+        let Some(name) = p.file_name().and_then(|n| n.to_str()) else {
+            continue;
+        };
+        if name.starts_with("callgrind.out.") || name == "strace.log" {
+            std::fs::copy(&p, dir.join(name))
+                .with_context(|| format!("copying {} into {}", p.display(), dir.display()))?;
+        }
+    }
+    Ok(())
 }

@@ -33,6 +33,10 @@ pub struct SamplePlan {
     /// In a paired sample, whether A starts first (and runs first in the first pair).
     #[serde(default = "yes", skip_serializing_if = "is_true")]
     pub a_first: bool,
+    /// A cost sample copies its raw profiles (`callgrind.out.*`, `strace.log`) here, into a
+    /// folder named after the sample (`--keep-profiles DIR`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub keep_profiles: Option<PathBuf>,
 }
 
 fn yes() -> bool {
@@ -48,6 +52,10 @@ fn is_true(b: &bool) -> bool {
 pub struct Metrics {
     pub map: BTreeMap<String, Metric>,
     pub histograms: BTreeMap<String, String>,
+    /// A cost sample's callgrind profiles per part.
+    pub profiles: contract::profile::Profiles,
+    /// A cost sample's blocked time per part (traced run).
+    pub blocked: contract::profile::Blocked,
 }
 
 impl Metrics {

@@ -139,6 +139,8 @@ pub mod mock {
                 errors: Vec::new(),
                 histograms: BTreeMap::new(),
                 paired: None,
+                profiles: BTreeMap::new(),
+                blocked: BTreeMap::new(),
             })
         }
     }
@@ -163,6 +165,7 @@ pub mod mock {
             timeout: Duration::from_secs(1),
             no_pin: false,
             cost: None,
+            keep_profiles: None,
             retry_pause: Duration::ZERO,
             pre_check: Duration::ZERO,
         }

@@ -18,7 +18,10 @@ fn cost_sample_syscalls_match_the_servers_own_fsync_counters() {
     let (_, scen) = loose_files(home.path());
     std::fs::write(&scen, PUSH_AND_POSTS).unwrap();
     let out = home.path().join("out");
+    let kept = home.path().join("profiles");
     record_loose(home.path(), &["--cost", "--samples", "1"])
+        .arg("--keep-profiles")
+        .arg(&kept)
         .arg("--scenario-file")
         .arg(&scen)
         .arg("--out")
@@ -108,6 +111,89 @@ fn cost_sample_syscalls_match_the_servers_own_fsync_counters() {
     // catches a part attributed to the wrong phase without tying the test to a build.
     assert!((50_000.0..500_000.0).contains(&ipr), "{ipr}");
     vb(home.path()).arg("verify").arg(&out).assert().success();
+
+    // Where the time goes. The reference server flushes every chunk, journal frame and nonce
+    // record before it answers: fsync + fdatasync are the largest share of cold_push's
+    // blocked time.
+    let blocked = &cost["blocked"]["cold_push"];
+    let calls = blocked["syscalls"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no blocked time: {cost}"));
+    let time = |n: &str| {
+        calls
+            .iter()
+            .filter(|c| c["name"] == n)
+            .map(|c| c["time_us"].as_f64().unwrap())
+            .sum::<f64>()
+    };
+    let flush = time("fsync") + time("fdatasync");
+    let other = calls
+        .iter()
+        .filter(|c| c["name"] != "fsync" && c["name"] != "fdatasync")
+        .map(|c| c["time_us"].as_f64().unwrap())
+        .fold(0.0, f64::max);
+    assert!(
+        flush > other,
+        "flush {flush} µs vs the largest other {other} µs: {blocked}"
+    );
+    assert!(blocked["wall_ms"].as_f64().unwrap() > 0.0);
+    assert!(
+        blocked["threads"].as_array().is_some_and(|t| !t.is_empty()),
+        "{blocked}"
+    );
+    // The top functions per phase, demangled, with a flame graph's stacks.
+    let post = &cost["functions"]["route.post-version.c1"];
+    let fns = post["functions"].as_array().unwrap();
+    assert!(fns.len() >= 10, "{post}");
+    assert_eq!(post["work"], 300);
+    assert!(
+        fns.iter()
+            .any(|f| f["name"].as_str().unwrap().starts_with("sha2::")),
+        "the signature's hashing leads a post's self instructions: {post}"
+    );
+    assert!(
+        post["stacks"].as_array().is_some_and(|s| s
+            .iter()
+            .any(|s| s["frames"].as_str().unwrap().contains(";refserver::api::"))),
+        "{post}"
+    );
+    assert!(
+        fns.iter().all(|f| {
+            let n = f["name"].as_str().unwrap();
+            // No mangled name, and no legacy Rust hash segment (`::h0123456789abcdef`).
+            !n.starts_with("_ZN")
+                && !n.starts_with("_R")
+                && !n.split("::").any(|seg| {
+                    seg.len() == 17
+                        && seg.starts_with('h')
+                        && seg[1..].chars().all(|c| c.is_ascii_hexdigit())
+                })
+        }),
+        "{post}"
+    );
+    assert!(post["stacks"].as_array().is_some_and(|s| !s.is_empty()));
+    // The raw profiles, kept when asked.
+    let dirs: Vec<_> = std::fs::read_dir(&kept).unwrap().collect();
+    assert_eq!(dirs.len(), 1, "one cost sample");
+    let dir = dirs.into_iter().next().unwrap().unwrap().path();
+    let files: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(
+        files.iter().any(|f| f.starts_with("callgrind.out.")),
+        "{files:?}"
+    );
+    assert!(files.contains(&"strace.log".to_owned()), "{files:?}");
+    // The reports show them.
+    let md = vb(home.path())
+        .args(["report", "--format", "md"])
+        .arg(out.join("push-posts.json"))
+        .output()
+        .unwrap();
+    let md = String::from_utf8_lossy(&md.stdout);
+    assert!(md.contains("## Top functions per phase"), "{md}");
+    assert!(md.contains("## Blocked time per syscall"), "{md}");
 }
 
 #[test]

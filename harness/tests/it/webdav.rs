@@ -137,6 +137,28 @@ fn cost_sample_of_nginx_counts_instructions_and_syscalls_by_name() {
     // small-webdav's route steps are time-bounded: their counts follow throughput.
     let (_, class) = get("route.put-file.c1.server.syscalls.rename");
     assert_eq!(class, "resource");
+    // Where the time goes: nginx never flushes, so no flush shows in its blocked time, while
+    // the push's renames and writes do.
+    let side = read(&out.join("small-webdav.provenance.json"));
+    let blocked = &side["cost"]["blocked"]["cold_push"];
+    let names: Vec<&str> = blocked["syscalls"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no blocked time: {}", side["cost"]))
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    assert!(!names.is_empty(), "{blocked}");
+    assert!(
+        !names
+            .iter()
+            .any(|n| ["fsync", "fdatasync", "sync_file_range", "syncfs"].contains(n)),
+        "{names:?}"
+    );
+    assert!(names.contains(&"rename"), "{names:?}");
+    let top = side["cost"]["functions"]["cold_push"]["functions"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no functions: {}", side["cost"]));
+    assert!(!top.is_empty());
 }
 
 #[test]

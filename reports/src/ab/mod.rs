@@ -10,6 +10,7 @@
 mod aa;
 mod analysis;
 mod error;
+mod functions;
 mod paired;
 mod plan;
 mod rules;
@@ -21,6 +22,7 @@ pub use analysis::{
     analyse_cost_metric, analyse_metric, exact_difference, t_interval, worsening_ci_pct,
 };
 pub use error::AbError;
+pub use functions::{MIN_CHANGE_FOR_SHARES, function_changes};
 pub use paired::{
     BLOCKS_PER_ROUND, PAIRED_DEFAULT_TAU, PairedDetail, Widening, analyse_paired_metric,
     block_values, widening,

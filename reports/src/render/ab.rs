@@ -53,6 +53,8 @@ pub(crate) struct AbView {
     pub decision: Option<(Outcome, String)>,
     /// The gate over every kept sample of both builds.
     pub calibration: super::recording::Calibration,
+    /// `ab --cost`: per part, the functions that changed most.
+    pub functions: std::collections::BTreeMap<String, contract::profile::PartChanges>,
 }
 
 /// Every kept sample's in-sample contention from an A/B result's rounds (`round N A`).
@@ -124,6 +126,7 @@ impl AbView {
             rules: r.rules.clone(),
             calibration,
             decision: r.decision.as_ref().map(|d| (d.outcome, d.reason.clone())),
+            functions: r.functions.clone(),
         }
     }
 }
@@ -152,27 +155,216 @@ fn intro(r: &AbView) -> String {
     )
 }
 
-fn change_rows(r: &AbView) -> Vec<Vec<String>> {
-    r.metrics
+/// Whether a verdict is a decision (better or worse).
+fn decided(m: &AbMetric) -> bool {
+    m.verdict == "better" || m.verdict == "worse"
+}
+
+/// The phase (or route-load step) a key belongs to: `route.<route>.c<N>` for route load,
+/// `whole run` for `server.*` and `generator.*`, else the key's first segment.
+pub(crate) fn part_of(key: &str) -> String {
+    let parts: Vec<&str> = key.split('.').collect();
+    match parts.as_slice() {
+        ["route", r, c, ..] => format!("route.{r}.{c}"),
+        ["server" | "generator", ..] => "whole run".into(),
+        [p, ..] => (*p).to_owned(),
+        [] => String::new(),
+    }
+}
+
+/// The metrics to show, each with its label: a latency key measured on one request per
+/// round (its p50, p95 and p99 equal in every round of both arms) is shown once, as
+/// `<stem>.p50_us = p95 = p99`.
+fn shown<'a>(ms: &[&'a AbMetric]) -> Vec<(String, &'a AbMetric)> {
+    fn stem(k: &str) -> Option<(&str, &str)> {
+        for q in ["p50", "p95", "p99"] {
+            for unit in ["_us", "_ms"] {
+                if let Some(s) = k.strip_suffix(&format!(".{q}{unit}")) {
+                    return Some((s, unit));
+                }
+            }
+        }
+        None
+    }
+    let mut out = Vec::new();
+    let mut skip: std::collections::BTreeSet<&str> = std::collections::BTreeSet::new();
+    for m in ms {
+        if skip.contains(m.key.as_str()) {
+            continue;
+        }
+        if let Some((st, unit)) = stem(&m.key)
+            && m.key.ends_with(&format!(".p50{unit}"))
+        {
+            let siblings: Vec<&&AbMetric> = ms
+                .iter()
+                .filter(|o| o.key != m.key && stem(&o.key) == Some((st, unit)))
+                .collect();
+            if !siblings.is_empty() && siblings.iter().all(|o| o.a == m.a && o.b == m.b) {
+                let mut names = vec!["p50".to_owned()];
+                for o in &siblings {
+                    skip.insert(o.key.as_str());
+                    names.push(
+                        o.key
+                            .trim_start_matches(&format!("{st}."))
+                            .trim_end_matches(unit)
+                            .to_owned(),
+                    );
+                }
+                out.push((
+                    format!("{st}.{}{unit} (one request)", names.join(" = ")),
+                    *m,
+                ));
+                continue;
+            }
+        }
+        out.push((m.key.clone(), *m));
+    }
+    out
+}
+
+/// The cost key's explanation by function: the part's largest changes that explain at least
+/// a tenth of its change, e.g. "`inject_work` +3,300/request (97% of the change)".
+pub(crate) fn explained_by(r: &AbView, key: &str) -> String {
+    if !key.contains(".server.instructions") {
+        return String::new();
+    }
+    let Some(p) = r.functions.get(&part_of(key)) else {
+        return String::new();
+    };
+    let per = if p.per.is_empty() {
+        String::new()
+    } else {
+        format!("/{}", p.per)
+    };
+    p.functions
         .iter()
-        .map(|m| {
+        .filter(|f| f.share_of_change.is_some_and(|s| s >= 0.1))
+        .take(3)
+        .map(|f| {
+            format!(
+                "`{}` {}{per} ({:.0}% of the change)",
+                f.name,
+                signed_num(f.delta),
+                f.share_of_change.unwrap_or(0.0) * 100.0
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+fn signed_num(x: f64) -> String {
+    if x >= 0.0 {
+        format!("+{}", num(x.round()))
+    } else {
+        format!("−{}", num((-x).round()))
+    }
+}
+
+const SUMMARY_HEADERS: [&str; 6] = [
+    "key",
+    "change",
+    "95% interval",
+    "verdict",
+    "B vs A medians",
+    "explained by",
+];
+
+/// The decided keys of one part, as summary rows.
+fn summary_rows(r: &AbView, ms: &[&AbMetric]) -> Vec<Vec<String>> {
+    shown(ms)
+        .into_iter()
+        .map(|(label, m)| {
             vec![
-                m.key.clone(),
-                num(m.a_median),
-                num(m.b_median),
+                label,
                 m.estimate_pct.map_or("–".into(), |e| signed_pct(e / 100.0)),
                 m.ci_pct.map_or("–".into(), |(lo, hi)| {
                     format!("{} … {}", signed_pct(lo / 100.0), signed_pct(hi / 100.0))
                 }),
-                m.mde_pct.map_or("–".into(), |x| format!("{x:.1}%")),
-                num(m.p),
                 m.verdict.clone(),
+                format!("{} → {}", num(m.a_median), num(m.b_median)),
+                explained_by(r, &m.key),
             ]
+        })
+        .map(|mut row| {
+            if r.functions.is_empty() {
+                row.pop();
+            }
+            row
         })
         .collect()
 }
 
-const CHANGE_HEADERS: [&str; 8] = [
+/// The decided keys grouped by part, in key order of their first key.
+fn decided_by_part(r: &AbView) -> Vec<(String, Vec<&AbMetric>)> {
+    let mut out: Vec<(String, Vec<&AbMetric>)> = Vec::new();
+    for m in r.metrics.iter().filter(|m| decided(m)) {
+        let p = part_of(&m.key);
+        match out.iter_mut().find(|(q, _)| *q == p) {
+            Some((_, v)) => v.push(m),
+            None => out.push((p, vec![m])),
+        }
+    }
+    out
+}
+
+fn summary_text(r: &AbView) -> String {
+    let worse = r.metrics.iter().filter(|m| m.verdict == "worse").count();
+    let better = r.metrics.iter().filter(|m| m.verdict == "better").count();
+    let undecided = r
+        .metrics
+        .iter()
+        .filter(|m| m.verdict == "inconclusive")
+        .count();
+    if worse + better == 0 {
+        format!(
+            "No key was called worse or better at τ = {}. {} of {} keys could not be decided (below).",
+            pct(r.tau),
+            undecided,
+            r.metrics.len()
+        )
+    } else {
+        format!(
+            "{worse} key(s) worse and {better} better, by phase; {undecided} of {} could not be decided (below). A cost key's change is explained by the functions whose instructions changed most (medians over rounds).",
+            r.metrics.len()
+        )
+    }
+}
+
+/// Rows of the folded table: the keys not called better or worse, with why.
+fn undecided_rows(r: &AbView) -> Vec<Vec<String>> {
+    let ms: Vec<&AbMetric> = r.metrics.iter().filter(|m| !decided(m)).collect();
+    shown(&ms)
+        .into_iter()
+        .map(|(label, m)| {
+            let mut row = metric_row(label, m);
+            if !r.functions.is_empty() {
+                row.push(explained_by(r, &m.key));
+            }
+            row.push(m.reason.clone());
+            row
+        })
+        .collect()
+}
+
+/// The folded table's headers: "explained by" only for an `ab --cost` result.
+fn undecided_headers(r: &AbView) -> Vec<&'static str> {
+    UNDECIDED_HEADERS
+        .iter()
+        .copied()
+        .filter(|h| *h != "explained by" || !r.functions.is_empty())
+        .collect()
+}
+
+/// The summary's headers: "explained by" only for an `ab --cost` result.
+fn summary_headers(r: &AbView) -> Vec<&'static str> {
+    SUMMARY_HEADERS
+        .iter()
+        .copied()
+        .filter(|h| *h != "explained by" || !r.functions.is_empty())
+        .collect()
+}
+
+const UNDECIDED_HEADERS: [&str; 10] = [
     "metric",
     "A median",
     "B median",
@@ -181,7 +373,71 @@ const CHANGE_HEADERS: [&str; 8] = [
     "MDE",
     "p (BH)",
     "verdict",
+    "explained by",
+    "why",
 ];
+
+/// The per-part function changes, as rows.
+fn function_rows(r: &AbView) -> Vec<Vec<String>> {
+    let mut rows = Vec::new();
+    for (part, p) in &r.functions {
+        let per = if p.per.is_empty() {
+            String::new()
+        } else {
+            format!("/{}", p.per)
+        };
+        for (i, f) in p.functions.iter().enumerate() {
+            rows.push(vec![
+                if i == 0 {
+                    format!(
+                        "{part} ({} → {}{per})",
+                        num(p.a_total.round()),
+                        num(p.b_total.round())
+                    )
+                } else {
+                    String::new()
+                },
+                format!("`{}`", f.name),
+                num(f.a.round()),
+                num(f.b.round()),
+                format!("{}{per}", signed_num(f.delta)),
+                f.relative.map_or("new".into(), signed_pct),
+                f.share_of_change
+                    .map_or("–".into(), |x| format!("{:.0}%", x * 100.0)),
+                format!("{:.2}%", f.share_of_total * 100.0),
+            ]);
+        }
+    }
+    rows
+}
+
+const FUNCTION_HEADERS: [&str; 8] = [
+    "part (A → B instructions)",
+    "function",
+    "A",
+    "B",
+    "change",
+    "relative",
+    "of the change",
+    "of the total",
+];
+
+const FUNCTIONS_INTRO: &str = "Per phase, the functions whose own (self) instructions per unit of work changed most between the arms of the cost samples: each value is the median over the kept rounds, so one round cannot make a function grow. \"Of the change\" is the function's change over the part's (given when the part moved by 0.1 % or more); \"of the total\" is over A's total. An inlined function's instructions count in the function it was inlined into.";
+
+fn metric_row(label: String, m: &AbMetric) -> Vec<String> {
+    vec![
+        label,
+        num(m.a_median),
+        num(m.b_median),
+        m.estimate_pct.map_or("–".into(), |e| signed_pct(e / 100.0)),
+        m.ci_pct.map_or("–".into(), |(lo, hi)| {
+            format!("{} … {}", signed_pct(lo / 100.0), signed_pct(hi / 100.0))
+        }),
+        m.mde_pct.map_or("–".into(), |x| format!("{x:.1}%")),
+        num(m.p),
+        m.verdict.clone(),
+    ]
+}
 
 fn decision_text(r: &AbView) -> String {
     match &r.decision {
@@ -252,8 +508,17 @@ pub(crate) fn markdown(r: &AbView) -> String {
     if !r.rules.is_empty() {
         out.push('\n');
     }
-    out.push_str("## Changes (B vs A)\n\nHodges–Lehmann estimate of the per-round change with its 95% interval; the verdict compares the interval with ±τ.\n\n");
-    out.push_str(&md_table(&CHANGE_HEADERS, &change_rows(r)));
+    out.push_str(&format!("## What changed\n\n{}\n", summary_text(r)));
+    for (part, ms) in decided_by_part(r) {
+        out.push_str(&format!("\n### {part}\n\n"));
+        out.push_str(&md_table(&summary_headers(r), &summary_rows(r, &ms)));
+    }
+    if !r.functions.is_empty() {
+        out.push_str(&format!(
+            "\n## Functions that changed most\n\n{FUNCTIONS_INTRO}\n\n"
+        ));
+        out.push_str(&md_table(&FUNCTION_HEADERS, &function_rows(r)));
+    }
     if !r.exact.is_empty() {
         out.push_str("\n## Exact keys that differ\n\n");
         let rows: Vec<Vec<String>> = r
@@ -262,6 +527,15 @@ pub(crate) fn markdown(r: &AbView) -> String {
             .map(|(k, u, a, b)| vec![k.clone(), u.clone(), num(*a), num(*b)])
             .collect();
         out.push_str(&md_table(&["key", "unit", "A", "B"], &rows));
+    }
+    let undecided = undecided_rows(r);
+    if !undecided.is_empty() {
+        out.push_str(&format!(
+            "\n## Keys not called better or worse\n\n{UNDECIDED_INTRO}\n\n<details><summary>{}</summary>\n\n",
+            undecided_summary(r)
+        ));
+        out.push_str(&md_table(&undecided_headers(r), &undecided));
+        out.push_str("\n</details>\n");
     }
     let cal = super::md::calibration_section(&r.calibration);
     let mut sections = vec![cal];
@@ -274,8 +548,11 @@ pub(crate) fn markdown(r: &AbView) -> String {
     for c in not_claims(r) {
         out.push_str(&format!("- {c}\n"));
     }
-    out.push_str("\n## Why each verdict\n\n");
-    for m in &r.metrics {
+    let decided_keys: Vec<&AbMetric> = r.metrics.iter().filter(|m| decided(m)).collect();
+    if !decided_keys.is_empty() {
+        out.push_str("\n## Why each verdict\n\n");
+    }
+    for m in decided_keys {
         out.push_str(&format!(
             "- {}: {}\n",
             m.key,
@@ -287,6 +564,18 @@ pub(crate) fn markdown(r: &AbView) -> String {
         ));
     }
     out
+}
+
+const UNDECIDED_INTRO: &str = "Hodges–Lehmann estimate of the per-round change with its 95% interval (a t interval for cost keys). \"Inconclusive\": the interval is wider than τ or straddles it, so the run could not tell; \"no change\": the interval lies inside ±τ.";
+
+fn undecided_summary(r: &AbView) -> String {
+    let n = |v: &str| r.metrics.iter().filter(|m| m.verdict == v).count();
+    format!(
+        "{} inconclusive (interval wider than τ = {} or across it), {} no change",
+        n("inconclusive"),
+        pct(r.tau),
+        n("no change")
+    )
 }
 
 /// The `--format json` report: a summary and the result itself, serialised from the type.
@@ -421,11 +710,43 @@ pub(crate) fn html(r: &AbView, charts: &[Chart]) -> Result<String, RenderError> 
         }
         s.push_str("</ul>\n");
     }
-    s.push_str("<h2>Changes (B vs A)</h2>\n");
+    s.push_str(&format!(
+        "<h2>What changed</h2>\n<p>{}</p>\n",
+        super::fmt::html_inline(&summary_text(r))
+    ));
+    for (part, ms) in decided_by_part(r) {
+        s.push_str(&format!("<h3>{}</h3>\n", html_escape(&part)));
+        s.push_str(&html_table(&summary_headers(r), &summary_rows(r, &ms)));
+    }
+    if !r.functions.is_empty() {
+        s.push_str(&format!(
+            "<h2>Functions that changed most</h2>\n<p>{}</p>\n",
+            html_escape(FUNCTIONS_INTRO)
+        ));
+        s.push_str(&html_table(&FUNCTION_HEADERS, &function_rows(r)));
+        s.push_str("<h3>Differential flame graphs</h3>\n<p class=\"muted\">B's call graph per phase (per unit of work), each frame coloured by its change against A's frame at the same stack: red grew, blue shrank, full colour at 1 % of the phase's instructions. Hover a frame for its figures.</p>\n");
+        for (part, p) in r.functions.iter().filter(|(_, p)| !p.b_stacks.is_empty()) {
+            let scale = if p.a_work > 0 {
+                p.b_work.max(1) as f64 / p.a_work as f64
+            } else {
+                1.0
+            };
+            s.push_str(&format!(
+                "<details open><summary>{}</summary>\n<figure class=\"chart flame\" id=\"flame-{}\">\n{}</figure>\n</details>\n",
+                html_escape(part),
+                super::fmt::slug(part),
+                crate::flame::svg(
+                    &format!("{part}: B against A"),
+                    &p.b_stacks,
+                    Some((&p.a_stacks, scale)),
+                    "instructions"
+                )
+            ));
+        }
+    }
     for c in charts.iter().filter(|c| c.slug == "ab-forest") {
         s.push_str(&super::html::figure(c)?);
     }
-    s.push_str(&html_table(&CHANGE_HEADERS, &change_rows(r)));
     if !r.exact.is_empty() {
         s.push_str("<h2>Exact keys that differ</h2>\n");
         let rows: Vec<Vec<String>> = r
@@ -434,6 +755,16 @@ pub(crate) fn html(r: &AbView, charts: &[Chart]) -> Result<String, RenderError> 
             .map(|(k, u, a, b)| vec![k.clone(), u.clone(), num(*a), num(*b)])
             .collect();
         s.push_str(&html_table(&["key", "unit", "A", "B"], &rows));
+    }
+    let undecided = undecided_rows(r);
+    if !undecided.is_empty() {
+        s.push_str(&format!(
+            "<h2>Keys not called better or worse</h2>\n<p>{}</p>\n<details><summary>{}</summary>\n",
+            html_escape(UNDECIDED_INTRO),
+            html_escape(&undecided_summary(r))
+        ));
+        s.push_str(&html_table(&undecided_headers(r), &undecided));
+        s.push_str("</details>\n");
     }
     let cal = super::md::calibration_section(&r.calibration);
     let mut sections = vec![cal];

@@ -153,7 +153,7 @@ pub fn html_table(headers: &[&str], rows: &[Vec<String>]) -> String {
     for r in rows {
         out.push_str("<tr>");
         for c in r {
-            out.push_str(&format!("<td>{}</td>", html_escape(c)));
+            out.push_str(&format!("<td>{}</td>", html_inline(c)));
         }
         out.push_str("</tr>\n");
     }

@@ -16,6 +16,7 @@ th,td{border:1px solid #ddd;padding:3px 7px;text-align:right}\
 td:first-child{white-space:nowrap}\
 th:first-child,td:first-child{text-align:left}th{background:#f3f3f3}\
 tbody tr:nth-child(even){background:#fafafa}.chart{margin:1em 0}.chart svg{max-width:100%;height:auto}\
+.flame svg{max-width:100%;height:auto}.flame text{pointer-events:none}\
 .notes li{margin:.3em 0}.muted{color:#666}.keep{color:#007a4d;font-weight:bold}.reject{color:#b34700;font-weight:bold}";
 
 /// Opens a page.
@@ -67,12 +68,31 @@ pub fn recording(r: &RecordingReport, charts: &[Chart]) -> Result<String, Render
         }
         s.push_str(&format!("<h2>{}</h2>\n", html_escape(sec.heading)));
         if !sec.intro.is_empty() {
-            s.push_str(&format!("<p>{}</p>\n", html_escape(&sec.intro)));
+            s.push_str(&format!("<p>{}</p>\n", html_inline(&sec.intro)));
         }
         s.push_str(&html_table(&sec.headers, &sec.rows));
+        if sec.heading == "Top functions per phase" {
+            s.push_str(&recording_flames(r));
+        }
     }
     s.push_str(TAIL);
     Ok(s)
+}
+
+/// A flame graph per part of a `--cost` recording, each in an open `<details>`.
+fn recording_flames(r: &RecordingReport) -> String {
+    let mut s = String::from(
+        "<h3>Flame graphs</h3>\n<p class=\"muted\">One per phase, from the cost sample's callgrind call graph: a frame's width is its instructions including what it called; hover a frame for its name and count. Callgrind counts calls per caller–callee pair, not per whole stack, so below the first level a function's time is split among its callers in proportion to their calls' cost.</p>\n",
+    );
+    for (part, p) in r.functions.iter().filter(|(_, p)| !p.stacks.is_empty()) {
+        s.push_str(&format!(
+            "<details open><summary>{}</summary>\n<figure class=\"chart flame\" id=\"flame-{}\">\n{}</figure>\n</details>\n",
+            html_escape(part),
+            super::fmt::slug(part),
+            crate::flame::svg(part, &p.stacks, None, "instructions")
+        ));
+    }
+    s
 }
 
 pub fn history(r: &HistoryReport, charts: &[Chart]) -> Result<String, RenderError> {

@@ -17,6 +17,129 @@ fn opt(v: Option<f64>, f: fn(f64) -> String) -> String {
     v.map_or_else(|| "–".into(), f)
 }
 
+/// Functions shown per part and measure in a recording's report.
+pub(crate) const SHOWN_FUNCTIONS: usize = 8;
+
+/// A share as `12.3 %`.
+fn share(x: f64) -> String {
+    format!("{:.1}%", x * 100.0)
+}
+
+/// A `--cost` recording's "where the time goes": top functions per part by self and by
+/// inclusive instructions, blocked time per syscall and per-thread scheduler figures from the
+/// traced run, with the tracer's overhead.
+pub(crate) fn where_time_sections(r: &RecordingReport) -> Vec<Section> {
+    let mut out = Vec::new();
+    if !r.functions.is_empty() {
+        let mut rows = Vec::new();
+        for (part, p) in &r.functions {
+            let per = |x: u64| {
+                if p.work > 0 {
+                    format!(
+                        "{}/{}",
+                        num((x as f64 / p.work as f64).round()),
+                        p.work_unit
+                    )
+                } else {
+                    num(x as f64)
+                }
+            };
+            let total = p.total_ir.max(1) as f64;
+            let by_self = p.by_self(SHOWN_FUNCTIONS);
+            let by_incl = p.by_inclusive(SHOWN_FUNCTIONS);
+            for i in 0..by_self.len().max(by_incl.len()) {
+                let s = by_self.get(i);
+                let n = by_incl.get(i);
+                rows.push(vec![
+                    if i == 0 { part.clone() } else { String::new() },
+                    (i + 1).to_string(),
+                    s.map_or(String::new(), |f| format!("`{}`", f.name)),
+                    s.map_or(String::new(), |f| share(f.self_ir as f64 / total)),
+                    s.map_or(String::new(), |f| per(f.self_ir)),
+                    n.map_or(String::new(), |f| format!("`{}`", f.name)),
+                    n.map_or(String::new(), |f| share(f.inclusive_ir as f64 / total)),
+                ]);
+            }
+        }
+        out.push(Section {
+            heading: "Top functions per phase",
+            intro: "From the cost sample's callgrind profile of each phase and route-load step: the functions with the most instructions in their own code (self) and in everything they called (inclusive), as a share of the part's instructions (every process of the server). Inclusive shares overlap; self shares add up. `--keep-profiles DIR` keeps the whole profiles.".into(),
+            headers: vec!["phase", "#", "by self", "self", "self per unit", "by inclusive", "inclusive"],
+            rows,
+        });
+    }
+    if !r.blocked.is_empty() {
+        let mut rows = Vec::new();
+        for (part, b) in &r.blocked {
+            let total = b.total_us().max(f64::MIN_POSITIVE);
+            let overhead = r.untraced_wall_ms.get(part).map_or_else(
+                || format!("{} / –", num(b.wall_ms)),
+                |u| {
+                    format!(
+                        "{} / {} (×{:.1})",
+                        num(b.wall_ms),
+                        num(*u),
+                        if *u > 0.0 { b.wall_ms / u } else { f64::NAN }
+                    )
+                },
+            );
+            if b.syscalls.is_empty() {
+                rows.push(vec![
+                    part.clone(),
+                    "(none)".into(),
+                    "0".into(),
+                    "0".into(),
+                    "–".into(),
+                    overhead,
+                ]);
+                continue;
+            }
+            for (i, c) in b.syscalls.iter().take(SHOWN_FUNCTIONS).enumerate() {
+                rows.push(vec![
+                    if i == 0 { part.clone() } else { String::new() },
+                    format!("`{}`", c.name),
+                    num(c.calls as f64),
+                    num(c.time_us / 1e3),
+                    share(c.time_us / total),
+                    if i == 0 {
+                        overhead.clone()
+                    } else {
+                        String::new()
+                    },
+                ]);
+            }
+        }
+        out.push(Section {
+            heading: "Blocked time per syscall",
+            intro: "From the cost sample's strace run (`-T`): the wall time the server's threads spent inside each syscall during each phase, summed over threads, and its share of all time inside syscalls; a call across a phase boundary is split there. Calls that wait for work (`epoll_wait`, `futex`, `accept`, …) are left out. The tracer stops the server at every call it sees, so these are shares, never timings: the last column gives the traced run's wall time of the phase against the timing samples' median (the tracer's overhead), and no timing key comes from this run.".into(),
+            headers: vec!["phase", "syscall", "calls", "ms inside", "share", "wall ms traced / untraced"],
+            rows,
+        });
+        let mut rows = Vec::new();
+        for (part, b) in &r.blocked {
+            for (i, t) in b.threads.iter().enumerate() {
+                rows.push(vec![
+                    if i == 0 { part.clone() } else { String::new() },
+                    t.thread.clone(),
+                    t.threads.to_string(),
+                    num(t.on_cpu_ms),
+                    num(t.run_queue_ms),
+                    num(t.blocked_ms),
+                ]);
+            }
+        }
+        if !rows.is_empty() {
+            out.push(Section {
+                heading: "Threads per phase",
+                intro: "Per thread name over each phase of the traced run, from /proc schedstat: time on a CPU, time waiting in a run queue, and the rest of the phase's wall time (blocked or idle), summed over the threads of that name. Traced run: shares, not timings.".into(),
+                headers: vec!["phase", "thread", "threads", "on-CPU ms", "run-queue ms", "blocked ms"],
+                rows,
+            });
+        }
+    }
+    out
+}
+
 /// The sections shared by Markdown and HTML, as (heading, intro, headers, rows).
 pub(crate) struct Section {
     pub heading: &'static str,
@@ -121,6 +244,7 @@ pub(crate) fn recording_sections(r: &RecordingReport) -> Vec<Section> {
             rows: cost,
         });
     }
+    out.extend(where_time_sections(r));
     out.push(calibration_section(&r.calibration));
     out.extend(contention_sections(&r.calibration));
     let p = &r.provenance;

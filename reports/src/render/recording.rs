@@ -185,6 +185,16 @@ pub struct RecordingReport {
     pub calibration: Calibration,
     pub not_claims: Vec<String>,
     pub metrics: Vec<Row>,
+    /// A `--cost` recording's top functions per part (from the sidecar's `cost`).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub functions: BTreeMap<String, contract::profile::PartProfile>,
+    /// A `--cost` recording's blocked time per part, from the traced run.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub blocked: BTreeMap<String, contract::profile::PartBlocked>,
+    /// Each traced part's untraced wall time (`<part>.wall_ms` of the timing samples), ms:
+    /// the traced run's wall time over it is the tracer's overhead.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub untraced_wall_ms: BTreeMap<String, f64>,
 }
 
 /// Builds the report model of a baseline and its sidecar.
@@ -227,6 +237,25 @@ pub fn recording_report(b: &Baseline, p: &Provenance) -> RecordingReport {
         calibration,
         not_claims: Vec::new(),
         metrics,
+        functions: p
+            .cost
+            .as_ref()
+            .map(|c| c.functions.clone())
+            .unwrap_or_default(),
+        blocked: p
+            .cost
+            .as_ref()
+            .map(|c| c.blocked.clone())
+            .unwrap_or_default(),
+        untraced_wall_ms: p
+            .cost
+            .iter()
+            .flat_map(|c| c.blocked.keys())
+            .filter_map(|part| {
+                let m = b.metrics.get(&format!("{part}.wall_ms"))?;
+                Some((part.clone(), m.value))
+            })
+            .collect(),
     };
     report.not_claims = not_claims(&report, b);
     report

@@ -357,6 +357,23 @@ fn reports_render_in_chromium_with_charts_painted_and_no_text_overflowing() {
     assert!(n >= 2, "the A/B report has charts: {n}");
     check_page("ab", &html, n);
 
+    // Where the time goes: a flame graph per phase (1,000 functions) and a differential one.
+    let (b, p) = crate::where_time::cost_recording();
+    let html = render(
+        &Document::Recording {
+            baseline: &b,
+            provenance: &p,
+        },
+        Format::Html,
+    )
+    .unwrap();
+    check_page("recording-cost", &html, 4 + 1);
+    let ab = crate::where_time::cost_ab();
+    let html = render(&Document::Ab(&ab), Format::Html).unwrap();
+    let n = html.matches("<figure class=\"chart").count();
+    assert!(html.contains("<figure class=\"chart flame\""));
+    check_page("ab-cost", &html, n);
+
     let versions = crate::history::versions();
     let html = render(
         &Document::History {

@@ -12,4 +12,5 @@ mod fixtures;
 mod history;
 mod html;
 mod snapshots;
+mod where_time;
 mod workflows;

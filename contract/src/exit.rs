@@ -12,6 +12,7 @@
 //! | 5 | busy: another recording holds the machine lock and `--no-wait` was given |
 //! | 6 | `verify` / `vault verify`: a baseline does not match its sidecar (edited value, digest, version), or a vault differs from its manifest |
 //! | 7 | `compare`: the baseline and the recording come from different machine classes (refused unless `--across-machines`), or with `--strict-machine` a calibration channel differs from the baseline's beyond its tolerance |
+//! | 8 | `load --locust-master`: the Locust master stopped answering heartbeats; the load was stopped within the liveness |
 //! | 130 | interrupted (SIGINT/SIGTERM): children killed and reaped, nothing half-written |
 //!
 //! 6 is the first free number after the existing ones: a mismatch is not a regression (the
@@ -19,6 +20,8 @@
 //! them apart; and it stays below 126, where shells start to give codes their own meanings.
 //! 7 is the next free number: a comparison across machine classes is neither a regression nor
 //! a broken file, and a trend job must be able to tell "wrong baseline" from "slower build".
+//! 8: a worker whose master vanished is neither an error of its own input nor a success, and
+//! a job runner restarting workers must be able to tell it from both.
 //! 130 is the shell's 128 + SIGINT.
 
 /// Success.
@@ -38,11 +41,13 @@ pub const MISMATCH: i32 = 6;
 /// `compare` was asked to judge recordings of two different machine classes, or (with
 /// `--strict-machine`) of two machines whose calibration channels differ.
 pub const ACROSS_MACHINES: i32 = 7;
+/// A Locust worker's master went silent for longer than the heartbeat liveness.
+pub const MASTER_GONE: i32 = 8;
 /// Interrupted by SIGINT or SIGTERM (128 + 2, as shells report it).
 pub const INTERRUPTED: i32 = 130;
 
 /// Every code with its constant's name, in numeric order (the README test compares this).
-pub const ALL: [(i32, &str); 9] = [
+pub const ALL: [(i32, &str); 10] = [
     (OK, "OK"),
     (REGRESSION, "REGRESSION"),
     (ERROR, "ERROR"),
@@ -51,6 +56,7 @@ pub const ALL: [(i32, &str); 9] = [
     (BUSY, "BUSY"),
     (MISMATCH, "MISMATCH"),
     (ACROSS_MACHINES, "ACROSS_MACHINES"),
+    (MASTER_GONE, "MASTER_GONE"),
     (INTERRUPTED, "INTERRUPTED"),
 ];
 

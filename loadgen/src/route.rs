@@ -47,6 +47,11 @@ pub const EXISTS_SIDS: usize = 64;
 pub const LATE_START: Duration = Duration::from_millis(2);
 /// After the duration, requests still out get this long before they count as timeouts.
 pub const DRAIN_GRACE: Duration = Duration::from_secs(2);
+/// Stopped from outside (a Locust `stop`, or its master gone), requests still out get this
+/// long: the stop must land within Locust's heartbeat liveness of 3 s.
+pub const STOP_GRACE: Duration = Duration::from_secs(1);
+/// Mixes the first device's index into a run's level (an odd constant, SplitMix64's).
+const SHARD_MIX: u64 = 0x9e37_79b9_7f4a_7c15 ^ 0xbf58_476d_1ce4_e5b9;
 
 /// A route under load.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
@@ -436,6 +441,20 @@ pub async fn run_route_load(
     devices: &[Device],
     cfg: &RouteLoadConfig,
 ) -> Result<RouteLoadReport, LoadError> {
+    let rec = Recorder::with_intervals(matches!(cfg.mode, Mode::Open { .. }));
+    run_route_load_until(devices, cfg, rec, None).await
+}
+
+/// [`run_route_load`] into a recorder the caller holds (a Locust worker reads it every few
+/// seconds while the run goes on; it must keep intervals, and be open-loop exactly when the
+/// mode is), stopping early when `stop` turns true: no request starts after that, and the
+/// requests still out get a short grace before they are abandoned.
+pub async fn run_route_load_until(
+    devices: &[Device],
+    cfg: &RouteLoadConfig,
+    rec: Recorder,
+    stop: Option<tokio::sync::watch::Receiver<bool>>,
+) -> Result<RouteLoadReport, LoadError> {
     if devices.is_empty() {
         return Err(LoadError::Invalid {
             what: "devices".into(),
@@ -468,6 +487,12 @@ pub async fn run_route_load(
         Mode::Closed { .. } => false,
         Mode::Open { .. } => true,
     };
+    if rec.open_loop() != open {
+        return Err(invalid(
+            "recorder",
+            "must be open-loop exactly when the mode is",
+        ));
+    }
     // `--duration` bounds preparation too: a target that hangs while the route's data is
     // prepared ends the run after the duration, not after every request's retries.
     let prep = tokio::time::timeout(cfg.duration, prepare(devices, cfg))
@@ -480,7 +505,10 @@ pub async fn run_route_load(
                 cfg.duration
             ),
         })??;
-    let rec = Recorder::with_intervals(open);
+    let stopped = {
+        let stop = stop.clone();
+        move || stop.as_ref().is_some_and(|s| *s.borrow())
+    };
     let t0 = rec.start();
     let run = Arc::new(Run {
         route: cfg.route,
@@ -490,10 +518,12 @@ pub async fn run_route_load(
         counter: AtomicU64::new(0),
         deadline: t0 + cfg.duration,
         seed: cfg.seed,
+        // A shard's devices start above 0: its `put-chunk` bodies are its own, not a copy
+        // of another shard's (device 0's run keeps the level it always had).
         level: match cfg.mode {
             Mode::Closed { in_flight } => in_flight as u64,
             Mode::Open { rate_per_s, .. } => (1 << 63) | rate_per_s.to_bits() >> 1,
-        },
+        } ^ (devices[0].index() as u64).wrapping_mul(SHARD_MIX),
     });
     let issued = Arc::new(AtomicU64::new(0));
     let mut set = JoinSet::new();
@@ -512,6 +542,7 @@ pub async fn run_route_load(
                 .collect();
             for (w, mut conn) in conns.into_iter().enumerate() {
                 let (run, issued, max) = (run.clone(), issued.clone(), cfg.max_requests);
+                let stopped = stopped.clone();
                 let (done_tx, done_rx) = tokio::sync::oneshot::channel::<()>();
                 std::thread::Builder::new()
                     .name(crate::WORKER_THREAD.to_owned())
@@ -520,6 +551,7 @@ pub async fn run_route_load(
                         let mut rng = ChaCha8Rng::seed_from_u64(run.seed);
                         rng.set_stream(w as u64);
                         while Instant::now() < run.deadline
+                            && !stopped()
                             && issued.fetch_add(1, Ordering::Relaxed) < max
                         {
                             run.one_blocking(&dev, &mut rng, &mut conn);
@@ -545,11 +577,13 @@ pub async fn run_route_load(
                 .collect();
             for (w, mut conn) in conns.into_iter().enumerate() {
                 let (run, issued, max) = (run.clone(), issued.clone(), cfg.max_requests);
+                let stopped = stopped.clone();
                 set.spawn(async move {
                     let dev = run.devices[w % run.devices.len()].clone();
                     let mut rng = ChaCha8Rng::seed_from_u64(run.seed);
                     rng.set_stream(w as u64);
                     while Instant::now() < run.deadline
+                        && !stopped()
                         && issued.fetch_add(1, Ordering::Relaxed) < max
                     {
                         run.one_lean(&dev, &mut rng, &mut conn).await;
@@ -567,7 +601,7 @@ pub async fn run_route_load(
             let mut i: u64 = 0;
             while i < cfg.max_requests {
                 let intended = t0 + period.mul_f64(i as f64);
-                if intended >= run.deadline {
+                if intended >= run.deadline || stopped() {
                     break;
                 }
                 tokio::time::sleep_until(intended.into()).await;
@@ -597,12 +631,22 @@ pub async fn run_route_load(
     // Blocking connections have no timer of their own past the socket timeout: at the
     // requests' hard stop (deadline + grace) they are shut down, and the request each was
     // waiting on is counted as a timeout, as an async worker's timer would count it.
-    let hard_stop = run.deadline + DRAIN_GRACE + Duration::from_millis(250);
-    let shut_at = run.deadline + DRAIN_GRACE;
+    let mut hard_stop = run.deadline + DRAIN_GRACE + Duration::from_millis(250);
+    let mut shut_at = run.deadline + DRAIN_GRACE;
     let mut shut = slots.is_empty();
+    let mut stop_rx = stop.clone();
     loop {
         tokio::select! {
             r = set.join_next() => if r.is_none() { break },
+            // Stopped from outside: the requests out get STOP_GRACE, not the run's drain.
+            r = async { stop_rx.as_mut().expect("guarded").changed().await }, if stop_rx.is_some() => {
+                if r.is_err() || stopped() {
+                    let now = Instant::now();
+                    shut_at = shut_at.min(now + STOP_GRACE);
+                    hard_stop = hard_stop.min(now + STOP_GRACE + Duration::from_millis(250));
+                    stop_rx = None;
+                }
+            }
             _ = tokio::time::sleep_until(shut_at.into()), if !shut => {
                 slots.iter().for_each(|s| s.shut_down());
                 shut = true;
@@ -629,6 +673,7 @@ pub async fn run_route_load(
             corrected: open.then(crate::stats::latency_histogram),
             per_second: vec![],
             intervals: vec![],
+            intervals_uncorrected: vec![],
         });
     Ok(RouteLoadReport {
         route: cfg.route,

@@ -445,6 +445,7 @@ pub async fn run_dav_route_load(
             corrected: open.then(crate::stats::latency_histogram),
             per_second: vec![],
             intervals: vec![],
+            intervals_uncorrected: vec![],
         });
     Ok(DavRouteLoadReport {
         route: cfg.route,

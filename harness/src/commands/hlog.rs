@@ -32,7 +32,7 @@ pub struct MergeArgs {
     pub out: PathBuf,
     /// Largest difference between the logs' start times, with a unit: 1s, 500ms. Interval i
     /// of every log is summed into interval i, so starts further apart are refused.
-    #[arg(long, default_value = "1s", value_parser = contract::parse::duration)]
+    #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = contract::parse::duration)]
     pub max_start_skew: Duration,
     /// Print one JSON document on stdout instead of the summary.
     #[arg(long)]

@@ -290,7 +290,7 @@ pub struct RouteArgs {
     pub locust_master: Option<String>,
     /// With --locust-master: how long without a heartbeat answer before the master counts as
     /// gone (Locust's own liveness is 3 heartbeats of 1 s).
-    #[arg(long, default_value = "3s", value_parser = contract::parse::duration)]
+    #[arg(long, value_name = "DURATION", default_value = "3s", value_parser = contract::parse::duration)]
     pub master_timeout: Duration,
 }
 

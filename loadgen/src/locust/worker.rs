@@ -172,11 +172,17 @@ pub async fn connect(cfg: &WorkerConfig) -> Result<Connected, WorkerError> {
     let last_heard = Arc::new(Mutex::new(Instant::now()));
     let heard = last_heard.clone();
     // One task owns the socket: it sends what the others queue, and passes on what arrives.
+    // One task owns the socket: it sends what the others queue, and passes on what arrives.
+    // It outlives a vanished master (a failed send is dropped, a failed receive retried after
+    // a pause): the heartbeat liveness, not a socket error, decides that the master is gone.
     let io = tokio::spawn(async move {
         loop {
             tokio::select! {
                 m = sock.recv() => {
-                    let Ok(m) = m else { break };
+                    let Ok(m) = m else {
+                        tokio::time::sleep(Duration::from_millis(200)).await;
+                        continue;
+                    };
                     *heard.lock().unwrap_or_else(|p| p.into_inner()) = Instant::now();
                     let bytes: Vec<u8> = m.into_vec().into_iter().last().map(|b| b.to_vec()).unwrap_or_default();
                     if in_tx.send(message::decode(&bytes)).await.is_err() {
@@ -185,9 +191,7 @@ pub async fn connect(cfg: &WorkerConfig) -> Result<Connected, WorkerError> {
                 }
                 o = out_rx.recv() => {
                     let Some(o) = o else { break };
-                    if sock.send(zeromq::ZmqMessage::from(o)).await.is_err() {
-                        break;
-                    }
+                    let _ = sock.send(zeromq::ZmqMessage::from(o)).await;
                 }
             }
         }
@@ -276,6 +280,16 @@ impl Connected {
             .map_err(|_| master_err(&self.master, "the connection closed"))
     }
 
+    /// Waits (at most half a second, the master's own wait for a last report) until the
+    /// socket task has taken every queued message, and a moment for it to be written.
+    async fn flush(&self) {
+        let end = Instant::now() + Duration::from_millis(500);
+        while self.out.capacity() < self.out.max_capacity() && Instant::now() < end {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
     fn set_state(&self, s: &'static str) {
         *self.state.lock().unwrap_or_else(|p| p.into_inner()) = s;
     }
@@ -314,7 +328,10 @@ impl Connected {
             tokio::select! {
                 m = self.inbox.recv() => {
                     let m = match m {
-                        None => continue,
+                        None => {
+                            stop_run(&mut running).await;
+                            return Ok(Outcome::MasterGone { silent: self.silent() });
+                        }
                         Some(Err(e)) => {
                             stop_run(&mut running).await;
                             return Err(WorkerError::Message { master: self.master.clone(), source: e });
@@ -354,7 +371,8 @@ impl Connected {
                             if let Some(r) = &running {
                                 let _ = r.stop.send(true);
                             }
-                            self.report(&mut reporter, recorder.as_ref(), &classes, users, cfg).await?;
+                            self.report_last(&mut reporter, recorder.as_ref(), &classes, users, cfg).await?;
+                            self.flush().await;
                             stop_run(&mut running).await;
                             return Ok(Outcome::Quit);
                         }
@@ -390,27 +408,53 @@ impl Connected {
         users: u64,
         cfg: &WorkerConfig,
     ) -> Result<(), WorkerError> {
-        let m = match rec {
-            Some(r) => r.snapshot(),
-            None => Measured {
-                routes: BTreeMap::new(),
-                signing: crate::stats::sign_histogram(),
-                late_starts: 0,
-                start_wall: SystemTime::now(),
-            },
-        };
-        if let (Some(path), Some(_)) = (&cfg.hdr_log, rec) {
-            let mut buf = Vec::new();
-            write_interval_log(&mut buf, m.start_wall, &m.routes)
-                .and_then(|_| durable::write_atomic(path, &buf, durable::SHARED))
-                .map_err(|source| WorkerError::Log {
-                    path: path.clone(),
-                    source,
-                })?;
-        }
+        let m = snapshot(rec);
+        write_log(&m, rec, cfg)?;
         let data = reporter.report(&m, SystemTime::now(), classes, users);
         self.send("stats", &data).await
     }
+
+    /// The last report, on `quit`: the master waits only half a second for it, so it is sent
+    /// first and the log (of the same snapshot) written after.
+    async fn report_last(
+        &self,
+        reporter: &mut Reporter,
+        rec: Option<&Recorder>,
+        classes: &BTreeMap<String, u64>,
+        users: u64,
+        cfg: &WorkerConfig,
+    ) -> Result<(), WorkerError> {
+        let m = snapshot(rec);
+        let data = reporter.report(&m, SystemTime::now(), classes, users);
+        let sent = self.send("stats", &data).await;
+        write_log(&m, rec, cfg)?;
+        sent
+    }
+}
+
+fn snapshot(rec: Option<&Recorder>) -> Measured {
+    match rec {
+        Some(r) => r.snapshot(),
+        None => Measured {
+            routes: BTreeMap::new(),
+            signing: crate::stats::sign_histogram(),
+            late_starts: 0,
+            start_wall: SystemTime::now(),
+        },
+    }
+}
+
+fn write_log(m: &Measured, rec: Option<&Recorder>, cfg: &WorkerConfig) -> Result<(), WorkerError> {
+    if let (Some(path), Some(_)) = (&cfg.hdr_log, rec) {
+        let mut buf = Vec::new();
+        write_interval_log(&mut buf, m.start_wall, &m.routes)
+            .and_then(|_| durable::write_atomic(path, &buf, durable::SHARED))
+            .map_err(|source| WorkerError::Log {
+                path: path.clone(),
+                source,
+            })?;
+    }
+    Ok(())
 }
 
 fn start_run(devices: &[Device], cfg: &WorkerConfig, users: u64, rec: Recorder) -> Running {

@@ -196,6 +196,9 @@ impl Merged {
     }
 }
 
+/// One merged interval while it is summed: (length, sum, sources, first contributor).
+type Slot = (Duration, Histogram<u64>, usize, usize);
+
 /// The header facts of one log, read before any interval is added.
 struct Header {
     start: Duration,
@@ -303,9 +306,7 @@ pub fn merge(inputs: &[LogInput<'_>], max_start_skew: Duration) -> Result<Merged
         });
     }
 
-    // (offset, tag) -> (length, sum, sources, first contributor).
-    let mut acc: BTreeMap<(Duration, String), (Duration, Histogram<u64>, usize, usize)> =
-        BTreeMap::new();
+    let mut acc: BTreeMap<(Duration, String), Slot> = BTreeMap::new();
     let mut sigfig: Option<(u8, usize)> = None;
     let mut de = Deserializer::new();
     for (k, (inp, h)) in inputs.iter().zip(&headers).enumerate() {
@@ -348,7 +349,7 @@ pub fn merge(inputs: &[LogInput<'_>], max_start_skew: Duration) -> Result<Merged
                 e.auto(true);
                 (length, e, 0, k)
             });
-            if abs_diff(slot.0, length) > BOUNDARY_SLACK {
+            if slot.0.abs_diff(length) > BOUNDARY_SLACK {
                 return Err(HlogError::Length {
                     a: inputs[slot.3].name.to_owned(),
                     b: inp.name.to_owned(),
@@ -424,10 +425,6 @@ fn offset_of(ts: Duration, h: &Header) -> Option<Duration> {
         None if ts < h.start => Some(ts),
         None => ts.checked_sub(h.start),
     }
-}
-
-fn abs_diff(a: Duration, b: Duration) -> Duration {
-    if a > b { a - b } else { b - a }
 }
 
 fn base64_decode(s: &str) -> Option<Vec<u8>> {

@@ -13,6 +13,7 @@
 //! | 6 | `verify` / `vault verify`: a baseline does not match its sidecar (edited value, digest, version), or a vault differs from its manifest |
 //! | 7 | `compare`: the baseline and the recording come from different machine classes (refused unless `--across-machines`), or with `--strict-machine` a calibration channel differs from the baseline's beyond its tolerance |
 //! | 8 | a `git:REV` target did not build (`record`, `ab`; `bisect` for an end of its range): the revision and the log's tail are named; the failure is cached with the build |
+//! | 9 | `load --locust-master`: the Locust master stopped answering heartbeats; the load was stopped within the liveness |
 //! | 130 | interrupted (SIGINT/SIGTERM): children killed and reaped, nothing half-written |
 //!
 //! 6 is the first free number after the existing ones: a mismatch is not a regression (the
@@ -22,6 +23,8 @@
 //! a broken file, and a trend job must be able to tell "wrong baseline" from "slower build".
 //! 8 is the next free number: a build that fails is the user's code, not the harness's input
 //! (2) nor the machine (3), and a script bisecting by hand must tell it from both.
+//! 9: a worker whose master vanished is neither an error of its own input nor a success, and
+//! a job runner restarting workers must be able to tell it from both.
 //! 130 is the shell's 128 + SIGINT.
 
 /// Success.
@@ -43,11 +46,13 @@ pub const MISMATCH: i32 = 6;
 pub const ACROSS_MACHINES: i32 = 7;
 /// A `git:REV` target's build command failed.
 pub const BUILD_FAILED: i32 = 8;
+/// A Locust worker's master went silent for longer than the heartbeat liveness.
+pub const MASTER_GONE: i32 = 9;
 /// Interrupted by SIGINT or SIGTERM (128 + 2, as shells report it).
 pub const INTERRUPTED: i32 = 130;
 
 /// Every code with its constant's name, in numeric order (the README test compares this).
-pub const ALL: [(i32, &str); 10] = [
+pub const ALL: [(i32, &str); 11] = [
     (OK, "OK"),
     (REGRESSION, "REGRESSION"),
     (ERROR, "ERROR"),
@@ -57,6 +62,7 @@ pub const ALL: [(i32, &str); 10] = [
     (MISMATCH, "MISMATCH"),
     (ACROSS_MACHINES, "ACROSS_MACHINES"),
     (BUILD_FAILED, "BUILD_FAILED"),
+    (MASTER_GONE, "MASTER_GONE"),
     (INTERRUPTED, "INTERRUPTED"),
 ];
 

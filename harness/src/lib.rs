@@ -38,8 +38,8 @@ pub mod recording;
 pub mod commands;
 
 use commands::{
-    ab, bisect, calibrate, class, load, probe, record, report as report_cmd, sample as sample_cmd,
-    vault, verify,
+    ab, bisect, calibrate, class, hlog, load, probe, record, report as report_cmd,
+    sample as sample_cmd, vault, verify,
 };
 
 /// Reproducible, gated performance numbers for self-hosted note-vault sync servers.
@@ -79,6 +79,9 @@ pub enum Command {
     Verify(verify::VerifyArgs),
     /// Print this machine's class: the `baselines/<class>/` directory its recordings go to.
     Class(class::ClassArgs),
+    /// Work with HdrHistogram interval logs: merge several generators' logs exactly.
+    #[command(subcommand)]
+    Hlog(hlog::HlogCmd),
     /// Internal: run one sample plan in this fresh process (used by record and ab).
     #[command(hide = true)]
     Sample(sample_cmd::SampleArgs),
@@ -98,6 +101,7 @@ pub fn run(cli: Cli) -> i32 {
         Command::Record(args) => record::run(args),
         Command::Verify(args) => verify::run(args),
         Command::Class(args) => class::run(args),
+        Command::Hlog(cmd) => hlog::run(cmd),
         Command::Ab(args) => ab::run(args),
         Command::Bisect(args) => bisect::run(args),
         Command::Report(args) => report_cmd::run_report(args),

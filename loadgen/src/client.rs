@@ -151,7 +151,16 @@ pub(crate) fn nonce_rng(seed: u64, index: usize, session: u64) -> ChaCha8Rng {
 /// a restored older state file); nonces are then unique, not reproducible across runs, which
 /// is what the server's replay check needs. Within a run they still follow from the key, so
 /// workers made in a fixed order draw fixed streams. `salt` 0 is [`nonce_rng`] (enrolment).
-pub(crate) fn session_nonce_rng(seed: u64, index: usize, session: u64, salt: u64) -> ChaCha8Rng {
+/// `tag` (a shard or Locust worker index) fills the stream's upper 32 bits, so generators
+/// that share a key by construction (one state file copied to every machine) draw disjoint
+/// streams even for the same device.
+pub(crate) fn session_nonce_rng(
+    seed: u64,
+    index: usize,
+    session: u64,
+    salt: u64,
+    tag: u32,
+) -> ChaCha8Rng {
     if salt == 0 {
         return nonce_rng(seed, index, session);
     }
@@ -161,7 +170,7 @@ pub(crate) fn session_nonce_rng(seed: u64, index: usize, session: u64, salt: u64
     h.update(session.to_le_bytes());
     h.update(salt.to_le_bytes());
     let mut rng = ChaCha8Rng::from_seed(h.finalize().into());
-    rng.set_stream(index as u64);
+    rng.set_stream((u64::from(tag) << 32) | (index as u64 & 0xffff_ffff));
     rng
 }
 

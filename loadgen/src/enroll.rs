@@ -264,6 +264,11 @@ pub struct StateFile {
     /// 64 bits from the operating system, drawn anew by every load and never saved: with
     /// `seed` and `session` it keys this invocation's nonce streams (see [`nonce_rng`]).
     pub salt: u64,
+    /// Which generator of several this session is (a `--shard` index or a Locust worker
+    /// index; 0 alone): it selects the nonce streams' upper 32 bits, so generators sharing a
+    /// key (a state file copied to every machine, same session number) still never share a
+    /// stream. Never saved.
+    pub stream_tag: u32,
 }
 
 impl std::ops::Deref for StateFile {
@@ -310,7 +315,11 @@ impl StateFile {
                 })
                 .collect(),
         );
-        StateFile { doc, salt: 0 }
+        StateFile {
+            doc,
+            salt: 0,
+            stream_tag: 0,
+        }
     }
 
     /// Loads a state file; `Ok(None)` when it does not exist.
@@ -326,7 +335,11 @@ impl StateFile {
             reason: e.to_string(),
         })?;
         let salt = os_random_u64().map_err(|e| LoadError::io(Path::new("/dev/urandom"), e))?;
-        Ok(Some(StateFile { doc, salt }))
+        Ok(Some(StateFile {
+            doc,
+            salt,
+            stream_tag: 0,
+        }))
     }
 
     /// Rebuilds the devices for `target` using nonce streams of the current session.
@@ -355,7 +368,7 @@ impl StateFile {
                     creds,
                     i,
                     self.domain_id.clone(),
-                    session_nonce_rng(self.seed, i, self.session, self.salt),
+                    session_nonce_rng(self.seed, i, self.session, self.salt, self.stream_tag),
                 ))
             })
             .collect()
@@ -365,6 +378,26 @@ impl StateFile {
     /// `<path>.lock` (so concurrent runs sharing one file each get their own session number),
     /// loads it, increments `session` and saves it. `Ok(None)` when there is no state file.
     pub fn begin_session(path: &Path) -> Result<Option<StateFile>, LoadError> {
+        let lock = StateFile::lock(path)?;
+        let s = StateFile::begin_session_locked(path)?;
+        drop(lock);
+        Ok(s)
+    }
+
+    /// [`StateFile::begin_session`] for a caller that already holds [`StateFile::lock`].
+    pub fn begin_session_locked(path: &Path) -> Result<Option<StateFile>, LoadError> {
+        let Some(mut s) = StateFile::load(path)? else {
+            return Ok(None);
+        };
+        s.session += 1;
+        s.save(path)?;
+        Ok(Some(s))
+    }
+
+    /// Takes the exclusive lock on `<path>.lock`, waiting for it; held until the returned
+    /// file is dropped. Several generators enrolling into one state file (shards, Locust
+    /// workers on one machine) hold it from loading the file to saving their new devices.
+    pub fn lock(path: &Path) -> Result<std::fs::File, LoadError> {
         let lock_path = lock_path_of(path);
         if let Some(dir) = lock_path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir).map_err(|e| LoadError::io(dir, e))?;
@@ -376,13 +409,7 @@ impl StateFile {
             .open(&lock_path)
             .map_err(|e| LoadError::io(&lock_path, e))?;
         lock.lock().map_err(|e| LoadError::io(&lock_path, e))?;
-        let Some(mut s) = StateFile::load(path)? else {
-            return Ok(None);
-        };
-        s.session += 1;
-        s.save(path)?;
-        drop(lock);
-        Ok(Some(s))
+        Ok(lock)
     }
 
     /// Writes the file with mode 0600 via a temp file beside it, fsync and rename.
@@ -432,7 +459,11 @@ mod tests {
             }],
         );
         doc.session = 3;
-        let s = StateFile { doc, salt: 0 };
+        let s = StateFile {
+            doc,
+            salt: 0,
+            stream_tag: 0,
+        };
         s.save(&path).unwrap();
         let mode = std::fs::metadata(&path).unwrap().permissions().mode();
         assert_eq!(mode & 0o777, 0o600);
@@ -473,7 +504,11 @@ mod tests {
                 device_secret: "02".repeat(32),
             }],
         );
-        let s = StateFile { doc, salt: 0 };
+        let s = StateFile {
+            doc,
+            salt: 0,
+            stream_tag: 0,
+        };
         s.save(&path).unwrap();
         let backup = std::fs::read(&path).unwrap();
         let threads: Vec<_> = (0..8)
@@ -493,7 +528,7 @@ mod tests {
         let b = StateFile::begin_session(&path).unwrap().unwrap();
         assert_eq!(a.session, b.session);
         let nonce = |s: &StateFile| {
-            let mut r = session_nonce_rng(s.seed, 0, s.session, s.salt);
+            let mut r = session_nonce_rng(s.seed, 0, s.session, s.salt, 0);
             let mut n = [0u8; 16];
             rand::Rng::fill_bytes(&mut r, &mut n);
             n

@@ -45,16 +45,20 @@ mod lock;
 mod metrics;
 mod midbody;
 mod route;
+mod shard;
 mod stats;
 mod sync;
 mod target;
 
 pub mod bench;
 pub mod couch;
+pub mod fanout;
 pub mod faulthop;
+pub mod hlog;
 #[doc(hidden)]
 pub mod internals;
 pub mod launch;
+pub mod locust;
 pub mod webdav;
 
 pub use client::{Acknowledged, Clock, Device, system_clock};
@@ -65,10 +69,11 @@ pub use midbody::{MidBodyCut, MidBodyTrap, TrapState};
 pub use protocol::wire::{Change, ChangesResponse};
 pub use route::{
     Mode, PairedRouteConfig, PairedRouteReport, Route, RouteLoadConfig, RouteLoadReport,
-    a_first_in, default_slice, run_paired_route_load, run_route_load,
+    a_first_in, default_slice, run_paired_route_load, run_route_load, run_route_load_until,
 };
+pub use shard::Shard;
 pub use stats::{
-    HistSummary, Measured, RouteStats, latency_histogram, merge_into, read_interval_log,
+    HistSummary, Measured, Recorder, RouteStats, latency_histogram, merge_into, read_interval_log,
     write_interval_log,
 };
 pub use sync::{

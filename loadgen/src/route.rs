@@ -47,6 +47,11 @@ pub const EXISTS_SIDS: usize = 64;
 pub const LATE_START: Duration = Duration::from_millis(2);
 /// After the duration, requests still out get this long before they count as timeouts.
 pub const DRAIN_GRACE: Duration = Duration::from_secs(2);
+/// Stopped from outside (a Locust `stop`, or its master gone), requests still out get this
+/// long: the stop must land within Locust's heartbeat liveness of 3 s.
+pub const STOP_GRACE: Duration = Duration::from_secs(1);
+/// Mixes the first device's index into a run's level (an odd constant, SplitMix64's).
+const SHARD_MIX: u64 = 0x9e37_79b9_7f4a_7c15 ^ 0xbf58_476d_1ce4_e5b9;
 
 /// A route under load.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
@@ -440,6 +445,20 @@ pub async fn run_route_load(
     devices: &[Device],
     cfg: &RouteLoadConfig,
 ) -> Result<RouteLoadReport, LoadError> {
+    let rec = Recorder::with_intervals(matches!(cfg.mode, Mode::Open { .. }));
+    run_route_load_until(devices, cfg, rec, None).await
+}
+
+/// [`run_route_load`] into a recorder the caller holds (a Locust worker reads it every few
+/// seconds while the run goes on; it must keep intervals, and be open-loop exactly when the
+/// mode is), stopping early when `stop` turns true: no request starts after that, and the
+/// requests still out get a short grace before they are abandoned.
+pub async fn run_route_load_until(
+    devices: &[Device],
+    cfg: &RouteLoadConfig,
+    rec: Recorder,
+    stop: Option<tokio::sync::watch::Receiver<bool>>,
+) -> Result<RouteLoadReport, LoadError> {
     if devices.is_empty() {
         return Err(LoadError::Invalid {
             what: "devices".into(),
@@ -451,6 +470,12 @@ pub async fn run_route_load(
         reason: e.reason.into(),
     })?;
     let open = matches!(cfg.mode, Mode::Open { .. });
+    if rec.open_loop() != open {
+        return Err(LoadError::Invalid {
+            what: "recorder".into(),
+            reason: "must be open-loop exactly when the mode is".into(),
+        });
+    }
     // `--duration` bounds preparation too: a target that hangs while the route's data is
     // prepared ends the run after the duration, not after every request's retries.
     let prep = tokio::time::timeout(cfg.duration, prepare(devices, cfg))
@@ -463,7 +488,6 @@ pub async fn run_route_load(
                 cfg.duration
             ),
         })??;
-    let rec = Recorder::with_intervals(open);
     let t0 = rec.start();
     let run = Arc::new(Run {
         route: cfg.route,
@@ -473,10 +497,12 @@ pub async fn run_route_load(
         counter: AtomicU64::new(0),
         deadline: t0 + cfg.duration,
         seed: cfg.seed,
+        // A shard's devices start above 0: its `put-chunk` bodies are its own, not a copy
+        // of another shard's (device 0's run keeps the level it always had).
         level: match cfg.mode {
             Mode::Closed { in_flight } => in_flight as u64,
             Mode::Open { rate_per_s, .. } => (1 << 63) | rate_per_s.to_bits() >> 1,
-        },
+        } ^ (devices[0].index() as u64).wrapping_mul(SHARD_MIX),
     });
     let issued = Arc::new(AtomicU64::new(0));
     let mut set = JoinSet::new();
@@ -495,6 +521,7 @@ pub async fn run_route_load(
                 .collect();
             for (w, mut conn) in conns.into_iter().enumerate() {
                 let (run, issued, max) = (run.clone(), issued.clone(), cfg.max_requests);
+                let stop = stop.clone();
                 let (done_tx, done_rx) = tokio::sync::oneshot::channel::<()>();
                 std::thread::Builder::new()
                     .name(crate::WORKER_THREAD.to_owned())
@@ -503,6 +530,7 @@ pub async fn run_route_load(
                         let mut rng = ChaCha8Rng::seed_from_u64(run.seed);
                         rng.set_stream(w as u64);
                         while Instant::now() < run.deadline
+                            && !drive::stopped(&stop)
                             && issued.fetch_add(1, Ordering::Relaxed) < max
                         {
                             run.one_blocking(&dev, &mut rng, &mut conn);
@@ -528,6 +556,7 @@ pub async fn run_route_load(
                 deadline: run.deadline,
                 max_requests: cfg.max_requests,
                 seed: cfg.seed,
+                stop: stop.clone(),
             };
             let devices = run.devices.clone();
             drive::run_mode(&run, &rec, mode, &bounds, |n| {
@@ -538,7 +567,7 @@ pub async fn run_route_load(
             .await;
         }
     }
-    drive::drain(&mut set, run.deadline, &slots).await;
+    drive::drain(&mut set, run.deadline, &slots, &stop).await;
     let wall = t0.elapsed();
     let m = rec.snapshot();
     let stats = drive::route_stats(&m, cfg.route.name(), open);

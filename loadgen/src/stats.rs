@@ -115,6 +115,10 @@ pub struct RouteStats {
     /// interval log; not serialised into JSON.
     #[serde(skip)]
     pub intervals: Vec<Histogram<u64>>,
+    /// Open loop only: per-second histograms of the uncorrected service time, for the
+    /// interval log's `<route>-uncorrected` tag; not serialised into JSON.
+    #[serde(skip)]
+    pub intervals_uncorrected: Vec<Histogram<u64>>,
 }
 
 impl RouteStats {
@@ -128,6 +132,7 @@ impl RouteStats {
             corrected: open_loop.then(latency_histogram),
             per_second: Vec::new(),
             intervals: Vec::new(),
+            intervals_uncorrected: Vec::new(),
         }
     }
 
@@ -170,13 +175,20 @@ impl RouteStats {
             _ => {}
         }
         grow_add(&mut self.per_second, &other.per_second);
-        if self.intervals.len() < other.intervals.len() {
-            self.intervals
-                .resize_with(other.intervals.len(), interval_histogram);
-        }
-        for (a, b) in self.intervals.iter_mut().zip(&other.intervals) {
-            a.add(b).expect("auto-resizing");
-        }
+        add_intervals(&mut self.intervals, &other.intervals);
+        add_intervals(
+            &mut self.intervals_uncorrected,
+            &other.intervals_uncorrected,
+        );
+    }
+}
+
+fn add_intervals(a: &mut Vec<Histogram<u64>>, b: &[Histogram<u64>]) {
+    if a.len() < b.len() {
+        a.resize_with(b.len(), interval_histogram);
+    }
+    for (x, y) in a.iter_mut().zip(b) {
+        x.add(y).expect("auto-resizing");
     }
 }
 
@@ -257,6 +269,16 @@ impl Recorder {
         self.start
     }
 
+    /// Whether it keeps corrected (open-loop) histograms.
+    pub fn open_loop(&self) -> bool {
+        self.open_loop
+    }
+
+    /// When this recorder started, in wall time (an interval log's `StartTime`).
+    pub fn start_wall(&self) -> SystemTime {
+        self.start_wall
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, RecorderInner> {
         // A panic while holding the lock cannot leave the histograms inconsistent in a way
         // that matters more than losing the run, so a poisoned lock is simply taken over.
@@ -303,6 +325,13 @@ impl Recorder {
                 st.intervals.resize_with(sec + 1, interval_histogram);
             }
             let _ = st.intervals[sec].record(corrected.unwrap_or(service));
+            if corrected.is_some() {
+                if st.intervals_uncorrected.len() <= sec {
+                    st.intervals_uncorrected
+                        .resize_with(sec + 1, interval_histogram);
+                }
+                let _ = st.intervals_uncorrected[sec].record(service);
+            }
         }
     }
 
@@ -348,10 +377,20 @@ impl Measured {
     }
 }
 
+/// The header line that says how a log's headline intervals were corrected for coordinated
+/// omission: `#[Correction: intended-send-time]` (open loop: latency from the intended send
+/// time, as wrk2 records it) or `#[Correction: none]` (closed loop). `hlog merge` refuses to
+/// sum logs that say different things, or a log that says nothing with one that does.
+pub const CORRECTION_HEADER: &str = "[Correction: ";
+/// [`CORRECTION_HEADER`]'s value for open-loop logs.
+pub const CORRECTED_INTENDED: &str = "intended-send-time";
+/// [`CORRECTION_HEADER`]'s value for closed-loop logs.
+pub const CORRECTED_NONE: &str = "none";
+
 /// Writes the per-second histograms of every route as a standard HdrHistogram interval log
 /// (the format of Java's `HistogramLogWriter`, V2 + DEFLATE, values in µs), tagged by route;
-/// open-loop runs add `<route>-uncorrected`, whose intervals are not kept per second and so
-/// are written as one whole-run interval. Intervals are ordered by start time.
+/// open-loop runs add `<route>-uncorrected`, also one interval per second. Intervals are
+/// ordered by start time; a `#[Correction: …]` header line says how they were corrected.
 pub fn write_interval_log<W: Write>(
     out: &mut W,
     start_wall: SystemTime,
@@ -359,43 +398,48 @@ pub fn write_interval_log<W: Write>(
 ) -> Result<(), std::io::Error> {
     let mut ser = V2DeflateSerializer::new();
     let mut builder = IntervalLogWriterBuilder::new();
+    let corrected = routes.values().any(|r| r.corrected.is_some());
+    let correction = if corrected {
+        CORRECTED_INTENDED
+    } else {
+        CORRECTED_NONE
+    };
     builder
         .add_comment(
             "vaultbench load: latency in microseconds, one interval per second, tagged by route",
         )
+        .add_comment(&format!("{CORRECTION_HEADER}{correction}]"))
         .with_start_time(start_wall)
         .with_base_time(start_wall)
         .with_max_value_divisor(1000.0);
     let mut w = builder.begin_log_with(out, &mut ser)?;
     let secs = routes
         .values()
-        .map(|r| r.intervals.len())
+        .map(|r| r.intervals.len().max(r.intervals_uncorrected.len()))
         .max()
         .unwrap_or(0);
     let to_io = |e| std::io::Error::other(format!("{e:?}"));
+    let uncorrected: BTreeMap<&String, String> = routes
+        .keys()
+        .map(|k| (k, format!("{k}-uncorrected")))
+        .collect();
     for i in 0..secs {
         for (route, st) in routes {
-            if let Some(h) = st.intervals.get(i).filter(|h| !h.is_empty()) {
-                w.write_histogram(
-                    h,
-                    Duration::from_secs(i as u64),
-                    Duration::from_secs(1),
-                    Tag::new(route),
-                )
-                .map_err(to_io)?;
+            let series = [
+                (&st.intervals, route.as_str()),
+                (&st.intervals_uncorrected, uncorrected[route].as_str()),
+            ];
+            for (intervals, tag) in series {
+                if let Some(h) = intervals.get(i).filter(|h| !h.is_empty()) {
+                    w.write_histogram(
+                        h,
+                        Duration::from_secs(i as u64),
+                        Duration::from_secs(1),
+                        Tag::new(tag),
+                    )
+                    .map_err(to_io)?;
+                }
             }
-        }
-    }
-    for (route, st) in routes {
-        if st.corrected.is_some() && !st.latency.is_empty() {
-            let tag = format!("{route}-uncorrected");
-            w.write_histogram(
-                &st.latency,
-                Duration::ZERO,
-                Duration::from_secs(secs.max(1) as u64),
-                Tag::new(&tag),
-            )
-            .map_err(to_io)?;
         }
     }
     Ok(())

@@ -4,7 +4,9 @@
 //! Exit codes (the harness maps errors to 2): 0 when the run completed (failed requests
 //! are reported per status, not fatal), 2 for bad input, an unreachable target or one that
 //! speaks the other protocol (checked before any load request), a wrong setup token, or a
-//! route load in which no request succeeded.
+//! route load in which no request succeeded. As a Locust worker (`--locust-master`): 0 when
+//! the master said quit, 9 (`MASTER_GONE`) when it went silent, 2 when it sent a message
+//! that cannot be read.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -46,6 +48,46 @@ pub enum LoadCmd {
     Pull(TransferArgs),
     /// Compare the generator's request rate with wrk on the same trivial endpoint.
     BenchPeer(BenchArgs),
+    /// Many devices holding long polls while a few push: fan-out latency, and the server's
+    /// and this generator's memory per 1,000 held devices.
+    Fanout(FanoutArgs),
+}
+
+/// `load fanout` flags.
+#[derive(Debug, Clone, clap::Args)]
+pub struct FanoutArgs {
+    #[command(flatten)]
+    pub conn: ConnArgs,
+    /// Devices holding `GET /v1/changes?wait=` long polls.
+    #[arg(long, value_name = "N", default_value_t = 100)]
+    pub devices: usize,
+    /// Devices pushing at the same time, each its own files.
+    #[arg(long, value_name = "D", default_value_t = 1)]
+    pub pushers: usize,
+    /// Posts per pushing device.
+    #[arg(long, value_name = "M", default_value_t = 10)]
+    pub posts: u32,
+    /// Between one pusher's posts: 1s, 200ms.
+    #[arg(long, default_value = "1s", value_parser = contract::parse::duration)]
+    pub interval: Duration,
+    /// Each long poll's wait (at most 55s).
+    #[arg(long, default_value = "30s", value_parser = contract::parse::duration)]
+    pub wait: Duration,
+    /// After the waiters' first polls are out, before the first post.
+    #[arg(long, default_value = "2s", value_parser = contract::parse::duration)]
+    pub settle: Duration,
+    /// The server's process id, to report its RSS and CPU per 1,000 held devices.
+    #[arg(long, value_name = "PID")]
+    pub server_pid: Option<u32>,
+    /// Run as shard I of N (devices I*(N+D) .. of the state file; see `load --shard`).
+    #[arg(long, value_name = "I/N", value_parser = parse_shard)]
+    pub shard: Option<loadgen::Shard>,
+    /// Where the pushers' files are written (default: the system temp dir).
+    #[arg(long, value_name = "DIR")]
+    pub work_dir: Option<PathBuf>,
+    /// Print one JSON document on stdout instead of the summary.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// `bench-peer` flags.
@@ -237,6 +279,27 @@ pub struct RouteArgs {
     /// Write the latency histograms as an HdrHistogram interval log, tagged by route.
     #[arg(long, value_name = "FILE")]
     pub hdr_log: Option<PathBuf>,
+    /// Run as shard I of N generators (counting from 0): this shard's devices are
+    /// I*K .. (I+1)*K of the state file (K = --devices), enrolled under the state file's
+    /// lock when missing, and its nonce streams are its own. Merge the shards' --hdr-log
+    /// files with `vaultbench hlog merge`.
+    #[arg(long, value_name = "I/N", value_parser = parse_shard)]
+    pub shard: Option<loadgen::Shard>,
+    /// Run as a Locust worker of the master at HOST:PORT (its --master-bind-port): the
+    /// master's user count becomes this worker's devices (at most --devices, from the
+    /// device range of the worker index the master assigns, or of --shard), each keeping
+    /// one request of --route in flight; stats go to the master every 3 s. Exits 0 when the
+    /// master says quit, 8 when the master stops answering heartbeats (see exit codes).
+    #[arg(long, value_name = "HOST:PORT", conflicts_with = "rate")]
+    pub locust_master: Option<String>,
+    /// With --locust-master: how long without a heartbeat answer before the master counts as
+    /// gone (Locust's own liveness is 3 heartbeats of 1 s).
+    #[arg(long, value_name = "DURATION", default_value = "3s", value_parser = contract::parse::duration)]
+    pub master_timeout: Duration,
+}
+
+fn parse_shard(s: &str) -> Result<loadgen::Shard, String> {
+    s.parse()
 }
 
 /// `load push|pull` flags.
@@ -275,6 +338,7 @@ pub fn run(mut args: LoadArgs) -> anyhow::Result<i32> {
     let conn = match &mut args.cmd {
         None => Some(&mut args.route.conn),
         Some(LoadCmd::Push(t) | LoadCmd::Pull(t)) => Some(&mut t.conn),
+        Some(LoadCmd::Fanout(f)) => Some(&mut f.conn),
         Some(LoadCmd::BenchPeer(b)) => {
             if let Some(n) = b.old_connections.take() {
                 eprintln!(
@@ -300,6 +364,7 @@ pub fn run(mut args: LoadArgs) -> anyhow::Result<i32> {
         None => args.route.in_flight.unwrap_or(args.route.max_in_flight),
         Some(LoadCmd::Push(t) | LoadCmd::Pull(t)) => t.in_flight,
         Some(LoadCmd::BenchPeer(b)) => b.connections,
+        Some(LoadCmd::Fanout(f)) => f.devices + f.pushers,
     };
     let cpus = std::thread::available_parallelism().map_or(1, usize::from);
     let rt = loadgen::runtime(loadgen::worker_threads(connections, cpus))
@@ -310,6 +375,7 @@ pub fn run(mut args: LoadArgs) -> anyhow::Result<i32> {
             Some(LoadCmd::Push(t)) => run_transfer(t, true).await,
             Some(LoadCmd::Pull(t)) => run_transfer(t, false).await,
             Some(LoadCmd::BenchPeer(b)) => run_bench_peer(b).await,
+            Some(LoadCmd::Fanout(f)) => run_fanout(f).await,
         }
     })
 }
@@ -384,7 +450,74 @@ pub async fn ensure_devices(
     Ok(devices)
 }
 
+/// The devices of one shard (`shard.devices(per_shard)` of the state file). Under the state
+/// file's lock from loading it to saving it: the first generator to get the lock sets the
+/// account up (with --setup-token-file) and pairs every device below its range's end; the
+/// others find them there. Each gets its own session number and nonce streams tagged with
+/// its index.
+pub async fn ensure_shard_devices(
+    target: &Target,
+    conn: &ConnArgs,
+    per_shard: usize,
+    shard: loadgen::Shard,
+) -> anyhow::Result<Vec<Device>> {
+    let range = shard
+        .devices(per_shard)
+        .with_context(|| format!("--shard {shard} with --devices {per_shard}: too many devices"))?;
+    let path = conn
+        .state
+        .clone()
+        .unwrap_or_else(|| StateFile::default_path(target));
+    let lock = StateFile::lock(&path)?;
+    check_target_protocol(target, conn).await?;
+    let (mut devices, seed, session) = match StateFile::begin_session_locked(&path)? {
+        Some(mut s) => {
+            s.stream_tag = shard.index;
+            (s.devices(target, &path)?, s.seed, s.session)
+        }
+        None => {
+            let token_path = conn.setup_token_file.as_deref().with_context(|| {
+                format!(
+                    "--setup-token-file is required to enrol devices on {} (no state file at {})",
+                    target.base(),
+                    path.display()
+                )
+            })?;
+            let token = std::fs::read_to_string(token_path)
+                .with_context(|| format!("setup token file {}", token_path.display()))?;
+            if token.trim().is_empty() {
+                bail!("setup token file {} is empty", token_path.display());
+            }
+            let devices = enroll(target, token.trim(), 1, conn.seed).await?;
+            (devices, conn.seed, 0)
+        }
+    };
+    let had = devices.len();
+    for i in devices.len()..range.end {
+        let d = pair(&devices[0], i, seed, session)
+            .await
+            .with_context(|| format!("pairing device {i} (state file {})", path.display()))?;
+        devices.push(d);
+    }
+    if devices.len() != had || session == 0 {
+        let mut state = StateFile::from_devices(target, seed, &devices);
+        state.session = session;
+        state.save(&path)?;
+        eprintln!(
+            "vaultbench: shard {shard}: {} device(s) enrolled on {} now; state in {}",
+            devices.len(),
+            target.base(),
+            path.display()
+        );
+    }
+    drop(lock);
+    Ok(devices.drain(range).collect())
+}
+
 async fn run_route(a: RouteArgs) -> anyhow::Result<i32> {
+    if let Some(master) = a.locust_master.clone() {
+        return run_locust_worker(a, &master).await;
+    }
     if a.conn.protocol == ProtocolArg::Couchdb {
         return run_couch_route(&a).await;
     }
@@ -404,7 +537,14 @@ async fn run_route(a: RouteArgs) -> anyhow::Result<i32> {
     if a.devices == 0 {
         bail!("--devices 0: must be at least 1");
     }
-    let devices = ensure_devices(&target, &a.conn, a.devices).await?;
+    let devices = match a.shard {
+        Some(shard) => ensure_shard_devices(&target, &a.conn, a.devices, shard).await?,
+        None => {
+            let mut d = ensure_devices(&target, &a.conn, a.devices).await?;
+            d.truncate(a.devices);
+            d
+        }
+    };
     let cfg = RouteLoadConfig {
         route,
         mode,
@@ -412,7 +552,7 @@ async fn run_route(a: RouteArgs) -> anyhow::Result<i32> {
         max_requests: a.max_requests,
         seed: a.conn.seed,
     };
-    let report = run_route_load(&devices[..a.devices], &cfg).await?;
+    let report = run_route_load(&devices, &cfg).await?;
     finish_route(RouteOut::of(&a, &target), &report, route.name(), |rss| {
         human_route(&report, target.base(), a.conn.seed, rss)
     })
@@ -730,6 +870,244 @@ fn finish_route<R: RouteReport>(
             "route {route}: no request succeeded ({})",
             statuses(&report.stats().status)
         );
+    }
+    Ok(exit::OK)
+}
+
+/// `load --locust-master HOST:PORT`: the route load as a Locust worker (`loadgen::locust`).
+/// Connects, takes the worker index the master assigns (or `--shard`'s), enrols that
+/// index's device range under the state file's lock, then runs users as the master says
+/// until it says quit (exit 0) or goes silent (exit 9, `MASTER_GONE`).
+async fn run_locust_worker(a: RouteArgs, master: &str) -> anyhow::Result<i32> {
+    let target = target_of(&a.conn)?;
+    if a.conn.protocol != ProtocolArg::Obsync {
+        bail!("--locust-master runs obsync-v1 devices; --protocol webdav and couchdb have none");
+    }
+    let route = a.route.as_deref().context(
+        "--route is required with --locust-master (put-chunk, post-version, changes, get-chunk, chunks-get, chunks-exists, livez)",
+    )?;
+    let route = parse_route(route).map_err(|e| anyhow::anyhow!("--route: {e}"))?;
+    if a.devices == 0 {
+        bail!("--devices 0: must be at least 1");
+    }
+    if a.in_flight.is_some() {
+        bail!(
+            "--in-flight: with --locust-master the master's user count is the requests in flight"
+        );
+    }
+    let cfg = loadgen::locust::WorkerConfig {
+        master: master.to_owned(),
+        route,
+        seed: a.conn.seed,
+        liveness: a.master_timeout,
+        hdr_log: a.hdr_log.clone(),
+        rss_bytes: std::sync::Arc::new(|| {
+            procstat::read::rss_kib(procstat::Pid::Current)
+                .ok()
+                .flatten()
+                .unwrap_or(0)
+                * 1024
+        }),
+    };
+    let conn = loadgen::locust::connect(&cfg).await?;
+    let index = match (a.shard, conn.index) {
+        (Some(s), _) => s.index,
+        (None, Some(i)) => i,
+        (None, None) => bail!(
+            "locust master {master} assigned no worker index (a master before Locust 2.10.3): pass --shard I/N"
+        ),
+    };
+    let shard = a.shard.unwrap_or(loadgen::Shard {
+        index,
+        count: index + 1,
+    });
+    let devices = ensure_shard_devices(&target, &a.conn, a.devices, shard).await?;
+    eprintln!(
+        "vaultbench: locust worker {index} of master {master}: route {}, devices {}..{} of the state file",
+        route.name(),
+        index as usize * a.devices,
+        (index as usize + 1) * a.devices
+    );
+    match conn.run(devices, &cfg).await? {
+        loadgen::locust::Outcome::Quit => Ok(exit::OK),
+        loadgen::locust::Outcome::MasterGone { silent } => {
+            eprintln!(
+                "vaultbench: locust master {master} silent for {:.1} s (more than --master-timeout {:?}): load stopped",
+                silent.as_secs_f64(),
+                a.master_timeout
+            );
+            Ok(exit::MASTER_GONE)
+        }
+    }
+}
+
+/// What `load fanout` read from `/proc` at one moment.
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+struct ProcAt {
+    generator_rss_kib: Option<u64>,
+    server_rss_kib: Option<u64>,
+    server_cpu_ticks: Option<u64>,
+    at_ms: u64,
+}
+
+/// The `load fanout` document.
+#[derive(Serialize)]
+struct FanoutDoc<'a> {
+    target: &'a str,
+    seed: u64,
+    report: &'a loadgen::fanout::FanoutReport,
+    /// Held devices: waiters minus those refused.
+    held: u64,
+    server_rss_kib_per_1000_held: Option<f64>,
+    /// Server CPU during the posting phase, in % of one CPU, per 1,000 held devices.
+    server_cpu_pct_per_1000_held: Option<f64>,
+    generator_rss_kib_per_1000_held: Option<f64>,
+    /// `obsync_journal_flushes_total` over the posts (the reference server's /metrics).
+    journal_flushes_per_post: Option<f64>,
+    moments: [ProcAt; 3],
+}
+
+async fn run_fanout(f: FanoutArgs) -> anyhow::Result<i32> {
+    let target = target_of(&f.conn)?;
+    if f.devices == 0 || f.pushers == 0 || f.posts == 0 {
+        bail!("--devices, --pushers and --posts must each be at least 1");
+    }
+    if f.wait.is_zero() || f.wait > Duration::from_secs(55) {
+        bail!(
+            "--wait {:?}: must be 1s to 55s (the protocol's bound)",
+            f.wait
+        );
+    }
+    let k = f.devices + f.pushers;
+    let devices = match f.shard {
+        Some(shard) => ensure_shard_devices(&target, &f.conn, k, shard).await?,
+        None => {
+            let mut d = ensure_devices(&target, &f.conn, k).await?;
+            d.truncate(k);
+            d
+        }
+    };
+    let (pushers, waiters) = devices.split_at(f.pushers);
+    let work = tempfile::Builder::new()
+        .prefix("vaultbench-fanout-")
+        .tempdir_in(f.work_dir.clone().unwrap_or_else(std::env::temp_dir))
+        .context("--work-dir: a temp dir for the pushers' files")?;
+    let cfg = loadgen::fanout::FanoutConfig {
+        posts: f.posts,
+        interval: f.interval,
+        wait: f.wait,
+        settle: f.settle,
+        work_dir: work.path().to_owned(),
+        seed: f.conn.seed,
+    };
+    let flushes = |m: &std::collections::BTreeMap<String, f64>| {
+        m.get("obsync_journal_flushes_total").copied()
+    };
+    let flushes_before = loadgen::scrape_metrics(&target)
+        .await
+        .ok()
+        .and_then(|m| flushes(&m));
+    let t0 = std::time::Instant::now();
+    let mut moments = [ProcAt::default(); 3];
+    let server = f.server_pid.map(procstat::Pid::Of);
+    let report = loadgen::fanout::run_fanout(waiters, pushers, &cfg, |m| {
+        let i = match m {
+            loadgen::fanout::Moment::Before => 0,
+            loadgen::fanout::Moment::Held => 1,
+            loadgen::fanout::Moment::Done => 2,
+        };
+        moments[i] = ProcAt {
+            generator_rss_kib: procstat::read::rss_kib(procstat::Pid::Current)
+                .ok()
+                .flatten(),
+            server_rss_kib: server.and_then(|p| procstat::read::rss_kib(p).ok().flatten()),
+            server_cpu_ticks: server.and_then(|p| {
+                procstat::read::process_stat(p)
+                    .ok()
+                    .flatten()
+                    .map(|s| s.utime_ticks + s.stime_ticks)
+            }),
+            at_ms: t0.elapsed().as_millis() as u64,
+        };
+    })
+    .await?;
+    let flushes_after = loadgen::scrape_metrics(&target)
+        .await
+        .ok()
+        .and_then(|m| flushes(&m));
+    let held = report.waiters as u64 - report.refused.values().sum::<u64>();
+    let per_1000 = |a: Option<u64>, b: Option<u64>| match (a, b) {
+        (Some(a), Some(b)) if held > 0 => Some((b as f64 - a as f64) / held as f64 * 1000.0),
+        _ => None,
+    };
+    let cpu = match (moments[1].server_cpu_ticks, moments[2].server_cpu_ticks) {
+        (Some(a), Some(b)) if held > 0 && moments[2].at_ms > moments[1].at_ms => {
+            let secs = b.saturating_sub(a) as f64 / procstat::clock_ticks_per_second() as f64;
+            let wall = (moments[2].at_ms - moments[1].at_ms) as f64 / 1000.0;
+            Some(secs / wall * 100.0 / held as f64 * 1000.0)
+        }
+        _ => None,
+    };
+    let doc = FanoutDoc {
+        target: target.base(),
+        seed: f.conn.seed,
+        report: &report,
+        held,
+        server_rss_kib_per_1000_held: per_1000(
+            moments[0].server_rss_kib,
+            moments[1].server_rss_kib,
+        ),
+        server_cpu_pct_per_1000_held: cpu,
+        generator_rss_kib_per_1000_held: per_1000(
+            moments[0].generator_rss_kib,
+            moments[1].generator_rss_kib,
+        ),
+        journal_flushes_per_post: match (flushes_before, flushes_after) {
+            (Some(a), Some(b)) if report.posts > 0 => Some((b - a) / report.posts as f64),
+            _ => None,
+        },
+        moments,
+    };
+    if f.json {
+        println!("{}", serde_json::to_string_pretty(&doc)?);
+        return Ok(exit::OK);
+    }
+    let r = &report;
+    println!(
+        "fanout against {}: {} waiting devices ({} held, refused: [{}]), {} pushing, {} posts in {:.2} s ({:.1} posts/s), seed {:#x}",
+        target.base(),
+        r.waiters,
+        held,
+        statuses(&r.refused),
+        r.pushers,
+        r.posts,
+        r.post_phase_ms as f64 / 1000.0,
+        r.posts_per_s,
+        f.conn.seed
+    );
+    println!(
+        "deliveries {} of {} expected  errors [{}]",
+        r.deliveries,
+        r.expected_deliveries,
+        statuses(&r.errors)
+    );
+    print!(
+        "{}",
+        fmt_summary("fan-out", &HistSummary::of(&r.fanout, 1000))
+    );
+    print!("{}", fmt_summary("post", &HistSummary::of(&r.post, 1000)));
+    let opt = |v: Option<f64>, unit: &str| v.map_or("n/a".to_owned(), |v| format!("{v:.1} {unit}"));
+    println!(
+        "per 1,000 held devices: server RSS {}, server CPU {}, generator RSS {}",
+        opt(doc.server_rss_kib_per_1000_held.map(|k| k / 1024.0), "MiB"),
+        opt(doc.server_cpu_pct_per_1000_held, "% of a CPU"),
+        opt(
+            doc.generator_rss_kib_per_1000_held.map(|k| k / 1024.0),
+            "MiB"
+        )
+    );
+    if let Some(j) = doc.journal_flushes_per_post {
+        println!("journal flushes per post {j:.3}");
     }
     Ok(exit::OK)
 }

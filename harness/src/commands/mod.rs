@@ -5,6 +5,7 @@ pub mod ab;
 pub mod bisect;
 pub mod calibrate;
 pub mod class;
+pub mod hlog;
 pub mod load;
 pub mod probe;
 pub mod record;

@@ -363,6 +363,7 @@ pub async fn run_couch_route_load(
         deadline: run.deadline,
         max_requests: cfg.max_requests,
         seed: cfg.seed,
+        stop: None,
     };
     drive::run_mode(&run, &rec, cfg.mode, &bounds, |n| {
         (0..n)

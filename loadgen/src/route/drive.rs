@@ -13,7 +13,7 @@ use rand_chacha::ChaCha8Rng;
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
-use super::{DRAIN_GRACE, LATE_START, Mode};
+use super::{DRAIN_GRACE, LATE_START, Mode, STOP_GRACE};
 use crate::h1::BlockingSlot;
 use crate::stats::{Measured, Recorder, RouteStats};
 
@@ -32,6 +32,15 @@ pub(crate) trait Worker: Send + Sync + 'static {
         conn: Option<&mut Self::Conn>,
         intended: Option<Instant>,
     ) -> impl Future<Output = ()> + Send;
+}
+
+/// A stop from outside the run (a Locust `stop`, or its master gone): once it reads true, no
+/// request starts, and the requests still out get [`STOP_GRACE`] instead of the drain.
+pub(crate) type Stop = Option<tokio::sync::watch::Receiver<bool>>;
+
+/// Whether `stop` has been turned on.
+pub(crate) fn stopped(stop: &Stop) -> bool {
+    stop.as_ref().is_some_and(|s| *s.borrow())
 }
 
 /// A config the driver refuses: what, and why.
@@ -63,22 +72,24 @@ pub(crate) fn check(duration: Duration, max_requests: u64, mode: Mode) -> Result
 }
 
 /// Spawns one closed-loop worker per connection into `set`, worker `w` on `conns[w]` with its
-/// own stream of `seed`; each runs until `deadline` or until `issued` reaches `max_requests`.
+/// own stream of the seed; each runs until the deadline, a stop, or until `issued` reaches the
+/// bound on requests.
 pub(crate) fn spawn_closed<R: Worker>(
     set: &mut JoinSet<()>,
     run: &Arc<R>,
     conns: Vec<R::Conn>,
-    deadline: Instant,
-    max_requests: u64,
-    seed: u64,
+    b: &Bounds,
     issued: &Arc<AtomicU64>,
 ) {
+    let (deadline, max_requests, seed) = (b.deadline, b.max_requests, b.seed);
     for (w, mut conn) in conns.into_iter().enumerate() {
-        let (run, issued) = (run.clone(), issued.clone());
+        let (run, issued, stop) = (run.clone(), issued.clone(), b.stop.clone());
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
         rng.set_stream(w as u64);
         set.spawn(async move {
-            while Instant::now() < deadline && issued.fetch_add(1, Ordering::Relaxed) < max_requests
+            while Instant::now() < deadline
+                && !stopped(&stop)
+                && issued.fetch_add(1, Ordering::Relaxed) < max_requests
             {
                 run.one(w, &mut rng, Some(&mut conn), None).await;
             }
@@ -99,6 +110,7 @@ pub(crate) async fn open_loop<R: Worker>(
     (rate_per_s, max_in_flight): (f64, usize),
     max_requests: u64,
     seed: u64,
+    stop: &Stop,
 ) {
     let sem = Arc::new(Semaphore::new(max_in_flight));
     let period = Duration::from_secs_f64(1.0 / rate_per_s);
@@ -106,7 +118,7 @@ pub(crate) async fn open_loop<R: Worker>(
     let mut i: u64 = 0;
     while i < max_requests {
         let intended = t0 + period.mul_f64(i as f64);
-        if intended >= deadline {
+        if intended >= deadline || stopped(stop) {
             break;
         }
         tokio::time::sleep_until(intended.into()).await;
@@ -137,6 +149,7 @@ pub(crate) struct Bounds {
     pub deadline: Instant,
     pub max_requests: u64,
     pub seed: u64,
+    pub stop: Stop,
 }
 
 /// Runs `mode` over `run` and waits for it: in closed loop, one worker per connection
@@ -153,15 +166,7 @@ pub(crate) async fn run_mode<R: Worker>(
     match mode {
         Mode::Closed { in_flight } => {
             let issued = Arc::new(AtomicU64::new(0));
-            spawn_closed(
-                &mut set,
-                run,
-                conns(in_flight),
-                b.deadline,
-                b.max_requests,
-                b.seed,
-                &issued,
-            );
+            spawn_closed(&mut set, run, conns(in_flight), b, &issued);
         }
         Mode::Open {
             rate_per_s,
@@ -176,25 +181,47 @@ pub(crate) async fn run_mode<R: Worker>(
                 (rate_per_s, max_in_flight),
                 b.max_requests,
                 b.seed,
+                &b.stop,
             )
             .await;
         }
     }
-    drain(&mut set, b.deadline, &[]).await;
+    drain(&mut set, b.deadline, &[], &b.stop).await;
 }
 
 /// Waits for the workers. Requests time out at `deadline` + [`DRAIN_GRACE`] and are counted;
 /// the extra quarter second lets them record that before anything still running is aborted.
 /// Blocking connections (`slots`) have no timer of their own past the socket timeout: at the
 /// requests' hard stop they are shut down, and the request each was waiting on is counted as
-/// a timeout, as an async worker's timer would count it.
-pub(crate) async fn drain(set: &mut JoinSet<()>, deadline: Instant, slots: &[Arc<BlockingSlot>]) {
-    let hard_stop = deadline + DRAIN_GRACE + Duration::from_millis(250);
-    let shut_at = deadline + DRAIN_GRACE;
+/// a timeout, as an async worker's timer would count it. Stopped from outside, the requests
+/// out get [`STOP_GRACE`], not the run's drain.
+pub(crate) async fn drain(
+    set: &mut JoinSet<()>,
+    deadline: Instant,
+    slots: &[Arc<BlockingSlot>],
+    stop: &Stop,
+) {
+    let mut hard_stop = deadline + DRAIN_GRACE + Duration::from_millis(250);
+    let mut shut_at = deadline + DRAIN_GRACE;
     let mut shut = slots.is_empty();
+    let mut stop_rx = stop.clone();
+    if stopped(stop) {
+        let now = Instant::now();
+        shut_at = shut_at.min(now + STOP_GRACE);
+        hard_stop = hard_stop.min(now + STOP_GRACE + Duration::from_millis(250));
+        stop_rx = None;
+    }
     loop {
         tokio::select! {
             r = set.join_next() => if r.is_none() { break },
+            r = async { stop_rx.as_mut().expect("guarded").changed().await }, if stop_rx.is_some() => {
+                if r.is_err() || stopped(&stop_rx) {
+                    let now = Instant::now();
+                    shut_at = shut_at.min(now + STOP_GRACE);
+                    hard_stop = hard_stop.min(now + STOP_GRACE + Duration::from_millis(250));
+                    stop_rx = None;
+                }
+            }
             _ = tokio::time::sleep_until(shut_at.into()), if !shut => {
                 slots.iter().for_each(|s| s.shut_down());
                 shut = true;
@@ -228,6 +255,7 @@ pub(crate) fn route_stats(m: &Measured, route: &str, open: bool) -> RouteStats {
         corrected: open.then(crate::stats::latency_histogram),
         per_second: vec![],
         intervals: vec![],
+        intervals_uncorrected: vec![],
     })
 }
 

@@ -104,6 +104,7 @@ fn empty_stats() -> RouteStats {
         corrected: None,
         per_second: vec![],
         intervals: vec![],
+        intervals_uncorrected: vec![],
     }
 }
 

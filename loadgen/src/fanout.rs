@@ -36,6 +36,10 @@ pub struct FanoutConfig {
     /// Where the pushers' files are written before they are pushed.
     pub work_dir: std::path::PathBuf,
     pub seed: u64,
+    /// When not empty, pusher `d` pushes every file under `parts[d]` (sorted, one after
+    /// another, as fast as answered) instead of `posts` generated notes; `interval` is not
+    /// used. One part per pusher; their relative paths must not overlap.
+    pub parts: Vec<std::path::PathBuf>,
 }
 
 /// A moment the caller may measure the server and this process at.
@@ -124,15 +128,34 @@ pub async fn run_fanout(
         what: what.into(),
         reason: reason.into(),
     };
-    if pushers.is_empty() || cfg.posts == 0 {
+    if pushers.is_empty() || (cfg.parts.is_empty() && cfg.posts == 0) {
         return Err(invalid(
             "pushers",
             "at least one device must push at least one post",
         ));
     }
+    if !cfg.parts.is_empty() && cfg.parts.len() != pushers.len() {
+        return Err(invalid(
+            "parts",
+            &format!(
+                "{} parts for {} pushers: one part each",
+                cfg.parts.len(),
+                pushers.len()
+            ),
+        ));
+    }
+    // Each pusher's files, listed before the clock starts.
+    let mut files: Vec<Vec<String>> = Vec::new();
+    for part in &cfg.parts {
+        files.push(list_files(part).map_err(|e| LoadError::io(part.clone(), e))?);
+    }
     let wait_s = cfg.wait.as_secs().clamp(1, protocol::limits::MAX_WAIT_S);
-    // Where the feed is now: every waiter starts there.
-    let head = wait_changes(&pushers[0], 0, 0).await?.head_seq;
+    // Where the feed is now: every waiter starts there. Every pusher asks once, so each has
+    // its connection before the waiters take the server's connection slots.
+    let mut head = 0;
+    for p in pushers {
+        head = head.max(wait_changes(p, 0, 0).await?.head_seq);
+    }
     at(Moment::Before);
     let shared = Arc::new(Shared {
         sent: Mutex::new(BTreeMap::new()),
@@ -202,20 +225,29 @@ pub async fn run_fanout(
     let mut pushes = JoinSet::new();
     for (d, dev) in pushers.iter().enumerate() {
         let (dev, sh, ph, cfg) = (dev.clone(), shared.clone(), post_hist.clone(), cfg.clone());
+        let mine = files.get(d).cloned();
         pushes.spawn(async move {
-            let dir = cfg.work_dir.join(format!("pusher-{d}"));
+            let (dir, rels, generated) = match mine {
+                Some(rels) => (cfg.parts[d].clone(), rels, false),
+                None => (
+                    cfg.work_dir.join(format!("pusher-{d}")),
+                    (0..cfg.posts)
+                        .map(|n| format!("fanout/{:016x}/{d}/{n}.md", cfg.seed))
+                        .collect(),
+                    true,
+                ),
+            };
             let mut errors = 0u64;
-            for n in 0..cfg.posts {
-                let rel = format!("fanout/{:016x}/{d}/{n}.md", cfg.seed);
-                if let Err(e) = write_note(&dir, &rel, cfg.seed, d, n) {
-                    return Err(LoadError::io(dir.join(&rel), e));
+            for (n, rel) in rels.iter().enumerate() {
+                if generated && let Err(e) = write_note(&dir, rel, cfg.seed, d, n as u32) {
+                    return Err(LoadError::io(dir.join(rel), e));
                 }
                 let t = Instant::now();
                 sh.sent
                     .lock()
                     .unwrap_or_else(|p| p.into_inner())
-                    .insert(file_id_for(&rel), t);
-                match push_file(&dev, &dir, &rel).await {
+                    .insert(file_id_for(rel), t);
+                match push_file(&dev, &dir, rel).await {
                     Ok(_) => ph
                         .lock()
                         .unwrap_or_else(|p| p.into_inner())
@@ -225,24 +257,32 @@ pub async fn run_fanout(
                         bump(&sh.errors, format!("post: {}", label(&e).1));
                     }
                 }
-                tokio::time::sleep(cfg.interval).await;
+                if generated {
+                    tokio::time::sleep(cfg.interval).await;
+                }
             }
-            Ok(errors)
+            Ok((rels.len() as u64, errors))
         });
     }
-    let mut post_errors = 0;
+    let (mut attempted, mut post_errors) = (0, 0);
     while let Some(r) = pushes.join_next().await {
         match r {
-            Ok(Ok(n)) => post_errors += n,
+            Ok(Ok((n, e))) => {
+                attempted += n;
+                post_errors += e;
+            }
             Ok(Err(e)) => {
                 set.abort_all();
                 return Err(e);
             }
-            Err(_) => post_errors += 1,
+            Err(_) => {
+                attempted += 1;
+                post_errors += 1;
+            }
         }
     }
     let post_phase = t_posts.elapsed();
-    let posts = u64::from(cfg.posts) * pushers.len() as u64 - post_errors;
+    let posts = attempted.saturating_sub(post_errors);
     // Deliveries: every holding waiter gets every post, or the wait passes.
     let held = shared.held.load(Ordering::Relaxed);
     let expected = posts * held;
@@ -280,6 +320,25 @@ pub async fn run_fanout(
         posts_per_s: posts as f64 / post_phase.as_secs_f64().max(1e-9),
         post_phase_ms: post_phase.as_millis() as u64,
     })
+}
+
+/// Every file under `dir`, as sorted relative paths with `/` separators.
+fn list_files(dir: &Path) -> std::io::Result<Vec<String>> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d)? {
+            let e = e?;
+            let p = e.path();
+            if e.file_type()?.is_dir() {
+                stack.push(p);
+            } else if let Ok(rel) = p.strip_prefix(dir) {
+                out.push(rel.to_string_lossy().replace('\\', "/"));
+            }
+        }
+    }
+    out.sort();
+    Ok(out)
 }
 
 /// A note of [`NOTE_BYTES`] for post `n` of pusher `d`, seeded, written under `dir`.

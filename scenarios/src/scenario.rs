@@ -187,6 +187,66 @@ pub enum Phase {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         requests: Option<u64>,
     },
+    /// `waiters` more devices are enrolled and each holds `GET /v1/changes?wait=` long polls
+    /// while `pushers` devices each post `posts` notes, one every `interval_ms`: how long after
+    /// a post each waiting device has it (the fan-out), the server's RSS and CPU per 1,000 held
+    /// devices and the generator's RSS per 1,000. A waiter refused by the server's connection
+    /// cap is counted as a refusal, not an error. obsync-v1 only; keys under `fanout.`.
+    LongPollFanout {
+        waiters: usize,
+        #[serde(default = "default_pushers")]
+        pushers: usize,
+        #[serde(default = "default_posts")]
+        posts: u32,
+        #[serde(default = "default_interval_ms")]
+        interval_ms: u64,
+        /// `wait` of each long poll, in seconds (at most 55, the protocol's bound).
+        #[serde(default = "default_wait_s")]
+        wait_s: u64,
+        /// After every waiter's first poll is out, before the first post.
+        #[serde(default = "default_settle_ms")]
+        settle_ms: u64,
+    },
+    /// Several devices pushing at once, the case group commit exists for: at each level D of
+    /// `pushers`, D devices each push their own part of the vault (file `i` goes to pusher
+    /// `i mod D`, every file tagged so no chunk of an earlier level is reused) as fast as they
+    /// are answered, while `waiters` devices long-poll. Journal flushes per post, push
+    /// throughput and fan-out per level, under `push_d<D>.`. obsync-v1 only.
+    ConcurrentPush {
+        pushers: Vec<usize>,
+        #[serde(default)]
+        waiters: usize,
+        /// The vault's first `files` files in sorted order (default: all of them).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        files: Option<usize>,
+        #[serde(default = "default_wait_s")]
+        wait_s: u64,
+        #[serde(default = "default_settle_ms")]
+        settle_ms: u64,
+    },
+}
+
+/// The most long-polling devices one step may enrol.
+pub const MAX_WAITERS: usize = 100_000;
+/// The most devices pushing at once in one step or level.
+pub const MAX_PUSHERS: usize = 1_000;
+/// The longest `wait` of a long poll, in seconds (the protocol's bound).
+pub const MAX_WAIT_S: u64 = 55;
+
+fn default_pushers() -> usize {
+    1
+}
+fn default_posts() -> u32 {
+    5
+}
+fn default_interval_ms() -> u64 {
+    200
+}
+fn default_wait_s() -> u64 {
+    30
+}
+fn default_settle_ms() -> u64 {
+    1000
 }
 
 /// How a validated `route_load` step is bounded.
@@ -317,8 +377,23 @@ impl Phase {
             Phase::FolderRename => "folder_rename",
             Phase::Crash { .. } => "crash",
             Phase::RouteLoad { .. } => "route",
+            Phase::LongPollFanout { .. } => "fanout",
+            Phase::ConcurrentPush { .. } => "concurrent_push",
         }
     }
+
+    /// Whether the step holds many long-polling devices (its devices are enrolled by the step).
+    pub fn is_fanout(&self) -> bool {
+        matches!(
+            self,
+            Phase::LongPollFanout { .. } | Phase::ConcurrentPush { .. }
+        )
+    }
+}
+
+/// The key scope of one level of a `concurrent_push` step: `push_d<D>`.
+pub fn push_level_scope(pushers: usize) -> String {
+    format!("push_d{pushers}")
 }
 
 impl Scenario {
@@ -376,6 +451,10 @@ pub const BUILTIN: &[(&str, &str)] = &[
     (
         "personal-couchdb",
         include_str!("../scenarios/personal-couchdb.toml"),
+    ),
+    (
+        "fanout-small",
+        include_str!("../scenarios/fanout-small.toml"),
     ),
 ];
 
@@ -532,7 +611,64 @@ pub fn parse(text: &str, origin: &str) -> Result<Scenario, ScenarioError> {
                     return invalid(e);
                 }
             }
+            Phase::LongPollFanout {
+                waiters,
+                pushers,
+                posts,
+                interval_ms,
+                wait_s,
+                settle_ms,
+            } => {
+                if let Err(e) = check_fanout(*waiters, &[*pushers], *wait_s, *settle_ms) {
+                    return invalid(format!("long_poll_fanout {e}"));
+                }
+                if *posts == 0 || *posts > 10_000 {
+                    return invalid(format!(
+                        "long_poll_fanout posts {posts} must be in 1..=10000"
+                    ));
+                }
+                if *interval_ms > 60_000 {
+                    return invalid(format!(
+                        "long_poll_fanout interval_ms {interval_ms} is over 60000"
+                    ));
+                }
+            }
+            Phase::ConcurrentPush {
+                pushers,
+                waiters,
+                files,
+                wait_s,
+                settle_ms,
+            } => {
+                if let Err(e) = check_fanout(*waiters, pushers, *wait_s, *settle_ms) {
+                    return invalid(format!("concurrent_push {e}"));
+                }
+                let mut seen = pushers.clone();
+                seen.sort_unstable();
+                seen.dedup();
+                if seen.len() != pushers.len() {
+                    return invalid(format!(
+                        "concurrent_push pushers {pushers:?} names a level twice"
+                    ));
+                }
+                if *files == Some(0) {
+                    return invalid("concurrent_push files must be at least 1".into());
+                }
+            }
             _ => {}
+        }
+        if p.is_fanout() && s.protocol != Protocol::ObsyncV1 {
+            return invalid(format!(
+                "{} steps drive obsync-v1 targets only (they hold long polls)",
+                p.name()
+            ));
+        }
+    }
+    for kind in ["fanout", "concurrent_push"] {
+        if s.phases.iter().filter(|p| p.name() == kind).count() > 1 {
+            return invalid(format!(
+                "{kind}: one such step per scenario (their keys would collide)"
+            ));
         }
     }
     let pushes = s
@@ -546,12 +682,42 @@ pub fn parse(text: &str, origin: &str) -> Result<Scenario, ScenarioError> {
                 | Phase::ColdPush { .. }
                 | Phase::Crash { .. }
                 | Phase::RouteLoad { .. }
+                | Phase::LongPollFanout { .. }
+                | Phase::ConcurrentPush { .. }
         );
         if needs_push && pushes.is_none_or(|j| j > i) {
             return invalid(format!("phase {} needs a cold_push before it", p.name()));
         }
     }
     Ok(s)
+}
+
+/// The bounds shared by the long-polling steps: waiters, every pusher level, the wait and the
+/// settle time. The error is the message after the step's kind.
+fn check_fanout(
+    waiters: usize,
+    pushers: &[usize],
+    wait_s: u64,
+    settle_ms: u64,
+) -> Result<(), String> {
+    if waiters > MAX_WAITERS {
+        return Err(format!("waiters {waiters} is over {MAX_WAITERS}"));
+    }
+    if pushers.is_empty() {
+        return Err("needs at least one pushers level".into());
+    }
+    if let Some(d) = pushers.iter().find(|d| **d == 0 || **d > MAX_PUSHERS) {
+        return Err(format!("pushers {d} must be in 1..={MAX_PUSHERS}"));
+    }
+    if wait_s == 0 || wait_s > MAX_WAIT_S {
+        return Err(format!(
+            "wait_s {wait_s} must be in 1..={MAX_WAIT_S} (the protocol's bound)"
+        ));
+    }
+    if settle_ms > 60_000 {
+        return Err(format!("settle_ms {settle_ms} is over 60000"));
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -694,6 +860,82 @@ mod tests {
                 .route_bound(),
             Some(RouteBound::Requests(500))
         );
+    }
+
+    #[test]
+    fn long_polling_steps_parse_with_defaults_and_are_bounded() {
+        let s = builtin("fanout-small").unwrap();
+        assert_eq!(
+            s.phases,
+            [
+                Phase::LongPollFanout {
+                    waiters: 200,
+                    pushers: 2,
+                    posts: 5,
+                    interval_ms: 200,
+                    wait_s: 30,
+                    settle_ms: 1000,
+                },
+                Phase::ConcurrentPush {
+                    pushers: vec![1, 4, 16],
+                    waiters: 20,
+                    files: None,
+                    wait_s: 30,
+                    settle_ms: 1000,
+                },
+            ]
+        );
+        assert!(s.phases.iter().all(Phase::is_fanout));
+        assert_eq!(push_level_scope(16), "push_d16");
+        let step = |body: &str| {
+            parse(
+                &format!("name='x'\ndoc='d'\nprofile='small'\n[[phase]]\n{body}"),
+                "f.toml",
+            )
+        };
+        let s = step("kind='long_poll_fanout'\nwaiters=3\n").unwrap();
+        assert_eq!(
+            s.phases[0],
+            Phase::LongPollFanout {
+                waiters: 3,
+                pushers: 1,
+                posts: 5,
+                interval_ms: 200,
+                wait_s: 30,
+                settle_ms: 1000
+            }
+        );
+        let back = parse(&toml::to_string(&s).unwrap(), "w").unwrap();
+        assert_eq!(back, s);
+        for (body, says) in [
+            ("kind='long_poll_fanout'\n", "missing field `waiters`"),
+            ("kind='long_poll_fanout'\nwaiters=100001\n", "waiters 100001"),
+            ("kind='long_poll_fanout'\nwaiters=5\npushers=0\n", "pushers 0"),
+            ("kind='long_poll_fanout'\nwaiters=5\nposts=0\n", "posts 0"),
+            ("kind='long_poll_fanout'\nwaiters=5\nwait_s=56\n", "wait_s 56"),
+            ("kind='long_poll_fanout'\nwaiters=5\nwait_s=0\n", "wait_s 0"),
+            ("kind='long_poll_fanout'\nwaiters=5\nbogus=1\n", "bogus"),
+            ("kind='concurrent_push'\npushers=[]\n", "at least one pushers level"),
+            ("kind='concurrent_push'\npushers=[1,4,1]\n", "twice"),
+            ("kind='concurrent_push'\npushers=[1001]\n", "pushers 1001"),
+            ("kind='concurrent_push'\npushers=[2]\nfiles=0\n", "files must be"),
+            (
+                "kind='concurrent_push'\npushers=[2]\n[[phase]]\nkind='concurrent_push'\npushers=[4]\n",
+                "one such step",
+            ),
+        ] {
+            let e = step(body).unwrap_err().to_string();
+            assert!(e.contains(says) && e.contains("f.toml"), "{body}: {e}");
+            assert_eq!(e.lines().count(), 1, "{e}");
+        }
+        // Other protocols have no long poll to hold.
+        let e = parse(
+            "name='x'\ndoc='d'\nprofile='small'\nprotocol='webdav'\n[[phase]]\nkind='long_poll_fanout'\nwaiters=2\n",
+            "f.toml",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("obsync-v1 targets only"), "{e}");
     }
 
     #[test]

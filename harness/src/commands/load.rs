@@ -999,6 +999,7 @@ async fn run_fanout(f: FanoutArgs) -> anyhow::Result<i32> {
         settle: f.settle,
         work_dir: work.path().to_owned(),
         seed: f.conn.seed,
+        parts: Vec::new(),
     };
     let flushes = |m: &std::collections::BTreeMap<String, f64>| {
         m.get("obsync_journal_flushes_total").copied()

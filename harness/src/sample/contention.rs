@@ -192,6 +192,12 @@ pub fn connections(s: &scenarios::scenario::Scenario) -> usize {
         .map(|p| match p {
             Phase::ColdPush { in_flight, .. } => *in_flight,
             Phase::RouteLoad { in_flight, .. } => in_flight.iter().copied().max().unwrap_or(1),
+            Phase::LongPollFanout {
+                waiters, pushers, ..
+            } => waiters + pushers,
+            Phase::ConcurrentPush {
+                waiters, pushers, ..
+            } => waiters + pushers.iter().copied().max().unwrap_or(1),
             _ => 1,
         })
         .chain([s.devices])

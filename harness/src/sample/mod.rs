@@ -10,6 +10,7 @@ pub mod contention;
 pub mod couch_client;
 pub mod cost;
 pub mod crash;
+pub mod fanout;
 pub mod obsync_client;
 pub mod paired;
 pub mod parent;

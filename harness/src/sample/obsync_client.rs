@@ -28,6 +28,10 @@ pub struct ObsyncClient {
     deterministic: bool,
     /// The change-feed position B has applied.
     b_seq: u64,
+    /// The scenario's seed (nonce streams of devices paired later).
+    seed: u64,
+    /// Devices paired for long-polling steps, beyond the scenario's.
+    extra: Vec<Device>,
     before: BTreeMap<String, f64>,
 }
 
@@ -75,6 +79,8 @@ impl ObsyncClient {
             hop,
             deterministic: deterministic(&plan.scenario.phases),
             b_seq: 0,
+            seed: plan.seed,
+            extra: Vec::new(),
             before: BTreeMap::new(),
         })
     }
@@ -267,6 +273,18 @@ impl SyncClient for ObsyncClient {
         crate::sample::crash::run(plan, server, a, b, how, sample_dir, m).await
     }
 
+    async fn long_poll_devices(&mut self, n: usize) -> anyhow::Result<Vec<Device>> {
+        // Pairing is sequential (each device's approval is the first device's signed request).
+        while self.extra.len() < n {
+            let index = self.devices.len() + self.extra.len();
+            let d = loadgen::pair(&self.devices[0], index, self.seed, 0)
+                .await
+                .with_context(|| format!("pairing long-polling device {index}"))?;
+            self.extra.push(d);
+        }
+        Ok(self.extra[..n].to_vec())
+    }
+
     async fn route_step(
         &mut self,
         route: &str,
@@ -320,7 +338,11 @@ fn deterministic(phases: &[Phase]) -> bool {
     phases.iter().all(|p| match p {
         Phase::ColdStart | Phase::ColdPull | Phase::IdleResync | Phase::FolderRename => true,
         Phase::ColdPush { in_flight, .. } => *in_flight == 1,
-        Phase::EditPropagation { .. } | Phase::Crash { .. } | Phase::RouteLoad { .. } => false,
+        Phase::EditPropagation { .. }
+        | Phase::Crash { .. }
+        | Phase::RouteLoad { .. }
+        | Phase::LongPollFanout { .. }
+        | Phase::ConcurrentPush { .. } => false,
     })
 }
 

@@ -14,6 +14,7 @@ use loadgen::TransferReport;
 use reports::schema::Better;
 use scenarios::scenario::{Phase, RouteBound};
 
+use crate::sample::fanout;
 use crate::sample::plan::{Metrics, SamplePlan, ms};
 use crate::sample::server_cost::{PhaseCost, Work};
 use crate::sample::sync_client::{
@@ -100,6 +101,10 @@ pub async fn drive<C: SyncClient>(
                     .context("route_load step without a valid bound")?;
                 // Each step is its own cost window; counters under a timed load are not exact.
                 route_load(client, routes, in_flight, bound, plan.seed, m, bounds).await?;
+                continue;
+            }
+            Phase::LongPollFanout { .. } | Phase::ConcurrentPush { .. } => {
+                long_poll_step(plan, phase, server, client, sample_dir, m, bounds).await?;
                 continue;
             }
             _ => {}
@@ -199,7 +204,11 @@ pub async fn drive<C: SyncClient>(
                 };
                 (Some(work), None)
             }
-            Phase::ColdStart | Phase::Crash { .. } | Phase::RouteLoad { .. } => {
+            Phase::ColdStart
+            | Phase::Crash { .. }
+            | Phase::RouteLoad { .. }
+            | Phase::LongPollFanout { .. }
+            | Phase::ConcurrentPush { .. } => {
                 unreachable!("handled above")
             }
         };
@@ -211,6 +220,80 @@ pub async fn drive<C: SyncClient>(
         }
     }
     client.finish(m);
+    Ok(())
+}
+
+/// A long-polling step, level by level: each level's server cost window opens when every
+/// waiter holds its poll and closes when the deliveries are in (`sample::fanout`).
+async fn long_poll_step<C: SyncClient>(
+    plan: &SamplePlan,
+    phase: &Phase,
+    server: &Server,
+    client: &mut C,
+    sample_dir: &Path,
+    m: &mut Metrics,
+    bounds: &mut dyn Boundary,
+) -> anyhow::Result<()> {
+    let cfg = |wait_s: u64, settle_ms: u64, work_dir: &Path| loadgen::fanout::FanoutConfig {
+        posts: 0,
+        interval: Duration::ZERO,
+        wait: Duration::from_secs(wait_s),
+        settle: Duration::from_millis(settle_ms),
+        work_dir: work_dir.to_owned(),
+        seed: plan.seed,
+        parts: Vec::new(),
+    };
+    let mut levels = Vec::new();
+    match phase {
+        Phase::LongPollFanout {
+            waiters,
+            pushers,
+            posts,
+            interval_ms,
+            wait_s,
+            settle_ms,
+        } => {
+            let mut c = cfg(*wait_s, *settle_ms, &sample_dir.join("fanout"));
+            c.posts = *posts;
+            c.interval = Duration::from_millis(*interval_ms);
+            levels.push(fanout::Level {
+                scope: "fanout".into(),
+                waiters: *waiters,
+                pushers: *pushers,
+                cfg: c,
+            });
+        }
+        Phase::ConcurrentPush {
+            pushers,
+            waiters,
+            files,
+            wait_s,
+            settle_ms,
+        } => {
+            for &d in pushers {
+                let scope = scenarios::scenario::push_level_scope(d);
+                let dir = sample_dir.join(&scope);
+                let mut c = cfg(*wait_s, *settle_ms, &dir);
+                c.parts = fanout::split_vault(&plan.vault_dir, *files, d, &dir)?;
+                levels.push(fanout::Level {
+                    scope,
+                    waiters: *waiters,
+                    pushers: d,
+                    cfg: c,
+                });
+            }
+        }
+        _ => bail!("{} is not a long-polling step", phase.name()),
+    }
+    let scrapes = bounds.scrapes();
+    for level in levels {
+        let scope = Scope::phase(&level.scope);
+        let work = {
+            let mut begin = || bounds.begin();
+            fanout::run_level(client, server, level, scrapes, m, &mut begin).await?
+        };
+        bounds.end(&scope, work, false, m)?;
+    }
     Ok(())
 }
 

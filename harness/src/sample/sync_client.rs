@@ -124,6 +124,16 @@ pub trait SyncClient {
         )
     }
 
+    /// `n` signed devices for a long-polling step (`long_poll_fanout`, `concurrent_push`),
+    /// beyond the scenario's own: paired on first need and kept for the next step. obsync-v1
+    /// only.
+    async fn long_poll_devices(&mut self, _n: usize) -> anyhow::Result<Vec<loadgen::Device>> {
+        anyhow::bail!(
+            "long-polling steps drive obsync-v1 targets only, not {}",
+            self.protocol()
+        )
+    }
+
     /// One closed-loop route-load step: `route` at `in_flight` for at most `duration` or
     /// `max_requests`. The driver has checked `route` is one of [`SyncClient::routes`].
     async fn route_step(

@@ -222,6 +222,29 @@ impl Device {
         }
     }
 
+    /// A copy of this device with an HTTP client of its own: once the original is dropped,
+    /// its pooled connections close (a device paired in a run of many must not keep a
+    /// server's connection slot idle). The nonce stream continues from the current position.
+    pub fn with_fresh_client(&self) -> Device {
+        let i = &self.inner;
+        Device {
+            inner: Arc::new(DeviceInner {
+                target: i.target.clone(),
+                creds: i.creds.clone(),
+                signer: i.signer.clone(),
+                index: i.index,
+                domain_id: i.domain_id.clone(),
+                client: http_client(),
+                rng: Mutex::new(lock(&i.rng).clone()),
+                clock: i.clock.clone(),
+                files: Mutex::new(lock(&i.files).clone()),
+                ambient: i.ambient.clone(),
+                uploads: Mutex::new(lock(&i.uploads).clone()),
+                mid_body: Mutex::new(lock(&i.mid_body).clone()),
+            }),
+        }
+    }
+
     /// The device id (32 hex).
     pub fn device_id(&self) -> &str {
         &self.inner.creds.device_id

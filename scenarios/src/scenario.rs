@@ -879,9 +879,9 @@ mod tests {
                 Phase::ConcurrentPush {
                     pushers: vec![1, 4, 16],
                     waiters: 20,
-                    files: None,
+                    files: Some(48),
                     wait_s: 30,
-                    settle_ms: 1000,
+                    settle_ms: 500,
                 },
             ]
         );
@@ -909,16 +909,31 @@ mod tests {
         assert_eq!(back, s);
         for (body, says) in [
             ("kind='long_poll_fanout'\n", "missing field `waiters`"),
-            ("kind='long_poll_fanout'\nwaiters=100001\n", "waiters 100001"),
-            ("kind='long_poll_fanout'\nwaiters=5\npushers=0\n", "pushers 0"),
+            (
+                "kind='long_poll_fanout'\nwaiters=100001\n",
+                "waiters 100001",
+            ),
+            (
+                "kind='long_poll_fanout'\nwaiters=5\npushers=0\n",
+                "pushers 0",
+            ),
             ("kind='long_poll_fanout'\nwaiters=5\nposts=0\n", "posts 0"),
-            ("kind='long_poll_fanout'\nwaiters=5\nwait_s=56\n", "wait_s 56"),
+            (
+                "kind='long_poll_fanout'\nwaiters=5\nwait_s=56\n",
+                "wait_s 56",
+            ),
             ("kind='long_poll_fanout'\nwaiters=5\nwait_s=0\n", "wait_s 0"),
             ("kind='long_poll_fanout'\nwaiters=5\nbogus=1\n", "bogus"),
-            ("kind='concurrent_push'\npushers=[]\n", "at least one pushers level"),
+            (
+                "kind='concurrent_push'\npushers=[]\n",
+                "at least one pushers level",
+            ),
             ("kind='concurrent_push'\npushers=[1,4,1]\n", "twice"),
             ("kind='concurrent_push'\npushers=[1001]\n", "pushers 1001"),
-            ("kind='concurrent_push'\npushers=[2]\nfiles=0\n", "files must be"),
+            (
+                "kind='concurrent_push'\npushers=[2]\nfiles=0\n",
+                "files must be",
+            ),
             (
                 "kind='concurrent_push'\npushers=[2]\n[[phase]]\nkind='concurrent_push'\npushers=[4]\n",
                 "one such step",

@@ -193,8 +193,18 @@ fn write_keys(
     m.resource(key("deliveries"), r.deliveries as f64, "count");
     let ms = |h: &hdrhistogram::Histogram<u64>, q: f64| round3(h.value_at_quantile(q) as f64 / 1e3);
     if !r.fanout.is_empty() {
-        m.timing(key("fanout_p50_ms"), ms(&r.fanout, 0.50), "ms", Better::Lower);
-        m.timing(key("fanout_p99_ms"), ms(&r.fanout, 0.99), "ms", Better::Lower);
+        m.timing(
+            key("fanout_p50_ms"),
+            ms(&r.fanout, 0.50),
+            "ms",
+            Better::Lower,
+        );
+        m.timing(
+            key("fanout_p99_ms"),
+            ms(&r.fanout, 0.99),
+            "ms",
+            Better::Lower,
+        );
         if let Some(h) = encode_histogram(&r.fanout) {
             m.histograms.insert(format!("{scope}.fanout"), h);
         }
@@ -210,9 +220,9 @@ fn write_keys(
         Better::Higher,
     );
     let per_1000 = |a: Option<u64>, b: Option<u64>| match (a, b) {
-        (Some(a), Some(b)) if held > 0 => Some(round3(
-            (b as f64 - a as f64) / held as f64 * 1000.0,
-        )),
+        (Some(a), Some(b)) if held > 0 => {
+            Some(round3((b as f64 - a as f64) / held as f64 * 1000.0))
+        }
         _ => None,
     };
     if let Some(v) = per_1000(at[0].server_rss_kib, at[1].server_rss_kib) {
@@ -380,7 +390,10 @@ mod tests {
         let mut r = report(0, 4, 40);
         r.errors.insert("post: 500 internal".into(), 1);
         let e = check("push_d4", &r).unwrap_err().to_string();
-        assert!(e.starts_with("push_d4: 1 failed") && e.contains("500"), "{e}");
+        assert!(
+            e.starts_with("push_d4: 1 failed") && e.contains("500"),
+            "{e}"
+        );
         let e = check("fanout", &report(10, 4, 0)).unwrap_err().to_string();
         assert!(e.contains("refused every one"), "{e}");
     }
@@ -405,12 +418,27 @@ mod tests {
         let r = report(0, 4, 40);
         let (b, a) = counters(4.0, 4.0);
         let mut m = Metrics::default();
-        write_keys("push_d1", &r, &[ProcAt::default(); 3], Some((&b, &a)), &mut m);
+        write_keys(
+            "push_d1",
+            &r,
+            &[ProcAt::default(); 3],
+            Some((&b, &a)),
+            &mut m,
+        );
         let k = &m.map["push_d1.server.journal_flushes_per_post"];
-        assert_eq!((k.value, k.class), (1.0, reports::schema::MetricClass::Exact));
+        assert_eq!(
+            (k.value, k.class),
+            (1.0, reports::schema::MetricClass::Exact)
+        );
         let (b, a) = counters(3.0, 4.0);
         let mut m = Metrics::default();
-        write_keys("push_d4", &r, &[ProcAt::default(); 3], Some((&b, &a)), &mut m);
+        write_keys(
+            "push_d4",
+            &r,
+            &[ProcAt::default(); 3],
+            Some((&b, &a)),
+            &mut m,
+        );
         let k = &m.map["push_d4.server.journal_flushes_per_post"];
         assert_eq!(
             (k.value, k.class),
@@ -430,7 +458,12 @@ mod tests {
     #[test]
     fn a_vault_splits_into_disjoint_tagged_parts() {
         let v = tempfile::tempdir().unwrap();
-        for (p, body) in [("a/1.md", "x"), ("a/2.md", "y"), ("b.md", "z"), (".obsidian/c", "c")] {
+        for (p, body) in [
+            ("a/1.md", "x"),
+            ("a/2.md", "y"),
+            ("b.md", "z"),
+            (".obsidian/c", "c"),
+        ] {
             let f = v.path().join(p);
             std::fs::create_dir_all(f.parent().unwrap()).unwrap();
             std::fs::write(f, body).unwrap();

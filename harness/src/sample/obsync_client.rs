@@ -279,7 +279,10 @@ impl SyncClient for ObsyncClient {
             let index = self.devices.len() + self.extra.len();
             let d = loadgen::pair(&self.devices[0], index, self.seed, 0)
                 .await
-                .with_context(|| format!("pairing long-polling device {index}"))?;
+                .with_context(|| format!("pairing long-polling device {index}"))?
+                .with_fresh_client();
+            // The paired device's own connection (it fetched its envelope) closes here, so
+            // pairing many does not fill a server's connection cap before they poll.
             self.extra.push(d);
         }
         Ok(self.extra[..n].to_vec())

@@ -4,6 +4,7 @@ mod ab;
 mod calibrate;
 mod common;
 mod couch;
+mod fanout;
 mod cost;
 mod crash;
 mod flags;

@@ -168,12 +168,15 @@ fn round3(x: f64) -> f64 {
     (x * 1e3).round() / 1e3
 }
 
+/// The server's `/metrics` counters, by name with labels.
+type Counters = BTreeMap<String, f64>;
+
 /// The level's keys (pure: tested on a made-up report).
 fn write_keys(
     scope: &str,
     r: &FanoutReport,
     at: &[ProcAt; 3],
-    counters: Option<(&BTreeMap<String, f64>, &BTreeMap<String, f64>)>,
+    counters: Option<(&Counters, &Counters)>,
     m: &mut Metrics,
 ) {
     let key = |stat: &str| PhaseKey::new(scope, stat);

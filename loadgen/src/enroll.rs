@@ -344,6 +344,18 @@ impl StateFile {
 
     /// Rebuilds the devices for `target` using nonce streams of the current session.
     pub fn devices(&self, target: &Target, path: &Path) -> Result<Vec<Device>, LoadError> {
+        self.devices_in(target, path, 0..self.devices.len())
+    }
+
+    /// The enrolled devices `range` only (clamped to those enrolled): a shard of many
+    /// builds the clients of its own devices, not of every device in the file (each
+    /// device's HTTP client costs memory the allocator keeps after it is dropped).
+    pub fn devices_in(
+        &self,
+        target: &Target,
+        path: &Path,
+        range: std::ops::Range<usize>,
+    ) -> Result<Vec<Device>, LoadError> {
         if self.target != target.base() {
             return Err(LoadError::State {
                 path: path.to_owned(),
@@ -354,9 +366,12 @@ impl StateFile {
                 ),
             });
         }
-        self.devices
+        let end = range.end.min(self.devices.len());
+        let start = range.start.min(end);
+        self.devices[start..end]
             .iter()
             .enumerate()
+            .map(|(j, d)| (start + j, d))
             .map(|(i, d)| {
                 let creds = DeviceCredentials::from_hex(&d.device_id, &d.device_secret)
                     .ok_or_else(|| LoadError::State {

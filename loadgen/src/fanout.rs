@@ -231,15 +231,19 @@ pub async fn run_fanout(
                 Some(rels) => (cfg.parts[d].clone(), rels, false),
                 None => (
                     cfg.work_dir.join(format!("pusher-{d}")),
+                    // Named by the device's index in the enrolment, not by `d`: shards of
+                    // one state file have disjoint devices, so their notes never share a path
+                    // (a waiter would count another shard's post of that path as its own).
                     (0..cfg.posts)
-                        .map(|n| format!("fanout/{:016x}/{d}/{n}.md", cfg.seed))
+                        .map(|n| format!("fanout/{:016x}/{}/{n}.md", cfg.seed, dev.index()))
                         .collect(),
                     true,
                 ),
             };
             let mut errors = 0u64;
             for (n, rel) in rels.iter().enumerate() {
-                if generated && let Err(e) = write_note(&dir, rel, cfg.seed, d, n as u32) {
+                if generated && let Err(e) = write_note(&dir, rel, cfg.seed, dev.index(), n as u32)
+                {
                     return Err(LoadError::io(dir.join(rel), e));
                 }
                 let t = Instant::now();
@@ -341,7 +345,8 @@ fn list_files(dir: &Path) -> std::io::Result<Vec<String>> {
     Ok(out)
 }
 
-/// A note of [`NOTE_BYTES`] for post `n` of pusher `d`, seeded, written under `dir`.
+/// A note of [`NOTE_BYTES`] for post `n` of the device enrolled as `d`, seeded, written under
+/// `dir`.
 fn write_note(dir: &Path, rel: &str, seed: u64, d: usize, n: u32) -> std::io::Result<()> {
     use rand::{Rng, SeedableRng};
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);

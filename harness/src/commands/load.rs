@@ -471,6 +471,13 @@ pub async fn ensure_shard_devices(
     let lock = StateFile::lock(&path)?;
     check_target_protocol(target, conn).await?;
     let (mut devices, seed, session) = match StateFile::begin_session_locked(&path)? {
+        Some(mut s) if s.devices.len() >= range.end => {
+            // Every device of this shard is enrolled: build only this shard's.
+            s.stream_tag = shard.index;
+            let devices = s.devices_in(target, &path, range)?;
+            drop(lock);
+            return Ok(devices);
+        }
         Some(mut s) => {
             s.stream_tag = shard.index;
             (s.devices(target, &path)?, s.seed, s.session)

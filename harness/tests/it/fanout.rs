@@ -96,3 +96,42 @@ fn waiters_over_the_servers_connection_cap_are_refusals_not_errors() {
     assert!(held >= 1.0, "held {held}");
     assert_eq!(value(&m, "fanout.deliveries"), held * 2.0);
 }
+
+/// Two `load fanout` shards at once against one server: each counts exactly its own posts at
+/// each of its own waiters (their notes never share a path), and nothing is refused.
+#[test]
+fn fanout_shards_count_only_their_own_posts() {
+    let data = tempfile::tempdir().unwrap();
+    let srv = refserver::TestServer::start(refserver::ServerConfig::new(data.path())).unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let token = data.path().join("setup-token");
+    let shard = |s: &str| {
+        let mut c = std::process::Command::new(assert_cmd::cargo::cargo_bin!("vaultbench"));
+        c.env("XDG_STATE_HOME", home.path().join("state-home"))
+            .args(["load", "fanout", "--target", &srv.url()])
+            .args(["--devices", "4", "--pushers", "1", "--posts", "3"])
+            .args(["--interval", "100ms", "--wait", "5s", "--settle", "1s"])
+            .args(["--json", "--shard", s, "--work-dir"])
+            .arg(home.path())
+            .arg("--state")
+            .arg(home.path().join("state.json"))
+            .arg("--setup-token-file")
+            .arg(&token)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+        c.spawn().unwrap()
+    };
+    let children = [shard("0/2"), shard("1/2")];
+    for c in children {
+        let out = c.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{err}");
+        let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let r = &doc["report"];
+        assert_eq!(doc["held"], 4, "{doc}");
+        assert_eq!(r["posts"], 3, "{doc}");
+        assert_eq!(r["deliveries"], 12, "{doc}");
+        assert_eq!(r["expected_deliveries"], 12, "{doc}");
+        assert_eq!(r["errors"], serde_json::json!({}), "{doc}");
+    }
+}

@@ -200,10 +200,17 @@ fn against_committed_in(baselines: &Path, recording: &Path, class: &str) -> Stri
 
 /// Whether a key is one of a phase's headline figures: wall time, p50/p95 (of the phase and
 /// of each route it used, and each route-load step's p50), files/s, CPU per request, fsyncs
-/// per file (and the server's total CPU and peak RSS). Syscall counts per request are not
+/// per file (and the server's total CPU and peak RSS); of a long-polling step, its fan-out,
+/// posts per second, journal flushes per post and RSS per 1,000 held devices. Syscall counts
+/// per request are not
 /// headline figures; `--full` shows them.
 pub fn is_headline(key: &str) -> bool {
-    const SUFFIXES: [&str; 11] = [
+    const SUFFIXES: [&str; 16] = [
+        ".fanout_p50_ms",
+        ".fanout_p99_ms",
+        ".posts_per_s",
+        ".journal_flushes_per_post",
+        "rss_kib_per_1000_held",
         ".wall_ms",
         ".ready_ms",
         ".propagate_ms",
@@ -400,6 +407,9 @@ mod tests {
             "route.put-chunk.c1.server.cpu_us_per_request",
             "cold_push.server.cpu_us_per_file",
             "server.cpu_s",
+            "fanout.fanout_p99_ms",
+            "push_d4.server.journal_flushes_per_post",
+            "fanout.generator.rss_kib_per_1000_held",
         ] {
             assert!(is_headline(k), "{k}");
         }

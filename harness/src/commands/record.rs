@@ -202,8 +202,7 @@ fn against_committed_in(baselines: &Path, recording: &Path, class: &str) -> Stri
 /// of each route it used, and each route-load step's p50), files/s, CPU per request, fsyncs
 /// per file (and the server's total CPU and peak RSS); of a long-polling step, its fan-out,
 /// posts per second, journal flushes per post and RSS per 1,000 held devices. Syscall counts
-/// per request are not
-/// headline figures; `--full` shows them.
+/// per request are not headline figures; `--full` shows them.
 pub fn is_headline(key: &str) -> bool {
     const SUFFIXES: [&str; 16] = [
         ".fanout_p50_ms",

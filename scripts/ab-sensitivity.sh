@@ -5,7 +5,8 @@
 #   3. A vs A slowed on purpose (--inject-delay-us on every version post): the smallest
 #      slowdown detected ("worse") in at least 9 of 10 runs.
 # Usage: scripts/ab-sensitivity.sh OUTDIR [AA_RUNS] [DELAYS_US...]
-# Env: VB (the binary), GATE (a gate config), ONLY_PAIRED=1, PAIRED_DELAYS, PAIRED_RUNS.
+# Env: VB (the binary), GATE (a gate config), ONLY_PAIRED=1, PAIRED_DELAYS, PAIRED_RUNS,
+# PUSH_DELAYS, PUSH_RUNS (the vault1k push probe).
 # Results: one A/B JSON per run under OUTDIR and a summary on stdout.
 set -euo pipefail
 out=${1:?usage: scripts/ab-sensitivity.sh OUTDIR [AA_RUNS] [DELAYS_US...]}
@@ -136,3 +137,46 @@ print("  " + "; ".join(out) + f"; {sys.argv[2]} s")
 PY
   done
 done
+
+# The push probe: a cold push of vault1k (1,100 files, so 110 file pairs a block; `small`'s 100
+# files leave ten a block, too few for a +5 % call). PUSH_DELAYS are microseconds per version
+# post near +5 % of a file push (about 150 us on the 2-vCPU VM); PUSH_RUNS runs each, and as
+# many A/A runs. Empty PUSH_DELAYS (the default) skips it.
+push_delays=(${PUSH_DELAYS:-})
+if [ ${#push_delays[@]} -gt 0 ]; then
+push_probe="$out/push-probe.toml"
+cat > "$push_probe" <<'TOML'
+name = "push-probe"
+doc = "Cold start and a cold push of vault1k: the paired push probe, enough file pairs per round for a +5 % call at R = 3."
+profile = "vault1k"
+devices = 2
+
+[[phase]]
+kind = "cold_start"
+
+[[phase]]
+kind = "cold_push"
+TOML
+push_runs=${PUSH_RUNS:-10}
+for d in 0 "${push_delays[@]}"; do
+  if [ "$d" = 0 ]; then
+    echo "== 6. paired push probe A/A, R=3, tau 1%, $push_runs runs"
+  else
+    echo "== 7. paired push probe, B slowed by ${d} us per version post, R=3, tau 1%, $push_runs runs"
+  fi
+  for i in $(seq 1 "$push_runs"); do
+    f="$out/push-$d-$i.json"
+    if [ "$d" = 0 ]; then arms=(--aa --a ref --b ref); else arms=(--a ref --b "ref --inject-delay-us $d"); fi
+    t0=$(date +%s)
+    "$vb" ab "${gate_args[@]}" --paired "${arms[@]}" --scenario-file "$push_probe" --rounds 3 --tau 1% --order-seed "$i" --out "$f" >/dev/null 2>"$out/push-$d-$i.log" || true
+    t1=$(date +%s)
+    python3 - "$f" "$((t1-t0))" <<'PY' || echo "  run $i: no result (see $out/push-$d-$i.log)"
+import json, sys
+d = json.load(open(sys.argv[1]))
+m = d["metrics"]["cold_push.wall_ms"]
+ci = m["ci_pct"] or {"lo": float("nan"), "hi": float("nan")}
+print(f"  cold_push.wall_ms {m['verdict']} {m['estimate_pct']:+.2f}% [{ci['lo']:+.2f}, {ci['hi']:+.2f}]; {sys.argv[2]} s")
+PY
+  done
+done
+fi

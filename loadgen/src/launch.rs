@@ -88,6 +88,12 @@ pub struct TargetDef {
     /// WebDAV walk bounds other than the defaults (`--webdav-max-*`); `None`: the defaults.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub walk: Option<crate::webdav::WalkBounds>,
+    /// Start the server with its fresh data dir as the working directory (a server that
+    /// writes files relative to where it runs, as pouchdb-server writes `_users/` and
+    /// `pouch__all_dbs__/`, then writes them there, not into the user's directory).
+    /// `false`: it inherits the harness's, so relative paths on a typed command line work.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub run_in_data_dir: bool,
 }
 
 /// A target file as written.
@@ -108,6 +114,8 @@ struct DefFile {
     dirs: Vec<String>,
     #[serde(default)]
     files: BTreeMap<String, String>,
+    #[serde(default)]
+    run_in_data_dir: bool,
 }
 
 /// A definition that cannot be used, or a server that cannot be started; one line.
@@ -257,6 +265,7 @@ impl TargetDef {
         }
         def.dirs = f.dirs;
         def.files = f.files;
+        def.run_in_data_dir = f.run_in_data_dir;
         Ok(def)
     }
 
@@ -292,6 +301,7 @@ impl TargetDef {
             dirs: Vec::new(),
             files: BTreeMap::new(),
             walk: None,
+            run_in_data_dir: false,
         })
     }
 

@@ -409,20 +409,10 @@ pub async fn ensure_devices(
             s
         }
         None => {
-            let token_path = conn.setup_token_file.as_deref().with_context(|| {
-                format!(
-                    "--setup-token-file is required to enrol devices on {} (no state file at {})",
-                    target.base(),
-                    path.display()
-                )
-            })?;
+            let token_path = token_file(target, conn, &path)?;
             check_target_protocol(target, conn).await?;
-            let token = std::fs::read_to_string(token_path)
-                .with_context(|| format!("setup token file {}", token_path.display()))?;
-            if token.trim().is_empty() {
-                bail!("setup token file {} is empty", token_path.display());
-            }
-            devices = enroll(target, token.trim(), k, conn.seed).await?;
+            let token = setup_token(token_path)?;
+            devices = enroll(target, &token, k, conn.seed).await?;
             eprintln!(
                 "vaultbench: enrolled {} device(s) on {}; state in {}",
                 devices.len(),
@@ -448,6 +438,27 @@ pub async fn ensure_devices(
         state.save(&path)?;
     }
     Ok(devices)
+}
+
+/// The setup token file enrolment needs when there is no state file at `path` yet.
+fn token_file<'a>(target: &Target, conn: &'a ConnArgs, path: &Path) -> anyhow::Result<&'a Path> {
+    conn.setup_token_file.as_deref().with_context(|| {
+        format!(
+            "--setup-token-file is required to enrol devices on {} (no state file at {})",
+            target.base(),
+            path.display()
+        )
+    })
+}
+
+/// The setup token in `token_path`, trimmed; an empty file is an error.
+fn setup_token(token_path: &Path) -> anyhow::Result<String> {
+    let token = std::fs::read_to_string(token_path)
+        .with_context(|| format!("setup token file {}", token_path.display()))?;
+    if token.trim().is_empty() {
+        bail!("setup token file {} is empty", token_path.display());
+    }
+    Ok(token.trim().to_owned())
 }
 
 /// The devices of one shard (`shard.devices(per_shard)` of the state file). Under the state
@@ -483,19 +494,8 @@ pub async fn ensure_shard_devices(
             (s.devices(target, &path)?, s.seed, s.session)
         }
         None => {
-            let token_path = conn.setup_token_file.as_deref().with_context(|| {
-                format!(
-                    "--setup-token-file is required to enrol devices on {} (no state file at {})",
-                    target.base(),
-                    path.display()
-                )
-            })?;
-            let token = std::fs::read_to_string(token_path)
-                .with_context(|| format!("setup token file {}", token_path.display()))?;
-            if token.trim().is_empty() {
-                bail!("setup token file {} is empty", token_path.display());
-            }
-            let devices = enroll(target, token.trim(), 1, conn.seed).await?;
+            let token = setup_token(token_file(target, conn, &path)?)?;
+            let devices = enroll(target, &token, 1, conn.seed).await?;
             (devices, conn.seed, 0)
         }
     };

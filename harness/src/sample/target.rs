@@ -603,6 +603,15 @@ impl Server {
     ) -> anyhow::Result<Server> {
         std::fs::create_dir_all(data_dir)
             .with_context(|| format!("creating data dir {}", data_dir.display()))?;
+        // A server started in its data dir gets that dir's placeholders as absolute paths.
+        let abs;
+        let data_dir = if spec.def.run_in_data_dir {
+            abs = std::path::absolute(data_dir)
+                .with_context(|| format!("data dir {}", data_dir.display()))?;
+            abs.as_path()
+        } else {
+            data_dir
+        };
         let argv = spec
             .def
             .prepare(data_dir, addr)
@@ -624,6 +633,9 @@ impl Server {
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped());
+        if spec.def.run_in_data_dir {
+            cmd.current_dir(data_dir);
+        }
         // This sample process is the OOM killer's first choice from now on; the target is put
         // back to the score it would have had on its own (see `sample::guard`).
         crate::sample::guard::prefer_this_process_as_oom_victim();

@@ -73,3 +73,14 @@ pub fn git_in(dir: &Path, args: &[&str]) -> String {
     );
     String::from_utf8(o.stdout).unwrap()
 }
+
+/// Asserts that a command's `out` is a success (its stderr as the message), and parses its
+/// stdout as JSON.
+pub fn json_of(out: std::process::Output) -> serde_json::Value {
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}

@@ -208,10 +208,15 @@ fn small_couchdb_records_byte_identical_against_both_presets() {
     for preset in ["pouchdb-memory", "pouchdb-server"] {
         let home = tempfile::tempdir().unwrap();
         let out = home.path().join("out");
+        // Where the user runs it: nothing of the server's may land here (pouchdb-server
+        // writes `_users/` and `pouch__all_dbs__/` where it runs).
+        let cwd = home.path().join("cwd");
+        std::fs::create_dir(&cwd).unwrap();
         record_loose(
             home.path(),
             &["small-couchdb", "--target", preset, "--samples", "1"],
         )
+        .current_dir(&cwd)
         .arg("--out")
         .arg(&out)
         .arg("--work-dir")
@@ -227,6 +232,14 @@ fn small_couchdb_records_byte_identical_against_both_presets() {
                 .as_f64()
                 .unwrap_or_else(|| panic!("{preset}: {k} missing: {}", b["metrics"]))
         };
+        let left: Vec<_> = std::fs::read_dir(&cwd)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert!(
+            left.is_empty(),
+            "{preset} wrote into the working directory: {left:?}"
+        );
         assert_eq!(value("cold_pull.byte_identical"), 1.0, "{preset}");
         assert_eq!(value("cold_push.files"), 100.0, "{preset}");
         assert_eq!(value("idle_resync.mismatched"), 0.0, "{preset}");

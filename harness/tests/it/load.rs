@@ -5,6 +5,8 @@ use std::path::{Path, PathBuf};
 use clap::Parser;
 use harness::commands::load::{LoadArgs, run};
 
+use crate::common::json_of;
+
 fn parse(args: &[&str]) -> Result<LoadArgs, clap::Error> {
     let argv = ["vaultbench", "load"]
         .into_iter()
@@ -239,17 +241,13 @@ fn push_and_pull_in_separate_invocations_share_a_state_file() {
 #[test]
 #[ignore = "slow: runs wrk and the generator against a fresh reference server (needs wrk)"]
 fn bench_peer_runs_both_generators_at_one_connection() {
-    let out = std::process::Command::new(assert_cmd::cargo::cargo_bin!("vaultbench"))
-        .args(["load", "bench-peer", "--in-flight", "1", "--rounds", "2"])
-        .args(["--duration", "1s", "--json"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let v = json_of(
+        std::process::Command::new(assert_cmd::cargo::cargo_bin!("vaultbench"))
+            .args(["load", "bench-peer", "--in-flight", "1", "--rounds", "2"])
+            .args(["--duration", "1s", "--json"])
+            .output()
+            .unwrap(),
     );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let runs = v["runs"].as_array().unwrap();
     assert_eq!(runs.len(), 4, "{v}");
     for g in ["vaultbench", "wrk"] {

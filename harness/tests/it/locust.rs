@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime};
 
-use crate::common::vb;
+use crate::common::{json_of, vb};
 
 /// Kills and reaps every child it holds when dropped (a failed assertion included).
 struct Kids(Vec<Child>);
@@ -266,36 +266,28 @@ fn three_workers_under_a_real_master() {
 
     // hlog merge, then Python's hdrhistogram on the inputs and the merge.
     let merged = home.path().join("merged.hlog");
-    let out = vb(home.path())
-        .args(["hlog", "merge"])
-        .args(&logs)
-        .arg("--out")
-        .arg(&merged)
-        .arg("--json")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let doc = json_of(
+        vb(home.path())
+            .args(["hlog", "merge"])
+            .args(&logs)
+            .arg("--out")
+            .arg(&merged)
+            .arg("--json")
+            .output()
+            .unwrap(),
     );
-    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let tag = &doc["tags"]["get-chunk"];
     assert_eq!(tag["count"].as_u64().unwrap(), per_log.iter().sum::<u64>());
-    let py = Command::new("python3")
-        .arg("-c")
-        .arg(HDRH_CHECK)
-        .arg("get-chunk")
-        .arg(&merged)
-        .args(&logs)
-        .output()
-        .unwrap();
-    assert!(
-        py.status.success(),
-        "{}",
-        String::from_utf8_lossy(&py.stderr)
+    let py = json_of(
+        Command::new("python3")
+            .arg("-c")
+            .arg(HDRH_CHECK)
+            .arg("get-chunk")
+            .arg(&merged)
+            .args(&logs)
+            .output()
+            .unwrap(),
     );
-    let py: serde_json::Value = serde_json::from_slice(&py.stdout).unwrap();
     assert_eq!(
         py["inputs"], py["merged"],
         "Python's histogram of all samples vs the merge"

@@ -5,7 +5,7 @@
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-use crate::common::vb;
+use crate::common::{json_of, vb};
 
 fn server() -> (refserver::TestServer, tempfile::TempDir) {
     let data = tempfile::tempdir().unwrap();
@@ -76,20 +76,16 @@ fn two_shards_are_disjoint_and_their_logs_merge() {
     assert_eq!(ids.len(), 4);
 
     let merged = home.path().join("m.hlog");
-    let out = vb(home.path())
-        .args(["hlog", "merge"])
-        .args(&logs)
-        .arg("--out")
-        .arg(&merged)
-        .args(["--json", "--max-start-skew", "5s"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let doc = json_of(
+        vb(home.path())
+            .args(["hlog", "merge"])
+            .args(&logs)
+            .arg("--out")
+            .arg(&merged)
+            .args(["--json", "--max-start-skew", "5s"])
+            .output()
+            .unwrap(),
     );
-    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(doc["correction"], "none");
     assert_eq!(
         doc["tags"]["put-chunk"]["count"].as_u64().unwrap(),

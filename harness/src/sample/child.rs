@@ -43,6 +43,11 @@ pub fn execute(plan: &SamplePlan) -> SampleResult {
         blocked: BTreeMap::new(),
     };
     let sample_dir = plan.work_dir.join(format!("sample-{}", plan.index));
+    // Without a cgroup for its targets, this process is their subreaper: started here, before
+    // any thread is pinned, so the tracker runs on the whole CPU set, not the server's.
+    if !crate::sample::guard::cgroup_possible() {
+        crate::sample::subreaper::enable();
+    }
     match read_channels(&plan.work_dir) {
         Ok(r) => result.calibration.push(r),
         Err(e) => result

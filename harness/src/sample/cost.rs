@@ -180,7 +180,8 @@ impl CallgrindMarks {
 
 /// `vgdb --pid=P dump NAME`, bounded by [`DUMP_TIMEOUT`].
 fn vgdb_dump(pid: u32, name: &str) -> anyhow::Result<()> {
-    let mut child = Command::new("vgdb")
+    let mut vgdb = Command::new("vgdb");
+    vgdb
         .arg(format!("--pid={pid}"))
         // A server idle in epoll_wait runs no code that would poll for vgdb, so vgdb
         // interrupts it with ptrace after this wait; its default of 100 ms was most of a
@@ -190,9 +191,11 @@ fn vgdb_dump(pid: u32, name: &str) -> anyhow::Result<()> {
         .arg(name)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .context("starting vgdb")?;
+        .stderr(Stdio::null());
+    // Registered: the sample may be its targets' subreaper (`sample::subreaper`).
+    let mut child =
+        crate::sample::subreaper::spawn_command(crate::sample::subreaper::Own::Helper, &mut vgdb)
+            .context("starting vgdb")?;
     let deadline = Instant::now() + DUMP_TIMEOUT;
     loop {
         if let Some(status) = child.try_wait()? {

@@ -13,29 +13,60 @@
 //!   the sample's own cgroup is writable), the target is born into a cgroup of its own
 //!   ([`Cgroup`]: the child writes itself into `cgroup.procs` between fork and exec), so every
 //!   descendant is in it whatever its parent, process group or session, and `cgroup.kill`
-//!   kills them all at once. Elsewhere (no cgroup2 mount, no permission: an unprivileged CI)
-//!   the tree is the target's process group, which every target is started in: Apache's and
-//!   nginx's workers stay in it; only a process that calls `setsid`/`setpgid` itself escapes.
+//!   kills them all at once. This remains the first choice. Elsewhere (no cgroup2 mount, no
+//!   permission: an unprivileged CI) the tree is the target's process group, which every
+//!   target is started in (Apache's and nginx's workers stay in it), plus the processes the
+//!   sample's subreaper lists (below): those that left the group (`setsid`, `setpgid`, a
+//!   double fork into a new session). `VAULTBENCH_TEST_NO_CGROUP=1` ([`NO_CGROUP_ENV`]) is a
+//!   testing knob, not a setting: it forces this fallback where a cgroup could be made, so
+//!   the fallback is tested on machines that have cgroups too.
 //! - **Outliving the sample.** The guard is forked from the sample process when the target is
 //!   spawned: it moves to a process group of its own (so a signal to the sample's group spares
 //!   it), ignores SIGINT, SIGTERM and SIGHUP, closes every descriptor but the read end of a
 //!   pipe whose write end only the sample process holds (close-on-exec, so no target inherits
-//!   it), and blocks in `read`. A byte on the pipe disarms it (the server was stopped, reaped
-//!   and its cgroup removed: its group id may be reused); end of file without that byte means
-//!   the sample process is gone, and the guard kills the cgroup and the group with SIGKILL,
-//!   waits (bounded) until the cgroup is empty, removes it and exits. `kill -9` of `record`
-//!   reaches the sample through its parent-death signal, and so the guard through the pipe.
+//!   it), and blocks in `read`. A byte `d` on the pipe disarms it (the server was stopped,
+//!   reaped and its cgroup removed: its group id may be reused); end of file without that byte
+//!   means the sample process is gone, and the guard kills the cgroup, the group and the listed
+//!   escapees with SIGKILL, waits (bounded) until the cgroup is empty, removes it and exits.
+//!   `kill -9` of `record` reaches the sample through its parent-death signal, and so the
+//!   guard through the pipe.
+//! - **The fallback: a subreaper and a list of escapees.** Without a cgroup the sample process
+//!   makes itself a child subreaper (`PR_SET_CHILD_SUBREAPER`) before it starts the target, so
+//!   an orphan of the tree is reparented to it rather than to init, and a tracker thread
+//!   (`sample::subreaper`) looks every 50 ms at its own children and down each target's tree.
+//!   An escapee is a child the sample did not start (an orphan it inherited), or a process of
+//!   a target's tree outside the target's process group whose parent is in it. Each is sent to
+//!   every guard as `+PID STARTTIME` (the kernel start time, `/proc/PID/stat` field 22), and
+//!   `-PID` once it is gone. The guard, when the sample dies, kills the group and then every
+//!   listed process whose start time still matches, so a pid the kernel has given to another
+//!   process since is never signalled (a pidfd, where the kernel has them, 5.3 on, pins the
+//!   process between the check and the signal). It stops each escapee before reading its
+//!   children, and stops each child before reading its own, then kills them all: a stopped
+//!   process forks nothing past the kill. In a polite stop the sample kills what it inherited
+//!   itself and reaps it; during the run the tracker reaps every inherited orphan that exits,
+//!   so the subreaper leaves no zombies.
+//!
+//!   Its limits, stated: a process that escapes within the last poll interval before the
+//!   harness is killed (a `setsid` or an orphaning less than 50 ms before a `kill -9` or an OOM
+//!   kill) is on no list yet and is missed; a polite stop misses nothing, since it looks again
+//!   after the tree's root is reaped. A guard holds at most [`MAX_ESCAPEES`] (1,024) live
+//!   escapees and stops and kills at most [`MAX_WALK`] (4,096) processes under them; past
+//!   either, the rest are missed by a `kill -9` (the sample says so on stderr once). A target
+//!   that makes itself a subreaper keeps its own orphans as children: they stay in its tree,
+//!   where the walk finds those outside its group as it finds any other's. Neither the cgroup
+//!   nor the subreaper reaches a process the target has an unrelated process start for it
+//!   (`systemd-run`, a container runtime): it is not a descendant.
 //! - **The OOM killer.** An OOM kill is a SIGKILL; it must take the harness, never the guard.
 //!   The guard sets its `oom_score_adj` to -1000 (never chosen) where permitted
 //!   (CAP_SYS_RESOURCE), else back to the value the sample started with; the sample process
 //!   raises its own to [`SAMPLE_OOM_SCORE_ADJ`] ([`prefer_this_process_as_oom_victim`]), and
 //!   the target is put back to the original value before exec, so the measured server is not
 //!   made a likelier victim than it would be on its own.
-//! - **Why not a subreaper.** `PR_SET_CHILD_SUBREAPER` catches orphans only for a living
-//!   ancestor. The process that must outlive the sample is the guard, which is not the
-//!   target's ancestor; making it one would take the target's `wait4` rusage, its exit status
-//!   and its stderr pipe away from the sample. The cgroup reaches what a subreaper would, and
-//!   more (a process whose every ancestor up to init has died).
+//! - **Why the guard is not the subreaper.** `PR_SET_CHILD_SUBREAPER` catches orphans only for
+//!   a living ancestor. The process that must outlive the sample is the guard, which is not
+//!   the target's ancestor; making it one would take the target's `wait4` rusage, its exit
+//!   status and its stderr pipe away from the sample. So the sample is the subreaper, and hands
+//!   what it learns to the guard.
 //!
 //! A guard that is itself killed (by hand) leaves its cgroup behind; the next sample on the
 //! machine removes cgroups whose owner is gone ([`Cgroup::create`] sweeps its siblings).
@@ -56,6 +87,33 @@ const CGROUP_PREFIX: &str = "vaultbench-";
 const EMPTY_POLLS: u32 = 3000;
 /// The pause between two looks at a killed cgroup (`EMPTY_POLLS` of them make 30 s).
 const EMPTY_POLL_NS: libc::c_long = 10_000_000;
+
+/// The testing knob that forces the no-cgroup fallback (`=1`): [`Cgroup::create`] makes no
+/// cgroup, so the process group and the subreaper's list are all a guard has, as on a machine
+/// without cgroup2 or without permission. For tests of that fallback; not a setting.
+pub const NO_CGROUP_ENV: &str = "VAULTBENCH_TEST_NO_CGROUP";
+
+/// Whether [`NO_CGROUP_ENV`] is set to `1`.
+pub fn no_cgroup_forced() -> bool {
+    std::env::var_os(NO_CGROUP_ENV).is_some_and(|v| v == "1")
+}
+
+/// Whether [`Cgroup::create`] may succeed here: the knob is not set and this process's cgroup
+/// v2 directory is writable. A sample process that learns it cannot starts its subreaper
+/// before it pins any thread (`sample::subreaper`).
+pub fn cgroup_possible() -> bool {
+    !no_cgroup_forced() && own_cgroup_dir().is_some()
+}
+
+/// The most live escapees a guard keeps (pids with their start times, 16 bytes each: 16 KiB
+/// on the guard's stack). A thousand processes that left a target's process group is already
+/// far past any server this project targets (Apache's and nginx's workers stay in the group);
+/// past it, the rest are not handed to the guard, and the sample says so on stderr once.
+pub const MAX_ESCAPEES: usize = 1024;
+
+/// The most processes a guard stops and kills under its listed escapees (their descendants
+/// included), a bound on its stack (16 KiB of pids).
+pub const MAX_WALK: usize = 4096;
 
 /// A cgroup v2 leaf holding one target's tree, removed when dropped (its processes killed).
 #[derive(Debug)]
@@ -87,9 +145,13 @@ static NEXT_CGROUP: AtomicU32 = AtomicU32::new(0);
 
 impl Cgroup {
     /// A fresh leaf under this process's own cgroup v2, after removing the leaves a dead owner
-    /// left there; `None` where there is no cgroup2 mount or no permission to make one (the
-    /// caller goes on with the process group alone).
+    /// left there; `None` where there is no cgroup2 mount or no permission to make one, or
+    /// where [`NO_CGROUP_ENV`] forces the fallback (the caller goes on with the process group
+    /// and the subreaper).
     pub fn create() -> Option<Cgroup> {
+        if no_cgroup_forced() {
+            return None;
+        }
         let parent = own_cgroup_dir()?;
         sweep_stale(&parent);
         let (pid, start) = owner()?;
@@ -367,7 +429,368 @@ pub fn restore_oom_score_adj_hook() -> impl FnMut() -> std::io::Result<()> + Sen
     }
 }
 
-/// A live guard over one target tree: its process group and, where one was made, its cgroup.
+/// One message from the sample process to its guard. On the pipe: `d` (disarm), `+PID START\n`
+/// (list an escapee with its kernel start time), `-PID\n` (it is gone). Each is written whole
+/// in one `write` under `PIPE_BUF`, so messages from two threads never interleave.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Msg {
+    Disarm,
+    Add(libc::pid_t, u64),
+    Remove(libc::pid_t),
+}
+
+/// `+PID START\n`: lists an escapee.
+pub(crate) fn encode_add(pid: u32, start: u64) -> String {
+    format!("+{pid} {start}\n")
+}
+
+/// `-PID\n`: the escapee is gone.
+pub(crate) fn encode_remove(pid: u32) -> String {
+    format!("-{pid}\n")
+}
+
+/// The guard's reader of [`Msg`]s, fed a byte at a time (no allocation: it runs in the forked
+/// guard). A malformed message is dropped whole at its newline; a stray byte outside a
+/// message is ignored.
+#[derive(Debug, Default)]
+struct Wire {
+    /// `0` between messages, else `+` or `-`.
+    op: u8,
+    /// Which number is being read (0: the pid, 1: the start time).
+    field: u8,
+    digits: [u8; 2],
+    nums: [u64; 2],
+    bad: bool,
+}
+
+impl Wire {
+    fn feed(&mut self, b: u8) -> Option<Msg> {
+        if self.op == 0 {
+            match b {
+                b'd' => return Some(Msg::Disarm),
+                b'+' | b'-' => {
+                    *self = Wire {
+                        op: b,
+                        ..Wire::default()
+                    }
+                }
+                _ => {}
+            }
+            return None;
+        }
+        let f = usize::from(self.field);
+        match b {
+            b'0'..=b'9' => {
+                self.nums[f] = self.nums[f]
+                    .saturating_mul(10)
+                    .saturating_add(u64::from(b - b'0'));
+                self.digits[f] = self.digits[f].saturating_add(1);
+            }
+            b' ' if self.op == b'+' && self.field == 0 => self.field = 1,
+            b'\n' => {
+                let w = std::mem::take(self);
+                let pid = libc::pid_t::try_from(w.nums[0]).ok().filter(|&p| p > 0)?;
+                if w.bad || w.digits[0] == 0 || w.digits[0] > 10 {
+                    return None;
+                }
+                return match w.op {
+                    b'+' if w.field == 1 && (1..=20).contains(&w.digits[1]) => {
+                        Some(Msg::Add(pid, w.nums[1]))
+                    }
+                    b'-' if w.field == 0 => Some(Msg::Remove(pid)),
+                    _ => None,
+                };
+            }
+            _ => self.bad = true,
+        }
+        None
+    }
+}
+
+/// The guard's list of live escapees: at most [`MAX_ESCAPEES`], by pid (a second `+` for a
+/// pid replaces its start time), no allocation.
+struct Escapees {
+    list: [(libc::pid_t, u64); MAX_ESCAPEES],
+    len: usize,
+}
+
+impl Escapees {
+    fn new() -> Escapees {
+        Escapees {
+            list: [(0, 0); MAX_ESCAPEES],
+            len: 0,
+        }
+    }
+
+    /// Lists `pid`; false when the list is full.
+    fn add(&mut self, pid: libc::pid_t, start: u64) -> bool {
+        if let Some(e) = self.list[..self.len].iter_mut().find(|e| e.0 == pid) {
+            e.1 = start;
+            return true;
+        }
+        if self.len == MAX_ESCAPEES {
+            return false;
+        }
+        self.list[self.len] = (pid, start);
+        self.len += 1;
+        true
+    }
+
+    fn remove(&mut self, pid: libc::pid_t) {
+        if let Some(i) = self.list[..self.len].iter().position(|e| e.0 == pid) {
+            self.list[i] = self.list[self.len - 1];
+            self.len -= 1;
+        }
+    }
+
+    fn as_slice(&self) -> &[(libc::pid_t, u64)] {
+        &self.list[..self.len]
+    }
+
+    fn apply(&mut self, m: Msg) {
+        match m {
+            Msg::Add(p, s) => {
+                self.add(p, s);
+            }
+            Msg::Remove(p) => self.remove(p),
+            Msg::Disarm => {}
+        }
+    }
+}
+
+/// Field 22 of a `/proc/PID/stat` line, the process's start time in clock ticks since boot:
+/// with the pid, it names one process for the life of the machine. The command name (field 2)
+/// may hold spaces and parentheses, so fields are counted from the last `)`.
+fn stat_starttime(stat: &[u8]) -> Option<u64> {
+    let close = stat.iter().rposition(|&b| b == b')')?;
+    // After the `)`: field 3 (the state) is the first, so field 22 is the 20th.
+    let field = stat[close + 1..]
+        .split(|&b| b == b' ' || b == b'\n')
+        .filter(|f| !f.is_empty())
+        .nth(19)?;
+    let mut v: u64 = 0;
+    for &b in field {
+        if !b.is_ascii_digit() {
+            return None;
+        }
+        v = v.checked_mul(10)?.checked_add(u64::from(b - b'0'))?;
+    }
+    Some(v)
+}
+
+/// `/proc/<pid>[/task[/<tid>/children]]` as a C string in `buf` (no allocation).
+fn proc_path<'a>(buf: &'a mut [u8; 64], pid: libc::pid_t, tail: &[u8], tid: Option<libc::pid_t>, tail2: &[u8]) -> &'a [u8] {
+    let mut n = 0;
+    let mut put = |bytes: &[u8], n: &mut usize| {
+        for &b in bytes {
+            if *n < buf.len() - 1 {
+                buf[*n] = b;
+                *n += 1;
+            }
+        }
+    };
+    put(b"/proc/", &mut n);
+    let mut digits = [0u8; 12];
+    put(decimal(pid, &mut digits), &mut n);
+    put(tail, &mut n);
+    if let Some(t) = tid {
+        let mut d = [0u8; 12];
+        put(decimal(t, &mut d), &mut n);
+        put(tail2, &mut n);
+    }
+    buf[n] = 0;
+    &buf[..=n]
+}
+
+/// `v` in decimal, in `buf`.
+fn decimal(v: libc::pid_t, buf: &mut [u8; 12]) -> &[u8] {
+    let mut v = v.max(0) as u32;
+    let mut i = buf.len();
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (v % 10) as u8;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    &buf[i..]
+}
+
+/// The start time of `pid`, read from `/proc/<pid>/stat`; `None` when it is gone.
+///
+/// # Safety
+/// Async-signal-safe (open, read, close; no allocation).
+unsafe fn starttime_raw(pid: libc::pid_t) -> Option<u64> {
+    let mut path = [0u8; 64];
+    let p = proc_path(&mut path, pid, b"/stat", None, b"");
+    let mut buf = [0u8; 2048];
+    // SAFETY: as the function's contract says; `p` is NUL-terminated.
+    unsafe {
+        let fd = libc::open(p.as_ptr().cast(), libc::O_RDONLY | libc::O_CLOEXEC);
+        if fd < 0 {
+            return None;
+        }
+        let mut n = 0usize;
+        while n < buf.len() {
+            let r = libc::read(fd, buf[n..].as_mut_ptr().cast(), buf.len() - n);
+            if r <= 0 {
+                break;
+            }
+            n += r as usize;
+        }
+        libc::close(fd);
+        stat_starttime(&buf[..n])
+    }
+}
+
+/// Calls `f` with each child of `pid` (every thread's `children` file; `getdents64` over
+/// `/proc/<pid>/task`).
+///
+/// # Safety
+/// Async-signal-safe (open, getdents64, read, close; no allocation).
+unsafe fn for_each_child_raw(pid: libc::pid_t, mut f: impl FnMut(libc::pid_t)) {
+    let mut path = [0u8; 64];
+    let dir = proc_path(&mut path, pid, b"/task", None, b"");
+    // SAFETY: as the function's contract says; every path is NUL-terminated, every buffer a
+    // local of the length passed.
+    unsafe {
+        let dfd = libc::open(
+            dir.as_ptr().cast(),
+            libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC,
+        );
+        if dfd < 0 {
+            return;
+        }
+        let mut ents = [0u8; 4096];
+        loop {
+            let n = libc::syscall(libc::SYS_getdents64, dfd, ents.as_mut_ptr(), ents.len());
+            if n <= 0 {
+                break;
+            }
+            let mut off = 0usize;
+            while off + 19 < n as usize {
+                // struct linux_dirent64: ino (8), off (8), reclen (2), type (1), name.
+                let reclen = u16::from_ne_bytes([ents[off + 16], ents[off + 17]]) as usize;
+                if reclen == 0 {
+                    break;
+                }
+                let mut tid: libc::pid_t = 0;
+                let mut ok = false;
+                for &b in &ents[off + 19..(off + reclen).min(n as usize)] {
+                    if b == 0 {
+                        break;
+                    }
+                    if !b.is_ascii_digit() {
+                        ok = false;
+                        break;
+                    }
+                    tid = tid.saturating_mul(10).saturating_add((b - b'0') as libc::pid_t);
+                    ok = true;
+                }
+                off += reclen;
+                if !ok {
+                    continue;
+                }
+                let mut cpath = [0u8; 64];
+                let c = proc_path(&mut cpath, pid, b"/task/", Some(tid), b"/children");
+                let fd = libc::open(c.as_ptr().cast(), libc::O_RDONLY | libc::O_CLOEXEC);
+                if fd < 0 {
+                    continue;
+                }
+                let mut buf = [0u8; 1024];
+                let mut child: libc::pid_t = 0;
+                loop {
+                    let r = libc::read(fd, buf.as_mut_ptr().cast(), buf.len());
+                    if r <= 0 {
+                        break;
+                    }
+                    for &b in &buf[..r as usize] {
+                        if b.is_ascii_digit() {
+                            child = child.saturating_mul(10).saturating_add((b - b'0') as libc::pid_t);
+                        } else {
+                            if child > 0 {
+                                f(child);
+                            }
+                            child = 0;
+                        }
+                    }
+                }
+                if child > 0 {
+                    f(child);
+                }
+                libc::close(fd);
+            }
+        }
+        libc::close(dfd);
+    }
+}
+
+/// Kills the escapee `pid` and every process under it, when `pid` still has start time
+/// `start` (else it is gone, and its pid may be another process's: nothing is signalled).
+/// Top down, each process is stopped before its children are read, so none forks past the
+/// walk; then all are killed. At most [`MAX_WALK`] processes, in `walk`.
+///
+/// # Safety
+/// Async-signal-safe (pidfd_open, pidfd_send_signal, kill, open, read, getdents64, close).
+unsafe fn kill_escapee_raw(pid: libc::pid_t, start: u64, walk: &mut [libc::pid_t; MAX_WALK]) {
+    // SAFETY: as the function's contract says.
+    unsafe {
+        // The pidfd names this process even if it dies and its pid is reused after the check.
+        let pidfd = libc::syscall(libc::SYS_pidfd_open, pid, 0) as libc::c_int;
+        if pidfd < 0 && *libc::__errno_location() == libc::ESRCH {
+            return;
+        }
+        let signal = |sig: libc::c_int| {
+            if pidfd >= 0 {
+                libc::syscall(
+                    libc::SYS_pidfd_send_signal,
+                    pidfd,
+                    sig,
+                    std::ptr::null::<libc::siginfo_t>(),
+                    0,
+                );
+            } else {
+                libc::kill(pid, sig);
+            }
+        };
+        if starttime_raw(pid) == Some(start) {
+            signal(libc::SIGSTOP);
+            let mut n = 0;
+            let mut i = 0;
+            for_each_child_raw(pid, |c| {
+                if n < MAX_WALK {
+                    libc::kill(c, libc::SIGSTOP);
+                    walk[n] = c;
+                    n += 1;
+                }
+            });
+            // Each child was stopped before its own children are read: its pid stays its own
+            // (a stopped parent reaps nothing).
+            while i < n {
+                let p = walk[i];
+                i += 1;
+                for_each_child_raw(p, |c| {
+                    if n < MAX_WALK {
+                        libc::kill(c, libc::SIGSTOP);
+                        walk[n] = c;
+                        n += 1;
+                    }
+                });
+            }
+            signal(libc::SIGKILL);
+            for &c in &walk[..n] {
+                libc::kill(c, libc::SIGKILL);
+            }
+        }
+        if pidfd >= 0 {
+            libc::close(pidfd);
+        }
+    }
+}
+
+/// A live guard over one target tree: its process group, its cgroup where one was made, and
+/// the escapees the subreaper lists.
 #[derive(Debug)]
 pub struct GroupGuard {
     write_fd: libc::c_int,
@@ -377,7 +800,8 @@ pub struct GroupGuard {
 impl GroupGuard {
     /// Forks a guard over process group `pgid` and `cgroup`; `None` when the pipe or the fork
     /// fails (the caller goes on without one: the direct child still has its parent-death
-    /// signal).
+    /// signal). The guard is this process's own child for the subreaper's tracker, and is
+    /// sent every escapee listed now and from now on.
     pub fn spawn(pgid: u32, cgroup: Option<&Cgroup>) -> Option<GroupGuard> {
         let pgid = pgid as libc::pid_t;
         // Everything the forked child needs is made here, before the fork.
@@ -389,61 +813,40 @@ impl GroupGuard {
             return None;
         }
         let (r, w) = (fds[0], fds[1]);
-        // SAFETY: fork in a multi-threaded process; the child below calls only
-        // async-signal-safe functions (setpgid, signal, open, close, read, write, kill, rmdir,
-        // nanosleep, _exit) and never returns into Rust code that allocates.
-        let pid = unsafe { libc::fork() };
-        if pid < 0 {
-            // SAFETY: closing descriptors this function opened.
-            unsafe {
-                libc::close(r);
-                libc::close(w);
-            }
-            return None;
+        // The tracker's writes must never block it (it holds the registry's lock): a guard
+        // that stopped reading loses messages rather than stalling the sample.
+        // SAFETY: fcntl on the write end this function just made.
+        unsafe {
+            let fl = libc::fcntl(w, libc::F_GETFL);
+            libc::fcntl(w, libc::F_SETFL, fl | libc::O_NONBLOCK);
         }
-        if pid == 0 {
-            // SAFETY: the forked child: async-signal-safe calls only, ending in _exit.
-            unsafe {
-                libc::setpgid(0, 0);
-                libc::signal(libc::SIGINT, libc::SIG_IGN);
-                libc::signal(libc::SIGTERM, libc::SIG_IGN);
-                libc::signal(libc::SIGHUP, libc::SIG_IGN);
-                libc::signal(libc::SIGPIPE, libc::SIG_IGN);
-                for fd in 0..4096 {
-                    if fd != r {
-                        libc::close(fd);
-                    }
+        let forked = crate::sample::subreaper::spawn_own(
+            crate::sample::subreaper::Own::Helper,
+            || {
+                // SAFETY: fork in a multi-threaded process; the child runs `guard_main`, which
+                // calls only async-signal-safe functions and ends in _exit, never returning
+                // here.
+                let pid = unsafe { libc::fork() };
+                if pid == 0 {
+                    // SAFETY: the forked child, as above.
+                    unsafe { guard_main(r, pgid, paths.as_ref(), restore) }
                 }
-                // Never the OOM killer's choice where permitted; else no likelier a victim
-                // than the sample process was before it raised its own score.
-                if !write_oom_raw(b"-1000")
-                    && let Some((buf, n)) = restore
-                {
-                    write_oom_raw(&buf[..n]);
+                if pid < 0 {
+                    Err(std::io::Error::last_os_error())
+                } else {
+                    Ok(pid)
                 }
-                let mut b = 0u8;
-                loop {
-                    let n = libc::read(r, (&mut b as *mut u8).cast(), 1);
-                    if n == 1 {
-                        // Disarmed: the server was stopped and reaped.
-                        libc::_exit(0);
-                    }
-                    if n == 0 || *libc::__errno_location() != libc::EINTR {
-                        break;
-                    }
-                }
-                // The group first: it is one syscall, and it stops Apache's master from
-                // forking replacements while the cgroup is emptied.
-                libc::kill(-pgid, libc::SIGKILL);
-                if let Some(p) = &paths {
-                    kill_cgroup_raw(p);
-                }
-                libc::kill(-pgid, libc::SIGKILL);
-                libc::_exit(0);
-            }
-        }
+            },
+            |&pid| pid as u32,
+        );
         // SAFETY: the parent's copy of the read end is not needed.
         unsafe { libc::close(r) };
+        let Ok(pid) = forked else {
+            // SAFETY: closing the descriptor this function opened.
+            unsafe { libc::close(w) };
+            return None;
+        };
+        crate::sample::subreaper::attach_guard(pid as u32, w);
         Some(GroupGuard { write_fd: w, pid })
     }
 
@@ -452,9 +855,17 @@ impl GroupGuard {
         self.pid as u32
     }
 
-    /// Tells the guard the tree is gone (stopped and reaped, its cgroup removed by the
-    /// caller), and reaps it.
+    /// Writes one message to the guard (tests list escapees by hand with it).
+    #[cfg(test)]
+    fn send(&self, msg: &[u8]) {
+        // SAFETY: writing a borrowed buffer to the pipe this guard owns.
+        unsafe { libc::write(self.write_fd, msg.as_ptr().cast(), msg.len()) };
+    }
+
+    /// Tells the guard the tree is gone (stopped and reaped, its cgroup removed and its
+    /// escapees killed by the caller), and reaps it.
     pub fn disarm(self) {
+        crate::sample::subreaper::detach_guard(self.pid as u32);
         // SAFETY: writing one byte to, then closing, the pipe this guard owns.
         unsafe {
             libc::write(self.write_fd, b"d".as_ptr().cast(), 1);
@@ -465,6 +876,7 @@ impl GroupGuard {
 
 impl Drop for GroupGuard {
     fn drop(&mut self) {
+        crate::sample::subreaper::detach_guard(self.pid as u32);
         // SAFETY: closing the descriptor this guard owns, then reaping our own child, which
         // exits as soon as it reads the byte, or kills the tree on end of file and exits.
         unsafe {
@@ -472,6 +884,72 @@ impl Drop for GroupGuard {
             let mut status = 0;
             libc::waitpid(self.pid, &mut status, 0);
         }
+    }
+}
+
+/// The forked guard: reads messages until `d` (exit) or end of file (the sample is gone: kill
+/// the group, the cgroup and the listed escapees, then exit).
+///
+/// # Safety
+/// Call only in a freshly forked child. Async-signal-safe throughout (setpgid, signal, open,
+/// close, read, write, kill, pidfd calls, getdents64, rmdir, nanosleep, _exit); no allocation.
+unsafe fn guard_main(
+    r: libc::c_int,
+    pgid: libc::pid_t,
+    paths: Option<&RawPaths>,
+    restore: Option<([u8; 12], usize)>,
+) -> ! {
+    // SAFETY: as the function's contract says.
+    unsafe {
+        libc::setpgid(0, 0);
+        libc::signal(libc::SIGINT, libc::SIG_IGN);
+        libc::signal(libc::SIGTERM, libc::SIG_IGN);
+        libc::signal(libc::SIGHUP, libc::SIG_IGN);
+        libc::signal(libc::SIGPIPE, libc::SIG_IGN);
+        for fd in 0..4096 {
+            if fd != r {
+                libc::close(fd);
+            }
+        }
+        // Never the OOM killer's choice where permitted; else no likelier a victim than the
+        // sample process was before it raised its own score.
+        if !write_oom_raw(b"-1000")
+            && let Some((buf, n)) = restore
+        {
+            write_oom_raw(&buf[..n]);
+        }
+        let mut wire = Wire::default();
+        let mut listed = Escapees::new();
+        let mut buf = [0u8; 512];
+        loop {
+            let n = libc::read(r, buf.as_mut_ptr().cast(), buf.len());
+            if n > 0 {
+                for &b in &buf[..n as usize] {
+                    match wire.feed(b) {
+                        // Disarmed: the server was stopped and reaped.
+                        Some(Msg::Disarm) => libc::_exit(0),
+                        Some(m) => listed.apply(m),
+                        None => {}
+                    }
+                }
+                continue;
+            }
+            if n == 0 || *libc::__errno_location() != libc::EINTR {
+                break;
+            }
+        }
+        // The group first: it is one syscall, and it stops Apache's master from forking
+        // replacements while the cgroup is emptied.
+        libc::kill(-pgid, libc::SIGKILL);
+        if let Some(p) = paths {
+            kill_cgroup_raw(p);
+        }
+        let mut walk = [0 as libc::pid_t; MAX_WALK];
+        for &(pid, start) in listed.as_slice() {
+            kill_escapee_raw(pid, start, &mut walk);
+        }
+        libc::kill(-pgid, libc::SIGKILL);
+        libc::_exit(0);
     }
 }
 
@@ -526,6 +1004,129 @@ mod tests {
         // SAFETY: our own child's group.
         unsafe { libc::kill(-(b.id() as libc::pid_t), libc::SIGKILL) };
         let _ = b.wait();
+    }
+
+    #[test]
+    fn the_wire_reads_whole_messages_and_drops_malformed_ones() {
+        let mut w = Wire::default();
+        let mut got = Vec::new();
+        // Split anywhere (the guard reads what the pipe holds); garbage between messages and
+        // inside them is dropped at the newline.
+        let text = b"+12 345\n-12\nx+7 8\n+0 1\n+5\n-5 6\n+1x 2\n+99999999999 1\n+3 4\nd";
+        for chunk in text.chunks(3) {
+            for &b in chunk {
+                got.extend(w.feed(b));
+            }
+        }
+        assert_eq!(
+            got,
+            [
+                Msg::Add(12, 345),
+                Msg::Remove(12),
+                Msg::Add(7, 8),
+                Msg::Add(3, 4),
+                Msg::Disarm
+            ]
+        );
+        assert_eq!(encode_add(12, 345).as_bytes(), b"+12 345\n");
+        assert_eq!(encode_remove(12).as_bytes(), b"-12\n");
+    }
+
+    #[test]
+    fn the_escapee_list_replaces_by_pid_removes_and_stops_at_its_cap() {
+        let mut l = Escapees::new();
+        assert!(l.add(5, 1));
+        assert!(l.add(6, 1));
+        assert!(l.add(5, 2), "a reused pid replaces its start time");
+        assert_eq!(l.as_slice(), [(5, 2), (6, 1)]);
+        l.remove(5);
+        l.remove(99);
+        assert_eq!(l.as_slice(), [(6, 1)]);
+        for p in 0..MAX_ESCAPEES as libc::pid_t {
+            l.add(100 + p, 1);
+        }
+        assert_eq!(l.as_slice().len(), MAX_ESCAPEES);
+        assert!(!l.add(1, 1), "full");
+        assert!(l.add(6, 3), "a listed pid is still replaced when full");
+    }
+
+    #[test]
+    fn the_start_time_is_field_22_counted_from_the_last_parenthesis() {
+        let line = b"42 (a) b (c) S 1 42 42 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 987654 1000 \
+                     10 18446744073709551615 0 0 0 0 0 0 0 0 0 0 0 0 17 1 0 0 0 0 0\n";
+        assert_eq!(stat_starttime(line), Some(987_654));
+        assert_eq!(stat_starttime(b"42 (x) S 1 2 3"), None);
+        assert_eq!(stat_starttime(b"no parenthesis"), None);
+        // The raw reader, which the forked guard uses, agrees with procstat's.
+        let me = std::process::id();
+        let want = procstat::read::process_stat(procstat::Pid::Of(me))
+            .unwrap()
+            .unwrap()
+            .starttime_ticks;
+        // SAFETY: reads this process's own stat file.
+        assert_eq!(unsafe { starttime_raw(me as libc::pid_t) }, Some(want));
+        // SAFETY: as above; pid 0 has no /proc entry.
+        assert_eq!(unsafe { starttime_raw(0) }, None);
+    }
+
+    /// A listed escapee (a session of its own, so the group kill misses it) is killed with the
+    /// child it forked when the guard reads end of file; one listed with another start time
+    /// (its pid taken, as far as the guard can tell, by another process) is left alone.
+    #[test]
+    fn an_unarmed_guard_kills_the_listed_escapees_whose_start_time_matches() {
+        let dir = tempfile::tempdir().unwrap();
+        let kid = dir.path().join("kid");
+        let session = |script: String| {
+            std::process::Command::new("setsid")
+                .args(["sh", "-c", &script])
+                .spawn()
+                .unwrap()
+        };
+        let mut escapee = session(format!("sleep 60 & echo $! > {}; wait", kid.display()));
+        let mut stranger = session("sleep 60".into());
+        let mut group = std::process::Command::new("sleep")
+            .arg("60")
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        let t0 = Instant::now();
+        let grandchild = loop {
+            if let Ok(t) = std::fs::read_to_string(&kid)
+                && let Ok(p) = t.trim().parse::<u32>()
+            {
+                break p;
+            }
+            assert!(t0.elapsed() < Duration::from_secs(10), "no grandchild");
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        let start = |p: u32| {
+            procstat::read::process_stat(procstat::Pid::Of(p))
+                .unwrap()
+                .unwrap()
+                .starttime_ticks
+        };
+        let g = GroupGuard::spawn(group.id(), None).unwrap();
+        g.send(encode_add(escapee.id(), start(escapee.id())).as_bytes());
+        g.send(encode_add(stranger.id(), start(stranger.id()) + 1).as_bytes());
+        // Listed, then gone: not killed (it is not listed any more).
+        let mut gone = session("sleep 60".into());
+        g.send(encode_add(gone.id(), start(gone.id())).as_bytes());
+        g.send(encode_remove(gone.id()).as_bytes());
+        drop(g);
+        let t0 = Instant::now();
+        while (alive(escapee.id()) || alive(grandchild)) && t0.elapsed() < Duration::from_secs(5)
+        {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert!(!alive(escapee.id()), "the listed escapee was killed");
+        assert!(!alive(grandchild), "so was the child it forked");
+        assert!(group.try_wait().unwrap().is_some(), "and the group");
+        assert!(alive(stranger.id()), "a pid whose start time differs is spared");
+        assert!(alive(gone.id()), "an escapee taken off the list is spared");
+        for c in [&mut escapee, &mut stranger, &mut gone, &mut group] {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
     }
 
     #[test]

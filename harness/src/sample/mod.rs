@@ -19,6 +19,7 @@ pub mod plan;
 pub mod runner;
 pub mod server_cost;
 pub mod stopped;
+pub mod subreaper;
 pub mod sync_client;
 pub mod target;
 pub mod webdav_client;

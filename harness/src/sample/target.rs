@@ -455,6 +455,8 @@ pub struct Server {
     wrap: Vec<String>,
     /// Kills the server's whole tree if this process dies without stopping it.
     guard: Option<crate::sample::guard::GroupGuard>,
+    /// The tree is registered with the subreaper (until [`Server::tear_down_tree`]).
+    tracked: bool,
     /// The cgroup holding the server's whole tree, where one could be made.
     cgroup: Option<crate::sample::guard::Cgroup>,
 }
@@ -639,8 +641,13 @@ impl Server {
         // This sample process is the OOM killer's first choice from now on; the target is put
         // back to the score it would have had on its own (see `sample::guard`).
         crate::sample::guard::prefer_this_process_as_oom_victim();
-        // The tree's cgroup where one can be made: every descendant is born in it.
+        // The tree's cgroup where one can be made: every descendant is born in it. Else this
+        // process becomes the tree's subreaper before the spawn, so no orphan of it, however
+        // early, goes to init (see `sample::guard`).
         let cgroup = crate::sample::guard::Cgroup::create();
+        if cgroup.is_none() {
+            crate::sample::subreaper::enable();
+        }
         {
             use std::os::unix::process::CommandExt;
             cmd.process_group(0);
@@ -657,12 +664,16 @@ impl Server {
         // One deadline for the whole wait, however the server answers: each probe's
         // connect, write and reads get only what is left of it.
         let ready_deadline = t0 + ready_timeout;
-        let mut child = cmd
-            .spawn()
-            .with_context(|| format!("target {:?} did not start", spec.given))?;
+        let mut child =
+            crate::sample::subreaper::spawn_command(crate::sample::subreaper::Own::Tree, &mut cmd)
+                .with_context(|| format!("target {:?} did not start", spec.given))?;
         let pid = child.id();
-        // A child that could not join (no permission to move it) is guarded by its group.
+        // A child that could not join (no permission to move it) is guarded by its group and
+        // the subreaper (on from now: the kernel hands it the tree's later orphans too).
         let cgroup = cgroup.filter(|cg| cg.holds(pid));
+        if cgroup.is_none() {
+            crate::sample::subreaper::enable();
+        }
         let guard = crate::sample::guard::GroupGuard::spawn(pid, cgroup.as_ref());
         let stderr_tail = Arc::new(std::sync::Mutex::new(Vec::new()));
         if let Some(mut err) = child.stderr.take() {
@@ -694,6 +705,7 @@ impl Server {
             group,
             wrap: wrap.to_vec(),
             guard,
+            tracked: true,
             cgroup,
         };
         loop {
@@ -891,11 +903,15 @@ impl Server {
 
 impl Server {
     /// After the server's root is reaped and its group killed: kills what is left in its
-    /// cgroup (a process that left the group) and removes the cgroup, then disarms the guard.
-    /// Only then, so a sample that dies in between still has its guard.
+    /// cgroup (a process that left the group) and removes the cgroup, kills and reaps what the
+    /// subreaper inherited, then disarms the guard. Only then, so a sample that dies in
+    /// between still has its guard.
     fn tear_down_tree(&mut self) {
         if let Some(cg) = self.cgroup.take() {
             cg.kill_and_remove();
+        }
+        if std::mem::take(&mut self.tracked) {
+            crate::sample::subreaper::tree_gone(self.pid);
         }
         if let Some(g) = self.guard.take() {
             g.disarm();

@@ -51,7 +51,8 @@
 //!   kill) is on no list yet and is missed; a polite stop misses nothing, since it looks again
 //!   after the tree's root is reaped. A guard holds at most [`MAX_ESCAPEES`] (1,024) live
 //!   escapees and stops and kills at most [`MAX_WALK`] (4,096) processes under them; past
-//!   either, the rest are missed by a `kill -9` (the sample says so on stderr once). A target
+//!   either, the rest are missed by a `kill -9` (past the first, the sample says so on stderr
+//!   once). A target
 //!   that makes itself a subreaper keeps its own orphans as children: they stay in its tree,
 //!   where the walk finds those outside its group as it finds any other's. Neither the cgroup
 //!   nor the subreaper reaches a process the target has an unrelated process start for it

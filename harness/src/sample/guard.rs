@@ -33,7 +33,7 @@
 //! - **The fallback: a subreaper and a list of escapees.** Without a cgroup the sample process
 //!   makes itself a child subreaper (`PR_SET_CHILD_SUBREAPER`) before it starts the target, so
 //!   an orphan of the tree is reparented to it rather than to init, and a tracker thread
-//!   (`sample::subreaper`) looks every 50 ms at its own children and down each target's tree.
+//!   (`sample::subreaper`) looks every 100 ms at its own children and down each target's tree.
 //!   An escapee is a child the sample did not start (an orphan it inherited), or a process of
 //!   a target's tree outside the target's process group whose parent is in it. Each is sent to
 //!   every guard as `+PID STARTTIME` (the kernel start time, `/proc/PID/stat` field 22), and
@@ -47,7 +47,7 @@
 //!   so the subreaper leaves no zombies.
 //!
 //!   Its limits, stated: a process that escapes within the last poll interval before the
-//!   harness is killed (a `setsid` or an orphaning less than 50 ms before a `kill -9` or an OOM
+//!   harness is killed (a `setsid` or an orphaning less than 100 ms before a `kill -9` or an OOM
 //!   kill) is on no list yet and is missed; a polite stop misses nothing, since it looks again
 //!   after the tree's root is reaped. A guard holds at most [`MAX_ESCAPEES`] (1,024) live
 //!   escapees and stops and kills at most [`MAX_WALK`] (4,096) processes under them; past

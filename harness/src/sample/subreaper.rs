@@ -16,11 +16,12 @@ use std::time::{Duration, Instant};
 
 use crate::sample::guard::{MAX_ESCAPEES, encode_add, encode_remove};
 
-/// How often the tracker looks: the window in which a process that escaped and was then
-/// orphaned can be missed by a `kill -9` of the harness. Each look reads a `children` file
-/// per thread of the sample and of the target's processes (measured in
-/// docs/src/measured.md: well under 1 % of a core with Apache's workers).
-pub const POLL: Duration = Duration::from_millis(50);
+/// How often the tracker looks: the window in which a process that left the group, or was
+/// orphaned, can be missed by a `kill -9` of the harness. Each look reads a `children` file
+/// per thread of each of the target's processes; at 50 ms that cost 1.2 % of a core against
+/// Apache (its workers' threads; debug build), at 100 ms 0.6 % (docs/src/measured.md,
+/// "Hostile targets and teardown"), so 100 ms it is.
+pub const POLL: Duration = Duration::from_millis(100);
 
 /// The most processes one look visits, a bound on a fork bomb's cost to the tracker.
 const MAX_VISITS: usize = 65_536;
@@ -178,20 +179,27 @@ fn track() {
 /// exited, lists the escapees afresh (telling the guards what changed), and returns the live
 /// inherited orphans.
 fn scan(reg: &mut Registry) -> Vec<u32> {
-    let children = children_of(std::process::id());
-    // Children reaped by their owners are no longer ours.
-    reg.own.retain(|pid, _| children.contains(pid));
+    let me = std::process::id();
+    // Children reaped by their owners are no longer ours (their pid is gone, or another
+    // process's).
+    reg.own.retain(|&pid, &mut (start, _)| {
+        stat_of(pid).is_some_and(|st| st.starttime_ticks == start && st.ppid == me)
+    });
     let mut found = BTreeMap::new();
-    let mut orphans = Vec::new();
     let mut visits = MAX_VISITS;
-    for &c in &children {
+    for (&root, &(_, kind)) in &reg.own {
+        if kind == Own::Tree {
+            walk(root, &mut found, &mut visits);
+        }
+    }
+    // The kernel hands an orphan to the subreaper's first live thread, its main thread here
+    // (which outlives the others), so the orphans are all in that thread's `children` file:
+    // the other threads' files, one per tokio worker, need not be read.
+    let mut orphans = Vec::new();
+    for c in thread_children(me, me) {
         let Some(st) = stat_of(c) else { continue };
         match reg.own.get(&c) {
-            Some(&(start, kind)) if start == st.starttime_ticks => {
-                if kind == Own::Tree {
-                    walk(c, &mut found, &mut visits);
-                }
-            }
+            Some(&(start, _)) if start == st.starttime_ticks => {}
             _ if matches!(st.state, 'Z' | 'X') => {
                 let mut status = 0;
                 // SAFETY: waitpid on an exited child this process inherited and nobody else
@@ -320,6 +328,17 @@ fn children_of(pid: u32) -> Vec<u32> {
         }
     }
     out
+}
+
+/// The children of thread `tid` of process `pid`: those it forked or inherited.
+fn thread_children(pid: u32, tid: u32) -> Vec<u32> {
+    std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/children"))
+        .map(|t| {
+            t.split_whitespace()
+                .filter_map(|w| w.parse::<u32>().ok())
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 #[cfg(test)]

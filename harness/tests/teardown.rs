@@ -136,7 +136,14 @@ impl Home {
     /// forced when `no_cgroup`.
     fn record(&self, scenario: &str, samples: u32, target: &str, no_cgroup: bool) -> Child {
         let mut c = self.vaultbench();
-        c.args(["record", scenario, "--samples", &samples.to_string(), "--target", target]);
+        c.args([
+            "record",
+            scenario,
+            "--samples",
+            &samples.to_string(),
+            "--target",
+            target,
+        ]);
         if no_cgroup {
             c.env("VAULTBENCH_TEST_NO_CGROUP", "1");
         } else {
@@ -942,7 +949,9 @@ fn no_cgroup_escape(escape: Escape) {
         // run is left.
         for m in [&worker, &marker] {
             if let Err(left) = gone_after(m, &[top_pid], t1) {
-                panic!("no cgroup, {escape:?} worker, {what}: after record's SIGKILL, left: {left:?}");
+                panic!(
+                    "no cgroup, {escape:?} worker, {what}: after record's SIGKILL, left: {left:?}"
+                );
             }
         }
     }

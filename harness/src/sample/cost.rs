@@ -181,8 +181,7 @@ impl CallgrindMarks {
 /// `vgdb --pid=P dump NAME`, bounded by [`DUMP_TIMEOUT`].
 fn vgdb_dump(pid: u32, name: &str) -> anyhow::Result<()> {
     let mut vgdb = Command::new("vgdb");
-    vgdb
-        .arg(format!("--pid={pid}"))
+    vgdb.arg(format!("--pid={pid}"))
         // A server idle in epoll_wait runs no code that would poll for vgdb, so vgdb
         // interrupts it with ptrace after this wait; its default of 100 ms was most of a
         // dump's 0.2 s here (measured: 0.21 s -> 0.12 s per dump at 5 ms).

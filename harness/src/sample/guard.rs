@@ -580,7 +580,13 @@ fn stat_starttime(stat: &[u8]) -> Option<u64> {
 }
 
 /// `/proc/<pid>[/task[/<tid>/children]]` as a C string in `buf` (no allocation).
-fn proc_path<'a>(buf: &'a mut [u8; 64], pid: libc::pid_t, tail: &[u8], tid: Option<libc::pid_t>, tail2: &[u8]) -> &'a [u8] {
+fn proc_path<'a>(
+    buf: &'a mut [u8; 64],
+    pid: libc::pid_t,
+    tail: &[u8],
+    tid: Option<libc::pid_t>,
+    tail2: &[u8],
+) -> &'a [u8] {
     let mut n = 0;
     let mut put = |bytes: &[u8], n: &mut usize| {
         for &b in bytes {
@@ -686,7 +692,9 @@ unsafe fn for_each_child_raw(pid: libc::pid_t, mut f: impl FnMut(libc::pid_t)) {
                         ok = false;
                         break;
                     }
-                    tid = tid.saturating_mul(10).saturating_add((b - b'0') as libc::pid_t);
+                    tid = tid
+                        .saturating_mul(10)
+                        .saturating_add((b - b'0') as libc::pid_t);
                     ok = true;
                 }
                 off += reclen;
@@ -708,7 +716,9 @@ unsafe fn for_each_child_raw(pid: libc::pid_t, mut f: impl FnMut(libc::pid_t)) {
                     }
                     for &b in &buf[..r as usize] {
                         if b.is_ascii_digit() {
-                            child = child.saturating_mul(10).saturating_add((b - b'0') as libc::pid_t);
+                            child = child
+                                .saturating_mul(10)
+                                .saturating_add((b - b'0') as libc::pid_t);
                         } else {
                             if child > 0 {
                                 f(child);
@@ -1115,14 +1125,16 @@ mod tests {
         g.send(encode_remove(gone.id()).as_bytes());
         drop(g);
         let t0 = Instant::now();
-        while (alive(escapee.id()) || alive(grandchild)) && t0.elapsed() < Duration::from_secs(5)
-        {
+        while (alive(escapee.id()) || alive(grandchild)) && t0.elapsed() < Duration::from_secs(5) {
             std::thread::sleep(Duration::from_millis(10));
         }
         assert!(!alive(escapee.id()), "the listed escapee was killed");
         assert!(!alive(grandchild), "so was the child it forked");
         assert!(group.try_wait().unwrap().is_some(), "and the group");
-        assert!(alive(stranger.id()), "a pid whose start time differs is spared");
+        assert!(
+            alive(stranger.id()),
+            "a pid whose start time differs is spared"
+        );
         assert!(alive(gone.id()), "an escapee taken off the list is spared");
         for c in [&mut escapee, &mut stranger, &mut gone, &mut group] {
             let _ = c.kill();

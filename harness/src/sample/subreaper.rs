@@ -104,10 +104,7 @@ pub(crate) fn spawn_own<T, E>(
 }
 
 /// [`spawn_own`] for a `Command`.
-pub(crate) fn spawn_command(
-    kind: Own,
-    cmd: &mut std::process::Command,
-) -> std::io::Result<Child> {
+pub(crate) fn spawn_command(kind: Own, cmd: &mut std::process::Command) -> std::io::Result<Child> {
     spawn_own(kind, || cmd.spawn(), Child::id)
 }
 
@@ -324,7 +321,10 @@ fn children_of(pid: u32) -> Vec<u32> {
     };
     for t in rd.flatten() {
         if let Ok(text) = std::fs::read_to_string(t.path().join("children")) {
-            out.extend(text.split_whitespace().filter_map(|w| w.parse::<u32>().ok()));
+            out.extend(
+                text.split_whitespace()
+                    .filter_map(|w| w.parse::<u32>().ok()),
+            );
         }
     }
     out

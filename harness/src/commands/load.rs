@@ -289,7 +289,7 @@ pub struct RouteArgs {
     /// master's user count becomes this worker's devices (at most --devices, from the
     /// device range of the worker index the master assigns, or of --shard), each keeping
     /// one request of --route in flight; stats go to the master every 3 s. Exits 0 when the
-    /// master says quit, 8 when the master stops answering heartbeats (see exit codes).
+    /// master says quit, 9 when the master stops answering heartbeats (see exit codes).
     #[arg(long, value_name = "HOST:PORT", conflicts_with = "rate")]
     pub locust_master: Option<String>,
     /// With --locust-master: how long without a heartbeat answer before the master counts as

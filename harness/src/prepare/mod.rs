@@ -41,7 +41,8 @@ pub struct RunOpts {
     /// Fail at once (exit 5) instead of waiting when another recording holds the machine lock.
     #[arg(long)]
     pub no_wait: bool,
-    /// Where generated vaults are cached (default: $XDG_CACHE_HOME/vaultbench or ~/.cache/vaultbench).
+    /// Where generated vaults and `git:REV` builds are cached (default: $VAULTBENCH_CACHE,
+    /// else $XDG_CACHE_HOME/vaultbench, else ~/.cache/vaultbench).
     #[arg(long, value_name = "DIR")]
     pub cache_dir: Option<PathBuf>,
     /// Where servers' data dirs live during samples; the io channel measures this filesystem.
@@ -75,7 +76,8 @@ pub struct RunOpts {
     /// only the top functions of each phase.
     #[arg(long, value_name = "DIR", requires = "cost")]
     pub keep_profiles: Option<PathBuf>,
-    /// The protocol the run speaks: `obsync` (the signed obsync-v1 protocol) or `webdav`.
+    /// The protocol the run speaks: `obsync` (the signed obsync-v1 protocol), `webdav` or
+    /// `couchdb` (as Self-hosted LiveSync replicates).
     /// The scenario's `protocol =` selects it; the flag asserts it: a scenario, a target or
     /// a flag that disagree fail before any sample (exit 2), naming both.
     #[arg(long, value_enum)]
@@ -89,7 +91,8 @@ pub struct RunOpts {
     pub auth: Option<String>,
     /// How to tell a started target is ready: `tcp` (a connect succeeds) or
     /// `METHOD PATH STATUS` (`GET /readyz 200`, `OPTIONS / 2xx`). Default: obsync-v1
-    /// `GET /readyz 200`, WebDAV `OPTIONS <root> 2xx` with the credentials.
+    /// `GET /readyz 200`, WebDAV `OPTIONS <root> 2xx` with the credentials, CouchDB
+    /// `GET / 200`.
     #[arg(long, value_name = "CHECK")]
     pub ready: Option<String>,
     /// WebDAV: most PROPFIND requests one walk of the vault may make (default 16384).

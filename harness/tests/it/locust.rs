@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime};
 
-use crate::common::{hlog_merge, json_of, vb};
+use crate::common::{hlog_merge, json_of};
 
 /// Kills and reaps every child it holds when dropped (a failed assertion included).
 struct Kids(Vec<Child>);

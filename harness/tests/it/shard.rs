@@ -5,7 +5,7 @@
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-use crate::common::{hlog_merge, json_of, vb};
+use crate::common::{hlog_merge, json_of};
 
 fn server() -> (refserver::TestServer, tempfile::TempDir) {
     let data = tempfile::tempdir().unwrap();

@@ -189,7 +189,8 @@ pub fn check_answer(answer: &[u8]) -> Option<u16> {
     // An HTTP/1.0 request is answered as HTTP/1.0 (hyper answers in the request's version),
     // which is right; anything else is not an answer.
     assert!(
-        (answer.starts_with(b"HTTP/1.1 ") || answer.starts_with(b"HTTP/1.0 ")) && answer.len() >= 12,
+        (answer.starts_with(b"HTTP/1.1 ") || answer.starts_with(b"HTTP/1.0 "))
+            && answer.len() >= 12,
         "not an HTTP/1.x answer: {:?}",
         String::from_utf8_lossy(&answer[..answer.len().min(80)])
     );

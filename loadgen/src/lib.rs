@@ -39,6 +39,7 @@ mod enroll;
 mod error;
 #[cfg(test)]
 mod fake;
+mod feed;
 mod h1;
 mod json_budget;
 mod lock;
@@ -64,6 +65,7 @@ pub mod webdav;
 pub use client::{Acknowledged, Clock, Device, system_clock};
 pub use enroll::{StateFile, domain_id_for, enroll, pair, probe};
 pub use error::LoadError;
+pub use feed::{FeedBounds, FeedOverrun};
 pub use metrics::{parse_metrics_text, scrape_metrics};
 pub use midbody::{MidBodyCut, MidBodyTrap, TrapState};
 pub use protocol::wire::{Change, ChangesResponse};

@@ -13,14 +13,19 @@
 /// history (every version of a file is a feed entry, and real vaults see bulk changes of
 /// 1,000–6,600 files):
 /// - entries: `vault100k` lists 104,000 (100,000 files and 4,000 folders) on the obsync feed;
-///   2^20 = 1,048,576 is ten times that. A walk holds nothing per entry beyond what it pulls
-///   (the obsync pull keeps one page at a time), so the bound is about time, not memory;
+///   2^20 = 1,048,576 is ten times that. The obsync pull holds one page at a time, so the
+///   bound is about time, not memory;
 /// - pages: the obsync feed pages by 1,000 (the protocol's largest `limit`), so `vault100k`
-///   takes 105 pages and the entry bound 1,049; 4,096 pages is 39 times the first and 4 times
-///   the second, and stops a feed of one-entry pages after 4,096 requests, not 1,048,576.
-///   The CouchDB replicator reads 25 rows a page (LiveSync's `batch_size`), so 4,096 pages is
-///   102,400 rows: 4 times the rows of `personal-couchdb`, the largest CouchDB scenario (a
-///   larger CouchDB vault needs `--feed-max-pages` raised; the error says so).
+///   takes 104 pages and the entry bound 1,049; 4,096 pages is 39 times the first and 4 times
+///   the second, and stops a feed of one-entry pages after 4,096 requests, not 1,048,576;
+/// - CouchDB: the replicator reads 25 rows a page (LiveSync's `batch_size`), and a file is
+///   a metadata document and its chunks. `personal-couchdb`, the largest CouchDB scenario,
+///   lists 20,366 documents (1,865 files, 18,501 distinct chunks) in 815 pages, a fifth of
+///   the page bound. `vault100k` through CouchDB would list 1,167,567 (1,067,567 chunks)
+///   in 46,703 pages, past both bounds: a vault that large needs `--feed-max-entries` and
+///   `--feed-max-pages` raised, which the error names. (Counted by cutting the generated
+///   vaults with [`crate::couch::chunk::split`]: the slow test
+///   `the_default_bounds_hold_personal_couchdb_and_not_vault100k` in `tests/hostile_couch.rs`.)
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct FeedBounds {
     /// Entries (changes, rows) one walk may list.

@@ -33,7 +33,10 @@ impl Fake {
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = l.local_addr().unwrap();
         l.set_nonblocking(true).unwrap();
-        let (changes, stop) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicBool::new(false)));
+        let (changes, stop) = (
+            Arc::new(AtomicU64::new(0)),
+            Arc::new(AtomicBool::new(false)),
+        );
         let (c, st) = (changes.clone(), stop.clone());
         std::thread::spawn(move || {
             // Bounded: no fake outlives a minute, whatever a test does.
@@ -131,7 +134,10 @@ fn serve_one(
     } else if method == "PUT" {
         (201, r#"{"ok":true,"id":"x","rev":"1-a"}"#.to_owned())
     } else {
-        (404, r#"{"error":"not_found","reason":"missing"}"#.to_owned())
+        (
+            404,
+            r#"{"error":"not_found","reason":"missing"}"#.to_owned(),
+        )
     };
     s.write_all(
         format!(
@@ -208,4 +214,35 @@ async fn a_feed_of_one_row_pages_stops_at_the_default_page_bound() {
     assert_eq!(fake.changes.load(Ordering::SeqCst), 4096);
     assert!(took < Duration::from_secs(60), "{took:?}");
     assert_eq!(entries_under(root.path()), Vec::<String>::new());
+}
+
+/// The figures `FeedBounds`' defaults are sized by on CouchDB: the documents a replication of
+/// `personal-couchdb`'s vault lists (every file's metadata document and its distinct chunks,
+/// cut as LiveSync cuts them) fit the default bounds with room; `vault100k`'s do not.
+#[test]
+#[ignore = "slow: generates and cuts the vault100k vault (about 20 s)"]
+fn the_default_bounds_hold_personal_couchdb_and_not_vault100k() {
+    use loadgen::couch::chunk::{Kind, split};
+    use std::io::Read as _;
+    let docs = |name: &str| {
+        let p = scenarios::profile(name).unwrap();
+        let (mut files, mut chunks) = (0u64, std::collections::BTreeSet::new());
+        for f in scenarios::generate(&p, p.default_seed) {
+            let mut b = Vec::new();
+            f.reader().read_to_end(&mut b).unwrap();
+            chunks.extend(split(Kind::of(&f.path, &b), &b).into_iter().map(|c| c.id));
+            files += 1;
+        }
+        files + chunks.len() as u64
+    };
+    let d = FeedBounds::DEFAULT;
+    let personal = docs("personal");
+    assert_eq!(personal, 20_366);
+    assert!(
+        personal.div_ceil(25) * 5 <= d.max_pages,
+        "a fifth of the page bound"
+    );
+    let big = docs("vault100k");
+    assert_eq!(big, 1_167_567);
+    assert!(big > d.max_entries && big.div_ceil(25) > d.max_pages);
 }

@@ -4,8 +4,8 @@
 //! that does not advance, nor follows a feed that never ends past its bounds; LiveSync's
 //! chunking covers every file exactly.
 
-use loadgen::couch::chunk::{Kind, decode, split};
 use loadgen::FeedBounds;
+use loadgen::couch::chunk::{Kind, decode, split};
 use loadgen::couch::ops::{follow_pages, follow_pages_within};
 use loadgen::couch::wire::parse_any;
 use proptest::prelude::*;

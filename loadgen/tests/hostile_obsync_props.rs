@@ -4,8 +4,8 @@
 //! valid answer parses back to what was generated; a feed that never ends stops at its bounds.
 
 use base64::Engine as _;
-use loadgen::internals::h1::read_answer;
 use loadgen::FeedBounds;
+use loadgen::internals::h1::read_answer;
 use loadgen::internals::{ChunkPart, follow_feed, follow_feed_within, parse_chunks_get};
 use proptest::prelude::*;
 

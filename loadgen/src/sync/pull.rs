@@ -360,7 +360,9 @@ pub async fn fetch_and_write(dev: &Device, dir: &Path, change: &Change) -> Resul
 }
 
 /// Pulls every change after `since` into `dir` (created if missing): feed pages of up to
-/// 1000, four files in flight, each written atomically and SHA-verified.
+/// 1000, four files in flight, each written atomically and SHA-verified. The walk of the
+/// feed stops at the target's [`FeedBounds`](crate::FeedBounds), before anything is written
+/// from the page that passes one.
 pub async fn pull_vault(dev: &Device, dir: &Path, since: u64) -> Result<TransferReport, LoadError> {
     std::fs::create_dir_all(dir).map_err(|e| LoadError::io(dir, e))?;
     check_dir(dir)?;

@@ -287,9 +287,9 @@ mod cli_tests {
             let (spec, _) = a.common.resolve_target(given, &opts).unwrap();
             assert_eq!(
                 spec.def.feed,
-                Some(loadgen::FeedBounds {
-                    max_pages: 7,
-                    ..loadgen::FeedBounds::DEFAULT
+                Some(loadgen::FeedOverrides {
+                    max_entries: None,
+                    max_pages: Some(7),
                 }),
                 "{given}"
             );

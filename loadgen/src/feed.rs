@@ -18,14 +18,14 @@
 /// - pages: the obsync feed pages by 1,000 (the protocol's largest `limit`), so `vault100k`
 ///   takes 104 pages and the entry bound 1,049; 4,096 pages is 39 times the first and 4 times
 ///   the second, and stops a feed of one-entry pages after 4,096 requests, not 1,048,576;
-/// - CouchDB: the replicator reads 25 rows a page (LiveSync's `batch_size`), and a file is
-///   a metadata document and its chunks. `personal-couchdb`, the largest CouchDB scenario,
-///   lists 20,366 documents (1,865 files, 18,501 distinct chunks) in 815 pages, a fifth of
-///   the page bound. `vault100k` through CouchDB would list 1,167,567 (1,067,567 chunks)
-///   in 46,703 pages, past both bounds: a vault that large needs `--feed-max-entries` and
-///   `--feed-max-pages` raised, which the error names. (Counted by cutting the generated
-///   vaults with [`crate::couch::chunk::split`]: the slow test
-///   `the_default_bounds_hold_personal_couchdb_and_not_vault100k` in `tests/hostile_couch.rs`.)
+/// - CouchDB has defaults of its own ([`FeedBounds::COUCHDB_DEFAULT`]): the replicator reads
+///   25 rows a page (LiveSync's `batch_size`), and a file is a metadata document and its
+///   chunks. `vault100k` through CouchDB lists 1,167,567 documents (1,067,567 chunks) in
+///   46,703 pages; 2^22 = 4,194,304 entries is 3.6 times that and 2^17 = 131,072 pages 2.8
+///   times (a feed of one-row pages stops after 131,072 requests). `personal-couchdb`, the
+///   largest CouchDB scenario, lists 20,366 documents in 815 pages. (Counted by cutting the
+///   generated vaults with [`crate::couch::chunk::split`]: the slow test
+///   `the_default_bounds_hold_personal_couchdb_and_vault100k` in `tests/hostile_couch.rs`.)
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct FeedBounds {
     /// Entries (changes, rows) one walk may list.
@@ -35,10 +35,34 @@ pub struct FeedBounds {
 }
 
 impl FeedBounds {
+    /// The obsync feed's defaults.
     pub const DEFAULT: FeedBounds = FeedBounds {
         max_entries: 1 << 20,
         max_pages: 4096,
     };
+    /// The CouchDB `_changes` feed's defaults (25 rows a page, a file is several documents).
+    pub const COUCHDB_DEFAULT: FeedBounds = FeedBounds {
+        max_entries: 1 << 22,
+        max_pages: 1 << 17,
+    };
+
+    /// These bounds with the ones a user set (`--feed-max-*`) in place of their own.
+    pub fn with(self, set: FeedOverrides) -> FeedBounds {
+        FeedBounds {
+            max_entries: set.max_entries.unwrap_or(self.max_entries),
+            max_pages: set.max_pages.unwrap_or(self.max_pages),
+        }
+    }
+}
+
+/// The feed bounds a user set (`--feed-max-*`); the unset ones keep the protocol's defaults
+/// ([`FeedBounds::with`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct FeedOverrides {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_entries: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_pages: Option<u64>,
 }
 
 impl Default for FeedBounds {

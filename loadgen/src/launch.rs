@@ -88,10 +88,10 @@ pub struct TargetDef {
     /// WebDAV walk bounds other than the defaults (`--webdav-max-*`); `None`: the defaults.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub walk: Option<crate::webdav::WalkBounds>,
-    /// Changes feed walk bounds other than the defaults (`--feed-max-*`); `None`: the
-    /// defaults.
+    /// Changes feed walk bounds other than the protocol's defaults (`--feed-max-*`); `None`:
+    /// the defaults.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub feed: Option<crate::feed::FeedBounds>,
+    pub feed: Option<crate::feed::FeedOverrides>,
     /// Start the server with its fresh data dir as the working directory (a server that
     /// writes files relative to where it runs, as pouchdb-server writes `_users/` and
     /// `pouch__all_dbs__/`, then writes them there, not into the user's directory).

@@ -68,7 +68,7 @@ pub mod webdav;
 pub use client::{Acknowledged, Clock, Device, system_clock};
 pub use enroll::{StateFile, domain_id_for, enroll, pair, probe};
 pub use error::LoadError;
-pub use feed::{FeedBounds, FeedOverrun};
+pub use feed::{FeedBounds, FeedOverrides, FeedOverrun};
 pub use metrics::{parse_metrics_text, scrape_metrics};
 pub use midbody::{MidBodyCut, MidBodyTrap, TrapState};
 pub use protocol::wire::{Change, ChangesResponse};

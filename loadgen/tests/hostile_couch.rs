@@ -189,7 +189,7 @@ async fn a_changes_feed_that_never_ends_stops_at_its_entry_bound() {
     let fake = Fake::start(25);
     let bounds = FeedBounds {
         max_entries: 100,
-        ..FeedBounds::DEFAULT
+        ..FeedBounds::COUCHDB_DEFAULT
     };
     let (e, took, root) = pull_error(&fake, bounds).await;
     assert_eq!(
@@ -202,16 +202,18 @@ async fn a_changes_feed_that_never_ends_stops_at_its_entry_bound() {
 }
 
 /// One new document a page for ever, with the default bounds: the pull stops after the
-/// default `--feed-max-pages` (4,096) requests, well within 60 s, and nothing is written.
+/// default `--feed-max-pages` (131,072) requests, well within 60 s, and nothing is written.
+/// Slow: about 10 s of requests.
 #[tokio::test]
+#[ignore]
 async fn a_feed_of_one_row_pages_stops_at_the_default_page_bound() {
     let fake = Fake::start(1);
-    let (e, took, root) = pull_error(&fake, FeedBounds::DEFAULT).await;
+    let (e, took, root) = pull_error(&fake, FeedBounds::COUCHDB_DEFAULT).await;
     assert_eq!(
         e,
-        "GET _changes: server's changes feed went on past 4096 pages in one walk (bound --feed-max-pages)"
+        "GET _changes: server's changes feed went on past 131072 pages in one walk (bound --feed-max-pages)"
     );
-    assert_eq!(fake.changes.load(Ordering::SeqCst), 4096);
+    assert_eq!(fake.changes.load(Ordering::SeqCst), 131_072);
     assert!(took < Duration::from_secs(60), "{took:?}");
     assert_eq!(entries_under(root.path()), Vec::<String>::new());
 }
@@ -221,7 +223,7 @@ async fn a_feed_of_one_row_pages_stops_at_the_default_page_bound() {
 /// cut as LiveSync cuts them) fit the default bounds with room; `vault100k`'s do not.
 #[test]
 #[ignore = "slow: generates and cuts the vault100k vault (about 20 s)"]
-fn the_default_bounds_hold_personal_couchdb_and_not_vault100k() {
+fn the_default_bounds_hold_personal_couchdb_and_vault100k() {
     use loadgen::couch::chunk::{Kind, split};
     use std::io::Read as _;
     let docs = |name: &str| {
@@ -235,14 +237,12 @@ fn the_default_bounds_hold_personal_couchdb_and_not_vault100k() {
         }
         files + chunks.len() as u64
     };
-    let d = FeedBounds::DEFAULT;
+    let d = FeedBounds::COUCHDB_DEFAULT;
     let personal = docs("personal");
     assert_eq!(personal, 20_366);
-    assert!(
-        personal.div_ceil(25) * 5 <= d.max_pages,
-        "a fifth of the page bound"
-    );
+    assert!(personal.div_ceil(25) * 5 <= d.max_pages);
     let big = docs("vault100k");
     assert_eq!(big, 1_167_567);
-    assert!(big > d.max_entries && big.div_ceil(25) > d.max_pages);
+    // Headroom of at least 2.5 times on both, for a user's vault larger than the profile.
+    assert!(big * 5 / 2 <= d.max_entries && big.div_ceil(25) * 5 / 2 <= d.max_pages);
 }

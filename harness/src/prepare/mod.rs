@@ -105,10 +105,12 @@ pub struct RunOpts {
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub webdav_max_path_bytes: Option<u64>,
     /// Most entries one walk of the changes feed (a pull's, a resync's: obsync
-    /// `GET /v1/changes` pages, CouchDB `_changes` pages) may list (default 1048576).
+    /// `GET /v1/changes` pages, CouchDB `_changes` pages) may list (default obsync 1048576,
+    /// CouchDB 4194304).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub feed_max_entries: Option<u64>,
-    /// Most pages one walk of the changes feed may ask for (default 4096).
+    /// Most pages one walk of the changes feed may ask for (default obsync 4096, CouchDB
+    /// 131072).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub feed_max_pages: Option<u64>,
     #[command(flatten)]
@@ -203,15 +205,15 @@ impl RunOpts {
             })
     }
 
-    /// The changes feed walk bounds the `--feed-max-*` flags give; `None` when none is given.
-    pub fn feed_bounds(&self) -> Option<loadgen::FeedBounds> {
-        let d = loadgen::FeedBounds::DEFAULT;
-        (self.feed_max_entries.is_some() || self.feed_max_pages.is_some()).then(|| {
-            loadgen::FeedBounds {
-                max_entries: self.feed_max_entries.unwrap_or(d.max_entries),
-                max_pages: self.feed_max_pages.unwrap_or(d.max_pages),
-            }
-        })
+    /// The changes feed walk bounds the `--feed-max-*` flags set; `None` when none is given
+    /// (the protocol's defaults apply).
+    pub fn feed_bounds(&self) -> Option<loadgen::FeedOverrides> {
+        (self.feed_max_entries.is_some() || self.feed_max_pages.is_some()).then_some(
+            loadgen::FeedOverrides {
+                max_entries: self.feed_max_entries,
+                max_pages: self.feed_max_pages,
+            },
+        )
     }
 
     /// Gives `spec` the feed bounds the `--feed-max-*` flags set (its own when none is given).

@@ -46,7 +46,7 @@ impl ObsyncClient {
         scrapes: bool,
     ) -> anyhow::Result<ObsyncClient> {
         // Every device carries the feed bounds of its target (`--feed-max-*`).
-        let feed = plan.target.def.feed.unwrap_or_default();
+        let feed = loadgen::FeedBounds::DEFAULT.with(plan.target.def.feed.unwrap_or_default());
         let target = Target::parse(&server.url(), false)?.with_feed_bounds(feed);
         let token = read_setup_token(&server.data_dir)?;
         let has_metrics = scrapes && loadgen::scrape_metrics(&target).await.is_ok();

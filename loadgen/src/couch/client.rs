@@ -72,14 +72,13 @@ impl CouchClient {
         let root = format!("/{db}/");
         Ok(CouchClient {
             server: DavClient::new(target.clone(), auth),
-            feed: target.feed_bounds(),
+            feed: FeedBounds::COUCHDB_DEFAULT,
             db: DavClient::with_root(target, auth, &root),
             name: db.to_owned(),
         })
     }
 
-    /// This client with other feed walk bounds (the target's, [`FeedBounds::DEFAULT`] unless
-    /// set).
+    /// This client with other feed walk bounds ([`FeedBounds::COUCHDB_DEFAULT`] unless set).
     pub fn with_feed_bounds(mut self, bounds: FeedBounds) -> CouchClient {
         self.feed = bounds;
         self

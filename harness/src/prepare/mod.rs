@@ -107,6 +107,15 @@ pub struct RunOpts {
     /// WebDAV: longest listed vault path, in bytes (default 4096).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub webdav_max_path_bytes: Option<u64>,
+    /// Most entries one walk of the changes feed (a pull's, a resync's: obsync
+    /// `GET /v1/changes` pages, CouchDB `_changes` pages) may list (default obsync 1048576,
+    /// CouchDB 4194304).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub feed_max_entries: Option<u64>,
+    /// Most pages one walk of the changes feed may ask for (default obsync 4096, CouchDB
+    /// 131072).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub feed_max_pages: Option<u64>,
     #[command(flatten)]
     pub git: git::GitArgs,
 }
@@ -197,6 +206,24 @@ impl RunOpts {
                 max_depth: self.webdav_max_depth.unwrap_or(d.max_depth),
                 max_path_bytes: self.webdav_max_path_bytes.unwrap_or(d.max_path_bytes),
             })
+    }
+
+    /// The changes feed walk bounds the `--feed-max-*` flags set; `None` when none is given
+    /// (the protocol's defaults apply).
+    pub fn feed_bounds(&self) -> Option<loadgen::FeedOverrides> {
+        (self.feed_max_entries.is_some() || self.feed_max_pages.is_some()).then_some(
+            loadgen::FeedOverrides {
+                max_entries: self.feed_max_entries,
+                max_pages: self.feed_max_pages,
+            },
+        )
+    }
+
+    /// Gives `spec` the feed bounds the `--feed-max-*` flags set (its own when none is given).
+    pub fn bound_feed(&self, spec: &mut TargetSpec) {
+        if let Some(b) = self.feed_bounds() {
+            spec.def.feed = Some(b);
+        }
     }
 }
 
@@ -511,7 +538,9 @@ impl RunOpts {
         target: &str,
         opts: &TargetOpts,
     ) -> anyhow::Result<(TargetSpec, Option<contract::schema::GitBuild>)> {
-        git::resolve(target, &self.git, opts, &self.cache())
+        let (mut spec, git) = git::resolve(target, &self.git, opts, &self.cache())?;
+        self.bound_feed(&mut spec);
+        Ok((spec, git))
     }
 }
 

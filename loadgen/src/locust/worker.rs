@@ -5,7 +5,7 @@
 //!
 //! Every wait has a deadline: the `ack` within [`CONNECT_DEADLINE`], a heartbeat answer
 //! within the configured liveness (the master only answers heartbeats, so silence means it
-//! is gone), a stopped run within [`crate::route::STOP_GRACE`] and a little more.
+//! is gone), a stopped run within `crate::route::STOP_GRACE` and a little more.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;

@@ -8,7 +8,11 @@ use loadgen::locust::message::{FromMaster, MAX_USERS, decode};
 
 fuzz_target!(|data: &[u8]| {
     match decode(data) {
-        Ok(FromMaster::Spawn { users, user_classes_count, .. }) => {
+        Ok(FromMaster::Spawn {
+            users,
+            user_classes_count,
+            ..
+        }) => {
             assert!(users <= MAX_USERS, "{users} users");
             assert_eq!(users, user_classes_count.values().sum::<u64>());
         }

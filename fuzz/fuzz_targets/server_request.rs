@@ -1,5 +1,5 @@
 //! The reference server's request head and body parsing from raw bytes: whatever arrives on
-//! a connection (then a half-close) is answered with a well-formed HTTP/1.1 answer that is
+//! a connection (then a half-close) is answered with a well-formed HTTP/1.x answer that is
 //! not an internal error, or the connection is closed; the server never panics.
 #![no_main]
 

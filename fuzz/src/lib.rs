@@ -180,15 +180,18 @@ fn answer_complete(a: &[u8]) -> bool {
     a.len() >= end + len
 }
 
-/// The status of an answer, asserting it is a well-formed HTTP/1.1 answer and not an
+/// The status of an answer, asserting it is a well-formed HTTP/1.x answer and not an
 /// internal error (`500`: the server failed on a client's input). `None`: no answer in time.
 pub fn check_answer(answer: &[u8]) -> Option<u16> {
     if answer.is_empty() {
         return None;
     }
+    // An HTTP/1.0 request is answered as HTTP/1.0 (hyper answers in the request's version),
+    // which is right; anything else is not an answer.
     assert!(
-        answer.starts_with(b"HTTP/1.1 ") && answer.len() >= 12,
-        "not an HTTP/1.1 answer: {:?}",
+        (answer.starts_with(b"HTTP/1.1 ") || answer.starts_with(b"HTTP/1.0 "))
+            && answer.len() >= 12,
+        "not an HTTP/1.x answer: {:?}",
         String::from_utf8_lossy(&answer[..answer.len().min(80)])
     );
     let status: u16 = std::str::from_utf8(&answer[9..12])

@@ -261,6 +261,51 @@ mod cli_tests {
         );
     }
 
+    /// `--feed-max-*` reach every target `record` and `ab` resolve (the sample's clients read
+    /// them from its definition); none given leaves the definition as it was, and 0 is refused.
+    #[test]
+    fn feed_bounds_reach_the_resolved_targets() {
+        let Command::Ab(a) = Cli::try_parse_from([
+            "vaultbench",
+            "ab",
+            "--a",
+            "ref",
+            "--b",
+            "ref --group-commit",
+            "--scenario",
+            "small",
+            "--feed-max-pages",
+            "7",
+        ])
+        .unwrap()
+        .command
+        else {
+            panic!("ab")
+        };
+        let opts = a.common.target_opts().unwrap();
+        for given in [&a.a, &a.b] {
+            let (spec, _) = a.common.resolve_target(given, &opts).unwrap();
+            assert_eq!(
+                spec.def.feed,
+                Some(loadgen::FeedOverrides {
+                    max_entries: None,
+                    max_pages: Some(7),
+                }),
+                "{given}"
+            );
+        }
+        let Command::Record(r) = Cli::try_parse_from(["vaultbench", "record", "small"])
+            .unwrap()
+            .command
+        else {
+            panic!("record")
+        };
+        let (spec, _) = r.common.resolve_target("ref", &opts).unwrap();
+        assert_eq!(spec.def.feed, None);
+        let zero = usage(&["record", "small", "--feed-max-entries", "0"]);
+        assert!(zero.contains("--feed-max-entries"), "{zero}");
+    }
+
     /// Every seed flag takes the same spellings (`contract::parse::seed`): `0x5e_ed` too.
     #[test]
     fn every_seed_flag_accepts_hex_with_separators() {

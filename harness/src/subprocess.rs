@@ -1,7 +1,7 @@
-//! The one child-process JSON runner: re-executing this binary ([`SelfExec`]), running a
+//! The one child-process JSON runner: re-executing this binary (`SelfExec`), running a
 //! child to completion in its own process group under a deadline and parsing the one JSON
-//! document it prints ([`run_json_child`]), and reaping children a caller gives up on
-//! ([`Reaper`]). Samples (`sample --plan`), calibration readings (`calibrate --one-reading`)
+//! document it prints (`run_json_child`), and reaping children a caller gives up on
+//! (`Reaper`). Samples (`sample --plan`), calibration readings (`calibrate --one-reading`)
 //! and gate-trial samples all go through it.
 
 use std::ffi::OsString;

@@ -203,29 +203,17 @@ impl Device {
     /// A copy of this device that signs with `clock` (tests pin the timestamp). It shares
     /// the HTTP client; the nonce stream continues from the current position.
     pub fn with_clock(&self, clock: Clock) -> Device {
-        let i = &self.inner;
-        Device {
-            inner: Arc::new(DeviceInner {
-                target: i.target.clone(),
-                creds: i.creds.clone(),
-                signer: i.signer.clone(),
-                index: i.index,
-                domain_id: i.domain_id.clone(),
-                client: i.client.clone(),
-                rng: Mutex::new(lock(&i.rng).clone()),
-                clock,
-                files: Mutex::new(lock(&i.files).clone()),
-                ambient: i.ambient.clone(),
-                uploads: Mutex::new(lock(&i.uploads).clone()),
-                mid_body: Mutex::new(lock(&i.mid_body).clone()),
-            }),
-        }
+        self.copy_with(self.inner.client.clone(), clock)
     }
 
     /// A copy of this device with an HTTP client of its own: once the original is dropped,
     /// its pooled connections close (a device paired in a run of many must not keep a
     /// server's connection slot idle). The nonce stream continues from the current position.
     pub fn with_fresh_client(&self) -> Device {
+        self.copy_with(http_client(), self.inner.clock.clone())
+    }
+
+    fn copy_with(&self, client: HttpClient, clock: Clock) -> Device {
         let i = &self.inner;
         Device {
             inner: Arc::new(DeviceInner {
@@ -234,9 +222,9 @@ impl Device {
                 signer: i.signer.clone(),
                 index: i.index,
                 domain_id: i.domain_id.clone(),
-                client: http_client(),
+                client,
                 rng: Mutex::new(lock(&i.rng).clone()),
-                clock: i.clock.clone(),
+                clock,
                 files: Mutex::new(lock(&i.files).clone()),
                 ambient: i.ambient.clone(),
                 uploads: Mutex::new(lock(&i.uploads).clone()),

@@ -262,7 +262,7 @@ pub async fn pair(
 pub struct StateFile {
     pub doc: LoadState,
     /// 64 bits from the operating system, drawn anew by every load and never saved: with
-    /// `seed` and `session` it keys this invocation's nonce streams (see [`nonce_rng`]).
+    /// `seed` and `session` it keys this invocation's nonce streams (see `nonce_rng`).
     pub salt: u64,
     /// Which generator of several this session is (a `--shard` index or a Locust worker
     /// index; 0 alone): it selects the nonce streams' upper 32 bits, so generators sharing a

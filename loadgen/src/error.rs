@@ -50,6 +50,14 @@ pub enum LoadError {
         "{route}: server's changes feed did not advance seq past {seq} in {pages} pages (each listed changes)"
     )]
     FeedStalled { route: String, seq: u64, pages: u32 },
+    /// A feed walk that passed one of its bounds ([`crate::feed::FeedBounds`]): a feed that
+    /// keeps listing new entries under a rising `seq` would otherwise be followed until the
+    /// phase's time limit.
+    #[error("{route}: {overrun}")]
+    FeedOverrun {
+        route: String,
+        overrun: crate::feed::FeedOverrun,
+    },
     #[error("{}: {source}", path.display())]
     Io {
         path: PathBuf,

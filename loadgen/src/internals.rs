@@ -56,17 +56,29 @@ pub fn parse_chunks_get(
 
 /// What a pull does with a run of feed answers, short of the network and the disk: each
 /// page's JSON read, its size checked, each change's manifest decoded and its path checked
-/// as safe, and the cursor moved (or the feed refused as stalled). Returns the `since` the
-/// next page would be asked with and whether the feed ended, or the one-line error.
+/// as safe, and the cursor moved (or the feed refused as stalled, or as past the default
+/// [`FeedBounds`](crate::FeedBounds)). Returns the `since` the next page would be asked with
+/// and whether the feed ended, or the one-line error.
 pub fn follow_feed(pages: &[&[u8]], since: u64) -> Result<(u64, bool), String> {
+    follow_feed_within(pages, since, crate::FeedBounds::DEFAULT)
+}
+
+/// [`follow_feed`] with other walk bounds.
+pub fn follow_feed_within(
+    pages: &[&[u8]],
+    since: u64,
+    bounds: crate::FeedBounds,
+) -> Result<(u64, bool), String> {
     use crate::sync::{FeedCursor, check_page, decode_manifest, safe_rel_path};
-    let mut cursor = FeedCursor::new(since);
+    let mut cursor = FeedCursor::new(since, bounds);
     for body in pages {
         crate::json_budget::check(body, crate::json_budget::MAX_JSON_VALUES)
             .map_err(|e| format!("changes: malformed answer: {e}"))?;
         let page: protocol::wire::ChangesResponse =
             serde_json::from_slice(body).map_err(|e| format!("changes: malformed answer: {e}"))?;
         check_page(&page, protocol::limits::MAX_CHANGES_LIMIT).map_err(|e| e.to_string())?;
+        // As the pull does: the page judged first, then its changes.
+        let more = cursor.advance(&page).map_err(|e| e.to_string())?;
         for c in &page.changes {
             if c.deleted {
                 continue;
@@ -74,7 +86,7 @@ pub fn follow_feed(pages: &[&[u8]], since: u64) -> Result<(u64, bool), String> {
             let m = decode_manifest(c).map_err(|e| e.to_string())?;
             safe_rel_path(&m.path).map_err(|e| e.to_string())?;
         }
-        if !cursor.advance(&page).map_err(|e| e.to_string())? {
+        if !more {
             return Ok((cursor.seq, true));
         }
     }

@@ -88,6 +88,10 @@ pub struct TargetDef {
     /// WebDAV walk bounds other than the defaults (`--webdav-max-*`); `None`: the defaults.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub walk: Option<crate::webdav::WalkBounds>,
+    /// Changes feed walk bounds other than the protocol's defaults (`--feed-max-*`); `None`:
+    /// the defaults.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub feed: Option<crate::feed::FeedOverrides>,
     /// Start the server with its fresh data dir as the working directory (a server that
     /// writes files relative to where it runs, as pouchdb-server writes `_users/` and
     /// `pouch__all_dbs__/`, then writes them there, not into the user's directory).
@@ -301,6 +305,7 @@ impl TargetDef {
             dirs: Vec::new(),
             files: BTreeMap::new(),
             walk: None,
+            feed: None,
             run_in_data_dir: false,
         })
     }

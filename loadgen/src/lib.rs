@@ -29,6 +29,9 @@
 //!   operations and the open loop use the per-device pooled hyper client.
 //! - Files are cut into fixed 1 MiB chunks; sid = SHA-256 of the chunk. Pulls read chunks
 //!   in batches of at most 3, pushes keep 4 files in flight (the real plugin's figures).
+//! - Every walk of a changes feed (a pull, a resync, a listing; the CouchDB replica's pass
+//!   too) is bounded by entries and pages ([`FeedBounds`], carried by the [`Target`]), so a
+//!   feed that keeps inventing entries ends at a bound named with its flag.
 //! - Every retry (transport error or 503; at most three attempts) is signed afresh, and the
 //!   attempts share the request's one timeout. A route load's preparation is bounded by its
 //!   duration, so a hung target ends the run near `--duration`.
@@ -39,6 +42,7 @@ mod enroll;
 mod error;
 #[cfg(test)]
 mod fake;
+mod feed;
 mod h1;
 mod json_budget;
 mod lock;
@@ -64,6 +68,7 @@ pub mod webdav;
 pub use client::{Acknowledged, Clock, Device, system_clock};
 pub use enroll::{StateFile, domain_id_for, enroll, pair, probe};
 pub use error::LoadError;
+pub use feed::{FeedBounds, FeedOverrides, FeedOverrun};
 pub use metrics::{parse_metrics_text, scrape_metrics};
 pub use midbody::{MidBodyCut, MidBodyTrap, TrapState};
 pub use protocol::wire::{Change, ChangesResponse};

@@ -3,6 +3,7 @@
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 
 use crate::error::LoadError;
+use crate::feed::FeedBounds;
 
 /// A validated target. Only plain HTTP/1.1 is spoken (the reference server and a local
 /// obsync build both listen in the clear on loopback).
@@ -12,6 +13,9 @@ pub struct Target {
     base: String,
     /// The address the name resolved to when parsed (first one).
     addr: SocketAddr,
+    /// How far one walk of this target's obsync changes feed may go (a pull, a resync, a
+    /// listing): carried by every device of the target.
+    feed: FeedBounds,
 }
 
 impl Target {
@@ -76,7 +80,20 @@ impl Target {
         Ok(Target {
             base: format!("http://{authority}"),
             addr,
+            feed: FeedBounds::DEFAULT,
         })
+    }
+
+    /// This target with other feed walk bounds ([`FeedBounds::DEFAULT`] unless set); devices
+    /// enrolled on it, or loaded for it, carry them.
+    pub fn with_feed_bounds(mut self, bounds: FeedBounds) -> Target {
+        self.feed = bounds;
+        self
+    }
+
+    /// The bounds of one walk of this target's changes feed.
+    pub fn feed_bounds(&self) -> FeedBounds {
+        self.feed
     }
 
     /// `http://host:port`

@@ -1,10 +1,12 @@
 //! CI-sized property tests of the parsers that read a CouchDB target's messages (the fuzz
 //! target `couch_messages` in `fuzz/` runs the same properties for longer): arbitrary bytes
 //! are a verdict or a one-line error, never a panic; a feed follower never loops on a page
-//! that does not advance; LiveSync's chunking covers every file exactly.
+//! that does not advance, nor follows a feed that never ends past its bounds; LiveSync's
+//! chunking covers every file exactly.
 
+use loadgen::FeedBounds;
 use loadgen::couch::chunk::{Kind, decode, split};
-use loadgen::couch::ops::follow_pages;
+use loadgen::couch::ops::{follow_pages, follow_pages_within};
 use loadgen::couch::wire::parse_any;
 use proptest::prelude::*;
 use serde_json::{Value, json};
@@ -37,6 +39,31 @@ proptest! {
             .collect();
         let refs: Vec<&[u8]> = pages.iter().map(|p| p.as_bytes()).collect();
         prop_assert_eq!(follow_pages(&refs, Value::from(0)).unwrap(), (Value::from(k), k));
+    }
+
+    #[test]
+    fn a_feed_that_keeps_inventing_rows_stops_at_the_first_bound_it_passes(
+        per_page in 1u64..30,
+        max_entries in 1u64..300,
+        max_pages in 1u64..30,
+    ) {
+        let pages: Vec<String> = (0..max_pages)
+            .map(|p| {
+                let rows: Vec<Value> = (p * per_page + 1..=(p + 1) * per_page)
+                    .map(|q| json!({"id": format!("d{q}"), "changes": [{"rev": "1-x"}], "seq": q}))
+                    .collect();
+                json!({"results": rows, "last_seq": (p + 1) * per_page}).to_string()
+            })
+            .collect();
+        let refs: Vec<&[u8]> = pages.iter().map(|p| p.as_bytes()).collect();
+        let bounds = FeedBounds { max_entries, max_pages };
+        let e = follow_pages_within(&refs, Value::from(0), bounds).unwrap_err();
+        let want = if max_entries / per_page < max_pages {
+            format!("listed more than {max_entries} entries in one walk (bound --feed-max-entries)")
+        } else {
+            format!("went on past {max_pages} pages in one walk (bound --feed-max-pages)")
+        };
+        prop_assert!(e.starts_with("GET _changes: server's changes feed ") && e.ends_with(&want), "{}", e);
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! The obsync client against fake servers on loopback that answer badly: one test per class
 //! of misbehaviour (an answer trickled or never sent, a huge declared length, a feed that does
-//! not advance, malformed multipart lengths and offsets, paths that climb out of the vault).
+//! not advance or never ends, malformed multipart lengths and offsets, paths that climb out of
+//! the vault).
 //! Each ends well within 60 s with a one-line error naming what the server did, and leaves
 //! nothing half-written in the vault and nothing outside it.
 
@@ -17,7 +18,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use base64::Engine as _;
-use loadgen::{LoadError, Target, enroll, pull_vault};
+use loadgen::{FeedBounds, FeedOverrun, LoadError, Target, enroll, pull_vault};
 use sha2::{Digest, Sha256};
 
 /// What the fake does with one request: answer these bytes and close, or misbehave.
@@ -190,7 +191,16 @@ fn sid(content: &[u8]) -> String {
 /// Enrols one device against the fake and pulls into a fresh vault dir; returns the error,
 /// the time it took, and the vault (a dir inside a parent, to check nothing lands beside it).
 async fn pull_error(fake: &Fake) -> (LoadError, Duration, tempfile::TempDir) {
-    let dev = enroll(&fake.target, "token", 1, 7).await.unwrap().remove(0);
+    pull_error_within(fake, FeedBounds::DEFAULT).await
+}
+
+/// [`pull_error`] with the feed walk bounds `bounds`.
+async fn pull_error_within(
+    fake: &Fake,
+    bounds: FeedBounds,
+) -> (LoadError, Duration, tempfile::TempDir) {
+    let target = fake.target.clone().with_feed_bounds(bounds);
+    let dev = enroll(&target, "token", 1, 7).await.unwrap().remove(0);
     let root = tempfile::tempdir().unwrap();
     let vault = root.path().join("vault");
     let t0 = Instant::now();
@@ -310,6 +320,115 @@ async fn a_feed_that_does_not_advance_seq_is_an_error_after_three_pages() {
         "{msg}"
     );
     assert_eq!(fake.count("/v1/changes"), 3);
+    assert_eq!(files_under(root.path()), Vec::<String>::new());
+}
+
+/// The `since` of a feed request's query (0 when absent).
+fn since_of(pq: &str) -> u64 {
+    pq.split(['?', '&'])
+        .find_map(|kv| kv.strip_prefix("since="))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
+/// A `chunks/get` answer holding `content` as chunk `sid`.
+fn one_chunk(sid: &str, content: &[u8]) -> Vec<u8> {
+    let mut body = format!(
+        "--b\r\nx-obsync-sid: {sid}\r\ncontent-length: {}\r\n\r\n",
+        content.len()
+    )
+    .into_bytes();
+    body.extend_from_slice(content);
+    body.extend_from_slice(b"\r\n--b--\r\n");
+    let mut a = format!(
+        "HTTP/1.1 200 OK\r\ncontent-type: multipart/mixed; boundary=b\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+        body.len()
+    )
+    .into_bytes();
+    a.extend_from_slice(&body);
+    a
+}
+
+/// A feed that never ends: every page lists 100 new files (all of one chunk the fake
+/// serves) under a rising `seq`, `head_seq` always ahead. The pull stops on the page that
+/// takes it past `--feed-max-entries` (250 here: the third), before writing anything from
+/// it; the vault holds the first two pages' files, each whole, and no temp file.
+#[tokio::test]
+async fn a_feed_that_never_ends_stops_at_its_entry_bound() {
+    let content = b"invented, but whole".to_vec();
+    let s = sid(&content);
+    let fake = {
+        let (content, s) = (content.clone(), s.clone());
+        Fake::start(move |_, pq| {
+            if pq.starts_with("/v1/changes") {
+                let since = since_of(pq);
+                let changes = (since + 1..=since + 100)
+                    .map(|q| change(q, &format!("n/{q}.md"), &content, std::slice::from_ref(&s)))
+                    .collect();
+                Act::Answer(page(since + 100, u64::MAX, changes))
+            } else if pq == "/v1/chunks/get" {
+                Act::Answer(one_chunk(&s, &content))
+            } else {
+                Act::Answer(json(404, "{}"))
+            }
+        })
+    };
+    let bounds = FeedBounds {
+        max_entries: 250,
+        ..FeedBounds::DEFAULT
+    };
+    let (e, took, root) = pull_error_within(&fake, bounds).await;
+    let msg = one_line(&e);
+    assert!(
+        matches!(
+            e,
+            LoadError::FeedOverrun {
+                overrun: FeedOverrun::Entries { limit: 250 },
+                ..
+            }
+        ),
+        "{msg}"
+    );
+    assert_eq!(
+        msg,
+        "GET /v1/changes: server's changes feed listed more than 250 entries in one walk (bound --feed-max-entries)"
+    );
+    assert!(took < Duration::from_secs(60), "{took:?}");
+    assert_eq!(fake.count("/v1/changes"), 3);
+    let files = files_under(root.path());
+    assert_eq!(files.len(), 200, "the first two pages' files: {files:?}");
+    for f in &files {
+        assert!(f.starts_with("vault/n/") && !f.contains(".vbtmp"), "{f}");
+        assert_eq!(std::fs::read(root.path().join(f)).unwrap(), content, "{f}");
+    }
+}
+
+/// A feed of one-entry pages that never ends (each a tombstone of a file never seen) stops
+/// at `--feed-max-pages`, after exactly that many requests, with nothing written.
+#[tokio::test]
+async fn a_feed_of_small_pages_that_never_ends_stops_at_its_page_bound() {
+    let fake = Fake::start(|_, pq| {
+        if pq.starts_with("/v1/changes") {
+            let seq = since_of(pq) + 1;
+            let mut c = change(seq, "gone.md", b"", &[]);
+            c["deleted"] = true.into();
+            Act::Answer(page(seq, u64::MAX, vec![c]))
+        } else {
+            Act::Answer(json(404, "{}"))
+        }
+    });
+    let bounds = FeedBounds {
+        max_pages: 40,
+        ..FeedBounds::DEFAULT
+    };
+    let (e, took, root) = pull_error_within(&fake, bounds).await;
+    let msg = one_line(&e);
+    assert_eq!(
+        msg,
+        "GET /v1/changes: server's changes feed went on past 40 pages in one walk (bound --feed-max-pages)"
+    );
+    assert!(took < Duration::from_secs(60), "{took:?}");
+    assert_eq!(fake.count("/v1/changes"), 40);
     assert_eq!(files_under(root.path()), Vec::<String>::new());
 }
 

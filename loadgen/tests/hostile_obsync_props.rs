@@ -1,11 +1,12 @@
 //! CI-sized property tests of the parsers that read an obsync target's answers (the fuzz
 //! targets `chunks_get`, `changes_page` and `h1_chunked` in `fuzz/` run the same properties
 //! for longer): arbitrary bytes are a verdict or a one-line error, never a panic; a generated
-//! valid answer parses back to what was generated.
+//! valid answer parses back to what was generated; a feed that never ends stops at its bounds.
 
 use base64::Engine as _;
+use loadgen::FeedBounds;
 use loadgen::internals::h1::read_answer;
-use loadgen::internals::{ChunkPart, follow_feed, parse_chunks_get};
+use loadgen::internals::{ChunkPart, follow_feed, follow_feed_within, parse_chunks_get};
 use proptest::prelude::*;
 
 /// A `chunks/get` body as the reference server writes it.
@@ -59,6 +60,64 @@ fn change_json(seq: u64, path: &str) -> serde_json::Value {
         "manifest_nonce": "00", "device_id": "dd", "ts": 0, "deleted": false,
         "heads": ["v"], "conflicted": false,
     })
+}
+
+/// `pages` feed pages of `per_page` changes each from `since`, `seq` rising by `per_page`,
+/// `head_seq` always ahead: a feed that never ends.
+fn endless_feed(since: u64, per_page: u64, pages: u64) -> Vec<Vec<u8>> {
+    (0..pages)
+        .map(|p| {
+            let first = since + p * per_page + 1;
+            let changes: Vec<_> = (first..first + per_page)
+                .map(|q| change_json(q, &format!("n/{q}.md")))
+                .collect();
+            serde_json::json!({"seq": first + per_page - 1, "head_seq": u64::MAX, "changes": changes})
+                .to_string()
+                .into_bytes()
+        })
+        .collect()
+}
+
+/// With the default bounds, a feed of one-change pages that never ends is refused on its
+/// 4,096th page; one that ends on that page is whole.
+#[test]
+fn a_feed_that_never_ends_stops_at_the_default_page_bound() {
+    let pages = endless_feed(0, 1, 4096);
+    let refs: Vec<&[u8]> = pages.iter().map(Vec::as_slice).collect();
+    assert_eq!(
+        follow_feed(&refs, 0).unwrap_err(),
+        "GET /v1/changes: server's changes feed went on past 4096 pages in one walk (bound --feed-max-pages)"
+    );
+    let last = serde_json::json!({"seq": 4096, "head_seq": 4096, "changes": [change_json(4096, "end.md")]})
+        .to_string()
+        .into_bytes();
+    let mut refs = refs;
+    refs[4095] = &last;
+    assert_eq!(follow_feed(&refs, 0), Ok((4096, true)));
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    #[test]
+    fn a_feed_that_keeps_inventing_entries_stops_at_the_first_bound_it_passes(
+        per_page in 1u64..20,
+        max_entries in 1u64..200,
+        max_pages in 1u64..30,
+        since in 0u64..1_000_000,
+    ) {
+        let pages = endless_feed(since, per_page, max_pages);
+        let refs: Vec<&[u8]> = pages.iter().map(Vec::as_slice).collect();
+        let bounds = FeedBounds { max_entries, max_pages };
+        let e = follow_feed_within(&refs, since, bounds).unwrap_err();
+        // The page whose entries first pass the entry bound, against the last page allowed.
+        let want = if max_entries / per_page < max_pages {
+            format!("listed more than {max_entries} entries in one walk (bound --feed-max-entries)")
+        } else {
+            format!("went on past {max_pages} pages in one walk (bound --feed-max-pages)")
+        };
+        prop_assert!(e.starts_with("GET /v1/changes: server's changes feed ") && e.ends_with(&want), "{}", e);
+    }
 }
 
 proptest! {

@@ -1,4 +1,4 @@
-//! One-file readers for callers that want a figure now rather than a tree [`Snapshot`]
+//! One-file readers for callers that want a figure now rather than a tree `Snapshot`
 //! (crate::Snapshot): a process's `stat`, its threads' `stat`s, `io`, a `status` memory line,
 //! the live pids, the system's `cpu` line (and the one write: resetting this process's
 //! peak-RSS mark). A process that has gone gives `Ok(None)` (or an

@@ -213,7 +213,7 @@ pub struct Delta {
     /// not in it.
     pub foreign_process_ticks: u64,
     /// CPU of the kernel threads seen in the second snapshot, clock ticks: taken out of the
-    /// machine's busy time before it bounds the foreign CPU ([`OtherSample::kernel_thread`]).
+    /// machine's busy time before it bounds the foreign CPU (`OtherSample::kernel_thread`).
     pub kernel_thread_ticks: u64,
 }
 
@@ -329,7 +329,7 @@ impl Delta {
     /// without `CONFIG_IRQ_TIME_ACCOUNTING`, charges softirq work done in a task to softirq
     /// while the task's exact time includes it, so the difference can only fall short); the
     /// other is the CPU of every other process seen (short-lived ones that exited in between
-    /// are missed). Kernel threads' CPU is taken out of both ([`OtherSample::kernel_thread`]).
+    /// are missed). Kernel threads' CPU is taken out of both (`OtherSample::kernel_thread`).
     pub fn foreign_cpu_share(&self) -> Option<f64> {
         let total = self.system_ticks?;
         let busy = self.machine_busy_ticks?;

@@ -14,7 +14,7 @@
 //! change of medians, most A/A pairs of recordings of one build showed a false regression
 //! (tail latencies, per-thread CPU, the fsync-bound push); with this rule none did, while
 //! +1 ms per version post stayed a regression. The resolution step is the one the values were
-//! recorded at ([`resolution_step`]): a thread's CPU read in 10 ms clock ticks (0.07 s
+//! recorded at (`resolution_step`): a thread's CPU read in 10 ms clock ticks (0.07 s
 //! against 0.08 s) is one tick, not +14 %. Series shorter than [`MIN_SERIES`] have
 //! no usable spread: their changes are judged on the threshold alone and flagged.
 //!

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 
 use contract::profile::Stack;
 
-/// The SVG's width in user units; frames narrower than [`MIN_WIDTH`] are not drawn.
+/// The SVG's width in user units; frames narrower than `MIN_WIDTH` are not drawn.
 pub const WIDTH: f64 = 1000.0;
 const ROW: f64 = 16.0;
 const MIN_WIDTH: f64 = 0.5;

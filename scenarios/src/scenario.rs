@@ -265,7 +265,7 @@ pub const MAX_FIXED_REQUESTS: u64 = 10_000_000;
 pub const FIXED_WORK_DEADLINE_S: f64 = 600.0;
 
 impl RouteBound {
-    /// The bound of a `route_load` step's fields, after [`validate`]-style checks.
+    /// The bound of a `route_load` step's fields, after `validate`-style checks.
     pub fn of(
         seconds: Option<f64>,
         max_requests: Option<u64>,

@@ -544,6 +544,7 @@ pub fn run(args: BisectArgs) -> anyhow::Result<i32> {
         let (spec, identity, note) = match &outcome {
             Outcome::Built(b) => {
                 let mut spec = git::spec_of(b, &common.git, &topts)?;
+                common.bound_feed(&mut spec);
                 spec.given = format!("git:{}", short(&at.commit));
                 spec.speak(prep.scenario.protocol.name());
                 let mut id = spec.identity()?;

@@ -289,7 +289,7 @@ pub struct RouteArgs {
     /// master's user count becomes this worker's devices (at most --devices, from the
     /// device range of the worker index the master assigns, or of --shard), each keeping
     /// one request of --route in flight; stats go to the master every 3 s. Exits 0 when the
-    /// master says quit, 8 when the master stops answering heartbeats (see exit codes).
+    /// master says quit, 9 when the master stops answering heartbeats (see exit codes).
     #[arg(long, value_name = "HOST:PORT", conflicts_with = "rate")]
     pub locust_master: Option<String>,
     /// With --locust-master: how long without a heartbeat answer before the master counts as
@@ -325,9 +325,27 @@ pub struct TransferArgs {
     /// WebDAV pull: walk with one `Depth: infinity` PROPFIND instead of Depth 1 per folder.
     #[arg(long)]
     pub depth_infinity: bool,
+    /// Pull: most entries the walk of the changes feed (obsync `GET /v1/changes` pages,
+    /// CouchDB `_changes` pages) may list [default: obsync 1048576, CouchDB 4194304].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub feed_max_entries: Option<u64>,
+    /// Pull: most pages the walk of the changes feed may ask for [default: obsync 4096,
+    /// CouchDB 131072].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub feed_max_pages: Option<u64>,
     /// Print one JSON document on stdout instead of the summary.
     #[arg(long)]
     pub json: bool,
+}
+
+impl TransferArgs {
+    /// The changes feed walk bounds: `defaults` (the protocol's) with what `--feed-max-*` set.
+    fn feed_bounds(&self, defaults: loadgen::FeedBounds) -> loadgen::FeedBounds {
+        defaults.with(loadgen::FeedOverrides {
+            max_entries: self.feed_max_entries,
+            max_pages: self.feed_max_pages,
+        })
+    }
 }
 
 use crate::prepare::ProtocolArg;
@@ -750,7 +768,8 @@ async fn run_couch_route(a: &RouteArgs) -> anyhow::Result<i32> {
 /// `load push|pull --protocol couchdb`: the vault replicated into (or out of) the database
 /// as Self-hosted LiveSync does.
 async fn run_couch_transfer(t: &TransferArgs, push: bool) -> anyhow::Result<i32> {
-    let client = couch_client(&t.conn)?;
+    let client = couch_client(&t.conn)?
+        .with_feed_bounds(t.feed_bounds(loadgen::FeedBounds::COUCHDB_DEFAULT));
     let report = if push {
         match std::fs::metadata(&t.vault) {
             Ok(m) if m.is_dir() => {}
@@ -1213,7 +1232,7 @@ async fn run_transfer(t: TransferArgs, push: bool) -> anyhow::Result<i32> {
     if t.conn.protocol == ProtocolArg::Couchdb {
         return run_couch_transfer(&t, push).await;
     }
-    let target = target_of(&t.conn)?;
+    let target = target_of(&t.conn)?.with_feed_bounds(t.feed_bounds(loadgen::FeedBounds::DEFAULT));
     if push {
         match std::fs::metadata(&t.vault) {
             Ok(m) if m.is_dir() => {}

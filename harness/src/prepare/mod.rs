@@ -41,7 +41,8 @@ pub struct RunOpts {
     /// Fail at once (exit 5) instead of waiting when another recording holds the machine lock.
     #[arg(long)]
     pub no_wait: bool,
-    /// Where generated vaults are cached (default: $XDG_CACHE_HOME/vaultbench or ~/.cache/vaultbench).
+    /// Where generated vaults and `git:REV` builds are cached (default: $VAULTBENCH_CACHE,
+    /// else $XDG_CACHE_HOME/vaultbench, else ~/.cache/vaultbench).
     #[arg(long, value_name = "DIR")]
     pub cache_dir: Option<PathBuf>,
     /// Where servers' data dirs live during samples; the io channel measures this filesystem.
@@ -75,7 +76,8 @@ pub struct RunOpts {
     /// only the top functions of each phase.
     #[arg(long, value_name = "DIR", requires = "cost")]
     pub keep_profiles: Option<PathBuf>,
-    /// The protocol the run speaks: `obsync` (the signed obsync-v1 protocol) or `webdav`.
+    /// The protocol the run speaks: `obsync` (the signed obsync-v1 protocol), `webdav` or
+    /// `couchdb` (as Self-hosted LiveSync replicates).
     /// The scenario's `protocol =` selects it; the flag asserts it: a scenario, a target or
     /// a flag that disagree fail before any sample (exit 2), naming both.
     #[arg(long, value_enum)]
@@ -89,7 +91,8 @@ pub struct RunOpts {
     pub auth: Option<String>,
     /// How to tell a started target is ready: `tcp` (a connect succeeds) or
     /// `METHOD PATH STATUS` (`GET /readyz 200`, `OPTIONS / 2xx`). Default: obsync-v1
-    /// `GET /readyz 200`, WebDAV `OPTIONS <root> 2xx` with the credentials.
+    /// `GET /readyz 200`, WebDAV `OPTIONS <root> 2xx` with the credentials, CouchDB
+    /// `GET / 200`.
     #[arg(long, value_name = "CHECK")]
     pub ready: Option<String>,
     /// WebDAV: most PROPFIND requests one walk of the vault may make (default 16384).
@@ -104,6 +107,15 @@ pub struct RunOpts {
     /// WebDAV: longest listed vault path, in bytes (default 4096).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub webdav_max_path_bytes: Option<u64>,
+    /// Most entries one walk of the changes feed (a pull's, a resync's: obsync
+    /// `GET /v1/changes` pages, CouchDB `_changes` pages) may list (default obsync 1048576,
+    /// CouchDB 4194304).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub feed_max_entries: Option<u64>,
+    /// Most pages one walk of the changes feed may ask for (default obsync 4096, CouchDB
+    /// 131072).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub feed_max_pages: Option<u64>,
     #[command(flatten)]
     pub git: git::GitArgs,
 }
@@ -194,6 +206,24 @@ impl RunOpts {
                 max_depth: self.webdav_max_depth.unwrap_or(d.max_depth),
                 max_path_bytes: self.webdav_max_path_bytes.unwrap_or(d.max_path_bytes),
             })
+    }
+
+    /// The changes feed walk bounds the `--feed-max-*` flags set; `None` when none is given
+    /// (the protocol's defaults apply).
+    pub fn feed_bounds(&self) -> Option<loadgen::FeedOverrides> {
+        (self.feed_max_entries.is_some() || self.feed_max_pages.is_some()).then_some(
+            loadgen::FeedOverrides {
+                max_entries: self.feed_max_entries,
+                max_pages: self.feed_max_pages,
+            },
+        )
+    }
+
+    /// Gives `spec` the feed bounds the `--feed-max-*` flags set (its own when none is given).
+    pub fn bound_feed(&self, spec: &mut TargetSpec) {
+        if let Some(b) = self.feed_bounds() {
+            spec.def.feed = Some(b);
+        }
     }
 }
 
@@ -508,7 +538,9 @@ impl RunOpts {
         target: &str,
         opts: &TargetOpts,
     ) -> anyhow::Result<(TargetSpec, Option<contract::schema::GitBuild>)> {
-        git::resolve(target, &self.git, opts, &self.cache())
+        let (mut spec, git) = git::resolve(target, &self.git, opts, &self.cache())?;
+        self.bound_feed(&mut spec);
+        Ok((spec, git))
     }
 }
 

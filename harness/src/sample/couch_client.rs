@@ -50,7 +50,10 @@ impl CouchSyncClient {
     pub fn connect(plan: &SamplePlan, server: &Server) -> anyhow::Result<CouchSyncClient> {
         let target = loadgen::Target::parse(&server.url(), false)?;
         let def = &plan.target.def;
-        let client = CouchClient::new(target, db_of(def.root()), def.auth.as_ref())?;
+        let client = CouchClient::new(target, db_of(def.root()), def.auth.as_ref())?
+            .with_feed_bounds(
+                loadgen::FeedBounds::COUCHDB_DEFAULT.with(def.feed.unwrap_or_default()),
+            );
         Ok(CouchSyncClient {
             client,
             a: Writer::new("vaultbench-a"),

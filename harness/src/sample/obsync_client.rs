@@ -45,7 +45,9 @@ impl ObsyncClient {
         server: &Server,
         scrapes: bool,
     ) -> anyhow::Result<ObsyncClient> {
-        let target = Target::parse(&server.url(), false)?;
+        // Every device carries the feed bounds of its target (`--feed-max-*`).
+        let feed = loadgen::FeedBounds::DEFAULT.with(plan.target.def.feed.unwrap_or_default());
+        let target = Target::parse(&server.url(), false)?.with_feed_bounds(feed);
         let token = read_setup_token(&server.data_dir)?;
         let has_metrics = scrapes && loadgen::scrape_metrics(&target).await.is_ok();
         // With fault rules the devices talk to the target through the hop; `/metrics` is read
@@ -59,7 +61,7 @@ impl ObsyncClient {
             ),
         };
         let device_target = match &hop {
-            Some(h) => Target::parse(&h.url(), false)?,
+            Some(h) => Target::parse(&h.url(), false)?.with_feed_bounds(feed),
             None => target.clone(),
         };
         let devices = loadgen::enroll(&device_target, &token, plan.scenario.devices, plan.seed)

@@ -74,6 +74,23 @@ pub fn git_in(dir: &Path, args: &[&str]) -> String {
     String::from_utf8(o.stdout).unwrap()
 }
 
+/// Runs `vaultbench hlog merge LOGS… --out OUT` with `extra` flags from `home`.
+pub fn hlog_merge<P: AsRef<std::ffi::OsStr>>(
+    home: &Path,
+    logs: &[P],
+    out: &Path,
+    extra: &[&str],
+) -> std::process::Output {
+    vb(home)
+        .args(["hlog", "merge"])
+        .args(logs)
+        .arg("--out")
+        .arg(out)
+        .args(extra)
+        .output()
+        .unwrap()
+}
+
 /// Asserts that a command's `out` is a success (its stderr as the message), and parses its
 /// stdout as JSON.
 pub fn json_of(out: std::process::Output) -> serde_json::Value {

@@ -235,6 +235,130 @@ fn push_and_pull_in_separate_invocations_share_a_state_file() {
     assert!(h.contains_key("chunks-exists-uncorrected"));
 }
 
+/// A fake obsync-v1 server on 127.0.0.1:0 whose changes feed never ends: `/readyz` and
+/// `/v1/setup` answer as a real server's, every feed page lists one new entry under a rising
+/// `seq` with `head_seq` always ahead, anything else is `404`. Returns its URL and the count
+/// of feed requests; it stops accepting after a minute.
+fn endless_feed_server() -> (String, std::sync::Arc<std::sync::atomic::AtomicU64>) {
+    use std::io::{Read, Write};
+    use std::sync::atomic::{AtomicU64, Ordering};
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", l.local_addr().unwrap());
+    l.set_nonblocking(true).unwrap();
+    let feeds = std::sync::Arc::new(AtomicU64::new(0));
+    let counted = feeds.clone();
+    std::thread::spawn(move || {
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while std::time::Instant::now() < until {
+            let Ok((mut s, _)) = l.accept() else {
+                std::thread::sleep(std::time::Duration::from_millis(2));
+                continue;
+            };
+            s.set_nonblocking(false).unwrap();
+            s.set_read_timeout(Some(std::time::Duration::from_secs(5)))
+                .unwrap();
+            let mut buf = Vec::new();
+            let mut b = [0u8; 4096];
+            while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
+                match s.read(&mut b) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => buf.extend_from_slice(&b[..n]),
+                }
+            }
+            let head = String::from_utf8_lossy(&buf).into_owned();
+            let pq = head.split_whitespace().nth(1).unwrap_or("").to_owned();
+            let (status, body) = if pq == "/readyz" {
+                (200, r#"{"ready":true,"seq":0}"#.to_owned())
+            } else if pq == "/v1/setup" {
+                let r = format!(
+                    r#"{{"account_id":"a","device_id":"{}","device_secret":"{}"}}"#,
+                    "01".repeat(16),
+                    "02".repeat(32)
+                );
+                (201, r)
+            } else if pq.starts_with("/v1/changes") {
+                counted.fetch_add(1, Ordering::SeqCst);
+                let since: u64 = pq
+                    .split(['?', '&'])
+                    .find_map(|kv| kv.strip_prefix("since="))
+                    .and_then(|v| v.parse().ok())
+                    .unwrap_or(0);
+                // A deletion of a file never listed: a new entry that needs no manifest.
+                let seq = since + 1;
+                let change = serde_json::json!({
+                    "seq": seq, "file_id": format!("{seq:032x}"), "domain_id": "d",
+                    "version_id": format!("v{seq}"), "parents": [], "sids": [], "bytes": 0,
+                    "manifest_ct": "", "manifest_nonce": "00", "device_id": "ff".repeat(16),
+                    "ts": 0, "deleted": true, "heads": [], "conflicted": false,
+                });
+                let page =
+                    serde_json::json!({"seq": seq, "head_seq": u64::MAX, "changes": [change]});
+                (200, page.to_string())
+            } else {
+                (404, "{}".to_owned())
+            };
+            let _ = s.write_all(
+                format!(
+                    "HTTP/1.1 {status} X\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                    body.len()
+                )
+                .as_bytes(),
+            );
+        }
+    });
+    (url, feeds)
+}
+
+/// `load pull` from a server whose feed never ends stops at `--feed-max-pages` (20 here), well
+/// within 60 s, after exactly that many feed requests: exit 2 and one line naming the
+/// server's behaviour and the flag, an empty vault, and nothing written beside it.
+#[test]
+fn load_pull_stops_a_feed_that_never_ends_at_its_bound() {
+    let (url, feeds) = endless_feed_server();
+    let dir = tempfile::tempdir().unwrap();
+    let token = dir.path().join("token");
+    std::fs::write(&token, "t").unwrap();
+    let vault = dir.path().join("vault");
+    let started = std::time::Instant::now();
+    let out = crate::common::vb(dir.path())
+        .args(["load", "pull", "--device", "0", "--feed-max-pages", "20"])
+        .args(["--target", &url, "--vault"])
+        .arg(&vault)
+        .arg("--setup-token-file")
+        .arg(&token)
+        .arg("--state")
+        .arg(dir.path().join("state.json"))
+        .timeout(std::time::Duration::from_secs(60))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    let line = err.trim().lines().last().unwrap_or_default();
+    assert!(
+        line.ends_with(
+            "GET /v1/changes: server's changes feed went on past 20 pages in one walk (bound --feed-max-pages)"
+        ),
+        "{err}"
+    );
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(60),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(feeds.load(std::sync::atomic::Ordering::SeqCst), 20);
+    assert_eq!(tree(&vault), Default::default(), "an empty vault");
+    let mut beside: Vec<String> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    beside.sort();
+    assert_eq!(
+        beside,
+        ["state.json", "state.json.lock", "token", "vault"],
+        "nothing written beside the vault"
+    );
+}
+
 /// `load bench-peer` end to end against wrk (installed by `.ci/run`) at one connection, where
 /// the generator runs a blocking worker thread: both generators answer, and every figure the
 /// book quotes (docs/src/measured.md) is a positive number.

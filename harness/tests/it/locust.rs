@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime};
 
-use crate::common::{json_of, vb};
+use crate::common::{hlog_merge, json_of};
 
 /// Kills and reaps every child it holds when dropped (a failed assertion included).
 struct Kids(Vec<Child>);
@@ -266,16 +266,7 @@ fn three_workers_under_a_real_master() {
 
     // hlog merge, then Python's hdrhistogram on the inputs and the merge.
     let merged = home.path().join("merged.hlog");
-    let doc = json_of(
-        vb(home.path())
-            .args(["hlog", "merge"])
-            .args(&logs)
-            .arg("--out")
-            .arg(&merged)
-            .arg("--json")
-            .output()
-            .unwrap(),
-    );
+    let doc = json_of(hlog_merge(home.path(), &logs, &merged, &["--json"]));
     let tag = &doc["tags"]["get-chunk"];
     assert_eq!(tag["count"].as_u64().unwrap(), per_log.iter().sum::<u64>());
     let py = json_of(

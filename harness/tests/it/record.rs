@@ -922,3 +922,140 @@ fn record_without_out_leaves_the_checkout_alone_and_compares_with_the_committed_
     record(&gate_tight).arg("--out").arg(&dir).assert().code(3);
     assert_eq!(status(), "");
 }
+
+/// An obsync-v1 server whose changes feed never ends, as a Python command-line target: it
+/// serves a real reference server's answers for enrolment and the cold push, and answers
+/// every feed page without a long poll with 1,000 new folders under a rising `seq`, always
+/// short of `head_seq`. The cold pull's walk stops at `--feed-max-entries` (given here as
+/// 2500, so on the third page), the sample fails naming the bound and the flag, and `record`
+/// ends far inside its sample timeout with exit 3, nothing written and nothing left running.
+#[test]
+#[ignore = "slow: a fake server through whole samples"]
+fn a_feed_that_never_ends_stops_at_its_bound_not_the_sample_timeout() {
+    let home = tempfile::tempdir().unwrap();
+    let script = home.path().join("endless_feed.py");
+    std::fs::write(&script, ENDLESS_FEED).unwrap();
+    let scen = home.path().join("pull.toml");
+    std::fs::write(
+        &scen,
+        PUSH_ONLY.replace("samples = 2\n", "samples = 1\n") + "[[phase]]\nkind = \"cold_pull\"\n",
+    )
+    .unwrap();
+    let exe = assert_cmd::cargo::cargo_bin!("vaultbench");
+    let out = home.path().join("out");
+    let started = std::time::Instant::now();
+    let res = crate::common::record_loose(home.path(), &["--samples", "1"])
+        .arg("--scenario-file")
+        .arg(&scen)
+        .arg("--target")
+        .arg(format!(
+            "python3 {} {{port}} {{data}} {}",
+            script.display(),
+            exe.display()
+        ))
+        .args(["--protocol", "obsync", "--feed-max-entries", "2500"])
+        .args(["--sample-timeout", "10m", "--retries", "1"])
+        .arg("--out")
+        .arg(&out)
+        .arg("--work-dir")
+        .arg(home.path().join("work"))
+        .timeout(std::time::Duration::from_secs(120))
+        .assert()
+        .get_output()
+        .clone();
+    let err = String::from_utf8_lossy(&res.stderr);
+    assert_eq!(res.status.code(), Some(3), "{err}");
+    assert!(
+        err.contains(
+            "server's changes feed listed more than 2500 entries in one walk (bound --feed-max-entries)"
+        ),
+        "the bound and its flag are named: {err}"
+    );
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(60),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(!out.join("push-only.json").exists(), "nothing written");
+    let script_name = script.display().to_string();
+    let left: Vec<String> = std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| std::fs::read(e.path().join("cmdline")).ok())
+        .map(|c| String::from_utf8_lossy(&c).replace('\0', " "))
+        .filter(|c| c.contains(&script_name) || c.contains(&home.path().display().to_string()))
+        .collect();
+    assert!(left.is_empty(), "left running: {left:?}");
+}
+
+/// The fake for the test above: `python3 endless_feed.py PORT DATA VAULTBENCH`. Starts
+/// `VAULTBENCH serve-ref` on a free port with DATA (where the harness reads the setup token)
+/// and relays every request to it, except a feed read that does not wait (`GET /v1/changes`
+/// without `wait=`): that gets 1,000 new folders after `since`, `head_seq` always ahead.
+const ENDLESS_FEED: &str = r#"
+import base64, http.client, json, signal, socket, subprocess, sys, time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs, urlsplit
+
+port, data, exe = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+s = socket.socket(); s.bind(("127.0.0.1", 0)); ref_port = s.getsockname()[1]; s.close()
+ref = subprocess.Popen([exe, "serve-ref", "--listen", "127.0.0.1:%d" % ref_port, "--data", data])
+def stop(*_):
+    ref.kill(); ref.wait(); sys.exit(0)
+signal.signal(signal.SIGTERM, stop)
+signal.signal(signal.SIGINT, stop)
+for _ in range(200):
+    try:
+        c = http.client.HTTPConnection("127.0.0.1", ref_port, timeout=1)
+        c.request("GET", "/readyz")
+        if c.getresponse().status == 200:
+            break
+    except OSError:
+        pass
+    time.sleep(0.05)
+
+def folder(seq):
+    m = json.dumps({"path": "invented/%d" % seq, "kind": "dir", "size": 0, "sha256": ""})
+    return {"seq": seq, "file_id": "%032x" % seq, "domain_id": "d", "version_id": "v%d" % seq,
+            "parents": [], "sids": [], "bytes": 0,
+            "manifest_ct": base64.b64encode(m.encode()).decode(), "manifest_nonce": "00",
+            "device_id": "ff" * 16, "ts": 0, "deleted": False, "heads": ["v%d" % seq],
+            "conflicted": False}
+
+class H(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    def log_message(self, *a):
+        pass
+    def send(self, status, headers, body):
+        self.send_response(status)
+        for k, v in headers:
+            if k.lower() not in ("connection", "transfer-encoding", "content-length", "keep-alive", "date", "server"):
+                self.send_header(k, v)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+    def relay(self):
+        n = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(n) if n else None
+        u = urlsplit(self.path)
+        q = parse_qs(u.query)
+        if self.command == "GET" and u.path == "/v1/changes" and "wait" not in q:
+            since = int(q.get("since", ["0"])[0])
+            page = {"seq": since + 1000, "head_seq": since + 2000,
+                    "changes": [folder(since + i) for i in range(1, 1001)]}
+            return self.send(200, [("Content-Type", "application/json")], json.dumps(page).encode())
+        headers = {k: v for k, v in self.headers.items() if k.lower() not in ("connection", "host")}
+        c = http.client.HTTPConnection("127.0.0.1", ref_port, timeout=120)
+        c.request(self.command, self.path, body=body, headers=headers)
+        a = c.getresponse()
+        self.send(a.status, a.getheaders(), a.read())
+        c.close()
+    do_GET = do_POST = do_PUT = do_DELETE = relay
+
+srv = ThreadingHTTPServer(("127.0.0.1", port), H)
+srv.daemon_threads = True
+try:
+    srv.serve_forever()
+finally:
+    stop()
+"#;

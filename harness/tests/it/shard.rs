@@ -5,7 +5,7 @@
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-use crate::common::{json_of, vb};
+use crate::common::{hlog_merge, json_of};
 
 fn server() -> (refserver::TestServer, tempfile::TempDir) {
     let data = tempfile::tempdir().unwrap();
@@ -76,16 +76,12 @@ fn two_shards_are_disjoint_and_their_logs_merge() {
     assert_eq!(ids.len(), 4);
 
     let merged = home.path().join("m.hlog");
-    let doc = json_of(
-        vb(home.path())
-            .args(["hlog", "merge"])
-            .args(&logs)
-            .arg("--out")
-            .arg(&merged)
-            .args(["--json", "--max-start-skew", "5s"])
-            .output()
-            .unwrap(),
-    );
+    let doc = json_of(hlog_merge(
+        home.path(),
+        &logs,
+        &merged,
+        &["--json", "--max-start-skew", "5s"],
+    ));
     assert_eq!(doc["correction"], "none");
     assert_eq!(
         doc["tags"]["put-chunk"]["count"].as_u64().unwrap(),
@@ -117,25 +113,13 @@ fn misaligned_logs_are_refused() {
         format!("{head}#[Correction: intended-send-time]\nTag=x,0.000,1.000,0.1,{enc}\n"),
     )
     .unwrap();
-    let out = vb(home.path())
-        .args(["hlog", "merge"])
-        .args([&a, &b])
-        .arg("--out")
-        .arg(home.path().join("m.hlog"))
-        .output()
-        .unwrap();
+    let out = hlog_merge(home.path(), &[&a, &b], &home.path().join("m.hlog"), &[]);
     assert_eq!(out.status.code(), Some(3));
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(err.trim().lines().count(), 1, "{err}");
     assert!(err.contains("a.hlog") && err.contains("b.hlog"), "{err}");
     assert!(!home.path().join("m.hlog").exists());
     std::fs::write(&b, "not a log\n").unwrap();
-    let out = vb(home.path())
-        .args(["hlog", "merge"])
-        .args([&a, &b])
-        .arg("--out")
-        .arg(home.path().join("m.hlog"))
-        .output()
-        .unwrap();
+    let out = hlog_merge(home.path(), &[&a, &b], &home.path().join("m.hlog"), &[]);
     assert_eq!(out.status.code(), Some(2));
 }

@@ -12,6 +12,7 @@ use serde::de::DeserializeOwned;
 
 use super::error::CouchError;
 use super::wire;
+use crate::feed::FeedBounds;
 use crate::stats::Recorder;
 use crate::target::Target;
 use crate::webdav::client::DavRequest;
@@ -39,6 +40,8 @@ pub struct CouchClient {
     /// Requests under `/{db}`.
     db: DavClient,
     name: String,
+    /// How far one replication pass's read of `_changes` may go.
+    feed: FeedBounds,
 }
 
 /// A database name CouchDB accepts: a lower-case letter, then lower-case letters, digits and
@@ -69,9 +72,21 @@ impl CouchClient {
         let root = format!("/{db}/");
         Ok(CouchClient {
             server: DavClient::new(target.clone(), auth),
+            feed: FeedBounds::COUCHDB_DEFAULT,
             db: DavClient::with_root(target, auth, &root),
             name: db.to_owned(),
         })
+    }
+
+    /// This client with other feed walk bounds ([`FeedBounds::COUCHDB_DEFAULT`] unless set).
+    pub fn with_feed_bounds(mut self, bounds: FeedBounds) -> CouchClient {
+        self.feed = bounds;
+        self
+    }
+
+    /// The bounds of one walk of the database's `_changes` feed.
+    pub fn feed_bounds(&self) -> FeedBounds {
+        self.feed
     }
 
     /// A client of `http://HOST:PORT/DB` (loopback unless `allow_remote`).

@@ -34,6 +34,7 @@ use super::client::CouchClient;
 use super::error::CouchError;
 use super::wire::{self, AllDocs, BulkDocsEntry, BulkGet, Doc, Revisions, RevsDiff};
 use crate::TransferReport;
+use crate::feed::{FeedBounds, FeedWalk};
 use crate::stats::Recorder;
 
 /// Documents per replication batch: LiveSync's `batch_size` default (25).
@@ -598,17 +599,35 @@ pub fn advance(
     Ok(Step::Rows)
 }
 
+/// Counts a page of rows against the walk's bounds (a rows page always asks for another: the
+/// replicator reads until a page is empty).
+fn count_rows(walk: &mut FeedWalk, page: &wire::ChangesPage) -> Result<(), CouchError> {
+    walk.page(page.results.len(), true)
+        .map_err(|overrun| CouchError::protocol("GET _changes", overrun.to_string()))
+}
+
 /// Follows a run of `_changes` pages (the bytes as they arrive) from `since` as the replicator
 /// does, without fetching documents: the position reached and the rows read, or a one-line
 /// error. The fuzz target and the property tests drive it.
 pub fn follow_pages(pages: &[&[u8]], since: Value) -> Result<(Value, u64), String> {
+    follow_pages_within(pages, since, FeedBounds::COUCHDB_DEFAULT)
+}
+
+/// [`follow_pages`] with other walk bounds.
+pub fn follow_pages_within(
+    pages: &[&[u8]],
+    since: Value,
+    bounds: FeedBounds,
+) -> Result<(Value, u64), String> {
     let (mut since, mut stalled, mut rows) = (since, 0u32, 0u64);
+    let mut walk = FeedWalk::new(bounds);
     for body in pages {
         let page = wire::parse_changes(body).map_err(|e| e.to_string())?;
         match advance(&since, &mut stalled, &page).map_err(|e| e.to_string())? {
             Step::End(last) => return Ok((last.unwrap_or(since), rows)),
             Step::Rows => {}
         }
+        count_rows(&mut walk, &page).map_err(|e| e.to_string())?;
         rows = rows.saturating_add(page.results.len() as u64);
         since = page.last_seq.unwrap_or(Value::Null);
     }
@@ -676,7 +695,8 @@ impl Replica {
 
     /// Reads the feed from where the replica is until a page is empty, fetching the
     /// revisions it lacks. With `longpoll`, the first read waits for a change (heartbeat
-    /// [`HEARTBEAT_MS`]) for at most that long.
+    /// [`HEARTBEAT_MS`]) for at most that long. One call is one walk of the feed, bounded by
+    /// the client's [`FeedBounds`]: a page past them is an error before its rows are fetched.
     pub async fn replicate(
         &mut self,
         client: &CouchClient,
@@ -685,6 +705,7 @@ impl Replica {
     ) -> Result<Pulled, CouchError> {
         let mut out = Pulled::default();
         let mut stalled = 0u32;
+        let mut walk = FeedWalk::new(client.feed_bounds());
         let mut first = true;
         loop {
             let mut href = format!(
@@ -720,6 +741,7 @@ impl Replica {
                 }
                 Step::Rows => {}
             }
+            count_rows(&mut walk, &page)?;
             let last = page.last_seq.clone().unwrap_or(Value::Null);
             out.rows = out.rows.saturating_add(page.results.len() as u64);
             let mut want: Vec<(String, String)> = Vec::new();

@@ -2,7 +2,7 @@
 //! `_changes` page, a `_revs_diff` answer, a `_bulk_get` answer, an `_all_docs` answer, a
 //! `_bulk_docs` answer, the server's welcome, and LiveSync's documents inside them.
 //!
-//! Every answer is counted against the JSON value budget ([`crate::json_budget`]) before it
+//! Every answer is counted against the JSON value budget (`crate::json_budget`) before it
 //! is parsed, and every parse error is one line naming the message. Nothing here panics on a
 //! server's bytes: numbers stay what the server sent (`seq` is a number on PouchDB and a
 //! string on CouchDB 2+, so it is kept as a JSON value and only handed back).

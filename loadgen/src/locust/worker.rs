@@ -5,7 +5,7 @@
 //!
 //! Every wait has a deadline: the `ack` within [`CONNECT_DEADLINE`], a heartbeat answer
 //! within the configured liveness (the master only answers heartbeats, so silence means it
-//! is gone), a stopped run within [`crate::route::STOP_GRACE`] and a little more.
+//! is gone), a stopped run within `crate::route::STOP_GRACE` and a little more.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -360,7 +360,7 @@ impl Connected {
                             stop_run(&mut running).await;
                             users = 0;
                             classes.values_mut().for_each(|v| *v = 0);
-                            self.report(&mut reporter, recorder.as_ref(), &classes, 0, cfg).await?;
+                            self.report(&mut reporter, recorder.as_ref(), &classes, 0, cfg, false).await?;
                             self.send("client_stopped", &None::<()>).await?;
                             self.set_state("ready");
                             self.send("client_ready", &-1i64).await?;
@@ -371,7 +371,7 @@ impl Connected {
                             if let Some(r) = &running {
                                 let _ = r.stop.send(true);
                             }
-                            self.report_last(&mut reporter, recorder.as_ref(), &classes, users, cfg).await?;
+                            self.report(&mut reporter, recorder.as_ref(), &classes, users, cfg, true).await?;
                             self.flush().await;
                             stop_run(&mut running).await;
                             return Ok(Outcome::Quit);
@@ -383,7 +383,7 @@ impl Connected {
                     }
                 }
                 _ = report_tick.tick() => {
-                    self.report(&mut reporter, recorder.as_ref(), &classes, users, cfg).await?;
+                    self.report(&mut reporter, recorder.as_ref(), &classes, users, cfg, false).await?;
                 }
                 _ = live_tick.tick() => {
                     let silent = self.silent();
@@ -397,9 +397,11 @@ impl Connected {
         }
     }
 
-    /// Writes the interval log of everything counted so far, then sends the stats since the
-    /// previous report (log first: a worker killed between the two has the master's count
-    /// in its log or one report more, never less).
+    /// Writes the interval log of everything counted so far and sends the stats since the
+    /// previous report. Usually the log goes first: a worker killed between the two has the
+    /// master's count in its log or one report more, never less. The last report (`last`, on
+    /// `quit`) is sent first and the log of the same snapshot written after, because the
+    /// master waits only half a second for it.
     async fn report(
         &self,
         reporter: &mut Reporter,
@@ -407,27 +409,17 @@ impl Connected {
         classes: &BTreeMap<String, u64>,
         users: u64,
         cfg: &WorkerConfig,
+        last: bool,
     ) -> Result<(), WorkerError> {
         let m = snapshot(rec);
-        write_log(&m, rec, cfg)?;
-        let data = reporter.report(&m, SystemTime::now(), classes, users);
-        self.send("stats", &data).await
-    }
-
-    /// The last report, on `quit`: the master waits only half a second for it, so it is sent
-    /// first and the log (of the same snapshot) written after.
-    async fn report_last(
-        &self,
-        reporter: &mut Reporter,
-        rec: Option<&Recorder>,
-        classes: &BTreeMap<String, u64>,
-        users: u64,
-        cfg: &WorkerConfig,
-    ) -> Result<(), WorkerError> {
-        let m = snapshot(rec);
+        if !last {
+            write_log(&m, rec, cfg)?;
+        }
         let data = reporter.report(&m, SystemTime::now(), classes, users);
         let sent = self.send("stats", &data).await;
-        write_log(&m, rec, cfg)?;
+        if last {
+            write_log(&m, rec, cfg)?;
+        }
         sent
     }
 }

@@ -9,6 +9,7 @@ use protocol::wire::ChangesResponse;
 
 use crate::client::{Device, Outgoing};
 use crate::error::LoadError;
+use crate::feed::{FeedBounds, FeedWalk};
 use crate::stats::Recorder;
 
 /// Holds `GET /v1/changes?since=..&wait=..` until a change lands or `wait_s` (≤ 55) passes.
@@ -36,24 +37,29 @@ pub(crate) const MAX_STALLED_PAGES: u32 = 3;
 
 /// A reader's place in the feed: the `since` of the next page. Follows each page's `seq`
 /// (protocol: "a client pages by asking again with `since = seq` until `seq ≥ head_seq`"),
-/// never backwards, and refuses a feed that keeps listing changes without moving.
+/// never backwards, refuses a feed that keeps listing changes without moving, and counts the
+/// walk against its [`FeedBounds`], so a feed that keeps inventing entries under a rising
+/// `seq` ends at the bound.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct FeedCursor {
     pub seq: u64,
     stalled: u32,
+    walk: FeedWalk,
 }
 
 impl FeedCursor {
-    pub fn new(since: u64) -> FeedCursor {
+    pub fn new(since: u64, bounds: FeedBounds) -> FeedCursor {
         FeedCursor {
             seq: since,
             stalled: 0,
+            walk: FeedWalk::new(bounds),
         }
     }
 
-    /// Takes in one page: `Ok(true)` when there is more to read, `Ok(false)` at the end of the
-    /// feed (an empty page, or `seq` reaching `head_seq`), and an error when the page lists
-    /// changes without moving past the cursor for the [`MAX_STALLED_PAGES`]th time in a row.
+    /// Takes in one page, before anything acts on it: `Ok(true)` when there is more to read,
+    /// `Ok(false)` at the end of the feed (an empty page, or `seq` reaching `head_seq`), and
+    /// an error when the page lists changes without moving past the cursor for the
+    /// [`MAX_STALLED_PAGES`]th time in a row, or takes the walk past one of its bounds.
     pub fn advance(&mut self, page: &ChangesResponse) -> Result<bool, LoadError> {
         if page.changes.is_empty() {
             return Ok(false);
@@ -71,9 +77,19 @@ impl FeedCursor {
                 });
             }
         }
-        Ok(self.seq < page.head_seq)
+        let more = self.seq < page.head_seq;
+        self.walk
+            .page(page.changes.len(), more)
+            .map_err(|overrun| LoadError::FeedOverrun {
+                route: FEED_ROUTE.to_owned(),
+                overrun,
+            })?;
+        Ok(more)
     }
 }
+
+/// The feed's request as a bound's error names it.
+const FEED_ROUTE: &str = "GET /v1/changes";
 
 pub(super) async fn changes_page(
     dev: &Device,
@@ -134,7 +150,7 @@ mod tests {
 
     #[test]
     fn the_cursor_follows_seq_and_refuses_a_stalled_feed() {
-        let mut c = FeedCursor::new(0);
+        let mut c = FeedCursor::new(0, FeedBounds::DEFAULT);
         assert!(c.advance(&page(5, 10, 2)).unwrap());
         assert_eq!(c.seq, 5);
         // Once stale, then moving on: fine.
@@ -145,7 +161,7 @@ mod tests {
             "an empty page ends it"
         );
         // Never backwards, and the third page in a row that does not move is an error.
-        let mut c = FeedCursor::new(7);
+        let mut c = FeedCursor::new(7, FeedBounds::DEFAULT);
         assert!(c.advance(&page(3, u64::MAX, 1)).unwrap());
         assert_eq!(c.seq, 7);
         assert!(c.advance(&page(7, u64::MAX, 1)).unwrap());
@@ -154,6 +170,39 @@ mod tests {
             e.to_string(),
             "changes: server's changes feed did not advance seq past 7 in 3 pages (each listed changes)"
         );
+    }
+
+    #[test]
+    fn the_cursor_stops_a_rising_feed_at_its_bounds() {
+        let b = FeedBounds {
+            max_entries: 5,
+            max_pages: 100,
+        };
+        let mut c = FeedCursor::new(0, b);
+        assert!(c.advance(&page(1, u64::MAX, 3)).unwrap());
+        let e = c.advance(&page(2, u64::MAX, 3)).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "GET /v1/changes: server's changes feed listed more than 5 entries in one walk (bound --feed-max-entries)"
+        );
+        let mut c = FeedCursor::new(
+            0,
+            FeedBounds {
+                max_entries: 100,
+                max_pages: 2,
+            },
+        );
+        assert!(c.advance(&page(1, u64::MAX, 1)).unwrap());
+        let e = c.advance(&page(2, u64::MAX, 1)).unwrap_err();
+        assert!(
+            e.to_string()
+                .ends_with("went on past 2 pages in one walk (bound --feed-max-pages)"),
+            "{e}"
+        );
+        // A feed that ends on the last page allowed is whole.
+        let mut c = FeedCursor::new(0, FeedBounds { max_pages: 2, ..b });
+        assert!(c.advance(&page(1, 2, 1)).unwrap());
+        assert!(!c.advance(&page(2, 2, 1)).unwrap());
     }
 
     #[test]

@@ -360,21 +360,22 @@ pub async fn fetch_and_write(dev: &Device, dir: &Path, change: &Change) -> Resul
 }
 
 /// Pulls every change after `since` into `dir` (created if missing): feed pages of up to
-/// 1000, four files in flight, each written atomically and SHA-verified.
+/// 1000, four files in flight, each written atomically and SHA-verified. The walk of the
+/// feed stops at the target's [`FeedBounds`](crate::FeedBounds), before anything is written
+/// from the page that passes one.
 pub async fn pull_vault(dev: &Device, dir: &Path, since: u64) -> Result<TransferReport, LoadError> {
     std::fs::create_dir_all(dir).map_err(|e| LoadError::io(dir, e))?;
     check_dir(dir)?;
     let rec = Recorder::new(false);
     let t0 = Instant::now();
-    let mut cursor = FeedCursor::new(since);
+    let mut cursor = FeedCursor::new(since, dev.target().feed_bounds());
     let mut agg = Applied::default();
     let (mut files, mut dirs, mut deleted, mut own) = (0u64, 0u64, 0u64, 0u64);
     let dir = Arc::new(dir.to_owned());
     loop {
         let page = changes_page(dev, &rec, cursor.seq).await?;
-        if page.changes.is_empty() {
-            break;
-        }
+        // The page is judged (stalled, past a bound) before anything is written from it.
+        let more = cursor.advance(&page)?;
         // Within one page keep only the last change of each file: later versions supersede.
         let mut last: BTreeMap<&str, &Change> = BTreeMap::new();
         for c in &page.changes {
@@ -417,7 +418,7 @@ pub async fn pull_vault(dev: &Device, dir: &Path, since: u64) -> Result<Transfer
             agg.bytes = agg.bytes.saturating_add(a.bytes);
             agg.chunks = agg.chunks.saturating_add(a.chunks);
         }
-        if !cursor.advance(&page)? {
+        if !more {
             break;
         }
     }
@@ -443,13 +444,11 @@ pub async fn list_changes(
     max_files: usize,
 ) -> Result<(Vec<Change>, u64), LoadError> {
     let rec = Recorder::new(false);
-    let mut cursor = FeedCursor::new(since);
+    let mut cursor = FeedCursor::new(since, dev.target().feed_bounds());
     let mut last: BTreeMap<String, Change> = BTreeMap::new();
     loop {
         let page = changes_page(dev, &rec, cursor.seq).await?;
-        if page.changes.is_empty() {
-            break;
-        }
+        let more = cursor.advance(&page)?;
         for c in &page.changes {
             last.insert(c.file_id.clone(), c.clone());
         }
@@ -461,7 +460,7 @@ pub async fn list_changes(
                 ),
             });
         }
-        if !cursor.advance(&page)? {
+        if !more {
             break;
         }
     }
@@ -479,9 +478,10 @@ pub async fn resync(dev: &Device, dir: &Path, since: u64) -> Result<TransferRepo
     let rec = Recorder::new(false);
     let t0 = Instant::now();
     let (mut mismatched, mut own, mut files) = (0u64, 0u64, 0u64);
-    let mut cursor = FeedCursor::new(since);
+    let mut cursor = FeedCursor::new(since, dev.target().feed_bounds());
     loop {
         let page = changes_page(dev, &rec, cursor.seq).await?;
+        let more = cursor.advance(&page)?;
         for c in &page.changes {
             let st = lock_files(dev).get_by_id(&c.file_id);
             match st {
@@ -493,9 +493,8 @@ pub async fn resync(dev: &Device, dir: &Path, since: u64) -> Result<TransferRepo
         }
         if page.changes.is_empty() {
             cursor.seq = cursor.seq.max(page.seq);
-            break;
         }
-        if !cursor.advance(&page)? {
+        if !more {
             break;
         }
     }

@@ -3,7 +3,7 @@
 //! cannot reach, for the guard to kill if the sample dies (`sample::guard` says why and where
 //! this stops).
 //!
-//! Every child this process starts is registered here as its own ([`spawn_own`]), with the
+//! Every child this process starts is registered here as its own (`spawn_own`), with the
 //! tracker held off while it is spawned: a child the sample did not register is one it
 //! inherited, and only those are reaped here. A registered child is reaped by its owner
 //! (`Server`, `GroupGuard`, the vgdb runner), never here, so its exit status and rusage stay

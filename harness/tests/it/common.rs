@@ -42,6 +42,43 @@ pub fn record_loose(home: &Path, args: &[&str]) -> Command {
     c
 }
 
+/// Runs `record` (loose gate, one sample, one retry, a 10-minute sample timeout) with `args`
+/// against a target that misbehaves without end, and asserts that it stops at the phase's
+/// bound: exit 3 within 60 s, stderr containing each of `named`, and no `recording` written
+/// in `home/out`. Returns the stderr.
+pub fn record_stops_at_its_bound(
+    home: &Path,
+    args: &[String],
+    recording: &str,
+    named: &[&str],
+) -> String {
+    let out = home.join("out");
+    let started = std::time::Instant::now();
+    let res = record_loose(home, &["--samples", "1"])
+        .args(args)
+        .args(["--sample-timeout", "10m", "--retries", "1"])
+        .arg("--out")
+        .arg(&out)
+        .arg("--work-dir")
+        .arg(home.join("work"))
+        .timeout(std::time::Duration::from_secs(120))
+        .assert()
+        .get_output()
+        .clone();
+    let err = String::from_utf8_lossy(&res.stderr).into_owned();
+    assert_eq!(res.status.code(), Some(3), "{err}");
+    for n in named {
+        assert!(
+            err.contains(n),
+            "the bound and its flag are named ({n}): {err}"
+        );
+    }
+    let took = started.elapsed();
+    assert!(took < std::time::Duration::from_secs(60), "{took:?}");
+    assert!(!out.join(recording).exists(), "nothing written");
+    err
+}
+
 /// Writes the loose gate and the push-only scenario into `home`: (gate, scenario).
 pub fn loose_files(home: &Path) -> (std::path::PathBuf, std::path::PathBuf) {
     let (gate, scen) = (home.join("gate.toml"), home.join("s.toml"));

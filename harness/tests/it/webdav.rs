@@ -408,33 +408,20 @@ fn a_walk_that_never_ends_stops_at_its_bound_not_the_sample_timeout() {
     let home = tempfile::tempdir().unwrap();
     let script = home.path().join("deep_dav.py");
     std::fs::write(&script, DEEP_DAV).unwrap();
-    let out = home.path().join("out");
-    let started = std::time::Instant::now();
-    let res = record_loose(home.path(), &["small-webdav", "--samples", "1"])
-        .arg("--target")
-        .arg(format!("python3 {} {{port}} {{data}}", script.display()))
-        .args(["--protocol", "webdav", "--webdav-max-depth", "4"])
-        .args(["--sample-timeout", "10m", "--retries", "1"])
-        .arg("--out")
-        .arg(&out)
-        .arg("--work-dir")
-        .arg(home.path().join("work"))
-        .timeout(std::time::Duration::from_secs(120))
-        .assert()
-        .get_output()
-        .clone();
-    let err = String::from_utf8_lossy(&res.stderr);
-    assert_eq!(res.status.code(), Some(3), "{err}");
-    assert!(
-        err.contains("--webdav-max-depth") && err.contains('4'),
-        "the bound and its flag are named: {err}"
+    crate::common::record_stops_at_its_bound(
+        home.path(),
+        &[
+            "small-webdav".into(),
+            "--target".into(),
+            format!("python3 {} {{port}} {{data}}", script.display()),
+            "--protocol".into(),
+            "webdav".into(),
+            "--webdav-max-depth".into(),
+            "4".into(),
+        ],
+        "small-webdav.json",
+        &["--webdav-max-depth", "4"],
     );
-    assert!(
-        started.elapsed() < std::time::Duration::from_secs(60),
-        "{:?}",
-        started.elapsed()
-    );
-    assert!(!out.join("small-webdav.json").exists(), "nothing written");
 }
 
 /// The fake for the test above: accepts every write, and answers a PROPFIND of any folder

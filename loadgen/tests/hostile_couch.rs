@@ -3,7 +3,11 @@
 //! bounds, well within 60 s, with a one-line error naming the server's behaviour and the
 //! flag, and nothing is written into the vault or beside it.
 
-use std::io::{Read, Write};
+mod common {
+    pub mod request;
+}
+
+use std::io::Write;
 use std::net::{TcpListener, TcpStream};
 use std::path::Path;
 use std::sync::Arc;
@@ -78,39 +82,8 @@ fn serve(mut s: TcpStream, rows: u64, changes: &AtomicU64) {
 
 /// Reads one request (head and `content-length` body) and answers it; returns the bytes read
 /// past it, or `None` when the connection is done.
-fn serve_one(
-    s: &mut TcpStream,
-    mut buf: Vec<u8>,
-    rows: u64,
-    changes: &AtomicU64,
-) -> Option<Vec<u8>> {
-    let head_end = loop {
-        if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-            break i + 4;
-        }
-        let mut b = [0u8; 4096];
-        match s.read(&mut b) {
-            Ok(0) | Err(_) => return None,
-            Ok(n) => buf.extend_from_slice(&b[..n]),
-        }
-    };
-    let head = String::from_utf8_lossy(&buf[..head_end]).into_owned();
-    let len: usize = head
-        .lines()
-        .find_map(|l| {
-            let (k, v) = l.split_once(':')?;
-            k.eq_ignore_ascii_case("content-length")
-                .then(|| v.trim().parse().ok())?
-        })
-        .unwrap_or(0);
-    while buf.len() < head_end + len {
-        let mut b = [0u8; 4096];
-        match s.read(&mut b) {
-            Ok(0) | Err(_) => return None,
-            Ok(n) => buf.extend_from_slice(&b[..n]),
-        }
-    }
-    let rest = buf.split_off(head_end + len);
+fn serve_one(s: &mut TcpStream, buf: Vec<u8>, rows: u64, changes: &AtomicU64) -> Option<Vec<u8>> {
+    let (head, rest) = common::request::read_request(s, buf)?;
     let mut words = head.split_whitespace();
     let (method, pq) = (words.next().unwrap_or(""), words.next().unwrap_or(""));
     let (status, body) = if pq.contains("/_changes") {

@@ -6,11 +6,12 @@
 //! nothing half-written in the vault and nothing outside it.
 
 mod common {
+    pub mod request;
     pub mod rss;
 }
 
 use std::collections::BTreeMap;
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::{TcpListener, TcpStream};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -91,33 +92,9 @@ fn serve(
     stop: &AtomicBool,
 ) {
     s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    let mut buf = Vec::new();
-    let head_end = loop {
-        if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-            break i + 4;
-        }
-        let mut b = [0u8; 4096];
-        match s.read(&mut b) {
-            Ok(0) | Err(_) => return,
-            Ok(n) => buf.extend_from_slice(&b[..n]),
-        }
+    let Some((head, _)) = common::request::read_request(&mut s, Vec::new()) else {
+        return;
     };
-    let head = String::from_utf8_lossy(&buf[..head_end]).into_owned();
-    let len: usize = head
-        .lines()
-        .find_map(|l| {
-            let (k, v) = l.split_once(':')?;
-            k.eq_ignore_ascii_case("content-length")
-                .then(|| v.trim().parse().ok())?
-        })
-        .unwrap_or(0);
-    while buf.len() < head_end + len {
-        let mut b = [0u8; 4096];
-        match s.read(&mut b) {
-            Ok(0) | Err(_) => return,
-            Ok(n) => buf.extend_from_slice(&b[..n]),
-        }
-    }
     let mut words = head.split_whitespace();
     let (method, pq) = (words.next().unwrap_or(""), words.next().unwrap_or(""));
     let path = pq.split('?').next().unwrap_or("");

@@ -23,4 +23,5 @@ pub mod subreaper;
 pub mod sync_client;
 pub mod target;
 pub mod webdav_client;
+pub mod escapee_wire;
 pub mod guard;

@@ -14,7 +14,7 @@ use std::process::Child;
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use crate::sample::guard::{MAX_ESCAPEES, encode_add, encode_remove};
+use crate::sample::escapee_wire::{MAX_ESCAPEES, encode_add, encode_remove};
 
 /// How often the tracker looks: the window in which a process that left the group, or was
 /// orphaned, can be missed by a `kill -9` of the harness. Each look reads a `children` file
@@ -26,9 +26,12 @@ pub const POLL: Duration = Duration::from_millis(100);
 /// The most processes one look visits, a bound on a fork bomb's cost to the tracker.
 const MAX_VISITS: usize = 65_536;
 
-/// How long a polite teardown waits for the tree's last processes and the orphans they leave
-/// (a task inside an fsync dies only when the flush returns: `target::REAP_TIMEOUT`).
-const TEARDOWN_BOUND: Duration = crate::sample::target::REAP_TIMEOUT;
+/// How long a SIGKILLed target may take to be reaped: a task inside an fsync dies only when
+/// the flush returns. A polite teardown waits as long for the tree's last processes and the
+/// orphans they leave.
+pub const REAP_TIMEOUT: Duration = Duration::from_secs(30);
+
+const TEARDOWN_BOUND: Duration = REAP_TIMEOUT;
 
 /// What a registered child is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

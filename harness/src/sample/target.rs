@@ -847,9 +847,9 @@ pub fn kill_pids(pids: &[u32]) {
     }
 }
 
-/// How long a SIGKILLed target may take to be reaped: a task inside an fsync dies only when
-/// the flush returns.
-pub const REAP_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a SIGKILLed target may take to be reaped (defined with the subreaper, whose
+/// teardown waits as long).
+pub use crate::sample::subreaper::REAP_TIMEOUT;
 
 impl Server {
     /// After [`kill_pids`] on this server's tree: reaps the root (bounded by

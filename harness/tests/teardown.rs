@@ -263,20 +263,14 @@ fn wait_for_target(top: &mut Child, marker: &str, t: Target, home: &Home) {
     }
 }
 
-/// Waits (bounded) for `child` to exit; kills it past the bound, and fails.
+/// Waits (bounded, 30 s) for `child` to exit after its signal; kills it past the bound, and
+/// fails.
 fn wait_bounded(child: &mut Child, what: &str) -> std::process::ExitStatus {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            return s;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("{what} did not exit within 30 s of its signal");
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    wait_bounded_for(
+        child,
+        &format!("{what} (after its signal)"),
+        Duration::from_secs(30),
+    )
 }
 
 /// Polls until no process but `except` mentions `marker`; how long that took from `t0`, or
@@ -957,7 +951,7 @@ fn no_cgroup_escape(escape: Escape) {
     }
 }
 
-/// [`wait_bounded`] with its own bound.
+/// Waits (bounded) for `child` to exit; kills it past the bound, and fails.
 fn wait_bounded_for(child: &mut Child, what: &str, bound: Duration) -> std::process::ExitStatus {
     let deadline = Instant::now() + bound;
     loop {

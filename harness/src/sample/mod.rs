@@ -7,10 +7,12 @@
 
 pub mod child;
 pub mod contention;
-pub mod couch_client;
 pub mod cost;
+pub mod couch_client;
 pub mod crash;
+pub mod escapee_wire;
 pub mod fanout;
+pub mod guard;
 pub mod obsync_client;
 pub mod paired;
 pub mod parent;
@@ -23,5 +25,3 @@ pub mod subreaper;
 pub mod sync_client;
 pub mod target;
 pub mod webdav_client;
-pub mod escapee_wire;
-pub mod guard;

@@ -31,8 +31,6 @@ const MAX_VISITS: usize = 65_536;
 /// orphans they leave.
 pub const REAP_TIMEOUT: Duration = Duration::from_secs(30);
 
-const TEARDOWN_BOUND: Duration = REAP_TIMEOUT;
-
 /// What a registered child is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Own {
@@ -128,7 +126,7 @@ pub(crate) fn detach_guard(pid: u32) {
 /// The tree whose direct child was `root` is stopped: its root reaped, its group killed. When
 /// it was the last of this process's trees, every process it inherited is killed and reaped,
 /// looking again until none is left and the tree's group is empty (its dying members may
-/// orphan more), bounded by [`TEARDOWN_BOUND`]. While another tree runs (the other arm of a
+/// orphan more), bounded by [`REAP_TIMEOUT`]. While another tree runs (the other arm of a
 /// paired sample), the escapees stay listed with its guard until that tree stops too.
 pub(crate) fn tree_gone(root: u32) {
     let mut reg = lock();
@@ -138,7 +136,7 @@ pub(crate) fn tree_gone(root: u32) {
         return;
     }
     drop(reg);
-    let deadline = Instant::now() + TEARDOWN_BOUND;
+    let deadline = Instant::now() + REAP_TIMEOUT;
     loop {
         let mut reg = lock();
         let orphans = scan(&mut reg);
@@ -158,7 +156,7 @@ pub(crate) fn tree_gone(root: u32) {
             eprintln!(
                 "vaultbench: {} processes the target left behind were still alive {} s after its stop",
                 orphans.len(),
-                TEARDOWN_BOUND.as_secs()
+                REAP_TIMEOUT.as_secs()
             );
             return;
         }

@@ -181,8 +181,8 @@ def at(h, q):
 
 tag, merged, inputs = sys.argv[1], sys.argv[2], sys.argv[3:]
 a, m = total(inputs, tag), total([merged], tag)
-ps = [50.0, 90.0, 99.0, 99.9]
 qs = [0.50, 0.90, 0.99, 0.999]
+ps = [q * 100 for q in qs]
 print(json.dumps({
     "inputs": {"count": a.get_total_count(), "p": [a.get_value_at_percentile(p) for p in ps]},
     "merged": {"count": m.get_total_count(), "p": [m.get_value_at_percentile(p) for p in ps]},

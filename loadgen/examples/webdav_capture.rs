@@ -18,7 +18,8 @@ use std::path::{Path, PathBuf};
 use bytes::Bytes;
 use loadgen::Target;
 use loadgen::launch::{TargetDef, preset_names};
-use loadgen::webdav::client::{DavRequest, Depth, method};
+use loadgen::http::{Request as DavRequest, method};
+use loadgen::webdav::client::Depth;
 use loadgen::webdav::{BasicAuth, DavClient, ServerCommand};
 
 /// Names beside the hazards profile's that exercise href escaping: a literal `%`, a

@@ -24,7 +24,7 @@
 ///   46,703 pages; 2^22 = 4,194,304 entries is 3.6 times that and 2^17 = 131,072 pages 2.8
 ///   times (a feed of one-row pages stops after 131,072 requests). `personal-couchdb`, the
 ///   largest CouchDB scenario, lists 20,366 documents in 815 pages. (Counted by cutting the
-///   generated vaults with [`crate::couch::chunk::split`]: the slow test
+///   generated vaults with [`crate::protocols::couch::chunk::split`]: the slow test
 ///   `the_default_bounds_hold_personal_couchdb_and_vault100k` in `tests/hostile_couch.rs`.)
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct FeedBounds {

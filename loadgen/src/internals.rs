@@ -42,7 +42,7 @@ pub fn parse_chunks_get(
     max_parts: usize,
 ) -> Result<Vec<ChunkPart>, String> {
     let body = bytes::Bytes::copy_from_slice(body);
-    crate::sync::parse_multipart(content_type, &body, max_parts).map(|parts| {
+    crate::protocols::obsync::sync::parse_multipart(content_type, &body, max_parts).map(|parts| {
         parts
             .into_iter()
             .map(|p| ChunkPart {
@@ -69,7 +69,7 @@ pub fn follow_feed_within(
     since: u64,
     bounds: crate::FeedBounds,
 ) -> Result<(u64, bool), String> {
-    use crate::sync::{FeedCursor, check_page, decode_manifest, safe_rel_path};
+    use crate::protocols::obsync::sync::{FeedCursor, check_page, decode_manifest, safe_rel_path};
     let mut cursor = FeedCursor::new(since, bounds);
     for body in pages {
         crate::json_budget::check(body, crate::json_budget::MAX_JSON_VALUES)

@@ -14,7 +14,7 @@ use std::net::SocketAddr;
 use std::path::{Component, Path, PathBuf};
 use std::time::Duration;
 
-use crate::webdav::BasicAuth;
+use crate::protocols::webdav::BasicAuth;
 
 /// The built-in presets: name and file text.
 const PRESETS: [(&str, &str); 5] = [
@@ -87,7 +87,7 @@ pub struct TargetDef {
     pub files: BTreeMap<String, String>,
     /// WebDAV walk bounds other than the defaults (`--webdav-max-*`); `None`: the defaults.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub walk: Option<crate::webdav::WalkBounds>,
+    pub walk: Option<crate::protocols::webdav::WalkBounds>,
     /// Changes feed walk bounds other than the protocol's defaults (`--feed-max-*`); `None`:
     /// the defaults.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -37,8 +37,6 @@
 //!   duration, so a hung target ends the run near `--duration`.
 
 mod answer;
-mod client;
-mod enroll;
 mod error;
 #[cfg(test)]
 mod fake;
@@ -46,24 +44,24 @@ mod feed;
 mod h1;
 mod json_budget;
 mod lock;
-mod metrics;
-mod midbody;
-mod route;
 mod shard;
 mod stats;
-mod sync;
 mod target;
+pub mod transfer;
 
-pub mod bench;
-pub mod couch;
-pub mod fanout;
 pub mod faulthop;
 pub mod hlog;
+pub mod http;
 #[doc(hidden)]
 pub mod internals;
 pub mod launch;
-pub mod locust;
-pub mod webdav;
+pub mod protocols;
+pub mod routeload;
+
+pub use protocols::obsync::{bench, fanout, locust};
+pub use protocols::{couch, webdav};
+
+use protocols::obsync::{client, enroll, metrics, midbody, route, sync};
 
 pub use client::{Acknowledged, Clock, Device, system_clock};
 pub use enroll::{StateFile, domain_id_for, enroll, pair, probe};

@@ -17,7 +17,8 @@ use std::time::{Duration, Instant};
 
 use hyper::Method;
 use loadgen::Target;
-use loadgen::webdav::client::{DavRequest, Recorder, method};
+use loadgen::http::{HttpError, Request as DavRequest, method};
+use loadgen::webdav::client::Recorder;
 use loadgen::webdav::{
     DavClient, DavError, DavRoute, DavRouteLoadConfig, Depth, WalkBounds, probe_ready, pull_vault,
     run_dav_route_load, walk,
@@ -175,6 +176,7 @@ fn retries_share_one_deadline_against_a_trickled_head() {
     let t0 = Instant::now();
     let e = rt()
         .block_on(client.call(&Recorder::new(false), &req, &[207]))
+        .map_err(DavError::from)
         .unwrap_err();
     let took = t0.elapsed();
     assert!(took < Duration::from_millis(3_900), "{took:?}");
@@ -391,7 +393,7 @@ fn a_huge_content_length_is_refused_before_reading_and_not_retried() {
             .block_on(async {
                 if m == "GET" {
                     let req = DavRequest::new("get-file", Method::GET, "/x.md");
-                    client.call(&rec, &req, &[200]).await.map(|_| ())
+                    client.call(&rec, &req, &[200]).await.map(|_| ()).map_err(DavError::from)
                 } else {
                     client.propfind(&rec, "", Depth::One).await.map(|_| ())
                 }
@@ -402,7 +404,7 @@ fn a_huge_content_length_is_refused_before_reading_and_not_retried() {
             &e,
             "declares Content-Length 1000000000000000000, over the 256 MiB cap (MAX_ANSWER_BYTES)",
         );
-        assert!(matches!(e, DavError::TooLarge { .. }), "{m}: {msg}");
+        assert!(matches!(e, DavError::Http(HttpError::TooLarge { .. })), "{m}: {msg}");
         assert_eq!(
             fake.requests(),
             1,

@@ -1,0 +1,15 @@
+//! The plain HTTP client every protocol without request signing shares (WebDAV, CouchDB and
+//! later ones): Basic credentials ([`auth`]), one request sent and counted ([`client`]), and
+//! its error ([`HttpError`]). Signed protocols have their own client beside their folder.
+
+pub mod auth;
+pub mod client;
+mod error;
+
+pub use auth::BasicAuth;
+pub use client::{
+    ATTEMPTS, Answer, BodyReader, HttpClient, MAX_ANSWER_BYTES, REQUEST_TIMEOUT, Request,
+    StreamError, method,
+};
+pub use error::HttpError;
+pub(crate) use error::fmt_bytes;

@@ -1,0 +1,59 @@
+//! The CouchDB adapter's error type (a file of its own, so the adapter's modules never import
+//! each other through `couch/mod.rs`).
+
+use std::path::PathBuf;
+
+use super::wire::BadMessage;
+use crate::http::HttpError;
+
+/// Errors of the CouchDB adapter. A failed request during a route load is data (counted per
+/// status), never one of these.
+#[derive(Debug, thiserror::Error)]
+pub enum CouchError {
+    /// A request failed: transport, status, size cap (the plain HTTP client's errors).
+    #[error(transparent)]
+    Http(#[from] HttpError),
+    /// An answer that does not parse as the message it should be.
+    #[error("{route}: {source}")]
+    Message {
+        route: &'static str,
+        #[source]
+        source: BadMessage,
+    },
+    /// An answer that parses but breaks the protocol (a missing chunk, a path outside the
+    /// vault, a feed that does not advance).
+    #[error("{route}: {detail}")]
+    Protocol { route: &'static str, detail: String },
+    #[error("{}: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{what}: {reason}")]
+    Invalid { what: String, reason: String },
+}
+
+impl CouchError {
+    pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        CouchError::Io {
+            path: path.into(),
+            source,
+        }
+    }
+
+    pub(crate) fn protocol(route: &'static str, detail: impl Into<String>) -> Self {
+        CouchError::Protocol {
+            route,
+            detail: detail.into(),
+        }
+    }
+}
+impl From<crate::transfer::TreeError> for CouchError {
+    fn from(e: crate::transfer::TreeError) -> CouchError {
+        CouchError::Invalid {
+            what: e.what,
+            reason: e.reason,
+        }
+    }
+}

@@ -1,0 +1,1135 @@
+//! Whole-vault operations over CouchDB, as Self-hosted LiveSync and the PouchDB replicator
+//! under it do them:
+//!
+//! - **Set-up** ([`setup`]): `GET /` (the server must answer as CouchDB), the database made
+//!   when it is missing, the version document (`obsydian_livesync_version`, version 12) and
+//!   the `_local` milestone and sync-parameter documents written when missing.
+//! - **Push** ([`Writer`]): a file becomes its chunks (`h:` leaf documents, a chunk this
+//!   device has written once never again) and then its metadata document, in that order, as
+//!   LiveSync writes them into its local database; the replicator then sends them in batches
+//!   of 25 (`batch_size`): `POST _revs_diff`, then `POST _bulk_docs` with `new_edits: false`
+//!   of what the server lacks, and at the end a checkpoint in `_local/<replication id>`.
+//! - **Pull** ([`Replica`]): `GET _changes?style=all_docs&since=…&limit=25` page by page,
+//!   `POST _bulk_get?revs=true` of the revisions the replica lacks, then each file assembled
+//!   from its chunks; a chunk not replicated yet is fetched on demand with `POST _all_docs`
+//!   by keys with `include_docs` (LiveSync's `readChunksOnline`). Live replication waits with
+//!   `feed=longpoll` and a heartbeat.
+//! - **Rename**: a new metadata document at the new path with the same children (no chunk is
+//!   sent again) and the old one marked `deleted: true`, as LiveSync keeps deleted files'
+//!   metadata (`deleteMetadataOfDeletedFiles: false`).
+//!
+//! Revisions are `N-<32 hex>` (the hex from SHA-256 of the previous revision and the body, in
+//! place of PouchDB's MD5), sent with `_revisions` so a later write extends its history.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant, SystemTime};
+
+use hyper::Method;
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+
+use super::chunk::{self, Kind};
+use super::client::CouchClient;
+use super::error::CouchError;
+use super::wire::{self, AllDocs, BulkDocsEntry, BulkGet, Doc, Revisions, RevsDiff};
+use crate::TransferReport;
+use crate::feed::{FeedBounds, FeedWalk};
+use crate::stats::Recorder;
+
+/// Documents per replication batch: LiveSync's `batch_size` default (25).
+pub const BATCH: usize = 25;
+/// LiveSync's version document and the database version it writes there.
+pub const DOCID_VERSION: &str = "obsydian_livesync_version";
+pub const DB_VERSION: u64 = 12;
+/// LiveSync's `_local` documents (the misspelling is LiveSync's).
+pub const DOCID_MILESTONE: &str = "_local/obsydian_livesync_milestone";
+pub const DOCID_SYNC_PARAMETERS: &str = "_local/obsidian_livesync_sync_parameters";
+/// The long poll's heartbeat, in ms: the PouchDB replicator's `heartbeat` default.
+pub const HEARTBEAT_MS: u64 = 10_000;
+/// A `_changes` page that lists changes but whose `last_seq` does not move is refused after
+/// this many in a row: the server would otherwise hold the client in the loop for ever.
+pub const STALLED_PAGES: u32 = 3;
+
+/// What a replication batch moved.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Written {
+    /// Documents the server took (`_bulk_docs`).
+    pub docs: u64,
+    /// Of those, chunks.
+    pub chunks: u64,
+    /// Chunk references that sent nothing: the chunk was already written by this device or
+    /// already on the server (`_revs_diff` said so).
+    pub chunks_deduplicated: u64,
+    /// Revisions written that replace an earlier one (edits, renames, deletions).
+    pub revisions: u64,
+}
+
+impl Written {
+    fn add(&mut self, o: Written) {
+        self.docs += o.docs;
+        self.chunks += o.chunks;
+        self.chunks_deduplicated += o.chunks_deduplicated;
+        self.revisions += o.revisions;
+    }
+}
+
+/// The next revision after `prev` for `doc`'s body: `(rev, _revisions)`.
+fn next_rev(prev: Option<&str>, doc: &Doc) -> (String, Revisions) {
+    let mut body = doc.clone();
+    body.rev = None;
+    body.revisions = None;
+    let (generation, prev_hash) = match prev.and_then(|p| p.split_once('-')) {
+        Some((g, h)) => (g.parse::<u64>().unwrap_or(0).saturating_add(1), Some(h)),
+        None => (1, None),
+    };
+    let mut h = Sha256::new();
+    h.update(prev.unwrap_or("").as_bytes());
+    h.update(serde_json::to_vec(&body).expect("a document serialises"));
+    let hash = hex::encode(&h.finalize()[..16]);
+    let mut ids = vec![hash.clone()];
+    ids.extend(prev_hash.map(str::to_owned));
+    (
+        format!("{generation}-{hash}"),
+        Revisions {
+            start: generation,
+            ids,
+        },
+    )
+}
+
+/// A replication id for `node` against database `db` (`_local/<32 hex>`, as PouchDB's).
+fn replication_id(node: &str, db: &str) -> String {
+    let d = Sha256::digest(format!("vaultbench/replication\n{node}\n{db}").as_bytes());
+    format!("_local/{}", hex::encode(&d[..16]))
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// LiveSync's set-up as device `node`: the server checked, the database and LiveSync's
+/// version, milestone and sync-parameter documents made when missing (`create`: A may make
+/// the database; B only checks it is there).
+pub async fn setup(
+    client: &CouchClient,
+    rec: &Recorder,
+    node: &str,
+    create: bool,
+) -> Result<(), CouchError> {
+    client.welcome(rec).await?;
+    if !client.exists(rec).await? {
+        if !create {
+            return Err(CouchError::protocol(
+                "db-info",
+                format!("database {:?} does not exist", client.db_name()),
+            ));
+        }
+        client.create(rec).await?;
+    }
+    match client.get_doc(rec, "get-doc", DOCID_VERSION).await? {
+        Some(v) => {
+            let version = v.get("version").and_then(Value::as_u64).unwrap_or(0);
+            if version > DB_VERSION {
+                return Err(CouchError::protocol(
+                    "get-doc",
+                    format!("the database's LiveSync version {version} is newer than {DB_VERSION}"),
+                ));
+            }
+        }
+        None => {
+            let doc = json!({"_id": DOCID_VERSION, "type": "versioninfo", "version": DB_VERSION});
+            client.put_doc(rec, "put-doc", DOCID_VERSION, &doc).await?;
+        }
+    }
+    let milestone = client.get_doc(rec, "get-local", DOCID_MILESTONE).await?;
+    let accepted = milestone
+        .as_ref()
+        .and_then(|m| m.get("accepted_nodes"))
+        .and_then(Value::as_array)
+        .is_some_and(|a| a.iter().any(|n| n.as_str() == Some(node)));
+    if !accepted {
+        let mut doc = milestone.unwrap_or_else(|| {
+            json!({
+                "_id": DOCID_MILESTONE,
+                "type": "milestoneinfo",
+                "created": now_ms(),
+                "locked": false,
+                "cleaned": false,
+                "accepted_nodes": [],
+                "node_chunk_info": {},
+                "tweak_values": {},
+            })
+        });
+        if let Some(obj) = doc.as_object_mut() {
+            let nodes = obj
+                .entry("accepted_nodes")
+                .or_insert_with(|| Value::Array(Vec::new()));
+            if let Some(a) = nodes.as_array_mut() {
+                a.push(Value::String(node.to_owned()));
+            }
+            let info = obj
+                .entry("node_chunk_info")
+                .or_insert_with(|| Value::Object(Default::default()));
+            if let Some(m) = info.as_object_mut() {
+                m.insert(
+                    node.to_owned(),
+                    json!({"min": 0, "max": 2400, "current": 2}),
+                );
+            }
+        }
+        client
+            .put_doc(rec, "put-local", DOCID_MILESTONE, &doc)
+            .await?;
+    }
+    if client
+        .get_doc(rec, "get-local", DOCID_SYNC_PARAMETERS)
+        .await?
+        .is_none()
+    {
+        let doc = json!({
+            "_id": DOCID_SYNC_PARAMETERS,
+            "type": "sync-parameters",
+            "protocolVersion": 2,
+            "pbkdf2salt": "",
+        });
+        client
+            .put_doc(rec, "put-local", DOCID_SYNC_PARAMETERS, &doc)
+            .await?;
+    }
+    Ok(())
+}
+
+/// A replication checkpoint (`_local/<replication id>`), read at the start and written at
+/// the end of a replication, as PouchDB's replicator does.
+#[derive(Debug, Clone)]
+struct Checkpoint {
+    id: String,
+    rev: Option<String>,
+    session: String,
+}
+
+impl Checkpoint {
+    fn new(node: &str, db: &str) -> Checkpoint {
+        Checkpoint {
+            id: replication_id(node, db),
+            rev: None,
+            session: format!("{node}-session"),
+        }
+    }
+
+    async fn read(&mut self, client: &CouchClient, rec: &Recorder) -> Result<(), CouchError> {
+        if let Some(doc) = client.get_doc(rec, "get-local", &self.id).await? {
+            self.rev = doc.get("_rev").and_then(Value::as_str).map(str::to_owned);
+        }
+        Ok(())
+    }
+
+    async fn write(
+        &mut self,
+        client: &CouchClient,
+        rec: &Recorder,
+        last_seq: &Value,
+    ) -> Result<(), CouchError> {
+        let mut doc = json!({
+            "_id": self.id,
+            "session_id": self.session,
+            "last_seq": last_seq,
+            "history": [{"last_seq": last_seq, "session_id": self.session}],
+            "replicator": "pouchdb",
+            "version": 1,
+        });
+        if let (Some(rev), Some(obj)) = (&self.rev, doc.as_object_mut()) {
+            obj.insert("_rev".into(), Value::String(rev.clone()));
+        }
+        self.rev = Some(client.put_doc(rec, "put-local", &self.id, &doc).await?);
+        Ok(())
+    }
+}
+
+/// Device A: what it has written into its local database and replicated.
+#[derive(Debug, Clone)]
+pub struct Writer {
+    node: String,
+    /// Latest revision per document id.
+    revs: BTreeMap<String, String>,
+    /// Latest metadata document per vault path (live files only).
+    files: BTreeMap<String, Doc>,
+    /// Chunks in the local database.
+    chunks: BTreeSet<String>,
+    /// Documents written locally: the local database's sequence.
+    local_seq: u64,
+    checkpoint: Option<Checkpoint>,
+}
+
+impl Writer {
+    pub fn new(node: &str) -> Writer {
+        Writer {
+            node: node.to_owned(),
+            revs: BTreeMap::new(),
+            files: BTreeMap::new(),
+            chunks: BTreeSet::new(),
+            local_seq: 0,
+            checkpoint: None,
+        }
+    }
+
+    /// `doc` with its next revision, recorded as this device's latest.
+    fn stage(&mut self, mut doc: Doc) -> Doc {
+        let (rev, revisions) = next_rev(self.revs.get(&doc.id).map(String::as_str), &doc);
+        self.revs.insert(doc.id.clone(), rev.clone());
+        doc.rev = Some(rev);
+        doc.revisions = Some(revisions);
+        self.local_seq += 1;
+        doc
+    }
+
+    /// The documents of one file, chunks first; `dedup` counts chunk references already in
+    /// the local database.
+    fn file_docs(
+        &mut self,
+        rel: &str,
+        bytes: &[u8],
+        (ctime, mtime): (u64, u64),
+        dedup: &mut u64,
+    ) -> Vec<Doc> {
+        let kind = Kind::of(rel, bytes);
+        let pieces = chunk::split(kind, bytes);
+        let mut out = Vec::new();
+        let children: Vec<String> = pieces.iter().map(|p| p.id.clone()).collect();
+        for p in pieces {
+            if !self.chunks.insert(p.id.clone()) {
+                *dedup += 1;
+                continue;
+            }
+            let doc = Doc {
+                kind: Some("leaf".into()),
+                data: Some(p.data),
+                ..bare(&p.id)
+            };
+            out.push(self.stage(doc));
+        }
+        let meta = Doc {
+            kind: Some(kind.doc_type().into()),
+            path: Some(rel.to_owned()),
+            children: Some(children),
+            ctime: Some(ctime),
+            mtime: Some(mtime),
+            size: Some(bytes.len() as u64),
+            eden: Some(BTreeMap::new()),
+            ..bare(&chunk::doc_id(rel))
+        };
+        let meta = self.stage(meta);
+        self.files.insert(rel.to_owned(), meta.clone());
+        out.push(meta);
+        out
+    }
+
+    /// The replicator's pass over `docs`: per batch, `_revs_diff`, then `_bulk_docs` with
+    /// `new_edits: false` of what the server lacks.
+    async fn replicate(
+        &self,
+        client: &CouchClient,
+        rec: &Recorder,
+        docs: &[Doc],
+    ) -> Result<Written, CouchError> {
+        let mut w = Written::default();
+        for batch in docs.chunks(BATCH) {
+            let mut ask: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+            for d in batch {
+                ask.entry(d.id.as_str())
+                    .or_default()
+                    .extend(d.rev.as_deref());
+            }
+            let body = serde_json::to_vec(&ask).expect("a map of strings serialises");
+            let req = CouchClient::request("revs-diff", Method::POST, "/_revs_diff", Some(body));
+            let diff: RevsDiff = client
+                .json(rec, &req, &[200, 201], "_revs_diff answer")
+                .await?;
+            let missing: Vec<&Doc> = batch
+                .iter()
+                .filter(|d| {
+                    diff.get(&d.id)
+                        .is_some_and(|m| d.rev.as_ref().is_some_and(|r| m.missing.contains(r)))
+                })
+                .collect();
+            for d in batch {
+                if d.is_chunk() && !missing.iter().any(|m| m.id == d.id) {
+                    w.chunks_deduplicated += 1;
+                }
+            }
+            if missing.is_empty() {
+                continue;
+            }
+            let body = serde_json::to_vec(&json!({"docs": missing, "new_edits": false}))
+                .expect("documents serialise");
+            let req = CouchClient::request("bulk-docs", Method::POST, "/_bulk_docs", Some(body));
+            let answer: Vec<BulkDocsEntry> = client
+                .json(rec, &req, &[200, 201, 202], "_bulk_docs answer")
+                .await?;
+            if let Some(e) = answer.iter().find(|e| e.error.is_some()) {
+                return Err(CouchError::protocol(
+                    "bulk-docs",
+                    format!(
+                        "the server refused {}: {} ({})",
+                        e.id.as_deref().unwrap_or("a document"),
+                        e.error.as_deref().unwrap_or(""),
+                        e.reason.as_deref().unwrap_or("")
+                    ),
+                ));
+            }
+            for d in &missing {
+                w.docs += 1;
+                if d.is_chunk() {
+                    w.chunks += 1;
+                }
+                if d.revisions.as_ref().is_some_and(|r| r.start > 1) {
+                    w.revisions += 1;
+                }
+            }
+        }
+        Ok(w)
+    }
+
+    /// Replicates `docs` and writes the checkpoint.
+    async fn send(
+        &mut self,
+        client: &CouchClient,
+        rec: &Recorder,
+        docs: &[Doc],
+    ) -> Result<Written, CouchError> {
+        let w = self.replicate(client, rec, docs).await?;
+        let mut cp = match self.checkpoint.take() {
+            Some(cp) => cp,
+            None => {
+                let mut cp = Checkpoint::new(&self.node, client.db_name());
+                cp.read(client, rec).await?;
+                cp
+            }
+        };
+        let seq = Value::from(self.local_seq);
+        let r = cp.write(client, rec, &seq).await;
+        self.checkpoint = Some(cp);
+        r?;
+        Ok(w)
+    }
+
+    /// Cold push of every file under `dir`: set-up, then the replication of its documents.
+    pub async fn push_vault(
+        &mut self,
+        client: &CouchClient,
+        dir: &Path,
+    ) -> Result<(TransferReport, Written), CouchError> {
+        let rec = Recorder::new(false);
+        let t0 = Instant::now();
+        setup(client, &rec, &self.node, true).await?;
+        let (_, files) = crate::transfer::local_tree(dir)?;
+        let (mut bytes, mut dedup) = (0u64, 0u64);
+        let mut docs = Vec::new();
+        let mut total = Written::default();
+        let mut cp_read = false;
+        for (rel, abs, _) in &files {
+            let body = std::fs::read(abs).map_err(|e| CouchError::io(abs, e))?;
+            let times = file_times(abs);
+            bytes += body.len() as u64;
+            docs.extend(self.file_docs(rel, &body, times, &mut dedup));
+            if docs.len() >= BATCH * 4 {
+                if !cp_read {
+                    self.read_checkpoint(client, &rec).await?;
+                    cp_read = true;
+                }
+                total.add(self.replicate(client, &rec, &docs).await?);
+                docs.clear();
+            }
+        }
+        if !cp_read {
+            self.read_checkpoint(client, &rec).await?;
+        }
+        total.add(self.send(client, &rec, &docs).await?);
+        total.chunks_deduplicated += dedup;
+        let mut r =
+            crate::transfer::report(rec.snapshot(), t0.elapsed(), files.len() as u64, 0, bytes);
+        r.chunks_transferred = total.chunks;
+        r.chunks_present = total.chunks_deduplicated;
+        r.last_seq = self.local_seq;
+        Ok((r, total))
+    }
+
+    async fn read_checkpoint(
+        &mut self,
+        client: &CouchClient,
+        rec: &Recorder,
+    ) -> Result<(), CouchError> {
+        let mut cp = Checkpoint::new(&self.node, client.db_name());
+        cp.read(client, rec).await?;
+        self.checkpoint = Some(cp);
+        Ok(())
+    }
+
+    /// One file written (an edit or a new file) and replicated. Counts go to `rec`.
+    pub async fn push_file(
+        &mut self,
+        client: &CouchClient,
+        rec: &Recorder,
+        rel: &str,
+        bytes: &[u8],
+    ) -> Result<Written, CouchError> {
+        let mut dedup = 0;
+        let now = now_ms();
+        let ctime = self.files.get(rel).and_then(|d| d.ctime).unwrap_or(now);
+        let docs = self.file_docs(rel, bytes, (ctime, now), &mut dedup);
+        let mut w = self.send(client, rec, &docs).await?;
+        w.chunks_deduplicated += dedup;
+        Ok(w)
+    }
+
+    /// Folder `from` renamed to `to`: each file under it gets a metadata document at its new
+    /// path (its chunks unchanged) and its old document is marked deleted. Counts go to `rec`.
+    pub async fn rename(
+        &mut self,
+        client: &CouchClient,
+        rec: &Recorder,
+        from: &str,
+        to: &str,
+    ) -> Result<Written, CouchError> {
+        let prefix = format!("{from}/");
+        let moved: Vec<(String, Doc)> = self
+            .files
+            .range(prefix.clone()..)
+            .take_while(|(p, _)| p.starts_with(&prefix))
+            .map(|(p, d)| (p.clone(), d.clone()))
+            .collect();
+        let now = now_ms();
+        let mut docs = Vec::new();
+        for (old_path, old) in moved {
+            let new_path = format!("{to}/{}", &old_path[prefix.len()..]);
+            let new = Doc {
+                path: Some(new_path.clone()),
+                mtime: Some(now),
+                rev: None,
+                revisions: None,
+                ..Doc {
+                    id: chunk::doc_id(&new_path),
+                    ..old.clone()
+                }
+            };
+            let new = self.stage(new);
+            self.files.insert(new_path, new.clone());
+            docs.push(new);
+            let gone = Doc {
+                deleted: true,
+                mtime: Some(now),
+                ..old
+            };
+            docs.push(self.stage(gone));
+            self.files.remove(&old_path);
+        }
+        self.send(client, rec, &docs).await
+    }
+}
+
+/// A document with only its id.
+fn bare(id: &str) -> Doc {
+    Doc {
+        id: id.to_owned(),
+        rev: None,
+        revisions: None,
+        tombstone: false,
+        kind: None,
+        data: None,
+        path: None,
+        children: None,
+        ctime: None,
+        mtime: None,
+        size: None,
+        deleted: false,
+        eden: None,
+    }
+}
+
+/// A file's creation and modification times in ms (the modification time for both where
+/// the file system keeps no creation time).
+fn file_times(p: &Path) -> (u64, u64) {
+    let ms = |t: std::io::Result<SystemTime>| {
+        t.ok()
+            .and_then(|t| t.duration_since(SystemTime::UNIX_EPOCH).ok())
+            .map(|d| d.as_millis() as u64)
+    };
+    let meta = std::fs::metadata(p).ok();
+    let mtime = meta.as_ref().and_then(|m| ms(m.modified())).unwrap_or(0);
+    let ctime = meta.as_ref().and_then(|m| ms(m.created())).unwrap_or(mtime);
+    (ctime, mtime)
+}
+
+/// What a `_changes` page means for the reader at `since`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Step {
+    /// No rows: the feed is read to its end (at `last_seq`, when the page gave one).
+    End(Option<Value>),
+    /// Rows to fetch; the reader moves to the page's `last_seq` after them.
+    Rows,
+}
+
+/// Judges one page at `since`: a page that lists rows without moving `last_seq` counts in
+/// `stalled`, and [`STALLED_PAGES`] in a row are an error naming the server's behaviour.
+pub fn advance(
+    since: &Value,
+    stalled: &mut u32,
+    page: &wire::ChangesPage,
+) -> Result<Step, CouchError> {
+    if page.results.is_empty() {
+        return Ok(Step::End(page.last_seq.clone().filter(|v| !v.is_null())));
+    }
+    if page.last_seq.as_ref() == Some(since) {
+        *stalled += 1;
+        if *stalled >= STALLED_PAGES {
+            return Err(CouchError::protocol(
+                "changes",
+                format!(
+                    "the feed listed changes {stalled} times in a row without moving last_seq past {}",
+                    clip_value(since)
+                ),
+            ));
+        }
+    } else {
+        *stalled = 0;
+    }
+    Ok(Step::Rows)
+}
+
+/// Counts a page of rows against the walk's bounds (a rows page always asks for another: the
+/// replicator reads until a page is empty).
+fn count_rows(walk: &mut FeedWalk, page: &wire::ChangesPage) -> Result<(), CouchError> {
+    walk.page(page.results.len(), true)
+        .map_err(|overrun| CouchError::protocol("GET _changes", overrun.to_string()))
+}
+
+/// Follows a run of `_changes` pages (the bytes as they arrive) from `since` as the replicator
+/// does, without fetching documents: the position reached and the rows read, or a one-line
+/// error. The fuzz target and the property tests drive it.
+pub fn follow_pages(pages: &[&[u8]], since: Value) -> Result<(Value, u64), String> {
+    follow_pages_within(pages, since, FeedBounds::COUCHDB_DEFAULT)
+}
+
+/// [`follow_pages`] with other walk bounds.
+pub fn follow_pages_within(
+    pages: &[&[u8]],
+    since: Value,
+    bounds: FeedBounds,
+) -> Result<(Value, u64), String> {
+    let (mut since, mut stalled, mut rows) = (since, 0u32, 0u64);
+    let mut walk = FeedWalk::new(bounds);
+    for body in pages {
+        let page = wire::parse_changes(body).map_err(|e| e.to_string())?;
+        match advance(&since, &mut stalled, &page).map_err(|e| e.to_string())? {
+            Step::End(last) => return Ok((last.unwrap_or(since), rows)),
+            Step::Rows => {}
+        }
+        count_rows(&mut walk, &page).map_err(|e| e.to_string())?;
+        rows = rows.saturating_add(page.results.len() as u64);
+        since = page.last_seq.unwrap_or(Value::Null);
+    }
+    Ok((since, rows))
+}
+
+/// Device B: its replica of the database and its copy of the vault.
+#[derive(Debug, Clone)]
+pub struct Replica {
+    node: String,
+    /// Metadata documents by id.
+    docs: BTreeMap<String, Doc>,
+    /// Chunk data by id.
+    chunks: BTreeMap<String, String>,
+    /// Revision held per document id.
+    revs: BTreeMap<String, String>,
+    /// Where the feed was read up to.
+    since: Value,
+    checkpoint: Option<Checkpoint>,
+}
+
+/// What one replication pass brought in.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Pulled {
+    /// Metadata documents that changed, in the feed's order.
+    pub changed: Vec<String>,
+    /// Chunks received through `_bulk_get`.
+    pub chunks: u64,
+    /// Feed rows read.
+    pub rows: u64,
+}
+
+/// What writing changed files into the vault copy did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Applied {
+    pub files: u64,
+    pub bytes: u64,
+    pub deleted: u64,
+    /// Chunks fetched on demand (`_all_docs` by keys).
+    pub fetched: u64,
+}
+
+impl Replica {
+    pub fn new(node: &str) -> Replica {
+        Replica {
+            node: node.to_owned(),
+            docs: BTreeMap::new(),
+            chunks: BTreeMap::new(),
+            revs: BTreeMap::new(),
+            since: Value::from(0),
+            checkpoint: None,
+        }
+    }
+
+    /// The feed's position as a query value.
+    fn since_param(&self) -> String {
+        match &self.since {
+            Value::String(s) => {
+                percent_encoding::utf8_percent_encode(s, percent_encoding::NON_ALPHANUMERIC)
+                    .to_string()
+            }
+            v => v.to_string(),
+        }
+    }
+
+    /// Reads the feed from where the replica is until a page is empty, fetching the
+    /// revisions it lacks. With `longpoll`, the first read waits for a change (heartbeat
+    /// [`HEARTBEAT_MS`]) for at most that long. One call is one walk of the feed, bounded by
+    /// the client's [`FeedBounds`]: a page past them is an error before its rows are fetched.
+    pub async fn replicate(
+        &mut self,
+        client: &CouchClient,
+        rec: &Recorder,
+        longpoll: Option<Duration>,
+    ) -> Result<Pulled, CouchError> {
+        let mut out = Pulled::default();
+        let mut stalled = 0u32;
+        let mut walk = FeedWalk::new(client.feed_bounds());
+        let mut first = true;
+        loop {
+            let mut href = format!(
+                "/_changes?style=all_docs&since={}&limit={BATCH}",
+                self.since_param()
+            );
+            let mut req_timeout = super::client::REQUEST_TIMEOUT;
+            let route = match longpoll {
+                Some(wait) if first => {
+                    href.push_str(&format!(
+                        "&feed=longpoll&heartbeat={HEARTBEAT_MS}&timeout={}",
+                        wait.as_millis()
+                    ));
+                    req_timeout = wait + Duration::from_secs(5);
+                    "changes-longpoll"
+                }
+                _ => "changes",
+            };
+            first = false;
+            let mut req = CouchClient::request(route, Method::GET, &href, None);
+            req.timeout = req_timeout;
+            let (_, body) = client.call(rec, &req, &[200]).await?;
+            let page = wire::parse_changes(&body).map_err(|source| CouchError::Message {
+                route: "_changes page",
+                source,
+            })?;
+            match advance(&self.since, &mut stalled, &page)? {
+                Step::End(last) => {
+                    if let Some(last) = last {
+                        self.since = last;
+                    }
+                    return Ok(out);
+                }
+                Step::Rows => {}
+            }
+            count_rows(&mut walk, &page)?;
+            let last = page.last_seq.clone().unwrap_or(Value::Null);
+            out.rows = out.rows.saturating_add(page.results.len() as u64);
+            let mut want: Vec<(String, String)> = Vec::new();
+            for row in &page.results {
+                for c in &row.changes {
+                    if self.revs.get(&row.id) != Some(&c.rev) {
+                        want.push((row.id.clone(), c.rev.clone()));
+                    }
+                }
+            }
+            for batch in want.chunks(BATCH) {
+                self.bulk_get(client, rec, batch, &mut out).await?;
+            }
+            self.since = last;
+        }
+    }
+
+    async fn bulk_get(
+        &mut self,
+        client: &CouchClient,
+        rec: &Recorder,
+        batch: &[(String, String)],
+        out: &mut Pulled,
+    ) -> Result<(), CouchError> {
+        let docs: Vec<Value> = batch
+            .iter()
+            .map(|(id, rev)| json!({"id": id, "rev": rev}))
+            .collect();
+        let body = serde_json::to_vec(&json!({ "docs": docs })).expect("JSON serialises");
+        let req =
+            CouchClient::request("bulk-get", Method::POST, "/_bulk_get?revs=true", Some(body));
+        let got: BulkGet = client.json(rec, &req, &[200], "_bulk_get answer").await?;
+        for result in got.results {
+            let asked = batch.iter().any(|(id, _)| *id == result.id);
+            for d in result.docs {
+                let Some(doc) = d.ok else {
+                    return Err(CouchError::protocol(
+                        "bulk-get",
+                        format!(
+                            "{}: {}",
+                            result.id,
+                            d.error
+                                .map_or_else(|| "no document".into(), |e| clip_value(&e))
+                        ),
+                    ));
+                };
+                if !asked || doc.id != result.id {
+                    return Err(CouchError::protocol(
+                        "bulk-get",
+                        format!("the answer holds {:?}, which was not asked for", doc.id),
+                    ));
+                }
+                self.take(doc, out);
+            }
+        }
+        Ok(())
+    }
+
+    /// Keeps a document the server sent.
+    fn take(&mut self, doc: Doc, out: &mut Pulled) {
+        if let Some(rev) = &doc.rev {
+            self.revs.insert(doc.id.clone(), rev.clone());
+        }
+        if doc.is_chunk() {
+            if let Some(data) = doc.data {
+                self.chunks.insert(doc.id, data);
+                out.chunks += 1;
+            }
+        } else if doc.is_file() || doc.tombstone {
+            out.changed.push(doc.id.clone());
+            self.docs.insert(doc.id.clone(), doc);
+        }
+    }
+
+    /// Writes the files of `ids` (metadata document ids) into `dir`: deleted ones removed,
+    /// the others assembled from their chunks, fetching missing chunks by keys.
+    pub async fn apply(
+        &mut self,
+        client: &CouchClient,
+        rec: &Recorder,
+        dir: &Path,
+        ids: &[String],
+    ) -> Result<Applied, CouchError> {
+        let mut a = Applied::default();
+        let unique: BTreeSet<&String> = ids.iter().collect();
+        for id in unique {
+            let Some(doc) = self.docs.get(id).cloned() else {
+                continue;
+            };
+            let Some(path) = doc.path.as_deref() else {
+                return Err(CouchError::protocol(
+                    "bulk-get",
+                    format!("document {id:?} has no path"),
+                ));
+            };
+            let rel = crate::protocols::obsync::sync::safe_rel_path(path).map_err(|_| {
+                CouchError::protocol(
+                    "bulk-get",
+                    format!("document {id:?} names a path outside the vault: {path:?}"),
+                )
+            })?;
+            let abs = dir.join(rel);
+            if doc.deleted || doc.tombstone {
+                match std::fs::remove_file(&abs) {
+                    Ok(()) => a.deleted += 1,
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                    Err(e) => return Err(CouchError::io(&abs, e)),
+                }
+                continue;
+            }
+            let children = doc.children.clone().unwrap_or_default();
+            let missing: Vec<String> = children
+                .iter()
+                .filter(|c| !self.chunks.contains_key(*c))
+                .cloned()
+                .collect::<BTreeSet<_>>()
+                .into_iter()
+                .collect();
+            for batch in missing.chunks(BATCH) {
+                a.fetched += self.fetch_chunks(client, rec, batch, path).await?;
+            }
+            let kind = if doc.kind.as_deref() == Some("plain") {
+                Kind::Plain
+            } else {
+                Kind::Binary
+            };
+            let mut bytes = Vec::new();
+            for c in &children {
+                let data = self.chunks.get(c).ok_or_else(|| {
+                    CouchError::protocol("all-docs-keys", format!("chunk {c} of {path} is missing"))
+                })?;
+                let part = chunk::decode(kind, data).ok_or_else(|| {
+                    CouchError::protocol(
+                        "bulk-get",
+                        format!("chunk {c} of {path} is not valid base64"),
+                    )
+                })?;
+                bytes.extend_from_slice(&part);
+            }
+            if doc.size.is_some_and(|s| s != bytes.len() as u64) {
+                return Err(CouchError::protocol(
+                    "bulk-get",
+                    format!(
+                        "{path}: its chunks make {} bytes, its metadata says {}",
+                        bytes.len(),
+                        doc.size.unwrap_or(0)
+                    ),
+                ));
+            }
+            write_file(&abs, &bytes)?;
+            a.files += 1;
+            a.bytes += bytes.len() as u64;
+        }
+        Ok(a)
+    }
+
+    /// `POST _all_docs?include_docs=true` of `keys`: every one must come back as a chunk.
+    async fn fetch_chunks(
+        &mut self,
+        client: &CouchClient,
+        rec: &Recorder,
+        keys: &[String],
+        path: &str,
+    ) -> Result<u64, CouchError> {
+        let body = serde_json::to_vec(&json!({ "keys": keys })).expect("JSON serialises");
+        let req = CouchClient::request(
+            "all-docs-keys",
+            Method::POST,
+            "/_all_docs?include_docs=true",
+            Some(body),
+        );
+        let got: AllDocs = client.json(rec, &req, &[200], "_all_docs answer").await?;
+        let mut n = 0;
+        for row in got.rows {
+            match row.doc {
+                Some(doc) if doc.is_chunk() && keys.contains(&doc.id) => {
+                    if let Some(data) = doc.data {
+                        self.chunks.insert(doc.id, data);
+                        n += 1;
+                    }
+                }
+                _ => {
+                    return Err(CouchError::protocol(
+                        "all-docs-keys",
+                        format!(
+                            "chunk {} of {path} is not on the server ({})",
+                            clip_value(&row.key),
+                            row.error.as_deref().unwrap_or("no document")
+                        ),
+                    ));
+                }
+            }
+        }
+        Ok(n)
+    }
+
+    async fn checkpoint(&mut self, client: &CouchClient, rec: &Recorder) -> Result<(), CouchError> {
+        let mut cp = match self.checkpoint.take() {
+            Some(cp) => cp,
+            None => {
+                let mut cp = Checkpoint::new(&self.node, client.db_name());
+                cp.read(client, rec).await?;
+                cp
+            }
+        };
+        let since = self.since.clone();
+        let r = cp.write(client, rec, &since).await;
+        self.checkpoint = Some(cp);
+        r
+    }
+
+    /// Cold pull into `dir`: set-up checks, the whole feed replicated, every file written.
+    pub async fn pull_vault(
+        &mut self,
+        client: &CouchClient,
+        dir: &Path,
+    ) -> Result<TransferReport, CouchError> {
+        let rec = Recorder::new(false);
+        let t0 = Instant::now();
+        setup(client, &rec, &self.node, false).await?;
+        let mut cp = Checkpoint::new(&self.node, client.db_name());
+        cp.read(client, &rec).await?;
+        self.checkpoint = Some(cp);
+        let pulled = self.replicate(client, &rec, None).await?;
+        std::fs::create_dir_all(dir).map_err(|e| CouchError::io(dir, e))?;
+        let a = self.apply(client, &rec, dir, &pulled.changed).await?;
+        self.checkpoint(client, &rec).await?;
+        let mut r = crate::transfer::report(rec.snapshot(), t0.elapsed(), a.files, 0, a.bytes);
+        r.chunks_transferred = pulled.chunks + a.fetched;
+        r.deleted = a.deleted;
+        r.last_seq = self.since.as_u64().unwrap_or(0);
+        Ok(r)
+    }
+
+    /// Idle resync: the checkpoint read, one feed read from it (which should list nothing),
+    /// and the copy under `dir` compared with the replica. `mismatched` counts feed rows and
+    /// files whose size differs from their metadata.
+    pub async fn resync(
+        &mut self,
+        client: &CouchClient,
+        dir: &Path,
+    ) -> Result<TransferReport, CouchError> {
+        let rec = Recorder::new(false);
+        let t0 = Instant::now();
+        let mut cp = Checkpoint::new(&self.node, client.db_name());
+        cp.read(client, &rec).await?;
+        self.checkpoint = Some(cp);
+        let pulled = self.replicate(client, &rec, None).await?;
+        let mut mismatched = pulled.rows;
+        let mut files = 0;
+        for doc in self.docs.values().filter(|d| !d.deleted && !d.tombstone) {
+            files += 1;
+            let ok = doc
+                .path
+                .as_deref()
+                .and_then(|p| crate::protocols::obsync::sync::safe_rel_path(p).ok())
+                .and_then(|p| std::fs::metadata(dir.join(p)).ok())
+                .is_some_and(|m| Some(m.len()) == doc.size);
+            if !ok {
+                mismatched += 1;
+            }
+        }
+        let mut r = crate::transfer::report(rec.snapshot(), t0.elapsed(), files, 0, 0);
+        r.mismatched = mismatched;
+        r.last_seq = self.since.as_u64().unwrap_or(0);
+        Ok(r)
+    }
+
+    /// Live replication until metadata document `id` arrives (long polls of at most
+    /// `until - now` each), then the changed files written into `dir` and the checkpoint.
+    /// Counts go to `rec`.
+    pub async fn wait_for(
+        &mut self,
+        client: &CouchClient,
+        rec: &Recorder,
+        dir: &Path,
+        until: Instant,
+        done: &(dyn Fn(&Replica) -> bool + Send + Sync),
+    ) -> Result<Applied, CouchError> {
+        let mut changed = Vec::new();
+        while !done(self) {
+            let left = until.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(CouchError::protocol(
+                    "changes-longpoll",
+                    "the awaited change did not arrive before the deadline",
+                ));
+            }
+            let p = self.replicate(client, rec, Some(left)).await?;
+            changed.extend(p.changed);
+        }
+        let a = self.apply(client, rec, dir, &changed).await?;
+        self.checkpoint(client, rec).await?;
+        Ok(a)
+    }
+
+    /// Whether the replica holds a live file under `prefix` (`Folder/`).
+    pub fn has_path_under(&self, prefix: &str) -> bool {
+        self.docs.values().any(|d| {
+            !d.deleted && !d.tombstone && d.path.as_deref().is_some_and(|p| p.starts_with(prefix))
+        })
+    }
+
+    /// The metadata document of vault path `rel`, if the replica has it.
+    pub fn doc_of(&self, rel: &str) -> Option<&Doc> {
+        self.docs.get(&chunk::doc_id(rel))
+    }
+}
+
+/// Writes `bytes` to `abs` through a temp file in the same folder; the temp file is removed
+/// on every error path.
+fn write_file(abs: &Path, bytes: &[u8]) -> Result<(), CouchError> {
+    let parent = abs.parent().unwrap_or(Path::new("."));
+    std::fs::create_dir_all(parent).map_err(|e| CouchError::io(parent, e))?;
+    // A short temp name: the file's own may already be at the 255-byte limit.
+    let name = abs
+        .file_name()
+        .map(|n| n.as_encoded_bytes())
+        .unwrap_or_default();
+    let tag = hex::encode(&Sha256::digest(name)[..8]);
+    let tmp: PathBuf = parent.join(format!(".vbtmp-{tag}"));
+    let r = std::fs::write(&tmp, bytes).and_then(|()| std::fs::rename(&tmp, abs));
+    if let Err(e) = r {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(CouchError::io(abs, e));
+    }
+    Ok(())
+}
+
+/// A server's JSON value for a message, clipped to 80 characters.
+fn clip_value(v: &Value) -> String {
+    let s = v.to_string();
+    match s.char_indices().nth(80) {
+        Some((i, _)) => format!("{}…", &s[..i]),
+        None => s,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn revisions_chain_and_differ_by_body() {
+        let d = Doc {
+            kind: Some("leaf".into()),
+            data: Some("x".into()),
+            ..bare("h:1")
+        };
+        let (r1, v1) = next_rev(None, &d);
+        assert!(r1.starts_with("1-") && r1.len() == 34, "{r1}");
+        assert_eq!(v1.start, 1);
+        let (r2, v2) = next_rev(Some(&r1), &d);
+        assert!(r2.starts_with("2-"), "{r2}");
+        assert_eq!(v2.ids.len(), 2);
+        assert_eq!(v2.ids[1], r1[2..]);
+        let e = Doc {
+            data: Some("y".into()),
+            ..d
+        };
+        assert_ne!(next_rev(None, &e).0, r1);
+        // A server's odd revision never panics.
+        assert!(next_rev(Some("x-"), &e).0.starts_with("1-"));
+        assert!(
+            next_rev(Some("18446744073709551615-a"), &e)
+                .0
+                .starts_with("18446744073709551615-")
+        );
+    }
+
+    #[test]
+    fn a_file_becomes_chunks_then_metadata_and_chunks_are_written_once() {
+        let mut w = Writer::new("a");
+        let mut dedup = 0;
+        let body = "same body\n".repeat(50);
+        let one = w.file_docs("A/one.md", body.as_bytes(), (1, 2), &mut dedup);
+        let two = w.file_docs("B/two.md", body.as_bytes(), (1, 2), &mut dedup);
+        assert!(one.len() >= 2);
+        assert!(one[..one.len() - 1].iter().all(Doc::is_chunk));
+        let meta = one.last().unwrap();
+        assert_eq!(meta.kind.as_deref(), Some("plain"));
+        assert_eq!(meta.id, "a/one.md");
+        assert_eq!(
+            two.len(),
+            1,
+            "the second copy's chunks were already written"
+        );
+        assert_eq!(dedup as usize, one.len() - 1);
+        assert_eq!(two[0].children, meta.children);
+    }
+}

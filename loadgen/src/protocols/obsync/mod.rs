@@ -1,0 +1,16 @@
+//! The signed obsync wire protocol v1 (`docs/protocol-obsync-v1.md`): enrolled devices that
+//! sign every request ([`client`], [`enroll`]), whole-vault operations ([`sync`]), the route
+//! load over its routes ([`route`]), the server's own counters ([`metrics`]), crash points
+//! inside a request body ([`midbody`]), and what only a signed protocol with a long-poll feed
+//! has: many held devices ([`fanout`]), the generator as a Locust worker ([`locust`]) and the
+//! comparison with wrk ([`bench`]).
+
+pub mod bench;
+pub(crate) mod client;
+pub(crate) mod enroll;
+pub mod fanout;
+pub mod locust;
+pub(crate) mod metrics;
+pub(crate) mod midbody;
+pub(crate) mod route;
+pub(crate) mod sync;

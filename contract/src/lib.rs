@@ -20,6 +20,7 @@ pub mod machine;
 pub mod noise;
 pub mod parse;
 pub mod profile;
+pub mod protocol;
 pub mod reference;
 pub mod schema;
 pub mod state;

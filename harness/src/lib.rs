@@ -21,12 +21,17 @@ pub mod atomic;
 /// Child processes that answer with one JSON document, under a deadline.
 pub mod subprocess;
 
-// The pipeline, in the order a recording goes through it.
+/// The manifest and digest of a vault tree on disk.
+pub mod tree;
 
+// The pipeline. A sample (with the protocols it can speak) comes first: what is resolved
+// before any sample builds sample plans.
+
+/// One sample: plan, runner seam, parent and child sides, phases, target server, and the
+/// registry of protocols a sample speaks.
+pub mod sample;
 /// Resolving a run before any sample: scenario, cached vault, work dir, gate, reference.
 pub mod prepare;
-/// One sample: plan, runner seam, parent and child sides, phases, target server.
-pub mod sample;
 /// The calibration gate over samples, and the A/B loop's retried gated sample.
 pub mod gate;
 /// The record loop: samples through a runner, the gate, the written recording and ledger.

@@ -28,9 +28,10 @@ pub struct Scenario {
     /// Enrolled devices (A pushes, B pulls, all of them share route load).
     #[serde(default = "default_devices")]
     pub devices: usize,
-    /// The protocol the devices speak: the signed obsync-v1 protocol (default) or WebDAV
-    /// against a WebDAV target (`apache-webdav`, `nginx-webdav`, `rclone-webdav`).
-    #[serde(default, skip_serializing_if = "Protocol::is_obsync")]
+    /// The protocol the devices speak (default: the reference server's signed protocol). What
+    /// a protocol can run (faults, crash phases, long-poll steps, an options table) is checked
+    /// against the harness's protocol registry before anything runs.
+    #[serde(default, skip_serializing_if = "Protocol::is_default")]
     pub protocol: Protocol,
     /// WebDAV options (only with `protocol = "webdav"`; defaults when absent).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -62,34 +63,9 @@ pub use contract::fault::FaultKind;
 /// The longest delay or stall a fault rule may ask for.
 pub const MAX_FAULT_MS: u64 = 60_000;
 
-/// Which client the phases use.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-pub enum Protocol {
-    /// Signed devices, content-addressed chunks, a long-poll change feed.
-    #[default]
-    #[serde(rename = "obsync-v1")]
-    ObsyncV1,
-    /// MKCOL/PUT/GET/PROPFIND/MOVE/DELETE as the Remotely Save plugin syncs.
-    #[serde(rename = "webdav")]
-    Webdav,
-    /// CouchDB replication as Self-hosted LiveSync uses it (chunk and metadata documents).
-    #[serde(rename = "couchdb")]
-    Couchdb,
-}
-
-impl Protocol {
-    pub fn is_obsync(&self) -> bool {
-        *self == Protocol::ObsyncV1
-    }
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Protocol::ObsyncV1 => "obsync-v1",
-            Protocol::Webdav => "webdav",
-            Protocol::Couchdb => "couchdb",
-        }
-    }
-}
+/// Which protocol the phases speak: a name the harness's protocol registry resolves (and
+/// refuses, naming the known ones, when it knows no such protocol).
+pub use contract::protocol::Protocol;
 
 /// How the WebDAV client walks and waits.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -546,9 +522,6 @@ pub fn parse(text: &str, origin: &str) -> Result<Scenario, ScenarioError> {
         return invalid("no phases".into());
     }
     if let Some(w) = &s.webdav {
-        if s.protocol != Protocol::Webdav {
-            return invalid("[webdav] options need protocol = \"webdav\"".into());
-        }
         if w.depth != "1" && w.depth != "infinity" {
             return invalid(format!(
                 "webdav depth {:?} must be \"1\" or \"infinity\"",
@@ -558,9 +531,6 @@ pub fn parse(text: &str, origin: &str) -> Result<Scenario, ScenarioError> {
         if w.poll_ms == 0 || w.poll_ms > 60_000 {
             return invalid(format!("webdav poll_ms {} must be in 1..=60000", w.poll_ms));
         }
-    }
-    if !s.faults.is_empty() && s.protocol != Protocol::ObsyncV1 {
-        return invalid("fault rules drive obsync-v1 targets only".into());
     }
     for f in &s.faults {
         if !(f.rate.is_finite() && (0.0..=1.0).contains(&f.rate)) {
@@ -590,9 +560,6 @@ pub fn parse(text: &str, origin: &str) -> Result<Scenario, ScenarioError> {
                     return invalid(format!(
                         "crash in_flight must be at least 1 and crashes in 1..={MAX_CRASHES}"
                     ));
-                }
-                if s.protocol != Protocol::ObsyncV1 {
-                    return invalid("crash phases drive obsync-v1 targets only".into());
                 }
             }
             Phase::RouteLoad {
@@ -656,12 +623,6 @@ pub fn parse(text: &str, origin: &str) -> Result<Scenario, ScenarioError> {
                 }
             }
             _ => {}
-        }
-        if p.is_fanout() && s.protocol != Protocol::ObsyncV1 {
-            return invalid(format!(
-                "{} steps drive obsync-v1 targets only (they hold long polls)",
-                p.name()
-            ));
         }
     }
     for kind in ["fanout", "concurrent_push"] {
@@ -757,7 +718,7 @@ mod tests {
     fn couchdb_scenarios_name_their_protocol_and_routes() {
         for (name, profile) in [("small-couchdb", "small"), ("personal-couchdb", "personal")] {
             let s = builtin(name).unwrap();
-            assert_eq!(s.protocol, Protocol::Couchdb, "{name}");
+            assert_eq!(s.protocol.name(), "couchdb", "{name}");
             assert_eq!(s.profile, profile);
             let Some(Phase::RouteLoad { routes, .. }) = s.phases.last() else {
                 panic!("{name}: no route load last");
@@ -779,7 +740,7 @@ mod tests {
     fn webdav_scenarios_name_their_protocol_and_routes() {
         for (name, profile) in [("small-webdav", "small"), ("personal-webdav", "personal")] {
             let s = builtin(name).unwrap();
-            assert_eq!(s.protocol, Protocol::Webdav, "{name}");
+            assert_eq!(s.protocol.name(), "webdav", "{name}");
             assert_eq!(s.profile, profile);
             let w = s.webdav.clone().unwrap_or_default();
             assert_eq!((w.depth.as_str(), w.poll_ms), ("1", 100));
@@ -798,12 +759,6 @@ mod tests {
             !json.contains("protocol") && !json.contains("webdav"),
             "{json}"
         );
-        let e = parse(
-            "name='x'\ndoc='d'\nprofile='small'\n[webdav]\npoll_ms=5\n[[phase]]\nkind='cold_start'\n",
-            "f.toml",
-        )
-        .unwrap_err();
-        assert!(e.to_string().contains("protocol"), "{e}");
         let e = parse(
             "name='x'\ndoc='d'\nprofile='small'\nprotocol='webdav'\n[webdav]\ndepth='2'\n[[phase]]\nkind='cold_start'\n",
             "f.toml",
@@ -943,14 +898,6 @@ mod tests {
             assert!(e.contains(says) && e.contains("f.toml"), "{body}: {e}");
             assert_eq!(e.lines().count(), 1, "{e}");
         }
-        // Other protocols have no long poll to hold.
-        let e = parse(
-            "name='x'\ndoc='d'\nprofile='small'\nprotocol='webdav'\n[[phase]]\nkind='long_poll_fanout'\nwaiters=2\n",
-            "f.toml",
-        )
-        .unwrap_err()
-        .to_string();
-        assert!(e.contains("obsync-v1 targets only"), "{e}");
     }
 
     #[test]

@@ -24,7 +24,7 @@ use reports::schema::Better;
 use scenarios::scenario::KillAt;
 use sha2::Digest as _;
 
-use crate::prepare::vault::manifest_of_dir;
+use crate::tree::manifest_of_dir;
 use crate::sample::plan::{Metrics, SamplePlan, ms};
 use crate::sample::target::{Server, kill_pids, tree_pids};
 
@@ -365,7 +365,7 @@ pub async fn run(
     resume_requests += r.requests;
     let fin = sample_dir.join("crash-pull-final");
     pull_tree(b, &fin).await.context("crash: the final pull")?;
-    let got = crate::prepare::vault::tree_digest(&fin).context("hashing the pulled tree")?;
+    let got = crate::tree::tree_digest(&fin).context("hashing the pulled tree")?;
     if got != plan.vault_digest {
         bail!(
             "crash: after {} crashes and a resumed push, the pulled tree's digest {got} differs from the vault's {}",

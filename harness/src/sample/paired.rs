@@ -451,7 +451,7 @@ fn pulled(
 ) -> anyhow::Result<()> {
     for (i, arm) in [a, b].into_iter().enumerate() {
         let got =
-            crate::prepare::vault::tree_digest(&pull_dirs[i]).context("hashing the pulled tree")?;
+            crate::tree::tree_digest(&pull_dirs[i]).context("hashing the pulled tree")?;
         if got != plan.vault_digest {
             bail!(
                 "arm {}: cold pull: the pulled tree's digest {got} differs from the vault's {}",

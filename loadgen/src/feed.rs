@@ -1,6 +1,6 @@
-//! The bounds of one walk of a changes feed, shared by the obsync reader (`GET /v1/changes`
-//! pages) and the CouchDB replicator (`_changes` pages): a file of its own, so neither reader
-//! imports the other.
+//! The bounds of one walk of a changes feed, shared by every protocol that reads one (each
+//! protocol's [`crate::protocols::Spec`] gives its defaults): a file of its own, so no
+//! protocol's reader imports another's.
 
 /// How far one walk of a changes feed may go before it stops with an error naming the bound:
 /// a walk is the pages one read of the feed asks for, from where the reader is to the feed's
@@ -18,14 +18,8 @@
 /// - pages: the obsync feed pages by 1,000 (the protocol's largest `limit`), so `vault100k`
 ///   takes 104 pages and the entry bound 1,049; 4,096 pages is 39 times the first and 4 times
 ///   the second, and stops a feed of one-entry pages after 4,096 requests, not 1,048,576;
-/// - CouchDB has defaults of its own ([`FeedBounds::COUCHDB_DEFAULT`]): the replicator reads
-///   25 rows a page (LiveSync's `batch_size`), and a file is a metadata document and its
-///   chunks. `vault100k` through CouchDB lists 1,167,567 documents (1,067,567 chunks) in
-///   46,703 pages; 2^22 = 4,194,304 entries is 3.6 times that and 2^17 = 131,072 pages 2.8
-///   times (a feed of one-row pages stops after 131,072 requests). `personal-couchdb`, the
-///   largest CouchDB scenario, lists 20,366 documents in 815 pages. (Counted by cutting the
-///   generated vaults with [`crate::protocols::couch::chunk::split`]: the slow test
-///   `the_default_bounds_hold_personal_couchdb_and_vault100k` in `tests/hostile_couch.rs`.)
+/// - a protocol whose feed pages or documents differ sets its own defaults in its
+///   [`crate::protocols::Spec`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct FeedBounds {
     /// Entries (changes, rows) one walk may list.
@@ -35,17 +29,12 @@ pub struct FeedBounds {
 }
 
 impl FeedBounds {
-    /// The obsync feed's defaults.
+    /// The defaults of the reference server's signed feed (pages of up to 1,000 entries), and
+    /// of a protocol that sets none of its own.
     pub const DEFAULT: FeedBounds = FeedBounds {
         max_entries: 1 << 20,
         max_pages: 4096,
     };
-    /// The CouchDB `_changes` feed's defaults (25 rows a page, a file is several documents).
-    pub const COUCHDB_DEFAULT: FeedBounds = FeedBounds {
-        max_entries: 1 << 22,
-        max_pages: 1 << 17,
-    };
-
     /// These bounds with the ones a user set (`--feed-max-*`) in place of their own.
     pub fn with(self, set: FeedOverrides) -> FeedBounds {
         FeedBounds {

@@ -64,8 +64,9 @@ pub const PLACEHOLDERS: [&str; 9] = [
 pub struct TargetDef {
     /// The preset's or file's name (for messages and the "not installed" error).
     pub name: String,
-    /// `obsync-v1` or `webdav`; `None`: the scenario's.
-    pub protocol: Option<String>,
+    /// The protocol it speaks, as written (the harness's registry resolves it); `None`: the
+    /// scenario's.
+    pub protocol: Option<contract::protocol::Protocol>,
     /// The command line, split, with placeholders.
     pub argv: Vec<String>,
     /// A command line that prints the version (default: `ARGV0 --version`).
@@ -253,7 +254,9 @@ impl TargetDef {
         let argv = split_command(&f.command)?;
         let mut def = TargetDef::command(argv, f.name.as_deref().unwrap_or(default_name))?;
         if let Some(p) = f.protocol {
-            def.protocol = Some(check_protocol(&p)?);
+            def.protocol = Some(
+                contract::protocol::Protocol::parse(&p).map_err(|e| invalid("protocol", &e))?,
+            );
         }
         def.version = f.version.as_deref().map(split_command).transpose()?;
         def.packages = f.packages;
@@ -392,42 +395,12 @@ impl TargetDef {
         Ok(argv)
     }
 
-    /// The readiness check in force.
-    pub fn ready_check(&self) -> Ready {
-        if let Some(r) = &self.ready {
-            return r.clone();
+    /// The readiness check in force: this definition's own, else its protocol's default.
+    pub fn ready_check(&self, spec: &crate::protocols::Spec) -> Ready {
+        match &self.ready {
+            Some(r) => r.clone(),
+            None => (spec.ready)(self),
         }
-        match self.protocol.as_deref() {
-            Some("webdav") => Ready::Http {
-                method: "OPTIONS".into(),
-                path: self.root().to_owned(),
-                status: StatusMatch::Class(2),
-            },
-            // CouchDB's welcome at the server's root.
-            Some("couchdb") => Ready::Http {
-                method: "GET".into(),
-                path: "/".into(),
-                status: StatusMatch::Code(200),
-            },
-            _ => Ready::Http {
-                method: "GET".into(),
-                path: "/readyz".into(),
-                status: StatusMatch::Code(200),
-            },
-        }
-    }
-}
-
-/// `obsync-v1` (or `obsync`), `webdav` or `couchdb`.
-pub fn check_protocol(p: &str) -> Result<String, LaunchError> {
-    match p {
-        "obsync-v1" | "obsync" => Ok("obsync-v1".into()),
-        "webdav" => Ok("webdav".into()),
-        "couchdb" => Ok("couchdb".into()),
-        other => Err(invalid(
-            format!("protocol {other:?}"),
-            "must be obsync-v1, webdav or couchdb",
-        )),
     }
 }
 
@@ -678,7 +651,7 @@ mod tests {
             let d = TargetDef::preset(name).unwrap();
             assert_eq!(d.name, name);
             assert!(
-                matches!(d.protocol.as_deref(), Some("webdav" | "couchdb")),
+                matches!(d.protocol.as_ref().map(|p| p.name()), Some("webdav" | "couchdb")),
                 "{name}"
             );
             assert!(d.packages.is_some(), "{name} names its packages");
@@ -725,7 +698,7 @@ mod tests {
             ["srv", "--port", "{port}", "--root", "{data}/my root"]
         );
         assert_eq!(d.root(), "/dav/");
-        assert_eq!(d.ready_check(), Ready::Tcp);
+        assert_eq!(d.ready_check(&crate::protocols::obsync::SPEC), Ready::Tcp);
         assert_eq!(d.auth, Some(BasicAuth::new("u", "p")));
         for (text, want) in [
             ("command = \"srv {adr}\"", "unknown placeholder {adr}"),
@@ -749,8 +722,8 @@ mod tests {
             ("command = \"srv\"\nready = \"GET / 7xx\"", "ready check"),
             ("command = \"srv\"\nauth = \"nopass\"", "USER:PASS"),
             (
-                "command = \"srv\"\nprotocol = \"ftp\"",
-                "obsync-v1, webdav or couchdb",
+                "command = \"srv\"\nprotocol = \"FTP!\"",
+                "not a protocol name",
             ),
             (
                 "command = \"srv\"\nwebdav_root = \"/a/../b\"",
@@ -802,13 +775,13 @@ mod tests {
         assert!(StatusMatch::Class(2).matches(204));
         assert!(!StatusMatch::Class(2).matches(401));
         let webdav = TargetDef {
-            protocol: Some("webdav".into()),
+            protocol: Some(contract::protocol::Protocol::named("webdav")),
             webdav_root: Some("/dav/".into()),
             ..TargetDef::command(vec!["x".into()], "x").unwrap()
         };
-        assert_eq!(webdav.ready_check().to_string(), "OPTIONS /dav/ 2xx");
+        assert_eq!(webdav.ready_check(&crate::protocols::webdav::SPEC).to_string(), "OPTIONS /dav/ 2xx");
         let obsync = TargetDef::command(vec!["x".into()], "x").unwrap();
-        assert_eq!(obsync.ready_check().to_string(), "GET /readyz 200");
+        assert_eq!(obsync.ready_check(&crate::protocols::obsync::SPEC).to_string(), "GET /readyz 200");
     }
 
     #[test]

@@ -162,7 +162,7 @@ async fn a_changes_feed_that_never_ends_stops_at_its_entry_bound() {
     let fake = Fake::start(25);
     let bounds = FeedBounds {
         max_entries: 100,
-        ..FeedBounds::COUCHDB_DEFAULT
+        ..loadgen::couch::FEED_DEFAULT
     };
     let (e, took, root) = pull_error(&fake, bounds).await;
     assert_eq!(
@@ -181,7 +181,7 @@ async fn a_changes_feed_that_never_ends_stops_at_its_entry_bound() {
 #[ignore]
 async fn a_feed_of_one_row_pages_stops_at_the_default_page_bound() {
     let fake = Fake::start(1);
-    let (e, took, root) = pull_error(&fake, FeedBounds::COUCHDB_DEFAULT).await;
+    let (e, took, root) = pull_error(&fake, loadgen::couch::FEED_DEFAULT).await;
     assert_eq!(
         e,
         "GET _changes: server's changes feed went on past 131072 pages in one walk (bound --feed-max-pages)"
@@ -210,7 +210,7 @@ fn the_default_bounds_hold_personal_couchdb_and_vault100k() {
         }
         files + chunks.len() as u64
     };
-    let d = FeedBounds::COUCHDB_DEFAULT;
+    let d = loadgen::couch::FEED_DEFAULT;
     let personal = docs("personal");
     assert_eq!(personal, 20_366);
     assert!(personal.div_ceil(25) * 5 <= d.max_pages);

@@ -769,7 +769,7 @@ async fn run_couch_route(a: &RouteArgs) -> anyhow::Result<i32> {
 /// as Self-hosted LiveSync does.
 async fn run_couch_transfer(t: &TransferArgs, push: bool) -> anyhow::Result<i32> {
     let client = couch_client(&t.conn)?
-        .with_feed_bounds(t.feed_bounds(loadgen::FeedBounds::COUCHDB_DEFAULT));
+        .with_feed_bounds(t.feed_bounds(loadgen::couch::FEED_DEFAULT));
     let report = if push {
         match std::fs::metadata(&t.vault) {
             Ok(m) if m.is_dir() => {}

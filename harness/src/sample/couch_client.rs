@@ -52,7 +52,7 @@ impl CouchSyncClient {
         let def = &plan.target.def;
         let client = CouchClient::new(target, db_of(def.root()), def.auth.as_ref())?
             .with_feed_bounds(
-                loadgen::FeedBounds::COUCHDB_DEFAULT.with(def.feed.unwrap_or_default()),
+                loadgen::couch::FEED_DEFAULT.with(def.feed.unwrap_or_default()),
             );
         Ok(CouchSyncClient {
             client,

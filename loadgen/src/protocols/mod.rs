@@ -7,3 +7,25 @@
 pub mod couch;
 pub mod obsync;
 pub mod webdav;
+
+use crate::feed::FeedBounds;
+use crate::launch::{Ready, TargetDef};
+
+/// What the generator knows of one protocol, beside its folder's code: the facts the launch
+/// of a target and a feed walk need, and what the harness's registry lists. One `SPEC` per
+/// protocol folder.
+#[derive(Debug, Clone, Copy)]
+pub struct Spec {
+    /// The canonical name (`--protocol`, `protocol =` in scenario and target files).
+    pub name: &'static str,
+    /// Other accepted spellings.
+    pub aliases: &'static [&'static str],
+    /// One line for help and lists.
+    pub about: &'static str,
+    /// The readiness check of a target that sets none.
+    pub ready: fn(&TargetDef) -> Ready,
+    /// The walk bounds of its changes feed; `None`: it has no feed.
+    pub feed: Option<FeedBounds>,
+    /// The routes its route load knows, by name.
+    pub routes: fn() -> Vec<&'static str>,
+}

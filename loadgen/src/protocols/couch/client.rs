@@ -72,13 +72,13 @@ impl CouchClient {
         let root = format!("/{db}/");
         Ok(CouchClient {
             server: HttpClient::new(target.clone(), auth),
-            feed: FeedBounds::COUCHDB_DEFAULT,
+            feed: crate::protocols::couch::FEED_DEFAULT,
             db: HttpClient::with_root(target, auth, &root),
             name: db.to_owned(),
         })
     }
 
-    /// This client with other feed walk bounds ([`FeedBounds::COUCHDB_DEFAULT`] unless set).
+    /// This client with other feed walk bounds ([`crate::protocols::couch::FEED_DEFAULT`] unless set).
     pub fn with_feed_bounds(mut self, bounds: FeedBounds) -> CouchClient {
         self.feed = bounds;
         self

@@ -3,7 +3,7 @@
 //! document per file listing its chunks), by the PouchDB replicator's requests (`_revs_diff`,
 //! `_bulk_docs` with `new_edits: false`, `_changes` with `style=all_docs` and long polls,
 //! `_bulk_get`, `_all_docs` by keys, checkpoints in `_local` documents), over the plain HTTP
-//! client with Basic auth the WebDAV adapter uses ([`crate::protocols::webdav::HttpClient`]), and a route
+//! client with Basic auth ([`crate::http::HttpClient`]), and a route
 //! load of the replicator's main routes through the shared driver.
 //!
 //! Read in this order: [`xxh64`] and [`chunk`] (a file as LiveSync's documents) → [`wire`]
@@ -22,3 +22,40 @@ pub use client::CouchClient;
 pub use error::CouchError;
 pub use ops::{Applied, Pulled, Replica, Writer, Written, setup};
 pub use route::{CouchRoute, CouchRouteLoadConfig, CouchRouteLoadReport, run_couch_route_load};
+
+use crate::feed::FeedBounds;
+use crate::launch::{Ready, StatusMatch, TargetDef};
+
+/// The `_changes` feed's walk bounds. The replicator reads 25 rows a page (LiveSync's `batch_size`), and a file is a metadata document and its
+/// chunks. `vault100k` through CouchDB lists 1,167,567 documents (1,067,567 chunks) in
+/// 46,703 pages; 2^22 = 4,194,304 entries is 3.6 times that and 2^17 = 131,072 pages 2.8
+/// times (a feed of one-row pages stops after 131,072 requests). `personal-couchdb`, the
+/// largest CouchDB scenario, lists 20,366 documents in 815 pages. (Counted by cutting the
+/// generated vaults with [`crate::protocols::couch::chunk::split`]: the slow test
+/// `the_default_bounds_hold_personal_couchdb_and_vault100k` in `tests/hostile_couch.rs`.)
+/// (The default bound on a feed that keeps inventing entries; a user's `--feed-max-*` flags
+/// replace either figure.)
+pub const FEED_DEFAULT: FeedBounds = FeedBounds {
+    max_entries: 1 << 22,
+    max_pages: 1 << 17,
+};
+
+/// What the rest of the generator and the harness's registry know of this protocol.
+pub const SPEC: crate::protocols::Spec = crate::protocols::Spec {
+    name: "couchdb",
+    aliases: &[],
+    about: "CouchDB replication, as Self-hosted LiveSync uses it",
+    ready,
+    feed: Some(FEED_DEFAULT),
+    routes: || CouchRoute::ALL.iter().map(|r| r.name()).collect(),
+};
+
+/// CouchDB's welcome at the server's root.
+fn ready(_: &TargetDef) -> Ready {
+    Ready::Http {
+        method: "GET".into(),
+        path: "/".into(),
+        status: StatusMatch::Code(200),
+    }
+}
+

@@ -610,7 +610,7 @@ fn count_rows(walk: &mut FeedWalk, page: &wire::ChangesPage) -> Result<(), Couch
 /// does, without fetching documents: the position reached and the rows read, or a one-line
 /// error. The fuzz target and the property tests drive it.
 pub fn follow_pages(pages: &[&[u8]], since: Value) -> Result<(Value, u64), String> {
-    follow_pages_within(pages, since, FeedBounds::COUCHDB_DEFAULT)
+    follow_pages_within(pages, since, crate::protocols::couch::FEED_DEFAULT)
 }
 
 /// [`follow_pages`] with other walk bounds.

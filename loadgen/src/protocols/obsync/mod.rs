@@ -14,3 +14,24 @@ pub(crate) mod metrics;
 pub(crate) mod midbody;
 pub(crate) mod route;
 pub(crate) mod sync;
+
+use crate::launch::{Ready, StatusMatch, TargetDef};
+
+/// What the rest of the generator and the harness's registry know of this protocol.
+pub const SPEC: crate::protocols::Spec = crate::protocols::Spec {
+    name: contract::protocol::DEFAULT_NAME,
+    aliases: &["obsync"],
+    about: "the signed obsync wire protocol v1 (the reference server's)",
+    ready,
+    feed: Some(crate::feed::FeedBounds::DEFAULT),
+    routes: || route::Route::ALL.iter().map(|r| r.name()).collect(),
+};
+
+/// The protocol's readiness route.
+fn ready(_: &TargetDef) -> Ready {
+    Ready::Http {
+        method: "GET".into(),
+        path: "/readyz".into(),
+        status: StatusMatch::Code(200),
+    }
+}

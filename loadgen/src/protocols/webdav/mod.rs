@@ -43,3 +43,24 @@ pub use ops::{
 };
 pub use presets::{RunningServer, ServerCommand, probe_ready};
 pub use route::{DavRoute, DavRouteLoadConfig, DavRouteLoadReport, run_dav_route_load};
+
+use crate::launch::{Ready, StatusMatch, TargetDef};
+
+/// What the rest of the generator and the harness's registry know of this protocol.
+pub const SPEC: crate::protocols::Spec = crate::protocols::Spec {
+    name: "webdav",
+    aliases: &[],
+    about: "WebDAV, as the Remotely Save plugin uses it",
+    ready,
+    feed: None,
+    routes: || DavRoute::ALL.iter().map(|r| r.name()).collect(),
+};
+
+/// `OPTIONS` of the vault's collection (with the credentials), any 2xx.
+fn ready(def: &TargetDef) -> Ready {
+    Ready::Http {
+        method: "OPTIONS".into(),
+        path: def.root().to_owned(),
+        status: StatusMatch::Class(2),
+    }
+}

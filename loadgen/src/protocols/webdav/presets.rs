@@ -116,7 +116,7 @@ impl ServerCommand {
             .process_group(0);
         let t0 = Instant::now();
         let child = cmd.spawn().map_err(|e| DavError::io(&self.program, e))?;
-        let ready = self.def.ready_check();
+        let ready = self.def.ready_check(&super::SPEC);
         let mut server = RunningServer {
             command: self,
             child,

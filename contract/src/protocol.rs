@@ -31,13 +31,16 @@ impl Protocol {
     pub fn parse(s: &str) -> Result<Protocol, String> {
         let ok = !s.is_empty()
             && s.len() <= MAX_NAME_BYTES
-            && s
-                .bytes()
+            && s.bytes()
                 .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
         if ok {
             Ok(Protocol(Cow::Owned(s.to_owned())))
         } else {
-            let shown: String = s.chars().take(MAX_NAME_BYTES).flat_map(char::escape_default).collect();
+            let shown: String = s
+                .chars()
+                .take(MAX_NAME_BYTES)
+                .flat_map(char::escape_default)
+                .collect();
             Err(format!(
                 "protocol \"{shown}\" is not a protocol name (lower-case letters, digits and -, at most {MAX_NAME_BYTES} bytes)"
             ))

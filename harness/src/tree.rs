@@ -1,11 +1,11 @@
 //! The manifest and digest of a vault tree on disk (every file, hidden ones too): what a pull
 //! is checked against, and what a user's vault is summarised by.
 
-use std::fs;
+use std::fs::{self, File};
 use std::path::Path;
 
 use anyhow::{Context, bail};
-use scenarios::Manifest;
+use scenarios::{Manifest, ManifestEntry};
 
 /// Reads every file under `dir` (hidden ones too) into a manifest.
 pub fn manifest_of_dir(dir: &Path) -> anyhow::Result<Manifest> {

@@ -17,8 +17,8 @@ use std::path::{Path, PathBuf};
 
 use bytes::Bytes;
 use loadgen::Target;
-use loadgen::launch::{TargetDef, preset_names};
 use loadgen::http::{Request as DavRequest, method};
+use loadgen::launch::{TargetDef, preset_names};
 use loadgen::webdav::client::Depth;
 use loadgen::webdav::{BasicAuth, DavClient, ServerCommand};
 

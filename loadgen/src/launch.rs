@@ -254,9 +254,8 @@ impl TargetDef {
         let argv = split_command(&f.command)?;
         let mut def = TargetDef::command(argv, f.name.as_deref().unwrap_or(default_name))?;
         if let Some(p) = f.protocol {
-            def.protocol = Some(
-                contract::protocol::Protocol::parse(&p).map_err(|e| invalid("protocol", &e))?,
-            );
+            def.protocol =
+                Some(contract::protocol::Protocol::parse(&p).map_err(|e| invalid("protocol", &e))?);
         }
         def.version = f.version.as_deref().map(split_command).transpose()?;
         def.packages = f.packages;
@@ -651,7 +650,10 @@ mod tests {
             let d = TargetDef::preset(name).unwrap();
             assert_eq!(d.name, name);
             assert!(
-                matches!(d.protocol.as_ref().map(|p| p.name()), Some("webdav" | "couchdb")),
+                matches!(
+                    d.protocol.as_ref().map(|p| p.name()),
+                    Some("webdav" | "couchdb")
+                ),
                 "{name}"
             );
             assert!(d.packages.is_some(), "{name} names its packages");
@@ -779,9 +781,19 @@ mod tests {
             webdav_root: Some("/dav/".into()),
             ..TargetDef::command(vec!["x".into()], "x").unwrap()
         };
-        assert_eq!(webdav.ready_check(&crate::protocols::webdav::SPEC).to_string(), "OPTIONS /dav/ 2xx");
+        assert_eq!(
+            webdav
+                .ready_check(&crate::protocols::webdav::SPEC)
+                .to_string(),
+            "OPTIONS /dav/ 2xx"
+        );
         let obsync = TargetDef::command(vec!["x".into()], "x").unwrap();
-        assert_eq!(obsync.ready_check(&crate::protocols::obsync::SPEC).to_string(), "GET /readyz 200");
+        assert_eq!(
+            obsync
+                .ready_check(&crate::protocols::obsync::SPEC)
+                .to_string(),
+            "GET /readyz 200"
+        );
     }
 
     #[test]

@@ -28,7 +28,6 @@ impl TreeError {
     }
 }
 
-
 /// Options of a whole-vault push.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PushOpts {

@@ -393,7 +393,11 @@ fn a_huge_content_length_is_refused_before_reading_and_not_retried() {
             .block_on(async {
                 if m == "GET" {
                     let req = DavRequest::new("get-file", Method::GET, "/x.md");
-                    client.call(&rec, &req, &[200]).await.map(|_| ()).map_err(DavError::from)
+                    client
+                        .call(&rec, &req, &[200])
+                        .await
+                        .map(|_| ())
+                        .map_err(DavError::from)
                 } else {
                     client.propfind(&rec, "", Depth::One).await.map(|_| ())
                 }
@@ -404,7 +408,10 @@ fn a_huge_content_length_is_refused_before_reading_and_not_retried() {
             &e,
             "declares Content-Length 1000000000000000000, over the 256 MiB cap (MAX_ANSWER_BYTES)",
         );
-        assert!(matches!(e, DavError::Http(HttpError::TooLarge { .. })), "{m}: {msg}");
+        assert!(
+            matches!(e, DavError::Http(HttpError::TooLarge { .. })),
+            "{m}: {msg}"
+        );
         assert_eq!(
             fake.requests(),
             1,

@@ -2,6 +2,7 @@
 //! with a recorded seed, each sample a fresh subprocess with a fresh server, gated per sample;
 //! then paired statistics per metric, exact differences as facts, and a decision rule.
 
+use crate::sample::protocols::{self, Support};
 use anyhow::{Context, bail};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
@@ -120,15 +121,17 @@ pub fn run(args: AbArgs) -> anyhow::Result<i32> {
     let (mut spec_b, git_b) = args.common.resolve_target(&args.b, &opts)?;
     crate::prepare::check_protocol(
         &scenario,
-        args.common.protocol,
-        &[("--a", &spec_a), ("--b", &spec_b)],
+        args.common.protocol.as_ref(),
+        &mut [("--a", &mut spec_a), ("--b", &mut spec_b)],
     )?;
-    spec_a.speak(scenario.protocol.name());
-    spec_b.speak(scenario.protocol.name());
-    if args.paired && scenario.protocol == scenarios::scenario::Protocol::Couchdb {
+    if args.paired
+        && let Support::No(why) = protocols::lookup(scenario.protocol.name())?.paired()
+    {
         bail!(
-            "--paired drives obsync-v1 and WebDAV scenarios; {} speaks CouchDB (use a sequential ab)",
-            scenario.name
+            "--paired drives {} scenarios; {} speaks {}, which cannot: {why} (use a sequential ab)",
+            protocols::those_that(|p| p.paired()),
+            scenario.name,
+            scenario.protocol
         );
     }
     if spec_a.def == spec_b.def && !args.aa {

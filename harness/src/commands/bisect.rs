@@ -442,7 +442,9 @@ pub fn run(args: BisectArgs) -> anyhow::Result<i32> {
     }
     let mode = if is_cost_key(&args.key) {
         Mode::Cost
-    } else if scenario.protocol == scenarios::scenario::Protocol::ObsyncV1 {
+    } else if crate::sample::protocols::lookup(scenario.protocol.name())?
+        .paired_covers_every_phase()
+    {
         Mode::Paired
     } else {
         Mode::Sequential
@@ -546,7 +548,7 @@ pub fn run(args: BisectArgs) -> anyhow::Result<i32> {
                 let mut spec = git::spec_of(b, &common.git, &topts)?;
                 common.bound_feed(&mut spec);
                 spec.given = format!("git:{}", short(&at.commit));
-                spec.speak(prep.scenario.protocol.name());
+                spec.speak(crate::sample::protocols::lookup(prep.scenario.protocol.name())?.spec());
                 let mut id = spec.identity()?;
                 id.git = Some(b.info.clone());
                 (Some(spec), Some(id), None)

@@ -235,8 +235,8 @@ pub struct ConnArgs {
     /// `webdav`, or `couchdb` (Self-hosted LiveSync's replication; `--target
     /// http://HOST:PORT/DB`). Checked before any load request: a target that answers as the other
     /// protocol fails with one line naming both (exit 2).
-    #[arg(long, value_enum, default_value = "obsync")]
-    pub protocol: ProtocolArg,
+    #[arg(long, value_name = "NAME", default_value = contract::protocol::DEFAULT_NAME, value_parser = crate::prepare::protocol_value_parser())]
+    pub protocol: Protocol,
     /// WebDAV and CouchDB: a file holding `user:password` for basic auth (none when absent).
     #[arg(long, value_name = "FILE")]
     pub basic_auth_file: Option<PathBuf>,
@@ -348,7 +348,11 @@ impl TransferArgs {
     }
 }
 
-use crate::prepare::ProtocolArg;
+use contract::protocol::Protocol;
+
+/// The registered protocols `load` drives by name (the default needs no name).
+const WEBDAV: Protocol = Protocol::named("webdav");
+const COUCHDB: Protocol = Protocol::named("couchdb");
 
 /// Runs `vaultbench load ...` on its own tokio runtime and returns the exit code.
 pub fn run(mut args: LoadArgs) -> anyhow::Result<i32> {
@@ -543,7 +547,7 @@ async fn run_route(a: RouteArgs) -> anyhow::Result<i32> {
     if let Some(master) = a.locust_master.clone() {
         return run_locust_worker(a, &master).await;
     }
-    if a.conn.protocol == ProtocolArg::Couchdb {
+    if a.conn.protocol == COUCHDB {
         return run_couch_route(&a).await;
     }
     let target = target_of(&a.conn)?;
@@ -554,7 +558,7 @@ async fn run_route(a: RouteArgs) -> anyhow::Result<i32> {
     if a.max_requests == 0 {
         bail!("--max-requests 0: must be at least 1");
     }
-    if a.conn.protocol == ProtocolArg::Webdav {
+    if a.conn.protocol == WEBDAV {
         let route = parse_dav_route(route).map_err(|e| anyhow::anyhow!("--route: {e}"))?;
         return run_dav_route(&a, &target, route, mode).await;
     }
@@ -612,8 +616,8 @@ async fn speaks_webdav(target: &Target, auth: Option<&BasicAuth>) -> bool {
 /// server answers the readiness probe, a WebDAV server answers OPTIONS with a `DAV` header.
 async fn check_target_protocol(target: &Target, conn: &ConnArgs) -> anyhow::Result<()> {
     let auth = basic_auth(conn)?;
-    match conn.protocol {
-        ProtocolArg::Obsync => {
+    match conn.protocol.name() {
+        contract::protocol::DEFAULT_NAME => {
             let Err(e) = probe(target).await else {
                 return Ok(());
             };
@@ -625,10 +629,10 @@ async fn check_target_protocol(target: &Target, conn: &ConnArgs) -> anyhow::Resu
             }
             Err(e.into())
         }
-        ProtocolArg::Couchdb => bail!(
+        "couchdb" => bail!(
             "--protocol couchdb: the target is checked by LiveSync's set-up (GET / must answer as CouchDB)"
         ),
-        ProtocolArg::Webdav => {
+        _ => {
             if speaks_webdav(target, auth.as_ref()).await {
                 return Ok(());
             }
@@ -768,8 +772,8 @@ async fn run_couch_route(a: &RouteArgs) -> anyhow::Result<i32> {
 /// `load push|pull --protocol couchdb`: the vault replicated into (or out of) the database
 /// as Self-hosted LiveSync does.
 async fn run_couch_transfer(t: &TransferArgs, push: bool) -> anyhow::Result<i32> {
-    let client = couch_client(&t.conn)?
-        .with_feed_bounds(t.feed_bounds(loadgen::couch::FEED_DEFAULT));
+    let client =
+        couch_client(&t.conn)?.with_feed_bounds(t.feed_bounds(loadgen::couch::FEED_DEFAULT));
     let report = if push {
         match std::fs::metadata(&t.vault) {
             Ok(m) if m.is_dir() => {}
@@ -906,7 +910,7 @@ fn finish_route<R: RouteReport>(
 /// until it says quit (exit 0) or goes silent (exit 9, `MASTER_GONE`).
 async fn run_locust_worker(a: RouteArgs, master: &str) -> anyhow::Result<i32> {
     let target = target_of(&a.conn)?;
-    if a.conn.protocol != ProtocolArg::Obsync {
+    if !a.conn.protocol.is_default() {
         bail!("--locust-master runs obsync-v1 devices; --protocol webdav and couchdb have none");
     }
     let route = a.route.as_deref().context(
@@ -1229,7 +1233,7 @@ struct TransferDoc<'a> {
 }
 
 async fn run_transfer(t: TransferArgs, push: bool) -> anyhow::Result<i32> {
-    if t.conn.protocol == ProtocolArg::Couchdb {
+    if t.conn.protocol == COUCHDB {
         return run_couch_transfer(&t, push).await;
     }
     let target = target_of(&t.conn)?.with_feed_bounds(t.feed_bounds(loadgen::FeedBounds::DEFAULT));
@@ -1247,7 +1251,7 @@ async fn run_transfer(t: TransferArgs, push: bool) -> anyhow::Result<i32> {
         }
     }
     let idx = t.device.unwrap_or(if push { 0 } else { 1 });
-    if t.conn.protocol == ProtocolArg::Webdav {
+    if t.conn.protocol == WEBDAV {
         let client = dav_client(&target, &t.conn).await?;
         let report = if push {
             loadgen::webdav::push_vault(&client, &t.vault)

@@ -74,8 +74,11 @@ pub fn run(args: RecordArgs) -> anyhow::Result<i32> {
         None
     };
     let (mut target, git) = args.common.resolve_target(&args.target, &opts)?;
-    check_protocol(&scenario, args.common.protocol, &[("--target", &target)])?;
-    target.speak(scenario.protocol.name());
+    check_protocol(
+        &scenario,
+        args.common.protocol.as_ref(),
+        &mut [("--target", &mut target)],
+    )?;
     let mut identity = target.identity()?;
     identity.git = git;
     crate::sample::target::print_identity("target", &identity);

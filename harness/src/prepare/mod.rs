@@ -13,6 +13,7 @@ use std::time::Duration;
 use scenarios::scenario::{Protocol, Scenario};
 
 use crate::sample::plan::SamplePlan;
+use crate::sample::protocols::{self, ProtocolImpl, Support};
 use crate::sample::target::{TargetOpts, TargetSpec};
 
 /// Options shared by `record` and `ab`.
@@ -76,12 +77,12 @@ pub struct RunOpts {
     /// only the top functions of each phase.
     #[arg(long, value_name = "DIR", requires = "cost")]
     pub keep_profiles: Option<PathBuf>,
-    /// The protocol the run speaks: `obsync` (the signed obsync-v1 protocol), `webdav` or
-    /// `couchdb` (as Self-hosted LiveSync replicates).
-    /// The scenario's `protocol =` selects it; the flag asserts it: a scenario, a target or
-    /// a flag that disagree fail before any sample (exit 2), naming both.
-    #[arg(long, value_enum)]
-    pub protocol: Option<ProtocolArg>,
+    /// The protocol the run speaks, one of the registered protocols (listed below; `vaultbench
+    /// scenarios` groups the built-in scenarios by them). The scenario's `protocol =` selects
+    /// it; the flag asserts it: a scenario, a target or a flag that disagree fail before any
+    /// sample (exit 2), naming both.
+    #[arg(long, value_name = "NAME", value_parser = protocol_value_parser())]
+    pub protocol: Option<Protocol>,
     /// The WebDAV collection a command-line target serves the vault under (default `/`).
     #[arg(long, value_name = "PATH")]
     pub webdav_root: Option<String>,
@@ -120,36 +121,61 @@ pub struct RunOpts {
     pub git: git::GitArgs,
 }
 
-/// `--protocol` values.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum ProtocolArg {
-    /// The signed obsync wire protocol v1.
-    #[value(alias = "obsync-v1")]
-    Obsync,
-    /// WebDAV, as the Remotely Save plugin uses it.
-    Webdav,
-    /// CouchDB replication, as Self-hosted LiveSync uses it.
-    Couchdb,
-}
-
-impl ProtocolArg {
-    pub fn protocol(self) -> Protocol {
-        match self {
-            ProtocolArg::Obsync => Protocol::ObsyncV1,
-            ProtocolArg::Webdav => Protocol::Webdav,
-            ProtocolArg::Couchdb => Protocol::Couchdb,
-        }
+/// `--protocol` values: the registry's names and aliases, each read as its canonical name.
+pub fn protocol_value_parser() -> impl clap::builder::TypedValueParser<Value = Protocol> {
+    use clap::builder::TypedValueParser as _;
+    let mut values: Vec<clap::builder::PossibleValue> = Vec::new();
+    for imp in protocols::REGISTRY {
+        let spec = imp.spec();
+        values.push(
+            clap::builder::PossibleValue::new(spec.name)
+                .help(spec.about)
+                .aliases(spec.aliases.iter().copied()),
+        );
     }
+    clap::builder::PossibleValuesParser::new(values).map(|s| {
+        protocols::lookup(&s).map_or_else(
+            |_| Protocol::named("?"),
+            |imp| Protocol::named(imp.spec().name),
+        )
+    })
 }
 
 /// The protocol a target says it speaks (a preset, a target file, `ref`, or a command line
-/// given `--protocol`); `None`: a command line that speaks the scenario's.
-pub fn target_protocol(t: &TargetSpec) -> Option<Protocol> {
-    match t.protocol()? {
-        "webdav" => Some(Protocol::Webdav),
-        "couchdb" => Some(Protocol::Couchdb),
-        _ => Some(Protocol::ObsyncV1),
+/// given `--protocol`), resolved in the registry; `None`: a command line that speaks the
+/// scenario's.
+pub fn target_protocol(t: &TargetSpec) -> anyhow::Result<Option<&'static dyn ProtocolImpl>> {
+    match &t.def.protocol {
+        None => Ok(None),
+        Some(p) => protocols::resolve(p)
+            .map(|(imp, _)| Some(imp))
+            .map_err(|e| anyhow::anyhow!("target {}: {e}", t.given)),
     }
+}
+
+/// The presets that speak `name`, for hints.
+fn presets_of(name: &str) -> Vec<&'static str> {
+    loadgen::launch::preset_names()
+        .into_iter()
+        .filter(|n| {
+            loadgen::launch::TargetDef::preset(n)
+                .and_then(|d| d.protocol)
+                .and_then(|p| protocols::lookup(p.name()).ok())
+                .is_some_and(|imp| imp.spec().name == name)
+        })
+        .collect()
+}
+
+/// The built-in scenarios that speak `name`, for hints.
+fn scenarios_of(name: &str) -> Vec<&'static str> {
+    scenarios::scenario::builtin_names()
+        .into_iter()
+        .filter(|n| {
+            scenarios::scenario::builtin(n).is_ok_and(|s| {
+                protocols::lookup(s.protocol.name()).is_ok_and(|imp| imp.spec().name == name)
+            })
+        })
+        .collect()
 }
 
 impl RunOpts {
@@ -165,7 +191,7 @@ impl RunOpts {
     /// `--ready`), checked.
     pub fn target_opts(&self) -> anyhow::Result<TargetOpts> {
         Ok(TargetOpts {
-            protocol: self.protocol.map(|p| p.protocol().name().to_owned()),
+            protocol: self.protocol.clone(),
             webdav_root: self
                 .webdav_root
                 .as_deref()
@@ -228,52 +254,54 @@ impl RunOpts {
 }
 
 /// Checks, before anything is prepared, that `--protocol` (when given), the scenario and every
-/// target (`(flag, given)` pairs such as `("--target", "ref")`) speak one protocol; the error
-/// names both sides.
+/// target (`(flag, given)` pairs such as `("--target", "ref")`) speak one protocol, each name
+/// resolved in the registry (an unknown one is refused, naming the known ones); the error
+/// names both sides and what to choose instead. Settles each target's protocol (and so its
+/// readiness default) to the scenario's.
 pub fn check_protocol(
     scenario: &Scenario,
-    flag: Option<ProtocolArg>,
-    targets: &[(&str, &TargetSpec)],
+    flag: Option<&Protocol>,
+    targets: &mut [(&str, &mut TargetSpec)],
 ) -> anyhow::Result<()> {
-    let want = scenario.protocol;
-    if let Some(f) = flag
-        && f.protocol() != want
-    {
-        bail!(
-            "--protocol {} disagrees with scenario {}, which speaks {}",
-            f.protocol().name(),
-            scenario.name,
-            want.name()
-        );
-    }
-    for (flag, t) in targets {
-        let Some(has) = target_protocol(t) else {
-            continue;
-        };
-        if has == want {
-            continue;
+    let (imp, want) = protocols::resolve(&scenario.protocol)
+        .map_err(|e| anyhow::anyhow!("scenario {}: {e}", scenario.name))?;
+    if let Some(f) = flag {
+        let (_, f) = protocols::resolve(f).map_err(|e| anyhow::anyhow!("--protocol: {e}"))?;
+        if f != want {
+            bail!(
+                "--protocol {f} disagrees with scenario {}, which speaks {want}",
+                scenario.name
+            );
         }
-        let hint = match (want, has) {
-            (Protocol::Webdav, _) => {
-                "choose a WebDAV target (apache-webdav, nginx-webdav, rclone-webdav, or a command line)"
+    }
+    for (flag, t) in targets.iter_mut() {
+        if let Some(has) = target_protocol(t)?
+            && has.spec().name != want.name()
+        {
+            let has = has.spec().name;
+            let mut choices: Vec<String> = presets_of(want.name())
+                .into_iter()
+                .map(String::from)
+                .collect();
+            if want.is_default() {
+                // The embedded reference server speaks the default protocol.
+                choices.insert(0, "ref".into());
             }
-            (Protocol::Couchdb, _) => {
-                "choose a CouchDB target (pouchdb-server, pouchdb-memory, or a command line with --protocol couchdb)"
-            }
-            (Protocol::ObsyncV1, Protocol::Couchdb) => {
-                "choose a CouchDB scenario (small-couchdb, personal-couchdb) or an obsync-v1 target"
-            }
-            (Protocol::ObsyncV1, _) => {
-                "choose a WebDAV scenario (small-webdav, personal-webdav) or an obsync-v1 target"
-            }
-        };
-        bail!(
-            "protocol mismatch: scenario {} speaks {} but {flag} {} speaks {}: {hint}",
-            scenario.name,
-            want.name(),
-            t.given,
-            has.name()
-        );
+            choices.push(format!("a command line with --protocol {want}"));
+            let others = scenarios_of(has);
+            bail!(
+                "protocol mismatch: scenario {} speaks {want} but {flag} {} speaks {has}: choose a target that speaks {want} ({}) or a {has} scenario ({})",
+                scenario.name,
+                t.given,
+                choices.join(", "),
+                if others.is_empty() {
+                    "a --scenario-file".to_owned()
+                } else {
+                    others.join(", ")
+                }
+            );
+        }
+        t.speak(imp.spec());
     }
     Ok(())
 }
@@ -286,17 +314,9 @@ pub fn load_scenario(name: Option<&str>, file: Option<&Path>) -> anyhow::Result<
         || format!("built-in {}", s.name),
         |f| f.display().to_string(),
     );
-    let known: Vec<&str> = match s.protocol {
-        Protocol::ObsyncV1 => loadgen::Route::ALL.iter().map(|r| r.name()).collect(),
-        Protocol::Webdav => loadgen::webdav::DavRoute::ALL
-            .iter()
-            .map(|r| r.name())
-            .collect(),
-        Protocol::Couchdb => loadgen::couch::CouchRoute::ALL
-            .iter()
-            .map(|r| r.name())
-            .collect(),
-    };
+    let mut s = s;
+    protocols::check_scenario(&mut s, &origin)?;
+    let known: Vec<&str> = (protocols::lookup(s.protocol.name())?.spec().routes)();
     let hop_routes = loadgen::faulthop::route_labels();
     if let Some(bad) = s
         .faults
@@ -428,11 +448,10 @@ impl RunOpts {
 /// thresholds, this machine's fingerprint and its calibration reference.
 pub fn prepare(scenario: Scenario, opts: &RunOpts) -> anyhow::Result<Prepared> {
     // Checked first: a missing tool is one line, before any vault is written.
-    if opts.cost && scenario.protocol == Protocol::Couchdb {
-        bail!(
-            "--cost does not run {} scenarios: callgrind cannot count a Node server's instructions in useful time (see docs/src/targets/couchdb.md); per-phase server CPU from /proc is recorded without it",
-            scenario.protocol.name()
-        );
+    if opts.cost
+        && let Support::No(why) = protocols::lookup(scenario.protocol.name())?.cost()
+    {
+        bail!("--cost does not run {} scenarios: {why}", scenario.protocol);
     }
     let cost = if opts.cost {
         Some(crate::sample::cost::check_tools()?)
@@ -616,31 +635,40 @@ mod tests {
     fn a_protocol_mismatch_names_both_sides() {
         let small = scenarios::scenario::builtin("small").unwrap();
         let dav = scenarios::scenario::builtin("small-webdav").unwrap();
-        let r = TargetSpec::parse("ref").unwrap();
-        let nginx = TargetSpec::parse("nginx-webdav").unwrap();
-        check_protocol(&small, None, &[("--target", &r)]).unwrap();
-        check_protocol(&dav, Some(ProtocolArg::Webdav), &[("--a", &nginx)]).unwrap();
-        let e = check_protocol(&small, None, &[("--target", &nginx)]).unwrap_err();
+        let mut r = TargetSpec::parse("ref").unwrap();
+        let mut nginx = TargetSpec::parse("nginx-webdav").unwrap();
+        let webdav = Protocol::named("webdav");
+        check_protocol(&small, None, &mut [("--target", &mut r.clone())]).unwrap();
+        check_protocol(&dav, Some(&webdav), &mut [("--a", &mut nginx.clone())]).unwrap();
+        let e = check_protocol(&small, None, &mut [("--target", &mut nginx)]).unwrap_err();
         let e = e.to_string();
         assert!(
             e.contains("scenario small speaks obsync-v1")
                 && e.contains("--target nginx-webdav speaks webdav")
-                && e.contains("choose a WebDAV scenario"),
+                && e.contains("or a webdav scenario (small-webdav"),
             "{e}"
         );
-        let e = check_protocol(&dav, None, &[("--a", &nginx), ("--b", &r)])
+        let e = check_protocol(&dav, None, &mut [("--a", &mut nginx), ("--b", &mut r)])
             .unwrap_err()
             .to_string();
         assert!(
-            e.contains("--b ref speaks obsync-v1") && e.contains("choose a WebDAV target"),
+            e.contains("--b ref speaks obsync-v1")
+                && e.contains("choose a target that speaks webdav (apache-webdav"),
             "{e}"
         );
-        let e = check_protocol(&small, Some(ProtocolArg::Webdav), &[("--target", &r)])
+        let e = check_protocol(&small, Some(&webdav), &mut [("--target", &mut r)])
             .unwrap_err()
             .to_string();
         assert_eq!(
             e,
             "--protocol webdav disagrees with scenario small, which speaks obsync-v1"
+        );
+        let e = check_protocol(&small, Some(&Protocol::named("ftp")), &mut [])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("unknown protocol \"ftp\"") && e.contains("couchdb"),
+            "{e}"
         );
     }
 }

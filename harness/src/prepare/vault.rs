@@ -367,7 +367,6 @@ pub fn profile_from_file(path: &Path) -> anyhow::Result<Profile> {
     Ok(Profile::from_shape(&shape))
 }
 
-
 /// Reuses `<cache_root>/<profile>-<seed as 0x hex>/` only when its on-disk digest matches
 /// what the generator would produce (every file re-hashed); regenerates it otherwise.
 pub fn ensure_cached_vault(
@@ -475,7 +474,6 @@ pub fn apply_edit(dir: &Path, edit: &Edit) -> anyhow::Result<()> {
         Edit::Batch { edits } => edits.iter().try_for_each(|e| apply_edit(dir, e)),
     }
 }
-
 
 pub use crate::tree::{manifest_of_dir, tree_digest};
 

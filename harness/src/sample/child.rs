@@ -11,16 +11,12 @@ use std::path::Path;
 
 use contract::key::{FSYNCS, MetricKey, PhaseKey};
 use reports::schema::{Better, ChannelReading, FORMAT_VERSION, KIND_SAMPLE, SampleResult};
-use scenarios::scenario::Protocol;
 
 use crate::sample::contention::{self, Window};
-use crate::sample::couch_client::CouchSyncClient;
-use crate::sample::obsync_client::ObsyncClient;
 use crate::sample::phases;
 use crate::sample::plan::{Metrics, SamplePlan};
 use crate::sample::stopped::{server_metrics, stop_live};
 use crate::sample::target::Server;
-use crate::sample::webdav_client::WebdavClient;
 
 /// Runs the plan; never panics on a failing target: failures become `errors`.
 pub fn execute(plan: &SamplePlan) -> SampleResult {
@@ -118,18 +114,18 @@ fn measure(
 ) -> anyhow::Result<()> {
     std::fs::create_dir_all(sample_dir)
         .with_context(|| format!("creating {}", sample_dir.display()))?;
-    let want = plan.scenario.protocol;
-    if let Some(has) = crate::prepare::target_protocol(&plan.target)
-        && has != want
+    let want = &plan.scenario.protocol;
+    if let Some(has) = plan.target.protocol()
+        && has != want.name()
     {
         bail!(
             "target {} speaks {} but scenario {} speaks {}: choose a {} target or a {} scenario",
             plan.target.given,
-            has.name(),
+            has,
             plan.scenario.name,
-            want.name(),
-            want.name(),
-            has.name()
+            want,
+            want,
+            has
         );
     }
     if plan.cost {
@@ -189,7 +185,8 @@ fn measure(
     Ok(())
 }
 
-/// Drives the plan's phases against `server` through the scenario's protocol client.
+/// Drives the plan's phases against `server` through the scenario's protocol client (the
+/// registry's).
 async fn drive(
     plan: &SamplePlan,
     server: &mut Server,
@@ -197,20 +194,15 @@ async fn drive(
     m: &mut Metrics,
     bounds: &mut dyn phases::Boundary,
 ) -> anyhow::Result<()> {
-    match plan.scenario.protocol {
-        Protocol::Webdav => {
-            let mut client = WebdavClient::connect(plan, server)?;
-            phases::drive(plan, server, &mut client, dir, m, bounds).await
-        }
-        Protocol::Couchdb => {
-            let mut client = CouchSyncClient::connect(plan, server)?;
-            phases::drive(plan, server, &mut client, dir, m, bounds).await
-        }
-        Protocol::ObsyncV1 => {
-            let mut client = ObsyncClient::connect(plan, server, bounds.scrapes()).await?;
-            phases::drive(plan, server, &mut client, dir, m, bounds).await
-        }
-    }
+    let imp = crate::sample::protocols::lookup(plan.scenario.protocol.name())?;
+    imp.drive(crate::sample::protocols::Run {
+        plan,
+        server,
+        dir,
+        m,
+        bounds,
+    })
+    .await
 }
 
 /// Puts this thread's original CPU set back when dropped.

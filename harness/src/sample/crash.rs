@@ -24,9 +24,9 @@ use reports::schema::Better;
 use scenarios::scenario::KillAt;
 use sha2::Digest as _;
 
-use crate::tree::manifest_of_dir;
 use crate::sample::plan::{Metrics, SamplePlan, ms};
 use crate::sample::target::{Server, kill_pids, tree_pids};
+use crate::tree::manifest_of_dir;
 
 /// How long one push may run before its crash point must have been reached.
 const PUSH_DEADLINE: Duration = Duration::from_secs(300);

@@ -1,27 +1,26 @@
 //! One sample: the plan; the runner seam the loops call; the parent side that spawns a fresh
 //! `vaultbench sample` process; the child side that starts the target server (`target`),
 //! drives the scenario's phases (`phases`, one flow over the `sync_client` seam, implemented
-//! by `obsync_client`, `webdav_client` and `couch_client`) and prints the result; `contention` reads the
+//! by each protocol in the `protocols` registry) and prints the result; `contention` reads the
 //! in-sample contention over the measured window and pins the server and the generator to
 //! disjoint CPUs.
 
 pub mod child;
 pub mod contention;
 pub mod cost;
-pub mod couch_client;
 pub mod crash;
 pub mod escapee_wire;
 pub mod fanout;
 pub mod guard;
-pub mod obsync_client;
 pub mod paired;
+pub mod pairs;
 pub mod parent;
 pub mod phases;
 pub mod plan;
+pub mod protocols;
 pub mod runner;
 pub mod server_cost;
 pub mod stopped;
 pub mod subreaper;
 pub mod sync_client;
 pub mod target;
-pub mod webdav_client;

@@ -138,8 +138,7 @@ pub async fn drive<C: SyncClient>(
             Phase::ColdPull => {
                 let r = client.pull(&pull_dir).await?;
                 transfer_metrics(client, name, &r, m);
-                let got = crate::tree::tree_digest(&pull_dir)
-                    .context("hashing the pulled tree")?;
+                let got = crate::tree::tree_digest(&pull_dir).context("hashing the pulled tree")?;
                 if got != plan.vault_digest {
                     bail!(
                         "cold pull: the pulled tree's digest {got} differs from the vault's {} ({} files pulled over {})",

@@ -40,9 +40,9 @@ pub struct TargetSpec {
 /// file's own values when given.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct TargetOpts {
-    /// `obsync-v1` or `webdav`; fills in a command line's protocol (a preset's or `ref`'s own
-    /// is checked against the scenario instead).
-    pub protocol: Option<String>,
+    /// The protocol a command line speaks (`--protocol`; a preset's or `ref`'s own is checked
+    /// against the scenario instead).
+    pub protocol: Option<contract::protocol::Protocol>,
     pub webdav_root: Option<String>,
     pub auth: Option<BasicAuth>,
     pub ready: Option<Ready>,
@@ -75,7 +75,7 @@ impl TargetSpec {
             argv.extend(words[1..].iter().cloned());
             let mut d = TargetDef::command(argv, "ref")
                 .map_err(|e| anyhow::anyhow!("target {given:?}: {e}"))?;
-            d.protocol = Some("obsync-v1".into());
+            d.protocol = Some(contract::protocol::Protocol::default());
             d.version = Some(vec![exe, "serve-ref".into(), "--version".into()]);
             d
         } else {
@@ -118,17 +118,19 @@ impl TargetSpec {
         })
     }
 
-    /// Settles the protocol of a target that did not say (a command line without
-    /// `--protocol`): it speaks the scenario's, and its readiness default follows.
-    pub fn speak(&mut self, protocol: &str) {
-        if self.def.protocol.is_none() {
-            self.def.protocol = Some(protocol.to_owned());
+    /// Settles the protocol of a target (the scenario's, already checked against any the
+    /// target named): its name in canonical spelling, and its readiness default where the
+    /// target sets no check of its own.
+    pub fn speak(&mut self, spec: &loadgen::protocols::Spec) {
+        self.def.protocol = Some(contract::protocol::Protocol::named(spec.name));
+        if self.def.ready.is_none() {
+            self.def.ready = Some(self.def.ready_check(spec));
         }
     }
 
     /// The protocol the target speaks, when it says (`None`: the scenario's).
     pub fn protocol(&self) -> Option<&str> {
-        self.def.protocol.as_deref()
+        self.def.protocol.as_ref().map(|p| p.name())
     }
 
     /// The executable, resolved through PATH and the sbin directories (a target with
@@ -254,9 +256,10 @@ impl TargetSpec {
         })
     }
 
-    /// The readiness check in force (the definition's, else the protocol's default).
+    /// The readiness check in force: the definition's, or its protocol's default once
+    /// [`TargetSpec::speak`] settled it; a TCP connect for a target never settled.
     pub fn ready_check(&self) -> Ready {
-        self.def.ready_check()
+        self.def.ready.clone().unwrap_or(Ready::Tcp)
     }
 }
 
@@ -1093,7 +1096,7 @@ mod tests {
         assert_eq!(t.protocol(), Some("webdav"));
         assert_eq!(t.ready_check().to_string(), "OPTIONS / 2xx");
         let opts = TargetOpts {
-            protocol: Some("webdav".into()),
+            protocol: Some(contract::protocol::Protocol::named("webdav")),
             webdav_root: Some("/dav/".into()),
             auth: Some(BasicAuth::new("u", "p")),
             ready: None,
@@ -1102,8 +1105,11 @@ mod tests {
                 ..loadgen::webdav::WalkBounds::DEFAULT
             }),
         };
-        let t = TargetSpec::parse_with("rclone serve webdav {data} --addr {addr}", &opts).unwrap();
+        let mut t =
+            TargetSpec::parse_with("rclone serve webdav {data} --addr {addr}", &opts).unwrap();
         assert_eq!(t.protocol(), Some("webdav"));
+        assert_eq!(t.ready_check().to_string(), "tcp", "not settled yet");
+        t.speak(&loadgen::webdav::SPEC);
         assert_eq!(t.ready_check().to_string(), "OPTIONS /dav/ 2xx");
         assert_eq!(t.def.auth, Some(BasicAuth::new("u", "p")));
         assert_eq!(t.def.walk.map(|w| w.max_depth), Some(3));

@@ -347,11 +347,11 @@ fn a_protocol_mismatch_is_refused_naming_both() {
     let cases: [(&[&str], &str); 5] = [
         (
             &["record", "small", "--target", "nginx-webdav"],
-            "scenario small speaks obsync-v1 but --target nginx-webdav speaks webdav: choose a WebDAV scenario",
+            "scenario small speaks obsync-v1 but --target nginx-webdav speaks webdav: choose a target that speaks obsync-v1 (ref, a command line with --protocol obsync-v1) or a webdav scenario (",
         ),
         (
             &["record", "small-webdav", "--target", "ref"],
-            "scenario small-webdav speaks webdav but --target ref speaks obsync-v1: choose a WebDAV target",
+            "scenario small-webdav speaks webdav but --target ref speaks obsync-v1: choose a target that speaks webdav (apache-webdav",
         ),
         (
             &["record", "small", "--protocol", "webdav"],

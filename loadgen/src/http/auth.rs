@@ -42,7 +42,6 @@ impl BasicAuth {
     }
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;

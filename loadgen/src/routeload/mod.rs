@@ -30,4 +30,3 @@ pub enum Mode {
         max_in_flight: usize,
     },
 }
-

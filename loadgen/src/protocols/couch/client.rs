@@ -13,10 +13,10 @@ use serde::de::DeserializeOwned;
 use super::error::CouchError;
 use super::wire;
 use crate::feed::FeedBounds;
-use crate::stats::Recorder;
-use crate::target::Target;
 use crate::http::Request;
 use crate::http::{BasicAuth, HttpClient};
+use crate::stats::Recorder;
+use crate::target::Target;
 
 /// Bound on one exchange, every retry included: the other clients' figure.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);

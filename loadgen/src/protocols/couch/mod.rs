@@ -58,4 +58,3 @@ fn ready(_: &TargetDef) -> Ready {
         status: StatusMatch::Code(200),
     }
 }
-

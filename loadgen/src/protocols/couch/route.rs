@@ -22,9 +22,9 @@ use super::error::CouchError;
 use super::wire::Doc;
 use crate::Mode;
 use crate::h1::H1Conn;
+use crate::http::Request;
 use crate::routeload::drive;
 use crate::stats::{HistSummary, Recorder, RouteStats, write_interval_log};
-use crate::http::Request;
 
 /// Chunk body under load: 1.5 KiB, the vault profiles' median note (the signed route load's
 /// figure).

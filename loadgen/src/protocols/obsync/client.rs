@@ -991,7 +991,10 @@ fn one_line(s: &str) -> String {
 impl Device {
     /// Arms `trap` on this device (and its clones): the next chunk uploads of at least the
     /// trap's size go through it. Replaces an earlier trap.
-    pub fn arm_mid_body(&self, trap: std::sync::Arc<crate::protocols::obsync::midbody::MidBodyTrap>) {
+    pub fn arm_mid_body(
+        &self,
+        trap: std::sync::Arc<crate::protocols::obsync::midbody::MidBodyTrap>,
+    ) {
         *lock(&self.inner.mid_body) = Some(trap);
     }
 
@@ -1059,10 +1062,12 @@ impl Device {
         {
             let mut st = lock(&trap.state);
             let c = match &*st {
-                crate::protocols::obsync::midbody::TrapState::Held(c) => crate::protocols::obsync::midbody::MidBodyCut {
-                    answered,
-                    ..c.clone()
-                },
+                crate::protocols::obsync::midbody::TrapState::Held(c) => {
+                    crate::protocols::obsync::midbody::MidBodyCut {
+                        answered,
+                        ..c.clone()
+                    }
+                }
                 _ => crate::protocols::obsync::midbody::MidBodyCut {
                     path: req.path_and_query.to_owned(),
                     sent: 0,

@@ -13,8 +13,8 @@ use protocol::wire::{
 };
 use sha2::{Digest, Sha256};
 
-use crate::protocols::obsync::client::{Device, Outgoing, nonce_rng, session_nonce_rng};
 use crate::error::LoadError;
+use crate::protocols::obsync::client::{Device, Outgoing, nonce_rng, session_nonce_rng};
 use crate::stats::Recorder;
 use crate::target::Target;
 

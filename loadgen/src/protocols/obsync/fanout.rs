@@ -14,10 +14,10 @@ use hdrhistogram::Histogram;
 use serde::Serialize;
 use tokio::task::JoinSet;
 
-use crate::protocols::obsync::client::Device;
 use crate::error::LoadError;
-use crate::stats::{HistSummary, latency_histogram};
+use crate::protocols::obsync::client::Device;
 use crate::protocols::obsync::sync::{file_id_for, push_file, wait_changes};
+use crate::stats::{HistSummary, latency_histogram};
 
 /// Body size of a pushed note: 1.5 KiB, the median note of the vault profiles.
 const NOTE_BYTES: usize = 1536;

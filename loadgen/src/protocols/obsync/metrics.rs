@@ -4,8 +4,8 @@ use std::collections::BTreeMap;
 
 use protocol::Route;
 
-use crate::protocols::obsync::client::{Device, Outgoing, nonce_rng};
 use crate::error::LoadError;
+use crate::protocols::obsync::client::{Device, Outgoing, nonce_rng};
 use crate::stats::Recorder;
 use crate::target::Target;
 

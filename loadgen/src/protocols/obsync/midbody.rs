@@ -109,8 +109,8 @@ mod tests {
     use std::sync::Arc;
     use std::time::{Duration, Instant};
 
-    use crate::protocols::obsync::client::Outgoing;
     use crate::error::LoadError;
+    use crate::protocols::obsync::client::Outgoing;
     use crate::stats::Recorder;
 
     #[test]

@@ -19,14 +19,14 @@ use serde::Serialize;
 use sha2::{Digest, Sha256};
 use tokio::task::JoinSet;
 
-use crate::protocols::obsync::client::{Device, Outgoing, REQUEST_TIMEOUT, WorkerConn};
 use crate::error::LoadError;
+use crate::h1::BlockingSlot;
+use crate::protocols::obsync::client::{Device, Outgoing, REQUEST_TIMEOUT, WorkerConn};
+use crate::protocols::obsync::sync::file_id_for;
+use crate::routeload::DRAIN_GRACE;
 pub use crate::routeload::Mode;
 use crate::routeload::drive;
-use crate::routeload::DRAIN_GRACE;
-use crate::h1::BlockingSlot;
 use crate::stats::{HistSummary, Recorder, RouteStats, write_interval_log};
-use crate::protocols::obsync::sync::file_id_for;
 
 mod paired;
 pub use paired::{
@@ -601,8 +601,8 @@ mod tests {
         assert_eq!(c4.len(), 500);
         assert!(c1.is_disjoint(&c4));
     }
-    use crate::protocols::obsync::client::nonce_rng;
     use crate::fake::{Script, start};
+    use crate::protocols::obsync::client::nonce_rng;
 
     /// A target that accepts and never answers under load: blocking workers (as many
     /// connections as CPUs) and the async workers (more) alike end at the requests' hard stop,

@@ -137,8 +137,7 @@ impl DavClient {
     /// The vault path of a decoded href path as this client's server lists it (under its
     /// root); `None` for the root itself or a path outside it.
     pub fn rel<'p>(&self, path: &'p str) -> Option<&'p str> {
-        let prefix =
-            super::multistatus::decode_href(self.http.prefix()).unwrap_or_default();
+        let prefix = super::multistatus::decode_href(self.http.prefix()).unwrap_or_default();
         let rest = path.strip_prefix(prefix.as_str())?;
         if !prefix.is_empty() && !rest.is_empty() && !rest.starts_with('/') {
             return None;
@@ -151,8 +150,7 @@ impl DavClient {
         if let Some(rel) = self.rel(path) {
             return Place::Inside(rel);
         }
-        let prefix =
-            super::multistatus::decode_href(self.http.prefix()).unwrap_or_default();
+        let prefix = super::multistatus::decode_href(self.http.prefix()).unwrap_or_default();
         match path.strip_prefix(prefix.as_str()) {
             Some(rest) if rest.bytes().all(|b| b == b'/') => Place::Root,
             _ => Place::Outside,
@@ -169,7 +167,11 @@ impl DavClient {
     pub async fn mkcol(&self, rec: &Recorder, rel: &str) -> Result<u16, DavError> {
         let href = DavClient::href(rel, true);
         let req = Request::new("mkcol", method("MKCOL"), &href);
-        Ok(self.http.call(rec, &req, &[200, 201, 204, 405]).await?.status)
+        Ok(self
+            .http
+            .call(rec, &req, &[200, 201, 204, 405])
+            .await?
+            .status)
     }
 
     /// `PUT` of file `rel`.
@@ -244,7 +246,9 @@ impl DavClient {
             visit,
             delivered: 0,
         };
-        self.http.call_streamed(rec, &req, &[207], &mut reader).await?;
+        self.http
+            .call_streamed(rec, &req, &[207], &mut reader)
+            .await?;
         Ok(reader.delivered)
     }
 
@@ -259,10 +263,8 @@ impl DavClient {
     ) -> Result<u16, DavError> {
         let href = DavClient::href(from, collection);
         let mut req = Request::new("move", method("MOVE"), &href);
-        req.headers.push((
-            "destination",
-            self.url(&DavClient::href(to, collection)),
-        ));
+        req.headers
+            .push(("destination", self.url(&DavClient::href(to, collection))));
         req.headers.push(("overwrite", "T".to_owned()));
         Ok(self.http.call(rec, &req, &[201, 204]).await?.status)
     }

@@ -33,9 +33,9 @@ pub mod ops;
 pub mod presets;
 pub mod route;
 
+pub use crate::http::{Answer as DavAnswer, BasicAuth};
 pub use bounds::WalkBounds;
 pub use client::{DavClient, Depth};
-pub use crate::http::{Answer as DavAnswer, BasicAuth};
 pub use error::DavError;
 pub use multistatus::{DavEntry, parse_multistatus, parse_multistatus_each};
 pub use ops::{

@@ -46,7 +46,6 @@ impl Listing {
     }
 }
 
-
 /// Pushes every folder (MKCOL, parents first, one at a time) and file (PUT, [`IN_FLIGHT`]
 /// at once) under `dir` to the server's root.
 pub async fn push_vault(client: &DavClient, dir: &Path) -> Result<TransferReport, DavError> {

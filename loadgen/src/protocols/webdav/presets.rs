@@ -11,7 +11,6 @@ use std::fmt::Write as _;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
-
 use super::error::DavError;
 use crate::http::BasicAuth;
 use crate::launch::TargetDef;
@@ -223,4 +222,3 @@ impl Drop for RunningServer {
         }
     }
 }
-

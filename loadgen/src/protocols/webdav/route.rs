@@ -19,10 +19,10 @@ use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
 
 use super::client::DavClient;
-use crate::http::{Request, method};
 use super::error::DavError;
 use crate::Mode;
 use crate::h1::H1Conn;
+use crate::http::{Request, method};
 use crate::routeload::drive;
 use crate::stats::{HistSummary, Recorder, RouteStats, write_interval_log};
 

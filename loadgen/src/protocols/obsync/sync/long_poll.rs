@@ -7,9 +7,9 @@ use protocol::Route;
 use protocol::limits::MAX_CHANGES_LIMIT;
 use protocol::wire::ChangesResponse;
 
-use crate::protocols::obsync::client::{Device, Outgoing};
 use crate::error::LoadError;
 use crate::feed::{FeedBounds, FeedWalk};
+use crate::protocols::obsync::client::{Device, Outgoing};
 use crate::stats::Recorder;
 
 /// Holds `GET /v1/changes?since=..&wait=..` until a change lands or `wait_s` (≤ 55) passes.

@@ -15,7 +15,7 @@ mod pull;
 mod push;
 mod rename;
 
-
+pub use crate::transfer::{Checkpoint, PushOpts, PushedVersion, TransferReport};
 pub(crate) use local::safe_rel_path;
 pub use local::{decode_manifest, file_id_for};
 pub use long_poll::wait_changes;
@@ -24,4 +24,3 @@ pub(crate) use pull::parse_multipart;
 pub use pull::{fetch_and_write, get_chunk, list_changes, pull_vault, resync};
 pub use push::{Interrupted, push_file, push_vault, push_vault_counted, resume_vault};
 pub use rename::{delete_file, rename_path};
-pub use crate::transfer::{Checkpoint, PushOpts, PushedVersion, TransferReport};

@@ -13,8 +13,8 @@ use protocol::wire::{Change, ClientManifest, SidsRequest};
 use sha2::{Digest, Sha256};
 use tokio::task::JoinSet;
 
-use crate::protocols::obsync::client::{Device, FileState, Outgoing, lock_files};
 use crate::error::LoadError;
+use crate::protocols::obsync::client::{Device, FileState, Outgoing, lock_files};
 use crate::stats::Recorder;
 
 use super::local::{

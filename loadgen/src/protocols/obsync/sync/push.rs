@@ -12,8 +12,8 @@ use protocol::limits::{CLIENT_CHUNK_BYTES, MAX_EXISTS_SIDS};
 use protocol::wire::{MissingResponse, SidsRequest, VersionPost, VersionPostResponse};
 use tokio::task::JoinSet;
 
-use crate::protocols::obsync::client::{Device, FileState, Outgoing, lock_files};
 use crate::error::LoadError;
+use crate::protocols::obsync::client::{Device, FileState, Outgoing, lock_files};
 use crate::stats::Recorder;
 
 use super::local::{

@@ -3,8 +3,8 @@
 
 use protocol::Route;
 
-use crate::protocols::obsync::client::{Device, FileState, Outgoing, lock_files};
 use crate::error::LoadError;
+use crate::protocols::obsync::client::{Device, FileState, Outgoing, lock_files};
 use crate::stats::Recorder;
 
 use super::local::{decode_manifest, file_id_for, safe_rel_path};

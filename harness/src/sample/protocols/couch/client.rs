@@ -51,9 +51,7 @@ impl CouchSyncClient {
         let target = loadgen::Target::parse(&server.url(), false)?;
         let def = &plan.target.def;
         let client = CouchClient::new(target, db_of(def.root()), def.auth.as_ref())?
-            .with_feed_bounds(
-                loadgen::couch::FEED_DEFAULT.with(def.feed.unwrap_or_default()),
-            );
+            .with_feed_bounds(loadgen::couch::FEED_DEFAULT.with(def.feed.unwrap_or_default()));
         Ok(CouchSyncClient {
             client,
             a: Writer::new("vaultbench-a"),

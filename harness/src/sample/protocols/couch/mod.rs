@@ -1,0 +1,49 @@
+//! CouchDB's side of the sample: its phase client ([`client`], shaped like Self-hosted
+//! LiveSync's replication). It has no paired flow and no cost sample.
+
+pub mod client;
+
+use super::{Local, ProtocolImpl, Run, Support};
+use crate::sample::phases;
+
+/// The registry's entry.
+pub struct Impl;
+
+impl ProtocolImpl for Impl {
+    fn spec(&self) -> &'static loadgen::protocols::Spec {
+        &loadgen::protocols::couch::SPEC
+    }
+
+    fn cost(&self) -> Support {
+        Support::No(
+            "callgrind cannot count a Node server's instructions in useful time (see docs/src/targets/couchdb.md); per-phase server CPU from /proc is recorded without it",
+        )
+    }
+
+    fn paired(&self) -> Support {
+        Support::No("its replication has no per-file exchange to alternate")
+    }
+
+    fn faults(&self) -> Support {
+        Support::No("its replicator is not driven through the fault hop")
+    }
+
+    fn long_poll(&self) -> Support {
+        Support::No("its long-polling steps are not built")
+    }
+
+    fn drive<'a>(&'a self, run: Run<'a>) -> Local<'a, ()> {
+        Box::pin(async move {
+            let mut client = client::CouchSyncClient::connect(run.plan, run.server)?;
+            phases::drive(
+                run.plan,
+                run.server,
+                &mut client,
+                run.dir,
+                run.m,
+                run.bounds,
+            )
+            .await
+        })
+    }
+}

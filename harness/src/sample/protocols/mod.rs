@@ -1,0 +1,232 @@
+//! The protocol registry: every protocol a sample can speak, in one table ([`REGISTRY`]).
+//! A protocol is one folder in `loadgen/src/protocols/<name>/` (its client, whole-vault
+//! operations, route load and `SPEC`) and one here (its side of the phase seam
+//! `sync_client::SyncClient`, its paired flow if it has one), plus one line in the table
+//! below. Everything else that varies by protocol — `--protocol` values, help text, the
+//! scenario list grouped by protocol, the refusals of what a protocol cannot run, readiness
+//! and feed defaults — is read from the table, never matched on a name.
+
+use std::future::Future;
+use std::path::Path;
+use std::pin::Pin;
+
+use anyhow::bail;
+use contract::protocol::Protocol;
+use scenarios::scenario::{Phase, Scenario};
+
+use crate::sample::pairs::PairedJob;
+use crate::sample::phases;
+use crate::sample::plan::{Metrics, SamplePlan};
+use crate::sample::target::Server;
+
+mod couch;
+mod obsync;
+mod webdav;
+
+/// The registered protocols, the default first.
+pub static REGISTRY: &[&dyn ProtocolImpl] = &[&obsync::Impl, &webdav::Impl, &couch::Impl];
+
+/// A future on the sample's one runtime thread (never sent between threads).
+pub type Local<'a, T> = Pin<Box<dyn Future<Output = anyhow::Result<T>> + 'a>>;
+
+/// Whether a protocol can do something, and why not.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Support {
+    Yes,
+    /// It cannot; the reason, for the refusal.
+    No(&'static str),
+}
+
+/// One sample's run of the phases, handed to a protocol.
+pub struct Run<'a> {
+    pub plan: &'a SamplePlan,
+    pub server: &'a mut Server,
+    pub dir: &'a Path,
+    pub m: &'a mut Metrics,
+    pub bounds: &'a mut dyn phases::Boundary,
+}
+
+/// Debug shows the protocol's name.
+impl std::fmt::Debug for dyn ProtocolImpl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.spec().name)
+    }
+}
+
+/// One registered protocol: its generator-side facts ([`loadgen::protocols::Spec`]) and its
+/// harness side.
+pub trait ProtocolImpl: Sync {
+    /// Name, aliases, readiness default, feed bounds and routes.
+    fn spec(&self) -> &'static loadgen::protocols::Spec;
+
+    /// `--cost` (callgrind and strace over the target).
+    fn cost(&self) -> Support {
+        Support::Yes
+    }
+
+    /// `ab --paired` (both arms up, requests alternated).
+    fn paired(&self) -> Support;
+
+    /// Whether its paired flow runs every phase kind (so any key can be probed paired, as
+    /// `bisect` does for timing keys); a flow that runs only some names the rest as skipped.
+    fn paired_covers_every_phase(&self) -> bool {
+        false
+    }
+
+    /// `[[fault]]` rules (the fault hop between devices and target) and crash phases.
+    fn faults(&self) -> Support;
+
+    /// Long-polling steps (`long_poll_fanout`, `concurrent_push`).
+    fn long_poll(&self) -> Support;
+
+    /// The scenario file's options table this protocol reads (`[webdav]`), if any.
+    fn options_table(&self) -> Option<&'static str> {
+        None
+    }
+
+    /// Drives the plan's phases against the run's server through this protocol's client.
+    fn drive<'a>(&'a self, run: Run<'a>) -> Local<'a, ()>;
+
+    /// The paired flow (`ab --paired`); only called where [`ProtocolImpl::paired`] is `Yes`.
+    fn drive_paired<'a>(&'a self, _job: PairedJob<'a>) -> Local<'a, ()> {
+        let name = self.spec().name;
+        Box::pin(async move { bail!("ab --paired does not drive {name} scenarios") })
+    }
+}
+
+/// The canonical names of the registered protocols.
+pub fn names() -> Vec<&'static str> {
+    REGISTRY.iter().map(|p| p.spec().name).collect()
+}
+
+/// The registered protocol `name` (or an alias of it); an unknown name is an error naming
+/// the known ones.
+pub fn lookup(name: &str) -> anyhow::Result<&'static dyn ProtocolImpl> {
+    REGISTRY
+        .iter()
+        .copied()
+        .find(|p| p.spec().name == name || p.spec().aliases.contains(&name))
+        .ok_or_else(|| {
+            let shown: String = name
+                .chars()
+                .take(40)
+                .flat_map(char::escape_default)
+                .collect();
+            anyhow::anyhow!(
+                "unknown protocol \"{shown}\": the known protocols are {}",
+                names().join(", ")
+            )
+        })
+}
+
+/// `p` resolved: the registered protocol and its canonical name.
+pub fn resolve(p: &Protocol) -> anyhow::Result<(&'static dyn ProtocolImpl, Protocol)> {
+    let imp = lookup(p.name())?;
+    Ok((imp, Protocol::named(imp.spec().name)))
+}
+
+/// The protocols that can do what `ask` asks, for messages ("obsync-v1 and webdav").
+pub fn those_that(ask: impl Fn(&dyn ProtocolImpl) -> Support) -> String {
+    let yes: Vec<&str> = REGISTRY
+        .iter()
+        .filter(|p| ask(**p) == Support::Yes)
+        .map(|p| p.spec().name)
+        .collect();
+    match yes.split_last() {
+        None => "no protocol".into(),
+        Some((last, [])) => (*last).into(),
+        Some((last, rest)) => format!("{} and {last}", rest.join(", ")),
+    }
+}
+
+/// Resolves the scenario's protocol in place (an alias becomes the canonical name) and
+/// checks the scenario asks of it only what it can run: its options table, fault rules,
+/// crash phases and long-polling steps. `origin` names the scenario in errors.
+pub fn check_scenario(s: &mut Scenario, origin: &str) -> anyhow::Result<&'static dyn ProtocolImpl> {
+    let (imp, canonical) = resolve(&s.protocol).map_err(|e| anyhow::anyhow!("{origin}: {e}"))?;
+    s.protocol = canonical;
+    let name = imp.spec().name;
+    let refuse = |what: &str, why: Support| -> anyhow::Result<()> {
+        match why {
+            Support::Yes => Ok(()),
+            Support::No(reason) => bail!(
+                "{origin}: {what} drive {} targets only; {name} cannot: {reason}",
+                those_that(|p| match what {
+                    "long-polling steps" => p.long_poll(),
+                    _ => p.faults(),
+                })
+            ),
+        }
+    };
+    if s.webdav.is_some() && imp.options_table() != Some("webdav") {
+        bail!("{origin}: [webdav] options need protocol = \"webdav\" (the scenario speaks {name})");
+    }
+    if !s.faults.is_empty() {
+        refuse("fault rules", imp.faults())?;
+    }
+    for p in &s.phases {
+        match p {
+            Phase::Crash { .. } => refuse("crash phases", imp.faults())?,
+            p if p.is_fanout() => refuse("long-polling steps", imp.long_poll())?,
+            _ => {}
+        }
+    }
+    Ok(imp)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_protocol_has_one_name_and_unknown_names_list_the_known_ones() {
+        let mut all: Vec<&str> = Vec::new();
+        for p in REGISTRY {
+            all.push(p.spec().name);
+            all.extend(p.spec().aliases);
+            assert!(!(p.spec().routes)().is_empty(), "{}", p.spec().name);
+        }
+        let n = all.len();
+        all.sort();
+        all.dedup();
+        assert_eq!(all.len(), n, "a name or alias is registered twice");
+        assert_eq!(REGISTRY[0].spec().name, contract::protocol::DEFAULT_NAME);
+        let e = lookup("ftp").unwrap_err().to_string();
+        for name in names() {
+            assert!(e.contains(name), "{e}");
+        }
+        assert_eq!(lookup("obsync").unwrap().spec().name, "obsync-v1");
+    }
+
+    #[test]
+    fn a_scenario_asks_only_what_its_protocol_can_run() {
+        let parse = |t: &str| scenarios::scenario::parse(t, "f.toml").unwrap();
+        let mut s = parse(
+            "name='x'\ndoc='d'\nprofile='small'\n[webdav]\npoll_ms=5\n[[phase]]\nkind='cold_start'\n",
+        );
+        let e = check_scenario(&mut s, "f.toml").unwrap_err().to_string();
+        assert!(e.contains("protocol") && e.contains("f.toml"), "{e}");
+        let mut s = parse(
+            "name='x'\ndoc='d'\nprofile='small'\nprotocol='webdav'\n[[phase]]\nkind='long_poll_fanout'\nwaiters=2\n",
+        );
+        let e = check_scenario(&mut s, "f.toml").unwrap_err().to_string();
+        assert!(e.contains("obsync-v1 targets only"), "{e}");
+        let mut s = parse(
+            "name='x'\ndoc='d'\nprofile='small'\nprotocol='nope'\n[[phase]]\nkind='cold_start'\n",
+        );
+        let e = check_scenario(&mut s, "f.toml").unwrap_err().to_string();
+        assert!(
+            e.contains("unknown protocol") && e.contains("webdav"),
+            "{e}"
+        );
+        let mut s = parse(
+            "name='x'\ndoc='d'\nprofile='small'\nprotocol='obsync'\n[[phase]]\nkind='cold_start'\n",
+        );
+        check_scenario(&mut s, "f.toml").unwrap();
+        assert!(s.protocol.is_default());
+        for name in scenarios::scenario::builtin_names() {
+            let mut s = scenarios::scenario::builtin(name).unwrap();
+            check_scenario(&mut s, name).unwrap();
+        }
+    }
+}

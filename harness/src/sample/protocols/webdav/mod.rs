@@ -1,0 +1,64 @@
+//! WebDAV's side of the sample: its phase client ([`client`], shaped like the Remotely Save
+//! plugin's sync) and its paired flow ([`paired`]).
+
+pub mod client;
+mod paired;
+
+use super::{Local, PairedJob, ProtocolImpl, Run, Support};
+use crate::sample::phases;
+
+/// The registry's entry.
+pub struct Impl;
+
+/// What a protocol without devices or a long-poll feed cannot run.
+const NO_DEVICES: &str = "it has no signed devices or long-poll feed";
+
+impl ProtocolImpl for Impl {
+    fn spec(&self) -> &'static loadgen::protocols::Spec {
+        &loadgen::protocols::webdav::SPEC
+    }
+
+    fn paired(&self) -> Support {
+        Support::Yes
+    }
+
+    fn faults(&self) -> Support {
+        Support::No(NO_DEVICES)
+    }
+
+    fn long_poll(&self) -> Support {
+        Support::No(NO_DEVICES)
+    }
+
+    fn options_table(&self) -> Option<&'static str> {
+        Some("webdav")
+    }
+
+    fn drive<'a>(&'a self, run: Run<'a>) -> Local<'a, ()> {
+        Box::pin(async move {
+            let mut client = client::WebdavClient::connect(run.plan, run.server)?;
+            phases::drive(
+                run.plan,
+                run.server,
+                &mut client,
+                run.dir,
+                run.m,
+                run.bounds,
+            )
+            .await
+        })
+    }
+
+    fn drive_paired<'a>(&'a self, job: PairedJob<'a>) -> Local<'a, ()> {
+        Box::pin(paired::drive_dav(
+            job.plan,
+            job.a_first,
+            job.specs,
+            job.dirs,
+            job.a,
+            job.b,
+            job.pairs,
+            job.skipped,
+        ))
+    }
+}

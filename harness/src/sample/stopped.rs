@@ -7,7 +7,6 @@ use contract::key::ServerKey;
 
 use crate::sample::plan::Metrics;
 use crate::sample::target::{Server, ServerUsage};
-use crate::gate::judge_one;
 
 /// Stops and reaps `server`; fails when it had exited by itself mid-sample (`under` names
 /// the tool it ran under, if any).

@@ -1,6 +1,7 @@
-//! Helpers shared by the end-to-end tests: an isolated `vaultbench` command and gate and
-//! scenario files. Slow end-to-end tests are `#[ignore = "slow: ..."]`; `-- --include-ignored`
-//! runs them.
+//! Helpers the harness's end-to-end tests share beyond the workspace's `testkit` (the isolated
+//! `vaultbench` command, the loose gate, servers and vaults): scenario files, a loose
+//! recording, git and `hlog merge` runs. Slow end-to-end tests are `#[ignore = "slow: ..."]`;
+//! `-- --include-ignored` runs them.
 
 use std::path::Path;
 

@@ -16,21 +16,14 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use testkit::{LOOSE_GATE, procs_with};
+
 /// How long the tree may outlive the signal: the acceptance bound of the teardown work.
 const GONE_WITHIN: Duration = Duration::from_secs(5);
 
 /// One test at a time: each runs real servers, and two at once on a small machine would
 /// stretch every phase.
 static SERIAL: Mutex<()> = Mutex::new(());
-
-/// Bounds so wide no machine is refused (as `tests/it/common.rs`): whether a sample is
-/// refused must not change what these tests see.
-const LOOSE_GATE: &str = "[cpu_ms]\nmax_cv = 1000.0\nmax_over_median = 1000.0\nreference_tolerance = 1000.0\n\
-                          [io_ms]\nmax_cv = 1000.0\nmax_over_median = 1000.0\nreference_tolerance = 1000.0\n\
-                              [rtt_ms]\nmax_cv = 1000.0\nmax_over_median = 1000.0\nreference_tolerance = 1000.0\n\
-                          [server_run_delay]\nmax_share = 1000.0\n[generator_run_delay]\nmax_share = 1000.0\n\
-                          [psi_cpu_some]\nmax_share = 1000.0\n[psi_io_some]\nmax_share = 1000.0\n\
-                          [steal]\nmax_share = 1000.0\n[foreign_cpu]\nmax_share = 1000.0\n[foreign_io]\nmax_share = 1000000.0\n";
 
 #[derive(Clone, Copy, Debug)]
 enum Cmd {
@@ -74,40 +67,6 @@ const REF: Target = Target {
     exe: "serve-ref",
     procs: 1,
 };
-
-/// (pid, command line) of every live process whose command line mentions `needle`, or one of
-/// whose open files or working directory is under it: nginx rewrites its workers' command
-/// lines (`nginx: worker process`), but they keep the error log in the data dir open. Zombies
-/// have an empty command line and no files, and drop out.
-fn procs_with(needle: &str) -> Vec<(u32, String)> {
-    let mut out = Vec::new();
-    let Ok(rd) = std::fs::read_dir("/proc") else {
-        return out;
-    };
-    for e in rd.flatten() {
-        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
-            continue;
-        };
-        let Ok(cmd) = std::fs::read(e.path().join("cmdline")) else {
-            continue;
-        };
-        let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
-        if cmd.is_empty() {
-            continue;
-        }
-        let under =
-            |p: &Path| std::fs::read_link(p).is_ok_and(|l| l.to_string_lossy().contains(needle));
-        let files = || {
-            std::fs::read_dir(e.path().join("fd"))
-                .map(|fds| fds.flatten().any(|fd| under(&fd.path())))
-                .unwrap_or(false)
-        };
-        if cmd.contains(needle) || under(&e.path().join("cwd")) || files() {
-            out.push((pid, cmd));
-        }
-    }
-    out
-}
 
 /// An isolated home: the vault cache is shared by every test (generated once), the rest is
 /// the test's own.

@@ -2,60 +2,54 @@
 //! a known amount (the hidden `--inject-delay-us`), where the right verdict is known; and the
 //! bad-input paths.
 
-use assert_cmd::Command;
 use serde_json::Value;
+use testkit::{one_line_error, vb};
 
-use crate::common::{loose_files, vb};
-
-fn one_line_error(cmd: &mut Command) -> String {
-    let out = cmd.assert().code(2).get_output().clone();
-    let err = String::from_utf8(out.stderr).unwrap();
-    assert_eq!(err.lines().count(), 1, "one line: {err}");
-    err
-}
+use crate::common::loose_files;
 
 #[test]
 fn identical_builds_need_aa() {
     let home = tempfile::tempdir().unwrap();
-    let err = one_line_error(vb(home.path()).args([
-        "ab",
-        "--a",
-        "ref",
-        "--b",
-        "ref",
-        "--scenario",
-        "small",
-    ]));
+    let err = one_line_error(
+        vb!(home.path()).args(["ab", "--a", "ref", "--b", "ref", "--scenario", "small"]),
+        2,
+    );
     assert!(err.contains("--aa"), "{err}");
 }
 
 #[test]
 fn too_few_rounds_and_bad_rules_are_refused_before_any_sample() {
     let home = tempfile::tempdir().unwrap();
-    let err = one_line_error(vb(home.path()).args([
-        "ab",
-        "--a",
-        "ref",
-        "--b",
-        "ref --group-commit",
-        "--scenario",
-        "small",
-        "--rounds",
-        "1",
-    ]));
+    let err = one_line_error(
+        vb!(home.path()).args([
+            "ab",
+            "--a",
+            "ref",
+            "--b",
+            "ref --group-commit",
+            "--scenario",
+            "small",
+            "--rounds",
+            "1",
+        ]),
+        2,
+    );
     // Odd counts from 3 are plans (one order runs once more); fewer than 2 rounds is not.
     assert!(err.contains("--rounds 1"), "{err}");
-    let err = one_line_error(vb(home.path()).args([
-        "ab",
-        "--a",
-        "ref",
-        "--b",
-        "ref --group-commit",
-        "--scenario",
-        "small",
-        "--keep-if",
-        "server.cpu_s <== ten",
-    ]));
+    let err = one_line_error(
+        vb!(home.path()).args([
+            "ab",
+            "--a",
+            "ref",
+            "--b",
+            "ref --group-commit",
+            "--scenario",
+            "small",
+            "--keep-if",
+            "server.cpu_s <== ten",
+        ]),
+        2,
+    );
     assert!(err.contains("server.cpu_s <== ten"), "{err}");
 }
 
@@ -68,7 +62,7 @@ fn a_slowed_build_is_worse_and_the_rule_rejects_it() {
     // 50 ms on every version post: 104 posts at 4 in flight add about 1.3 s to a push that
     // takes about 0.1 s. (With 20 ms, one round on a loaded machine whose A push ran as long as
     // its B push made the six-round verdict inconclusive, and the test failed once.)
-    let o = vb(home.path())
+    let o = vb!(home.path())
         .args([
             "ab",
             "--a",
@@ -185,7 +179,7 @@ requests = 200
     )
     .unwrap();
     let res = home.path().join("ab.json");
-    let o = vb(home.path())
+    let o = vb!(home.path())
         .args([
             "ab",
             "--paired",
@@ -265,7 +259,7 @@ fn a_paired_webdav_run_alternates_files_between_two_servers() {
     let home = tempfile::tempdir().unwrap();
     let (gate, _) = loose_files(home.path());
     let res = home.path().join("ab.json");
-    let o = vb(home.path())
+    let o = vb!(home.path())
         .args([
             "ab",
             "--paired",

@@ -1,31 +1,13 @@
-//! Helpers shared by the end-to-end tests: an isolated `vaultbench` command and gate and
-//! scenario files. Slow end-to-end tests are `#[ignore = "slow: ..."]`; `-- --include-ignored`
-//! runs them.
+//! Helpers the harness's end-to-end tests share beyond the workspace's `testkit` (the isolated
+//! `vaultbench` command, the loose gate, servers and vaults): scenario files, a loose
+//! recording, git and `hlog merge` runs. Slow end-to-end tests are `#[ignore = "slow: ..."]`;
+//! `-- --include-ignored` runs them.
 
 use std::path::Path;
 
 use assert_cmd::Command;
-
-/// `vaultbench` with caches, references and the machine lock inside `home`.
-pub fn vb(home: &Path) -> Command {
-    let mut c = Command::new(assert_cmd::cargo::cargo_bin!("vaultbench"));
-    c.env("XDG_DATA_HOME", home.join("data"))
-        .env("XDG_CACHE_HOME", home.join("cache"))
-        .env("VAULTBENCH_CACHE", home.join("cache"))
-        .env("VAULTBENCH_LOCK", home.join("machine.lock"))
-        .env_remove("VAULTBENCH_REFERENCE")
-        .env_remove("VAULTBENCH_GATE_CONFIG");
-    c
-}
-
-/// Bounds so wide no machine is refused: what gets written must not depend on how busy the
-/// test machine is. The gate's own accept/refuse logic is tested in the calibration crate.
-pub const LOOSE_GATE: &str = "[cpu_ms]\nmax_cv = 1000.0\nmax_over_median = 1000.0\nreference_tolerance = 1000.0\n\
-                              [io_ms]\nmax_cv = 1000.0\nmax_over_median = 1000.0\nreference_tolerance = 1000.0\n\
-                              [rtt_ms]\nmax_cv = 1000.0\nmax_over_median = 1000.0\nreference_tolerance = 1000.0\n\
-                              [server_run_delay]\nmax_share = 1000.0\n[generator_run_delay]\nmax_share = 1000.0\n\
-                              [psi_cpu_some]\nmax_share = 1000.0\n[psi_io_some]\nmax_share = 1000.0\n\
-                              [steal]\nmax_share = 1000.0\n[foreign_cpu]\nmax_share = 1000.0\n[foreign_io]\nmax_share = 1000000.0\n";
+pub use testkit::LOOSE_GATE;
+use testkit::vb;
 
 /// A short scenario: cold start and a cold push of `small`.
 pub const PUSH_ONLY: &str = "name = \"push-only\"\ndoc = \"test\"\nprofile = \"small\"\nsamples = 2\n\
@@ -37,7 +19,7 @@ pub const PUSH_ONLY: &str = "name = \"push-only\"\ndoc = \"test\"\nprofile = \"s
 pub fn record_loose(home: &Path, args: &[&str]) -> Command {
     let gate = home.join("gate.toml");
     std::fs::write(&gate, LOOSE_GATE).unwrap();
-    let mut c = vb(home);
+    let mut c = vb!(home);
     c.arg("record").args(args).arg("--gate-config").arg(gate);
     c
 }
@@ -118,7 +100,7 @@ pub fn hlog_merge<P: AsRef<std::ffi::OsStr>>(
     out: &Path,
     extra: &[&str],
 ) -> std::process::Output {
-    vb(home)
+    vb!(home)
         .args(["hlog", "merge"])
         .args(logs)
         .arg("--out")

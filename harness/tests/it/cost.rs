@@ -3,8 +3,9 @@
 //! `/metrics` fsync counters of the same run exactly.
 
 use serde_json::Value;
+use testkit::vb;
 
-use crate::common::{loose_files, record_loose, vb};
+use crate::common::{loose_files, record_loose};
 
 /// A push of `small`, then 300 version posts at 1 in flight (fixed work).
 const PUSH_AND_POSTS: &str = "name = \"push-posts\"\ndoc = \"test\"\nprofile = \"small\"\nsamples = 1\n\
@@ -110,7 +111,7 @@ fn cost_sample_syscalls_match_the_servers_own_fsync_counters() {
     // The study measured about 167,000 instructions per signed post; a factor-of-three band
     // catches a part attributed to the wrong phase without tying the test to a build.
     assert!((50_000.0..500_000.0).contains(&ipr), "{ipr}");
-    vb(home.path()).arg("verify").arg(&out).assert().success();
+    vb!(home.path()).arg("verify").arg(&out).assert().success();
 
     // Where the time goes. The reference server flushes every chunk, journal frame and nonce
     // record before it answers: fsync + fdatasync are the largest share of cold_push's
@@ -186,7 +187,7 @@ fn cost_sample_syscalls_match_the_servers_own_fsync_counters() {
     );
     assert!(files.contains(&"strace.log".to_owned()), "{files:?}");
     // The reports show them.
-    let md = vb(home.path())
+    let md = vb!(home.path())
         .args(["report", "--format", "md"])
         .arg(out.join("push-posts.json"))
         .output()

@@ -11,8 +11,9 @@ use std::path::Path;
 use loadgen::launch::TargetDef;
 use loadgen::webdav::ServerCommand;
 use serde_json::Value;
+use testkit::vb;
 
-use crate::common::{record_loose, vb};
+use crate::common::record_loose;
 
 /// A free loopback address (the port is taken back by the server a moment later).
 fn free_addr() -> SocketAddr {
@@ -76,7 +77,7 @@ fn a_pushed_vault_is_livesync_documents_on_the_server_and_pulls_back_identical()
         .start()
         .unwrap();
     let url = format!("http://{addr}/vault");
-    vb(home.path())
+    vb!(home.path())
         .args([
             "load",
             "push",
@@ -153,7 +154,7 @@ fn a_pushed_vault_is_livesync_documents_on_the_server_and_pulls_back_identical()
     assert_eq!(milestone["type"], "milestoneinfo");
 
     let back = home.path().join("back");
-    vb(home.path())
+    vb!(home.path())
         .args([
             "load",
             "pull",
@@ -180,7 +181,7 @@ fn a_pushed_vault_is_livesync_documents_on_the_server_and_pulls_back_identical()
 #[test]
 fn a_couchdb_target_without_a_database_is_refused_in_one_line() {
     let home = tempfile::tempdir().unwrap();
-    let out = vb(home.path())
+    let out = vb!(home.path())
         .args([
             "load",
             "push",

@@ -3,8 +3,9 @@
 //! caught with the lost paths named.
 
 use serde_json::Value;
+use testkit::vb;
 
-use crate::common::{record_loose, vb};
+use crate::common::record_loose;
 
 #[test]
 #[ignore = "slow: records crash-small (five SIGKILLs and restarts per sample)"]
@@ -29,7 +30,7 @@ fn the_reference_server_loses_nothing_it_acknowledged() {
     assert!(key("crash.acked_at_kill").is_some_and(|v| v >= 5.0));
     // The pull after the crashes is the same vault.
     assert_eq!(key("cold_pull.byte_identical"), Some(1.0));
-    vb(home.path()).arg("verify").arg(&out).assert().success();
+    vb!(home.path()).arg("verify").arg(&out).assert().success();
 }
 
 #[test]
@@ -146,5 +147,5 @@ fn a_kill_inside_a_large_upload_leaves_no_torn_chunk_and_the_resume_finishes_it(
     // The resume finished the upload: the whole vault, the 4 MiB file included, pulls back.
     assert_eq!(key("crash.byte_identical"), Some(1.0));
     assert_eq!(key("cold_pull.byte_identical"), Some(1.0));
-    vb(home.path()).arg("verify").arg(&out).assert().success();
+    vb!(home.path()).arg("verify").arg(&out).assert().success();
 }

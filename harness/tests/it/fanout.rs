@@ -4,8 +4,7 @@
 //! (refusals counted as refusals, the recording accepted).
 
 use serde_json::Value;
-
-use crate::common::vb;
+use testkit::vb;
 
 fn metrics(path: &std::path::Path) -> Value {
     let b: Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
@@ -28,7 +27,7 @@ fn record_measures_the_fan_out_and_several_devices_pushing_at_once() {
         .arg(&out)
         .assert()
         .success();
-    vb(home.path()).arg("verify").arg(&out).assert().success();
+    vb!(home.path()).arg("verify").arg(&out).assert().success();
     let m = metrics(&out.join("fanout-small.json"));
     assert_eq!(value(&m, "fanout.waiters"), 200.0);
     assert_eq!(value(&m, "fanout.held"), 200.0);

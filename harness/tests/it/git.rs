@@ -4,8 +4,9 @@
 
 use serde_json::Value;
 use std::path::{Path, PathBuf};
+use testkit::vb;
 
-use crate::common::{LOOSE_GATE, git_in, vb};
+use crate::common::{LOOSE_GATE, git_in};
 
 /// The key the work setting moves: instructions the server retires per version post.
 const KEY: &str = "route.post-version.c1.server.instructions_per_request";
@@ -76,7 +77,7 @@ fn a_revision_that_does_not_build_fails_with_its_exit_code_before_any_sample() {
     let (gate, scen) = files(home.path());
     let (repo, ids) = server_repo(home.path());
     let rev = format!("git:{}", ids[BROKEN]);
-    let o = vb(home.path())
+    let o = vb!(home.path())
         .args([
             "record",
             "--target",
@@ -109,7 +110,7 @@ fn a_revision_that_does_not_build_fails_with_its_exit_code_before_any_sample() {
     );
     assert!(!home.path().join("out").exists(), "nothing recorded");
     // Unknown revisions and a missing command line are usage errors, before any build.
-    let o = vb(home.path())
+    let o = vb!(home.path())
         .args([
             "record",
             "--target",
@@ -127,7 +128,7 @@ fn a_revision_that_does_not_build_fails_with_its_exit_code_before_any_sample() {
         .clone();
     let err = String::from_utf8(o.stderr).unwrap();
     assert!(err.contains("git:no-such-rev: no such commit"), "{err}");
-    let o = vb(home.path())
+    let o = vb!(home.path())
         .args(["record", "--target", "git:HEAD"])
         .arg("--repo")
         .arg(&repo)
@@ -148,7 +149,7 @@ fn ab_of_two_revisions_builds_once_and_bisect_names_the_commit() {
     let (gate, scen) = files(home.path());
     let (repo, ids) = server_repo(home.path());
     let ab = |out: &Path| {
-        let o = vb(home.path())
+        let o = vb!(home.path())
             .args(["ab", "--a", &format!("git:{}", ids[0]), "--b", "git:HEAD"])
             .args(["--build", "sh build.sh", "--bin", "bin/server", "--cost"])
             .args(["--rounds", "3", "--cost-tau", "5%"])
@@ -189,7 +190,7 @@ fn ab_of_two_revisions_builds_once_and_bisect_names_the_commit() {
     assert!(!err.contains("building git:"), "{err}");
     assert_eq!(err.matches("cached build").count(), 2, "{err}");
     // `report` names the commits.
-    let o = vb(home.path())
+    let o = vb!(home.path())
         .args(["report", "--format", "md"])
         .arg(&first)
         .assert()
@@ -204,7 +205,7 @@ fn ab_of_two_revisions_builds_once_and_bisect_names_the_commit() {
 
     // Bisect: commit 11, with commit 7 skipped and named, in at most 6 builds beyond the ends.
     let out = home.path().join("bisect.json");
-    let o = vb(home.path())
+    let o = vb!(home.path())
         .args(["bisect", "--good", &ids[0], "--bad", "HEAD", "--key", KEY])
         .args([
             "--build",
@@ -262,7 +263,7 @@ fn ab_of_two_revisions_builds_once_and_bisect_names_the_commit() {
         assert!(text.contains("skipped (did not build)"), "{ext}");
     }
     // A rerun resumes from the journal: it measures nothing new and builds nothing.
-    let o = vb(home.path())
+    let o = vb!(home.path())
         .args(["bisect", "--good", &ids[0], "--bad", "HEAD", "--key", KEY])
         .args([
             "--build",

@@ -1,9 +1,8 @@
 //! The `vaultbench load` CLI driven in-process: refusals, state file reuse, interval log.
 
-use std::path::{Path, PathBuf};
-
 use clap::Parser;
 use harness::commands::load::{LoadArgs, run};
+use testkit::{server, tree, write_small_vault};
 
 use crate::common::json_of;
 
@@ -15,57 +14,6 @@ fn parse(args: &[&str]) -> Result<LoadArgs, clap::Error> {
         harness::Command::Load(l) => l,
         other => panic!("parsed as {other:?}"),
     })
-}
-
-/// Starts a reference server on 127.0.0.1:0 with a temp data dir.
-fn server() -> (refserver::TestServer, tempfile::TempDir) {
-    let data = tempfile::tempdir().unwrap();
-    let srv = refserver::TestServer::start(refserver::ServerConfig::new(data.path())).unwrap();
-    (srv, data)
-}
-
-/// Writes the `small` profile (seed 0x5eed) under `dir`, plus one 2.5 MiB file so that
-/// multi-chunk files and batched chunk reads are exercised.
-fn write_small_vault(dir: &Path) {
-    let p = scenarios::profile("small").unwrap();
-    for f in scenarios::generate(&p, scenarios::DEFAULT_SEED) {
-        let path = dir.join(&f.path);
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        let mut out = std::fs::File::create(&path).unwrap();
-        std::io::copy(&mut f.reader(), &mut out).unwrap();
-    }
-    let big: Vec<u8> = (0..(5 * 512 * 1024u32))
-        .map(|i| (i.wrapping_mul(2654435761) >> 13) as u8)
-        .collect();
-    std::fs::create_dir_all(dir.join("attachments")).unwrap();
-    std::fs::write(dir.join("attachments/big.bin"), big).unwrap();
-}
-
-/// Every file under `dir` (relative path -> bytes), and every folder.
-fn tree(dir: &Path) -> (std::collections::BTreeMap<String, Vec<u8>>, Vec<String>) {
-    fn walk(
-        root: &Path,
-        d: &Path,
-        files: &mut std::collections::BTreeMap<String, Vec<u8>>,
-        dirs: &mut Vec<String>,
-    ) {
-        for e in std::fs::read_dir(d).unwrap() {
-            let e = e.unwrap();
-            let p: PathBuf = e.path();
-            let rel = p.strip_prefix(root).unwrap().to_string_lossy().into_owned();
-            if e.file_type().unwrap().is_dir() {
-                dirs.push(rel);
-                walk(root, &p, files, dirs);
-            } else {
-                files.insert(rel, std::fs::read(&p).unwrap());
-            }
-        }
-    }
-    let mut files = Default::default();
-    let mut dirs = Vec::new();
-    walk(dir, dir, &mut files, &mut dirs);
-    dirs.sort();
-    (files, dirs)
 }
 
 fn err_of(args: &[&str]) -> String {
@@ -240,7 +188,7 @@ fn push_and_pull_in_separate_invocations_share_a_state_file() {
 /// `seq` with `head_seq` always ahead, anything else is `404`. Returns its URL and the count
 /// of feed requests; it stops accepting after a minute.
 fn endless_feed_server() -> (String, std::sync::Arc<std::sync::atomic::AtomicU64>) {
-    use std::io::{Read, Write};
+    use std::io::Write;
     use std::sync::atomic::{AtomicU64, Ordering};
     let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://{}", l.local_addr().unwrap());
@@ -257,16 +205,10 @@ fn endless_feed_server() -> (String, std::sync::Arc<std::sync::atomic::AtomicU64
             s.set_nonblocking(false).unwrap();
             s.set_read_timeout(Some(std::time::Duration::from_secs(5)))
                 .unwrap();
-            let mut buf = Vec::new();
-            let mut b = [0u8; 4096];
-            while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
-                match s.read(&mut b) {
-                    Ok(0) | Err(_) => break,
-                    Ok(n) => buf.extend_from_slice(&b[..n]),
-                }
-            }
-            let head = String::from_utf8_lossy(&buf).into_owned();
-            let pq = head.split_whitespace().nth(1).unwrap_or("").to_owned();
+            let Some((req, _)) = testkit::read_request(&mut s, Vec::new()) else {
+                continue;
+            };
+            let pq = req.target;
             let (status, body) = if pq == "/readyz" {
                 (200, r#"{"ready":true,"seq":0}"#.to_owned())
             } else if pq == "/v1/setup" {
@@ -320,7 +262,7 @@ fn load_pull_stops_a_feed_that_never_ends_at_its_bound() {
     std::fs::write(&token, "t").unwrap();
     let vault = dir.path().join("vault");
     let started = std::time::Instant::now();
-    let out = crate::common::vb(dir.path())
+    let out = testkit::vb!(dir.path())
         .args(["load", "pull", "--device", "0", "--feed-max-pages", "20"])
         .args(["--target", &url, "--vault"])
         .arg(&vault)

@@ -5,8 +5,9 @@
 use std::path::Path;
 
 use serde_json::Value;
+use testkit::{procs_with, vb};
 
-use crate::common::{LOOSE_GATE, PUSH_ONLY, git_in, vb};
+use crate::common::{LOOSE_GATE, PUSH_ONLY, git_in};
 
 /// Bounds no machine can meet.
 /// The calibration channels' bounds at zero, and the foreign channels and steal loosened: only
@@ -28,7 +29,7 @@ fn write_json(p: &Path, v: &Value) {
 #[test]
 fn unknown_scenario_lists_the_known_ones() {
     let home = tempfile::tempdir().unwrap();
-    let out = vb(home.path())
+    let out = vb!(home.path())
         .args(["record", "nosuch"])
         .assert()
         .code(2)
@@ -45,7 +46,7 @@ fn unknown_scenario_lists_the_known_ones() {
 #[test]
 fn a_bad_target_is_one_line_exit_2() {
     let home = tempfile::tempdir().unwrap();
-    let out = vb(home.path())
+    let out = vb!(home.path())
         .args(["record", "small", "--target", "/bin/srv --port 1"])
         .assert()
         .code(2)
@@ -87,7 +88,7 @@ fn verify_catches_edits_by_key() {
     );
     let base = out.join("small.json");
     let side = out.join("small.provenance.json");
-    vb(home.path()).arg("verify").arg(&out).assert().success();
+    vb!(home.path()).arg("verify").arg(&out).assert().success();
 
     // Every sample, warm-up included, was its own process with its own server.
     let prov = read(&side);
@@ -153,7 +154,7 @@ fn verify_catches_edits_by_key() {
         f(&mut bb, &mut pp);
         write_json(&dir.path().join("small.json"), &bb);
         write_json(&dir.path().join("small.provenance.json"), &pp);
-        let out = vb(home.path())
+        let out = vb!(home.path())
             .arg("verify")
             .arg(dir.path())
             .assert()
@@ -355,25 +356,12 @@ fn a_killed_or_interrupted_record_leaves_no_process_of_the_target() {
     }
 }
 
-/// Pids whose command line mentions `needle`.
-fn procs_with(needle: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    for e in std::fs::read_dir("/proc").unwrap().flatten() {
-        if let Ok(cmd) = std::fs::read(e.path().join("cmdline"))
-            && String::from_utf8_lossy(&cmd).contains(needle)
-        {
-            out.push(e.file_name().to_string_lossy().into_owned());
-        }
-    }
-    out
-}
-
 #[test]
 fn committed_baselines_verify() {
     // The repository's own baselines/ must pass the coherence check a user's CI runs.
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../baselines");
     let home = tempfile::tempdir().unwrap();
-    let out = vb(home.path())
+    let out = vb!(home.path())
         .arg("verify")
         .arg(&dir)
         .assert()
@@ -426,7 +414,7 @@ fn record_with(
     );
     std::fs::write(&g, gate).unwrap();
     std::fs::write(&sc, scenario).unwrap();
-    let mut cmd = vb(home);
+    let mut cmd = vb!(home);
     cmd.arg("record")
         .arg("--scenario-file")
         .arg(&sc)
@@ -452,7 +440,7 @@ fn a_target_that_never_answers_version_is_identified_by_digest_and_fails_on_read
     let home = tempfile::tempdir().unwrap();
     let target = hung_target(home.path());
     let t0 = std::time::Instant::now();
-    let out = vb(home.path())
+    let out = vb!(home.path())
         // No pre-check: under a parallel test run other tests' load would refuse the machine
         // before the target's readiness is ever tried.
         .args([
@@ -549,7 +537,7 @@ fn a_target_without_a_version_answer_records_with_its_digests_and_a_note() {
         sha,
         hex::encode(sha2::Sha256::digest(std::fs::read(&script).unwrap()))
     );
-    vb(home.path()).arg("verify").arg(&out).assert().success();
+    vb!(home.path()).arg("verify").arg(&out).assert().success();
 }
 
 #[test]
@@ -569,8 +557,8 @@ fn sigint_during_the_version_probe_exits_130() {
         .unwrap();
     // The probe: a process naming the script that is not vaultbench itself (whose own
     // command line names it too, after `--target`).
-    let me = child.id().to_string();
-    let probe_running = || procs_with(&marker).iter().any(|p| *p != me);
+    let me = child.id();
+    let probe_running = || procs_with(&marker).iter().any(|(p, _)| *p != me);
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
     while !probe_running() && std::time::Instant::now() < deadline {
         std::thread::sleep(std::time::Duration::from_millis(20));
@@ -606,7 +594,7 @@ fn a_scenario_name_that_is_not_a_plain_file_name_is_refused_at_load() {
             PUSH_ONLY.replace("name = \"push-only\"", &format!("name = {bad:?}")),
         )
         .unwrap();
-        let o = vb(home.path())
+        let o = vb!(home.path())
             .args(["record", "--scenario-file"])
             .arg(&file)
             .arg("--out")
@@ -632,7 +620,7 @@ fn an_out_that_is_a_file_fails_before_any_sample() {
     let out = home.path().join("out");
     std::fs::write(&out, "not a dir").unwrap();
     let work = home.path().join("work");
-    let o = vb(home.path())
+    let o = vb!(home.path())
         .args(["record", "small", "--out"])
         .arg(&out)
         .arg("--work-dir")
@@ -656,7 +644,7 @@ fn an_out_that_is_a_file_fails_before_any_sample() {
 fn a_zero_sample_timeout_is_a_usage_error() {
     let home = tempfile::tempdir().unwrap();
     let work = home.path().join("work");
-    let o = vb(home.path())
+    let o = vb!(home.path())
         .args(["record", "small", "--sample-timeout", "0", "--work-dir"])
         .arg(&work)
         .timeout(std::time::Duration::from_secs(60))
@@ -677,7 +665,7 @@ fn a_named_scenario_and_a_file_holding_another_are_refused() {
     let home = tempfile::tempdir().unwrap();
     let (_, scen) = crate::common::loose_files(home.path());
     let work = home.path().join("work");
-    let o = vb(home.path())
+    let o = vb!(home.path())
         .args(["record", "small", "--scenario-file"])
         .arg(&scen)
         .arg("--work-dir")
@@ -707,7 +695,7 @@ fn an_unknown_route_load_route_is_a_usage_error_at_load() {
     )
     .unwrap();
     let work = home.path().join("work");
-    let o = vb(home.path())
+    let o = vb!(home.path())
         .args(["record", "--scenario-file"])
         .arg(&file)
         .arg("--work-dir")
@@ -740,7 +728,7 @@ fn verify_refuses_a_baseline_filed_under_another_scenario() {
         dir.join("personal.provenance.json"),
     )
     .unwrap();
-    let o = vb(home.path())
+    let o = vb!(home.path())
         .arg("verify")
         .arg(dir.join("personal.json"))
         .assert()
@@ -765,7 +753,7 @@ fn verify_refuses_a_baseline_filed_under_another_machine_class() {
     for f in ["small.json", "small.provenance.json"] {
         std::fs::copy(src.join(f), dir.join(f)).unwrap();
     }
-    let o = vb(home.path())
+    let o = vb!(home.path())
         .arg("verify")
         .arg(home.path().join("baselines"))
         .assert()
@@ -783,7 +771,7 @@ fn verify_refuses_a_baseline_filed_under_another_machine_class() {
 #[test]
 fn class_prints_this_machines_class_and_its_parts() {
     let home = tempfile::tempdir().unwrap();
-    let out = vb(home.path())
+    let out = vb!(home.path())
         .arg("class")
         .assert()
         .success()
@@ -793,7 +781,7 @@ fn class_prints_this_machines_class_and_its_parts() {
     let class = String::from_utf8(out).unwrap();
     let class = class.trim_end();
     assert!(contract::class::looks_like_class(class), "{class:?}");
-    let out = vb(home.path())
+    let out = vb!(home.path())
         .args(["class", "--json"])
         .assert()
         .success()
@@ -833,7 +821,7 @@ fn record_without_out_leaves_the_checkout_alone_and_compares_with_the_committed_
     let status = || git_in(&repo, &["status", "--porcelain", "--untracked-files=all"]);
 
     let class = String::from_utf8(
-        vb(home.path())
+        vb!(home.path())
             .arg("class")
             .assert()
             .success()
@@ -853,7 +841,7 @@ fn record_without_out_leaves_the_checkout_alone_and_compares_with_the_committed_
     std::fs::write(&gate_loose, LOOSE_GATE).unwrap();
     std::fs::write(&scen, PUSH_ONLY).unwrap();
     let record = |gate: &Path| {
-        let mut c = vb(home.path());
+        let mut c = vb!(home.path());
         c.current_dir(&repo)
             .arg("record")
             .arg("--scenario-file")

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use harness::commands::report::{CompareArgs, ReportArgs, run_compare, run_report};
 use reports::render::Format;
 use reports::schema::{Baseline, Provenance, binding_digest, median};
+use testkit::vb;
 
 use crate::common::git_in;
 
@@ -354,7 +355,7 @@ fn compare_names_a_slower_disk_and_passes_unless_strict_machine() {
         md.contains("not comparable: io_ms ×2.25 (would be regression)"),
         "{md}"
     );
-    let out = vb()
+    let out = vb!()
         .arg("compare")
         .arg(&base)
         .arg(&rec)
@@ -367,14 +368,15 @@ fn compare_names_a_slower_disk_and_passes_unless_strict_machine() {
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(err.contains("io_ms ×2.25 beyond ±50.0%"), "{err}");
     // A looser io tolerance makes the machines comparable: the slower wall time regresses.
-    vb().arg("compare")
+    vb!()
+        .arg("compare")
         .arg(&base)
         .arg(&rec)
         .args(["--machine-tolerance", "io_ms=150%"])
         .assert()
         .code(1);
     // A tolerance of an unknown channel is a usage error naming it.
-    let out = vb()
+    let out = vb!()
         .arg("compare")
         .arg(&base)
         .arg(&rec)
@@ -414,7 +416,7 @@ fn compare_refuses_across_machine_classes_with_exit_7_unless_asked() {
     );
     assert_eq!(compare_with(&base, &rec, "5%", true, false).unwrap(), 0);
     // The CLI says why on one line.
-    let err = vb()
+    let err = vb!()
         .arg("compare")
         .arg(&base)
         .arg(&rec)
@@ -472,7 +474,7 @@ fn a_percent_flag_refuses_a_bare_number_naming_flag_and_value() {
     let t = tempfile::tempdir().unwrap();
     let (b, p) = fixture();
     let base = write_pair(&t.path().join("baselines"), &b, &p);
-    let err = vb()
+    let err = vb!()
         .args(["compare", "--threshold", "3"])
         .arg(&base)
         .arg(&base)
@@ -487,7 +489,7 @@ fn a_percent_flag_refuses_a_bare_number_naming_flag_and_value() {
         err.contains("--threshold") && err.contains("\"3\"") && err.contains("3%"),
         "{err}"
     );
-    let err = vb()
+    let err = vb!()
         .args([
             "ab",
             "--a",
@@ -514,7 +516,7 @@ fn a_percent_flag_refuses_a_bare_number_naming_flag_and_value() {
     // before the inputs are looked at.
     let empty = t.path().join("no-baselines");
     std::fs::create_dir_all(&empty).unwrap();
-    let err = vb()
+    let err = vb!()
         .args(["compare", "--missing-baseline-ok", "--cost-threshold", "1"])
         .arg(&empty)
         .arg(&base)
@@ -525,13 +527,14 @@ fn a_percent_flag_refuses_a_bare_number_naming_flag_and_value() {
         .clone();
     let err = String::from_utf8(err).unwrap();
     assert!(err.contains("\"1\"") && err.contains("no unit"), "{err}");
-    vb().args(["compare", "--missing-baseline-ok", "--cost-threshold", "1%"])
+    vb!()
+        .args(["compare", "--missing-baseline-ok", "--cost-threshold", "1%"])
         .arg(&empty)
         .arg(&base)
         .assert()
         .code(0);
     let ab = |extra: &[&str]| {
-        let o = vb()
+        let o = vb!()
             .args([
                 "ab",
                 "--a",
@@ -647,7 +650,7 @@ fn compare_refuses_bad_input_with_exit_2() {
     let t = tempfile::tempdir().unwrap();
     let (b, p) = fixture();
     let base = write_pair(&t.path().join("baselines"), &b, &p);
-    let err = vb()
+    let err = vb!()
         .args(["compare", "--threshold", "five percent"])
         .arg(&base)
         .arg(&base)
@@ -702,10 +705,6 @@ fn render_a_given_input_when_asked() {
     }
 }
 
-fn vb() -> assert_cmd::Command {
-    assert_cmd::Command::new(assert_cmd::cargo::cargo_bin!("vaultbench"))
-}
-
 #[test]
 fn the_cli_exit_codes_are_the_documented_ones() {
     let t = tempfile::tempdir().unwrap();
@@ -720,12 +719,13 @@ fn the_cli_exit_codes_are_the_documented_ones() {
     );
     let rec = write_pair(&t.path().join("recording"), &rb, &rp);
     // 0: no regression; 1: a regression; the Markdown goes to stdout.
-    vb().args(["compare"])
+    vb!()
+        .args(["compare"])
         .arg(&base)
         .arg(&base)
         .assert()
         .code(0);
-    let out = vb()
+    let out = vb!()
         .args(["compare"])
         .arg(&base)
         .arg(&rec)
@@ -740,7 +740,7 @@ fn the_cli_exit_codes_are_the_documented_ones() {
             .contains("cold_push.wall_ms")
     );
     // --json is one document on stdout.
-    let out = vb()
+    let out = vb!()
         .args(["compare", "--json"])
         .arg(&base)
         .arg(&rec)
@@ -754,7 +754,7 @@ fn the_cli_exit_codes_are_the_documented_ones() {
     // 2: bad input, one line on stderr naming it.
     let bad = t.path().join("notes.txt");
     std::fs::write(&bad, "# notes\n").unwrap();
-    let err = vb()
+    let err = vb!()
         .arg("report")
         .arg(&bad)
         .assert()
@@ -770,7 +770,7 @@ fn the_cli_exit_codes_are_the_documented_ones() {
         "{err}"
     );
     // A report to stdout.
-    let out = vb()
+    let out = vb!()
         .arg("report")
         .arg(&base)
         .args(["--format", "json"])

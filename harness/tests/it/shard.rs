@@ -5,13 +5,9 @@
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-use crate::common::{hlog_merge, json_of};
+use testkit::server;
 
-fn server() -> (refserver::TestServer, tempfile::TempDir) {
-    let data = tempfile::tempdir().unwrap();
-    let srv = refserver::TestServer::start(refserver::ServerConfig::new(data.path())).unwrap();
-    (srv, data)
-}
+use crate::common::{hlog_merge, json_of};
 
 fn shard_cmd(home: &Path, url: &str, token: &Path, shard: &str, log: &Path) -> Command {
     let mut c = Command::new(assert_cmd::cargo::cargo_bin!("vaultbench"));

@@ -5,23 +5,12 @@
 use std::fs;
 use std::path::Path;
 
-use assert_cmd::Command;
 use serde_json::Value;
-
-fn vb() -> Command {
-    Command::new(assert_cmd::cargo::cargo_bin!("vaultbench"))
-}
-
-fn one_line_error(cmd: &mut Command) -> String {
-    let out = cmd.assert().code(2).get_output().clone();
-    let err = String::from_utf8(out.stderr).unwrap();
-    assert_eq!(err.lines().count(), 1, "one line: {err}");
-    assert!(err.starts_with("vaultbench: "), "{err}");
-    err
-}
+use testkit::{one_line_error, vb};
 
 fn measure(dir: &Path, out: &Path) {
-    vb().args(["vault", "measure"])
+    vb!()
+        .args(["vault", "measure"])
         .arg(dir)
         .arg("--out")
         .arg(out)
@@ -30,7 +19,7 @@ fn measure(dir: &Path, out: &Path) {
 }
 
 fn gen_twin(shape: &Path, out: &Path, seed: &str) -> Value {
-    let o = vb()
+    let o = vb!()
         .args(["vault", "gen", "--profile-file"])
         .arg(shape)
         .arg("--out")
@@ -48,7 +37,8 @@ fn gen_twin(shape: &Path, out: &Path, seed: &str) -> Value {
 fn twin_of_a_generated_vault_is_seeded_and_measures_back() {
     let d = tempfile::tempdir().unwrap();
     let src = d.path().join("src");
-    vb().args(["vault", "gen", "small", "--out"])
+    vb!()
+        .args(["vault", "gen", "small", "--out"])
         .arg(&src)
         .assert()
         .success();
@@ -162,16 +152,19 @@ fn no_name_or_word_of_the_vault_reaches_the_shape_file() {
 fn bad_directories_and_shape_files_are_one_line_naming_them() {
     let d = tempfile::tempdir().unwrap();
     let e = one_line_error(
-        vb().args(["vault", "measure"])
+        vb!()
+            .args(["vault", "measure"])
             .arg(d.path().join("nope"))
             .arg("--out")
             .arg(d.path().join("s.toml")),
+        2,
     );
     assert!(e.contains("nope"), "{e}");
     assert!(!d.path().join("s.toml").exists(), "nothing written");
 
     let src = d.path().join("src");
-    vb().args(["vault", "gen", "small", "--out"])
+    vb!()
+        .args(["vault", "gen", "small", "--out"])
         .arg(&src)
         .assert()
         .success();
@@ -179,10 +172,12 @@ fn bad_directories_and_shape_files_are_one_line_naming_them() {
     measure(&src, &good_path);
     let good = fs::read_to_string(&good_path).unwrap();
     let e = one_line_error(
-        vb().args(["vault", "gen", "--profile-file"])
+        vb!()
+            .args(["vault", "gen", "--profile-file"])
             .arg(d.path().join("missing.toml"))
             .arg("--out")
             .arg(d.path().join("o")),
+        2,
     );
     assert!(e.contains("missing.toml"), "{e}");
     for (from, to, says) in [
@@ -208,10 +203,12 @@ fn bad_directories_and_shape_files_are_one_line_naming_them() {
         fs::write(&f, bad).unwrap();
         let out = d.path().join("o");
         let e = one_line_error(
-            vb().args(["vault", "gen", "--profile-file"])
+            vb!()
+                .args(["vault", "gen", "--profile-file"])
                 .arg(&f)
                 .arg("--out")
                 .arg(&out),
+            2,
         );
         assert!(e.contains("bad.toml") && e.contains(says), "{to:?}: {e}");
         assert!(!out.exists(), "nothing written for {to:?}");
@@ -225,7 +222,8 @@ fn bad_directories_and_shape_files_are_one_line_naming_them() {
 fn a_scenario_with_a_profile_file_records_its_twin() {
     let home = tempfile::tempdir().unwrap();
     let src = home.path().join("generated");
-    vb().args(["vault", "gen", "small", "--out"])
+    vb!()
+        .args(["vault", "gen", "small", "--out"])
         .arg(&src)
         .assert()
         .success();

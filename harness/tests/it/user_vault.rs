@@ -5,8 +5,9 @@
 use std::path::Path;
 
 use serde_json::Value;
+use testkit::vb;
 
-use crate::common::{record_loose, vb};
+use crate::common::record_loose;
 
 fn read(p: &Path) -> Value {
     serde_json::from_slice(&std::fs::read(p).unwrap()).unwrap()
@@ -60,7 +61,7 @@ fn record_with_your_own_vault_pushes_and_pulls_it_byte_identical() {
     assert_eq!(err.matches("back\\\\slash.md").count(), 1, "{err}");
     assert_eq!(err.matches("linked.md").count(), 1, "{err}");
     assert!(err.contains("2 entries the protocol cannot carry"), "{err}");
-    vb(home.path()).arg("verify").arg(&out).assert().success();
+    vb!(home.path()).arg("verify").arg(&out).assert().success();
     let b = read(&out.join("small.json"));
     let value = |k: &str| {
         b["metrics"][k]["value"]
@@ -98,7 +99,7 @@ fn record_with_your_own_vault_pushes_and_pulls_it_byte_identical() {
     let edited = side_text.replace("\"skipped\": 2", "\"skipped\": 0");
     assert_ne!(edited, side_text);
     std::fs::write(out.join("small.provenance.json"), edited).unwrap();
-    vb(home.path()).arg("verify").arg(&out).assert().failure();
+    vb!(home.path()).arg("verify").arg(&out).assert().failure();
 }
 
 #[test]

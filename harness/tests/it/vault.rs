@@ -6,13 +6,10 @@ use std::path::Path;
 
 use assert_cmd::Command;
 use serde_json::Value;
-
-fn vb() -> Command {
-    Command::new(assert_cmd::cargo::cargo_bin!("vaultbench"))
-}
+use testkit::{one_line_error, vb};
 
 fn gen_json(args: &[&str]) -> Value {
-    let out = vb()
+    let out = vb!()
         .args(["vault", "gen"])
         .args(args)
         .arg("--json")
@@ -22,15 +19,6 @@ fn gen_json(args: &[&str]) -> Value {
         .stdout
         .clone();
     serde_json::from_slice(&out).expect("one JSON document on stdout")
-}
-
-/// stderr of a failed run: exactly one line starting with `vaultbench: `.
-fn one_line_error(cmd: &mut Command, code: i32) -> String {
-    let out = cmd.assert().code(code).get_output().clone();
-    let err = String::from_utf8(out.stderr).unwrap();
-    assert_eq!(err.lines().count(), 1, "one line: {err}");
-    assert!(err.starts_with("vaultbench: "), "{err}");
-    err
 }
 
 fn entries(dir: &Path) -> Vec<String> {
@@ -98,7 +86,7 @@ fn gen_refuses_a_non_empty_dir_unless_forced() {
     let out = d.path().join("v");
     fs::create_dir(&out).unwrap();
     fs::write(out.join("mine.txt"), "keep me").unwrap();
-    let err = one_line_error(vb().args(["vault", "gen", "small", "--out"]).arg(&out), 2);
+    let err = one_line_error(vb!().args(["vault", "gen", "small", "--out"]).arg(&out), 2);
     assert!(
         err.contains("is not empty") && err.contains(out.to_str().unwrap()),
         "{err}"
@@ -109,12 +97,14 @@ fn gen_refuses_a_non_empty_dir_unless_forced() {
         "untouched"
     );
 
-    vb().args(["vault", "gen", "small", "--force", "--out"])
+    vb!()
+        .args(["vault", "gen", "small", "--force", "--out"])
         .arg(&out)
         .assert()
         .success();
     assert!(!out.join("mine.txt").exists(), "replaced");
-    vb().args(["vault", "verify", "--profile", "small"])
+    vb!()
+        .args(["vault", "verify", "--profile", "small"])
         .arg(&out)
         .assert()
         .success();
@@ -127,7 +117,8 @@ fn gen_refuses_a_non_empty_dir_unless_forced() {
     // An empty directory is fine without --force.
     let empty = d.path().join("empty");
     fs::create_dir(&empty).unwrap();
-    vb().args(["vault", "gen", "small", "--out"])
+    vb!()
+        .args(["vault", "gen", "small", "--out"])
         .arg(&empty)
         .assert()
         .success();
@@ -137,33 +128,36 @@ fn gen_refuses_a_non_empty_dir_unless_forced() {
 fn bad_input_is_one_line_naming_it() {
     let d = tempfile::tempdir().unwrap();
     let out = d.path().join("v");
-    let err = one_line_error(vb().args(["vault", "gen", "tiny", "--out"]).arg(&out), 2);
+    let err = one_line_error(vb!().args(["vault", "gen", "tiny", "--out"]).arg(&out), 2);
     assert!(
         err.contains("unknown profile \"tiny\"") && err.contains("small"),
         "{err}"
     );
     let err = one_line_error(
-        vb().args(["vault", "gen", "small", "--seed", "0xnope", "--out"])
+        vb!()
+            .args(["vault", "gen", "small", "--seed", "0xnope", "--out"])
             .arg(&out),
         2,
     );
     assert!(err.contains("bad seed \"0xnope\""), "{err}");
     let file = d.path().join("a-file");
     fs::write(&file, "x").unwrap();
-    let err = one_line_error(vb().args(["vault", "gen", "small", "--out"]).arg(&file), 2);
+    let err = one_line_error(vb!().args(["vault", "gen", "small", "--out"]).arg(&file), 2);
     assert!(
         err.contains("is not a directory") && err.contains("a-file"),
         "{err}"
     );
     let under_file = file.join("v");
     let err = one_line_error(
-        vb().args(["vault", "gen", "small", "--out"])
+        vb!()
+            .args(["vault", "gen", "small", "--out"])
             .arg(&under_file),
         2,
     );
     assert!(err.contains("a-file"), "{err}");
     let err = one_line_error(
-        vb().args(["vault", "verify", "--profile", "small"])
+        vb!()
+            .args(["vault", "verify", "--profile", "small"])
             .arg(d.path().join("missing")),
         2,
     );
@@ -184,7 +178,8 @@ fn unwritable_parent_is_refused_without_leftovers() {
     fs::create_dir(&ro).unwrap();
     fs::set_permissions(&ro, fs::Permissions::from_mode(0o555)).unwrap();
     let err = one_line_error(
-        vb().args(["vault", "gen", "small", "--out"])
+        vb!()
+            .args(["vault", "gen", "small", "--out"])
             .arg(ro.join("v")),
         2,
     );
@@ -263,11 +258,12 @@ fn ctrl_c_leaves_nothing_behind() {
 fn verify_names_the_first_differing_path() {
     let d = tempfile::tempdir().unwrap();
     let v = d.path().join("v");
-    vb().args(["vault", "gen", "personal", "--out"])
+    vb!()
+        .args(["vault", "gen", "personal", "--out"])
         .arg(&v)
         .assert()
         .success();
-    let ok = vb()
+    let ok = vb!()
         .args(["vault", "verify", "--profile", "personal", "--json"])
         .arg(&v)
         .assert()
@@ -280,7 +276,8 @@ fn verify_names_the_first_differing_path() {
     assert_eq!(ok["digest"], ok["expected_digest"]);
 
     // The wrong seed differs.
-    vb().args(["vault", "verify", "--profile", "personal", "--seed", "1"])
+    vb!()
+        .args(["vault", "verify", "--profile", "personal", "--seed", "1"])
         .arg(&v)
         .assert()
         .code(6);
@@ -297,7 +294,7 @@ fn verify_names_the_first_differing_path() {
     let last = bytes.len() - 1;
     bytes[last] ^= 1;
     fs::write(v.join(victim), &bytes).unwrap();
-    let out = vb()
+    let out = vb!()
         .args(["vault", "verify", "--profile", "personal"])
         .arg(&v)
         .assert()
@@ -315,7 +312,7 @@ fn verify_names_the_first_differing_path() {
 
     // A hidden extra file counts too.
     fs::write(v.join(".obsidian/extra.json"), "{}").unwrap();
-    let out = vb()
+    let out = vb!()
         .args(["vault", "verify", "--profile", "personal", "--json"])
         .arg(&v)
         .assert()
@@ -335,7 +332,7 @@ fn verify_names_the_first_differing_path() {
         .unwrap()
         .path;
     fs::remove_file(v.join(note)).unwrap();
-    let out = vb()
+    let out = vb!()
         .args(["vault", "verify", "--profile", "personal"])
         .arg(&v)
         .assert()
@@ -365,7 +362,8 @@ fn hazards_write_and_verify_on_this_filesystem() {
     {
         assert!(v.join(p).is_file(), "{p}");
     }
-    vb().args(["vault", "verify", "--profile", "hazards"])
+    vb!()
+        .args(["vault", "verify", "--profile", "hazards"])
         .arg(&v)
         .assert()
         .success();
@@ -373,7 +371,7 @@ fn hazards_write_and_verify_on_this_filesystem() {
 
 #[test]
 fn list_names_every_profile() {
-    let out = vb()
+    let out = vb!()
         .args(["vault", "list", "--json"])
         .assert()
         .success()
@@ -393,7 +391,7 @@ fn list_names_every_profile() {
 #[test]
 fn bench_reports_ratio_and_peak_rss() {
     let d = tempfile::tempdir().unwrap();
-    let out = vb()
+    let out = vb!()
         .args([
             "vault",
             "bench",
@@ -416,7 +414,7 @@ fn bench_reports_ratio_and_peak_rss() {
     #[cfg(target_os = "linux")]
     assert!(rows[0]["peak_rss_kib"].as_u64().unwrap() > 0);
     assert!(entries(d.path()).is_empty(), "bench cleans up");
-    let err = one_line_error(vb().args(["vault", "bench", "--rounds", "0"]), 2);
+    let err = one_line_error(vb!().args(["vault", "bench", "--rounds", "0"]), 2);
     assert!(err.contains("--rounds 0"), "{err}");
 }
 
@@ -427,7 +425,8 @@ fn fixture_has_7703_files_on_disk() {
     let v = d.path().join("fixture");
     let j = gen_json(&["fixture", "--out", v.to_str().unwrap()]);
     assert_eq!(j["files"], 7703);
-    vb().args(["vault", "verify", "--profile", "fixture"])
+    vb!()
+        .args(["vault", "verify", "--profile", "fixture"])
         .arg(&v)
         .assert()
         .success();

@@ -6,8 +6,9 @@
 use std::path::Path;
 
 use serde_json::Value;
+use testkit::{procs_with, vb};
 
-use crate::common::{LOOSE_GATE, record_loose, vb};
+use crate::common::{LOOSE_GATE, record_loose};
 
 fn read(p: &Path) -> Value {
     serde_json::from_slice(&std::fs::read(p).unwrap()).unwrap()
@@ -35,7 +36,7 @@ fn small_webdav_against_rclone_records_and_verifies() {
     .timeout(std::time::Duration::from_secs(600))
     .assert()
     .success();
-    vb(home.path()).arg("verify").arg(&out).assert().success();
+    vb!(home.path()).arg("verify").arg(&out).assert().success();
     let b = read(&out.join("small-webdav.json"));
     let value = |k: &str| {
         b["metrics"][k]["value"]
@@ -112,7 +113,7 @@ fn cost_sample_of_nginx_counts_instructions_and_syscalls_by_name() {
     .timeout(std::time::Duration::from_secs(900))
     .assert()
     .success();
-    vb(home.path()).arg("verify").arg(&out).assert().success();
+    vb!(home.path()).arg("verify").arg(&out).assert().success();
     let m = &read(&out.join("small-webdav.json"))["metrics"];
     let get = |k: &str| {
         let e = &m[k];
@@ -168,7 +169,7 @@ fn ab_between_two_presets_writes_a_result() {
     let gate = home.path().join("gate.toml");
     std::fs::write(&gate, LOOSE_GATE).unwrap();
     let res = home.path().join("ab.json");
-    let o = vb(home.path())
+    let o = vb!(home.path())
         .args([
             "ab",
             "--a",
@@ -242,7 +243,7 @@ fn a_webdav_server_typed_as_a_command_line_records_byte_identical() {
     let err = String::from_utf8_lossy(&res.stderr);
     assert!(res.status.success(), "{err}");
     assert!(err.contains("target: rclone serve webdav"), "{err}");
-    vb(home.path()).arg("verify").arg(&out).assert().success();
+    vb!(home.path()).arg("verify").arg(&out).assert().success();
     let b = read(&out.join("small-webdav.json"));
     let value = |k: &str| {
         b["metrics"][k]["value"]
@@ -297,7 +298,7 @@ fn a_killed_record_leaves_no_apache_worker() {
             .unwrap();
         // Apache's master and workers all carry the data dir (under the work dir) in argv.
         let marker = work.display().to_string();
-        let apache = || -> Vec<String> {
+        let apache = || -> Vec<u32> {
             procs_with(&marker)
                 .into_iter()
                 .filter(|(_, cmd)| cmd.contains("apache2"))
@@ -322,20 +323,6 @@ fn a_killed_record_leaves_no_apache_worker() {
             apache()
         );
     }
-}
-
-/// (pid, command line) of every process whose command line mentions `needle`.
-fn procs_with(needle: &str) -> Vec<(String, String)> {
-    let mut out = Vec::new();
-    for e in std::fs::read_dir("/proc").unwrap().flatten() {
-        if let Ok(cmd) = std::fs::read(e.path().join("cmdline")) {
-            let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
-            if cmd.contains(needle) {
-                out.push((e.file_name().to_string_lossy().into_owned(), cmd));
-            }
-        }
-    }
-    out
 }
 
 /// Checked before any sample, so no server needs to be installed: exit 2, one line naming
@@ -382,7 +369,7 @@ fn a_protocol_mismatch_is_refused_naming_both() {
         ),
     ];
     for (args, want) in cases {
-        let o = vb(home.path())
+        let o = vb!(home.path())
             .args(args)
             .arg("--out")
             .arg(&out)

@@ -8,7 +8,7 @@ use loadgen::{
     scrape_metrics, wait_changes,
 };
 
-use crate::{server, tree, write_small_vault, write_vault};
+use testkit::{server, tree, write_small_vault, write_vault};
 
 fn rt() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread()

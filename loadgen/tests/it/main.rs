@@ -1,65 +1,17 @@
-//! End-to-end tests of the load generator against the in-process reference server over
-//! loopback (port 0, temp dirs), (the `vaultbench load` CLI is tested in the harness).
+//! The load generator's one integration-test binary: end to end against the in-process
+//! reference server over loopback (port 0, temp dirs), the clients against fake servers that
+//! answer badly on purpose (`hostile_*`), and CI-sized property tests of the parsers (the
+//! fuzz targets in `fuzz/` run the same properties for longer). The `vaultbench load` CLI is
+//! tested in the harness.
 
 mod e2e;
 mod h1_answer;
+mod hostile_couch;
+mod hostile_couch_props;
+mod hostile_dav;
+mod hostile_obsync;
+mod hostile_obsync_props;
+mod locust_props;
+mod rss;
 mod webdav_e2e;
 mod webdav_fixtures;
-
-use std::path::{Path, PathBuf};
-
-/// Starts a reference server on 127.0.0.1:0 with a temp data dir.
-pub fn server() -> (refserver::TestServer, tempfile::TempDir) {
-    let data = tempfile::tempdir().unwrap();
-    let srv = refserver::TestServer::start(refserver::ServerConfig::new(data.path())).unwrap();
-    (srv, data)
-}
-
-/// Writes profile `name` (seed 0x5eed) under `dir`, streaming each file.
-pub fn write_vault(dir: &Path, name: &str) {
-    let p = scenarios::profile(name).unwrap();
-    for f in scenarios::generate(&p, scenarios::DEFAULT_SEED) {
-        let path = dir.join(&f.path);
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        let mut out = std::fs::File::create(&path).unwrap();
-        std::io::copy(&mut f.reader(), &mut out).unwrap();
-    }
-}
-
-/// Writes the `small` profile (seed 0x5eed) under `dir`, plus one 2.5 MiB file so that
-/// multi-chunk files and batched chunk reads are exercised.
-pub fn write_small_vault(dir: &Path) {
-    write_vault(dir, "small");
-    let big: Vec<u8> = (0..(5 * 512 * 1024u32))
-        .map(|i| (i.wrapping_mul(2654435761) >> 13) as u8)
-        .collect();
-    std::fs::create_dir_all(dir.join("attachments")).unwrap();
-    std::fs::write(dir.join("attachments/big.bin"), big).unwrap();
-}
-
-/// Every file under `dir` (relative path -> bytes), and every folder.
-pub fn tree(dir: &Path) -> (std::collections::BTreeMap<String, Vec<u8>>, Vec<String>) {
-    fn walk(
-        root: &Path,
-        d: &Path,
-        files: &mut std::collections::BTreeMap<String, Vec<u8>>,
-        dirs: &mut Vec<String>,
-    ) {
-        for e in std::fs::read_dir(d).unwrap() {
-            let e = e.unwrap();
-            let p: PathBuf = e.path();
-            let rel = p.strip_prefix(root).unwrap().to_string_lossy().into_owned();
-            if e.file_type().unwrap().is_dir() {
-                dirs.push(rel);
-                walk(root, &p, files, dirs);
-            } else {
-                files.insert(rel, std::fs::read(&p).unwrap());
-            }
-        }
-    }
-    let mut files = Default::default();
-    let mut dirs = Vec::new();
-    walk(dir, dir, &mut files, &mut dirs);
-    dirs.sort();
-    (files, dirs)
-}

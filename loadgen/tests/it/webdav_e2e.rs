@@ -45,8 +45,8 @@ fn round_trip(preset: &str) {
     let target = Target::parse(&format!("http://{}", server.command.addr), false).unwrap();
     let client = DavClient::new(target.clone(), Some(&auth));
     let vault = tempfile::tempdir().unwrap();
-    crate::write_small_vault(vault.path());
-    let (want_files, want_dirs) = crate::tree(vault.path());
+    testkit::write_small_vault(vault.path());
+    let (want_files, want_dirs) = testkit::tree(vault.path());
     rt().block_on(async {
         // Wrong credentials are refused (the preset really demands them).
         let stranger = DavClient::new(target.clone(), Some(&BasicAuth::new("vaultbench", "no")));
@@ -73,7 +73,7 @@ fn round_trip(preset: &str) {
         for &depth in depths {
             let out = tempfile::tempdir().unwrap();
             let pulled = pull_vault(&client, out.path(), depth).await.unwrap();
-            let (files, dirs) = crate::tree(out.path());
+            let (files, dirs) = testkit::tree(out.path());
             assert_eq!(files, want_files, "{}: pulled tree differs", preset);
             assert_eq!(dirs, want_dirs);
             assert_eq!(pulled.files as usize, want_files.len());

@@ -5,11 +5,6 @@
 //! Each ends well within 60 s with a one-line error naming what the server did, and leaves
 //! nothing half-written in the vault and nothing outside it.
 
-mod common {
-    pub mod request;
-    pub mod rss;
-}
-
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::net::{TcpListener, TcpStream};
@@ -92,12 +87,10 @@ fn serve(
     stop: &AtomicBool,
 ) {
     s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    let Some((head, _)) = common::request::read_request(&mut s, Vec::new()) else {
+    let Some((req, _)) = testkit::read_request(&mut s, Vec::new()) else {
         return;
     };
-    let mut words = head.split_whitespace();
-    let (method, pq) = (words.next().unwrap_or(""), words.next().unwrap_or(""));
-    let path = pq.split('?').next().unwrap_or("");
+    let (method, pq, path) = (req.method.as_str(), req.target.as_str(), req.path());
     *counts.lock().unwrap().entry(path.to_owned()).or_default() += 1;
     let act = match path {
         "/readyz" => Act::Answer(json(200, r#"{"ready":true,"seq":0}"#)),
@@ -541,8 +534,8 @@ fn rss_child(kind: &str) {
 
 /// Runs this binary's `rss_child` with `kind`; returns its output line and `VmHWM` in KiB.
 fn run_rss_child(kind: &str) -> (String, u64) {
-    common::rss::run_child(
-        "a_feed_page_of_tiny_values_stays_under_200_mib_peak_rss",
+    crate::rss::run_child(
+        "hostile_obsync::a_feed_page_of_tiny_values_stays_under_200_mib_peak_rss",
         "HOSTILE_OBSYNC_RSS",
         kind,
     )

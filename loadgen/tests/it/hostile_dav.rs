@@ -5,11 +5,7 @@
 //! of a streamed multistatus is the `#[ignore = "slow: ..."]` test at the end, measured in a
 //! child process (this binary re-executed).
 
-mod common {
-    pub mod rss;
-}
-
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::Write;
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -54,10 +50,11 @@ impl Fake {
                 let Ok(mut s) = s else { continue };
                 let (answer, counter) = (answer.clone(), counter.clone());
                 std::thread::spawn(move || {
-                    let Some((method, path)) = read_head(&mut s) else {
+                    let Some((req, _)) = testkit::read_request(&mut s, Vec::new()) else {
                         return;
                     };
                     let n = counter.fetch_add(1, Ordering::SeqCst);
+                    let (method, path) = (req.method, req.target);
                     answer(&Req { method, path, n }, &mut s);
                 });
             }
@@ -75,31 +72,6 @@ impl Fake {
     fn requests(&self) -> usize {
         self.seen.load(Ordering::SeqCst)
     }
-}
-
-/// Reads a request head (and a Content-Length body), returns its method and path.
-fn read_head(s: &mut TcpStream) -> Option<(String, String)> {
-    let mut r = BufReader::new(s.try_clone().ok()?);
-    let mut line = String::new();
-    r.read_line(&mut line).ok()?;
-    let mut parts = line.split_whitespace();
-    let (m, p) = (parts.next()?.to_owned(), parts.next()?.to_owned());
-    let mut len = 0usize;
-    loop {
-        let mut h = String::new();
-        if r.read_line(&mut h).ok()? == 0 {
-            return None;
-        }
-        if h == "\r\n" {
-            break;
-        }
-        if let Some(v) = h.to_ascii_lowercase().strip_prefix("content-length:") {
-            len = v.trim().parse().ok()?;
-        }
-    }
-    let mut body = vec![0u8; len];
-    r.read_exact(&mut body).ok()?;
-    Some((m, p))
 }
 
 fn answer(s: &mut TcpStream, status: &str, body: &str) {
@@ -622,8 +594,8 @@ fn rss_child(kind: &str) {
 
 /// Runs this binary's `rss_child` with `kind`; returns its output line and `VmHWM` in KiB.
 fn run_rss_child(kind: &str) -> (String, u64) {
-    common::rss::run_child(
-        "a_huge_multistatus_stays_under_200_mib_peak_rss",
+    crate::rss::run_child(
+        "hostile_dav::a_huge_multistatus_stays_under_200_mib_peak_rss",
         "HOSTILE_DAV_RSS",
         kind,
     )

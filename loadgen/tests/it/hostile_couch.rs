@@ -3,10 +3,6 @@
 //! bounds, well within 60 s, with a one-line error naming the server's behaviour and the
 //! flag, and nothing is written into the vault or beside it.
 
-mod common {
-    pub mod request;
-}
-
 use std::io::Write;
 use std::net::{TcpListener, TcpStream};
 use std::path::Path;
@@ -83,9 +79,8 @@ fn serve(mut s: TcpStream, rows: u64, changes: &AtomicU64) {
 /// Reads one request (head and `content-length` body) and answers it; returns the bytes read
 /// past it, or `None` when the connection is done.
 fn serve_one(s: &mut TcpStream, buf: Vec<u8>, rows: u64, changes: &AtomicU64) -> Option<Vec<u8>> {
-    let (head, rest) = common::request::read_request(s, buf)?;
-    let mut words = head.split_whitespace();
-    let (method, pq) = (words.next().unwrap_or(""), words.next().unwrap_or(""));
+    let (req, rest) = testkit::read_request(s, buf)?;
+    let (method, pq) = (req.method.as_str(), req.target.as_str());
     let (status, body) = if pq.contains("/_changes") {
         changes.fetch_add(1, Ordering::SeqCst);
         let since: u64 = pq

@@ -1,5 +1,5 @@
 //! The signed load generator: obsync-v1 devices, whole-vault push/pull, and route load in
-//! closed and open loop with HdrHistogram latencies (issue 4).
+//! closed and open loop with HdrHistogram latencies.
 //!
 //! Pipeline: [`Target`] (loopback unless allowed) → [`enroll()`] devices (setup, then pairing;
 //! kept in a [`StateFile`]) → device operations ([`push_vault`], [`pull_vault`], [`resync`],

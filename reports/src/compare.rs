@@ -70,7 +70,7 @@ pub const COST_NOISE_FACTOR: f64 = 2.0;
 /// smaller than this is not judged; on machines of one speed the cost threshold applies.
 pub const ACROSS_SPEED_COST_THRESHOLD: f64 = 0.06;
 
-/// The default threshold: 5 % (issue 8).
+/// The default threshold: 5 %, the change a trend job should notice on a quiet machine.
 pub const DEFAULT_THRESHOLD: f64 = 0.05;
 /// The default threshold of `cost` keys (instructions retired): 1 %. Two runs of the
 /// reference server's 500-post phase under callgrind differed by at most 1.23 % in the

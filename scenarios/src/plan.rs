@@ -77,7 +77,7 @@ pub(crate) const ATTACHMENT_DIR: &str = "attachments";
 pub(crate) const IMAGE_MAX_BYTES: u64 = 8 * 1024 * 1024;
 /// The largest normal note (a larger note is a heavy one, with a pasted image).
 pub(crate) const NOTE_MAX_BYTES: u32 = 400_000;
-/// The smallest heavy note (real-vaults.md: the largest note of a vault is 38-560 KB).
+/// The smallest heavy note (docs/src/vaults/real-vaults.md: the largest note of a vault is 38-560 KB).
 const HEAVY_MIN_BYTES: u64 = 38_000;
 
 impl Plan {
@@ -164,7 +164,7 @@ impl Plan {
         for _ in 0..p.heavy_notes {
             if let Some(i) = take(&mut rng, &notes) {
                 notes[i as usize].kind = NoteKind::Heavy;
-                // real-vaults.md: the largest note is 38-560 KB. A twin's largest is the
+                // docs/src/vaults/real-vaults.md: the largest note is 38-560 KB. A twin's largest is the
                 // measured one, the others drawn up to it.
                 let hi = match p.heavy_max_bytes {
                     0 => 560_000,

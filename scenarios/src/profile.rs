@@ -1,4 +1,4 @@
-//! Vault profiles: one definition each, every shape a parameter (real-vaults.md).
+//! Vault profiles: one definition each, every shape a parameter (docs/src/vaults/real-vaults.md).
 
 use std::collections::BTreeMap;
 
@@ -127,7 +127,7 @@ pub struct HazardNames {
 }
 
 impl HazardNames {
-    /// The `hazards` profile's names (real-vaults.md: one basename in up to 61 folders):
+    /// The `hazards` profile's names (docs/src/vaults/real-vaults.md: one basename in up to 61 folders):
     /// one example of each class, three of them with emoji.
     pub const ALL: HazardNames = HazardNames {
         long_name: 1,
@@ -180,7 +180,7 @@ pub(crate) fn base(name: &'static str, doc: &'static str, notes: u32) -> Profile
         doc,
         default_seed: DEFAULT_SEED,
         notes,
-        // real-vaults.md: about 4 folders per 100 notes.
+        // docs/src/vaults/real-vaults.md: about 4 folders per 100 notes.
         folders: (notes / 25).max(1),
         max_depth: 3,
         dominant_share: 0.27,
@@ -256,7 +256,7 @@ pub fn profile(name: &str) -> Option<Profile> {
             }),
             ..base(
                 "personal",
-                "real-vaults.md central figures: 800 notes, 1.3 attachments/note, 12 % placeholder links",
+                "docs/src/vaults/real-vaults.md central figures: 800 notes, 1.3 attachments/note, 12 % placeholder links",
                 800,
             )
         },
@@ -310,7 +310,7 @@ pub fn profile(name: &str) -> Option<Profile> {
             hazards: true,
             ..base(
                 "hazards",
-                "real-vaults.md sync hazards: 255-byte names, case and NFC/NFD pairs, emoji, .obsidian",
+                "docs/src/vaults/real-vaults.md sync hazards: 255-byte names, case and NFC/NFD pairs, emoji, .obsidian",
                 200,
             )
         },

@@ -16,7 +16,7 @@ use crate::shape::Shape;
 pub const TWIN_NAME: &str = "twin";
 
 /// The largest heavy note a twin writes (a note is made in memory): 16 MiB, 30 times the
-/// largest note real vaults show (real-vaults.md: 38-560 KB).
+/// largest note real vaults show (docs/src/vaults/real-vaults.md: 38-560 KB).
 const MAX_HEAVY_NOTE_BYTES: u64 = 16 * 1024 * 1024;
 
 impl Profile {

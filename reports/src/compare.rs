@@ -54,7 +54,7 @@ pub const MIN_SERIES: usize = 3;
 /// a syscall count from the cost samples, counts only when its change is more than this many
 /// times the larger relative range (max − min over median) of the runs it has. (With runs on
 /// both sides, a cost key is judged by the gap between them, as timing keys are.) A server that batches work by timing (group commit, a polling feed) retires a
-/// different number of instructions on each run: on this project's VM one recording against
+/// different number of instructions on each run: on a 2-vCPU cloud VM one recording against
 /// another of the same build moved `route.changes.c1` by up to 2.6 % and `idle_resync` by 6 %
 /// while the post routes moved by under 0.5 % (docs/src/measured.md, "Comparing like with
 /// like"). For three runs a side, the range is about 1.7 standard deviations and the median's

@@ -49,6 +49,7 @@ DIARY = [
     (r"(?<![\w}{$)])/tmp/(?!vaultbench-machine\.lock)", "a temporary path"),
     (r"\b(this|the project's|this project's) VM\b", "this VM"),
     (r"\b(measured|available|ran|seen|installable|installed|runs?) here\b", "'here' meaning this machine"),
+    (r"mcp-server-perf|obsync-speed-report|trip2g|calternal|crates-notes", "a report's file name outside the repository"),
 ]
 DIARY_BOOK_ONLY = [(r"\bSIGSTOP\b", "processes paused for a run")]
 

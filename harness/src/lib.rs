@@ -39,7 +39,7 @@ pub mod commands;
 
 use commands::{
     ab, bisect, calibrate, class, hlog, load, probe, record, report as report_cmd,
-    sample as sample_cmd, vault, verify,
+    sample as sample_cmd, scenario_list, vault, verify,
 };
 
 /// Reproducible, gated performance numbers for self-hosted note-vault sync servers.
@@ -64,6 +64,9 @@ pub enum Command {
     /// Probe what this machine can do (fsync throughput).
     #[command(subcommand)]
     Probe(probe::ProbeCmd),
+    /// List the built-in scenarios by protocol, with their phases; `scenarios show NAME`
+    /// prints one's TOML.
+    Scenarios(scenario_list::ScenariosArgs),
     /// Record a scenario into a gated baseline with a provenance sidecar.
     Record(record::RecordArgs),
     /// Compare two server builds by interleaved, order-balanced A/B rounds.
@@ -98,6 +101,7 @@ pub fn run(cli: Cli) -> i32 {
         Command::Load(args) => load::run(args),
         Command::Calibrate(args) => calibrate::run(args, &["calibrate"]),
         Command::Probe(cmd) => probe::run(cmd),
+        Command::Scenarios(args) => scenario_list::run(args),
         Command::Record(args) => record::run(args),
         Command::Verify(args) => verify::run(args),
         Command::Class(args) => class::run(args),

@@ -67,7 +67,7 @@ pub struct Profile {
     /// Groups of notes sharing one identical body, and the notes per group.
     pub dup_groups: u32,
     pub dup_group_size: u32,
-    /// One valid 1x1 PNG per note, embedded by that note (trip2g's 70x workload).
+    /// One valid 1x1 PNG per note, embedded by that note (a published sync benchmark's asset path, 70x slower than its notes).
     pub tiny_png_per_note: bool,
     /// Image-sized PNG attachments per note (real vaults: 1.3 [0.04-4.0]).
     pub images_per_note: f64,
@@ -156,7 +156,7 @@ impl HazardNames {
     }
 }
 
-/// The seed every profile uses unless told otherwise (mcp-server-perf-baselines: `0x5eed`).
+/// The seed every profile uses unless told otherwise (a published MCP-server benchmark's baselines use `0x5eed`).
 pub const DEFAULT_SEED: u64 = 0x5eed;
 
 /// Every profile name, in increasing order of interest for a first run.
@@ -218,7 +218,7 @@ pub(crate) fn base(name: &'static str, doc: &'static str, notes: u32) -> Profile
 pub fn profile(name: &str) -> Option<Profile> {
     let p = match name {
         "small" => Profile {
-            // mcp-server-perf-baselines: 100 notes, 20 duplicate-body groups, link fan-out 3.
+            // A published MCP-server benchmark's fixture: 100 notes, 20 duplicate-body groups, link fan-out 3.
             fanout: Fanout::Fixed(3),
             same_note_share: 0.0,
             placeholder_share: 0.0,
@@ -226,7 +226,7 @@ pub fn profile(name: &str) -> Option<Profile> {
             dup_groups: 20,
             ..base(
                 "small",
-                "mcp-server-perf-baselines: 100 notes, 20 duplicate-body groups, fan-out 3, every link resolves",
+                "a published MCP-server benchmark's fixture: 100 notes, 20 duplicate-body groups, fan-out 3, every link resolves",
                 100,
             )
         },
@@ -241,7 +241,7 @@ pub fn profile(name: &str) -> Option<Profile> {
         },
         "assets" => Profile {
             tiny_png_per_note: true,
-            doc: "small + one embedded 1x1 PNG per note (trip2g-sync-benchmark: the 70x asset path)",
+            doc: "small + one embedded 1x1 PNG per note (a published sync benchmark: the asset path was 70x slower)",
             name: "assets",
             ..profile("small")?
         },
@@ -277,7 +277,7 @@ pub fn profile(name: &str) -> Option<Profile> {
             large_attachment_bytes: 100 * MIB,
             ..base(
                 "fixture",
-                "obsync-speed-report fixture: 7,700 notes in 60 folders, median 1.5 KiB, 3 x 100 MiB (7,703 files)",
+                "obsync's speed-report fixture: 7,700 notes in 60 folders, median 1.5 KiB, 3 x 100 MiB (7,703 files)",
                 7700,
             )
         },
@@ -286,7 +286,7 @@ pub fn profile(name: &str) -> Option<Profile> {
             max_depth: 4,
             ..base(
                 "large",
-                "calternal notes-10k import: 10,000 Markdown notes",
+                "a notes-app import report's 10,000 Markdown notes",
                 10_000,
             )
         },

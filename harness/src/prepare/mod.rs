@@ -347,7 +347,12 @@ fn read_scenario(name: Option<&str>, file: Option<&Path>) -> anyhow::Result<Scen
             }
             Ok(s)
         }
-        (Some(n), None) => Ok(scenarios::scenario::builtin(n)?),
+        (Some(n), None) => match scenarios::scenario::builtin(n) {
+            Err(scenarios::scenario::ScenarioError::Unknown { .. }) => {
+                bail!("{}", crate::commands::unknown_scenario(n))
+            }
+            other => Ok(other?),
+        },
         (None, None) => bail!("name a scenario or pass --scenario-file"),
     }
 }

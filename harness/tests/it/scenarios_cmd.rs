@@ -1,0 +1,68 @@
+//! `vaultbench scenarios`: every built-in listed under its protocol, `show` printing the
+//! built-in TOML byte for byte, and an unknown name answered with the closest ones, as
+//! `record` answers it too (before any output directory or machine lock).
+
+use crate::common::vb;
+
+#[test]
+fn the_list_names_every_built_in_under_its_protocol() {
+    let home = tempfile::tempdir().unwrap();
+    let out = vb(home.path()).arg("scenarios").output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let text = String::from_utf8(out.stdout).unwrap();
+    for (name, _) in scenarios::scenario::BUILTIN {
+        assert!(
+            text.lines()
+                .any(|l| l.split_whitespace().next() == Some(name)),
+            "{name} not listed:\n{text}"
+        );
+    }
+    let webdav = text.find("\nwebdav").expect("a webdav group");
+    let couch = text.find("\ncouchdb").expect("a couchdb group");
+    let small_webdav = text.find("small-webdav").unwrap();
+    assert!(text.starts_with("obsync-v1"), "{text}");
+    assert!(webdav < small_webdav && small_webdav < couch, "{text}");
+    assert!(text.contains("phases: cold_start, cold_push"), "{text}");
+}
+
+#[test]
+fn show_prints_the_built_in_toml() {
+    let home = tempfile::tempdir().unwrap();
+    let out = vb(home.path())
+        .args(["scenarios", "show", "faults-small"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let builtin = scenarios::scenario::BUILTIN
+        .iter()
+        .find(|(n, _)| *n == "faults-small")
+        .unwrap()
+        .1;
+    assert_eq!(String::from_utf8(out.stdout).unwrap(), builtin);
+}
+
+#[test]
+fn an_unknown_name_is_answered_with_the_closest() {
+    let home = tempfile::tempdir().unwrap();
+    for args in [
+        &["scenarios", "show", "smal"][..],
+        &["record", "smal", "--out", "rec"][..],
+    ] {
+        let out = vb(home.path())
+            .current_dir(home.path())
+            .args(args)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {out:?}");
+        let err = String::from_utf8(out.stderr).unwrap();
+        assert!(
+            err.contains("unknown scenario \"smal\"") && err.contains("did you mean small"),
+            "{args:?}: {err}"
+        );
+        assert!(out.stdout.is_empty(), "{args:?}");
+    }
+    assert!(
+        !home.path().join("rec").exists(),
+        "a refused record left its --out"
+    );
+}

@@ -20,6 +20,9 @@ pub mod interrupt;
 pub mod atomic;
 /// Child processes that answer with one JSON document, under a deadline.
 pub mod subprocess;
+/// A refusal a user can act on: who is busy, the bound, the ways forward; wrapped to the
+/// terminal.
+pub mod refusal;
 
 // The pipeline, in the order a recording goes through it.
 
@@ -173,10 +176,17 @@ pub fn report_error(err: &anyhow::Error) -> i32 {
         eprintln!("vaultbench: {err:#}");
         return exit::INTERRUPTED;
     }
-    eprintln!("vaultbench: {err:#}");
     if err.downcast_ref::<contract::exit::Refused>().is_some() {
+        // A refusal is several lines (what, who, the ways forward): wrapped to a terminal's
+        // width, whole otherwise (a log or a CI job keeps its lines).
+        let text = format!("vaultbench: {err:#}");
+        match refusal::stderr_width() {
+            Some(w) => eprintln!("{}", refusal::wrap(&text, w)),
+            None => eprintln!("{text}"),
+        }
         return exit::REFUSED;
     }
+    eprintln!("vaultbench: {err:#}");
     if err.downcast_ref::<calibration::LockBusy>().is_some() {
         return exit::BUSY;
     }

@@ -81,6 +81,10 @@ pub struct Profile {
     /// p90 270 KiB, so sigma = ln(4.5) / 1.2816 = 1.17).
     pub image_median: f64,
     pub image_sigma: f64,
+    /// A measured vault's image-sized attachment sizes (a twin): when set, they are drawn
+    /// from these quantiles instead of the log-normal above, so a bimodal or heavy-tailed
+    /// vault (many small SVGs beside large screenshots) keeps its shape and its bytes.
+    pub image_sizes: Option<ImageSizes>,
     /// Adds every sync-hazard name and shape (see `hazards.rs`).
     pub hazards: bool,
     /// Adds only these hazard names (a measured vault's twin), as notes sized like the
@@ -156,6 +160,14 @@ impl HazardNames {
     }
 }
 
+/// Measured attachment sizes a twin reproduces: quantile points `(q, bytes)` in rising `q`,
+/// and the total bytes of those attachments.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ImageSizes {
+    pub points: Vec<(f64, u64)>,
+    pub total_bytes: u64,
+}
+
 /// The seed every profile uses unless told otherwise (a published MCP-server benchmark's baselines use `0x5eed`).
 pub const DEFAULT_SEED: u64 = 0x5eed;
 
@@ -205,6 +217,7 @@ pub(crate) fn base(name: &'static str, doc: &'static str, notes: u32) -> Profile
         obsidian: None,
         image_median: 60.0 * 1024.0,
         image_sigma: 1.17,
+        image_sizes: None,
         hazards: false,
         hazard_names: None,
         folder_depths: None,

@@ -47,7 +47,7 @@ DIARY = [
     (r"\bbranch `", "a branch"),
     (r"\b(other|another|four|two) engineers?\b|\bengineers'", "other engineers"),
     (r"(?<![\w}{$)])/tmp/(?!vaultbench-machine\.lock)", "a temporary path"),
-    (r"\b(this|the project's|this project's) VM\b", "this VM"),
+    (r"\b(this|the project's|this project's)( \d-(v?CPU|core))? VM\b", "this VM"),
     (r"\b(measured|available|ran|seen|installable|installed|runs?) here\b", "'here' meaning this machine"),
     (r"mcp-server-perf|obsync-speed-report|trip2g|calternal|crates-notes", "a report's file name outside the repository"),
 ]

@@ -168,7 +168,7 @@ impl GateFile for GateConfig {
              # default, and the recording's report names every bound that differs from the default.\n",
         );
         for line in plain.lines() {
-            if line.starts_with('[') {
+            if line.starts_with('[') && !out.ends_with("\n\n") {
                 out.push('\n');
             }
             out.push_str(line);

@@ -200,7 +200,7 @@ mod defaults {
     // chapter have the trial).
     pub const FOREIGN_CPU: f64 = 0.10;
     pub const FOREIGN_IO: f64 = 2.0;
-    // Measured on the project's 2-core VM, `record small` (5 samples each), 2026-12-01: quiet,
+    // Measured on a 2-core cloud VM, `record small` (5 samples each), 2026-12-01: quiet,
     // pinned: server run delay 0.74-0.94, generator 0.26-0.29, PSI cpu 0.25-0.31, steal up to
     // 0.19; quiet, unpinned: server 0.65-0.74, generator 0.58-0.61. On two cores the server and
     // the generator wake each other for every request, so their run-queue delay is large even

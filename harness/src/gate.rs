@@ -72,7 +72,7 @@ pub fn pre_check(
         let shown: Vec<String> = figures.iter().map(|(k, v)| format!("{k} {v:.3}")).collect();
         if failures.is_empty() {
             crate::prepare::progress(&format!(
-                "pre-check over {secs:.1} s: quiet ({})",
+                "pre-check over {secs:.1} s: within the bounds ({})",
                 shown.join(", ")
             ));
             return Ok(Ok(figures));

@@ -65,7 +65,7 @@ impl PreCheckRefusal {
         }
         out += "\n  Ways forward:\
                 \n  - wait for those to finish (or stop them), then run again;\
-                \n  - add --wait-quiet 5m: vaultbench watches the machine and starts once it is quiet, and refuses if it is still busy after 5 minutes;\
+                \n  - add --wait-quiet 5m (or longer): vaultbench watches the machine and starts once it is quiet, and refuses if it is still busy after 5 minutes;\
                 \n  - loosen the gate knowingly: `vaultbench calibrate --print-config > gate.toml`, raise `max_share` under [foreign_cpu] (or [foreign_io], [steal]), and pass --gate-config gate.toml; the report then names every loosened bound, and figures measured beside other work move by tens of per cent.";
         out
     }

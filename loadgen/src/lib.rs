@@ -94,7 +94,7 @@ pub const WORKER_THREAD: &str = "loadgen-worker";
 
 /// Connections one generator worker thread serves. wrk, the peer `bench-peer` compares with,
 /// runs 2 threads for 8 connections there (`-t min(c, 2)`); measured with `load bench-peer`
-/// on this project's 2-core VM (docs/src/measured.md, "The generator against wrk"), one thread per 4 connections
+/// on a 2-core cloud VM (docs/src/measured.md, "The generator against wrk"), one thread per 4 connections
 /// gave the lowest CPU per signed request without lowering requests/s.
 pub const CONNECTIONS_PER_THREAD: usize = 4;
 

@@ -9,7 +9,7 @@
 //! resolution. Non-overlap alone is not enough between two recordings: for two series of
 //! n = 5 it has probability 2 / C(10, 5) ≈ 0.8 % when the samples are exchangeable, but the
 //! samples of one recording share that recording's hour on the host, so a whole recording
-//! drifts, and a noisier key drifts further. Measured on this project's 2-vCPU VM
+//! drifts, and a noisier key drifts further. Measured on a 2-vCPU cloud VM
 //! (docs/src/measured.md, "The trend compare's false alarms"): with non-overlap and a 5 %
 //! change of medians, most A/A pairs of recordings of one build showed a false regression
 //! (tail latencies, per-thread CPU, the fsync-bound push); with this rule none did, while

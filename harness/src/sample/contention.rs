@@ -217,7 +217,7 @@ pub fn pin_this_thread(cpus: &[usize]) -> std::io::Result<()> {
 
 /// Splits the allowed CPUs into the server's set and the generator's set, disjoint; `None`
 /// with fewer than 2 CPUs. The generator gets a quarter (at least one), the server the rest:
-/// on this project's 2-core VM the reference server's work per request (fsync, HMAC check,
+/// on a 2-core cloud VM the reference server's work per request (fsync, HMAC check,
 /// journal) costs more CPU than the generator's (sign and send), see `load bench-peer`.
 pub fn split_cpus(allowed: &[usize]) -> Option<(Vec<usize>, Vec<usize>)> {
     if allowed.len() < 2 {

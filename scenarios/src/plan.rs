@@ -378,7 +378,11 @@ fn quantile_sizes(
         .map(|&(p, b)| (p, (b.max(1) as f64).ln()))
         .collect();
     let slope = |a: (f64, f64), b: (f64, f64)| {
-        if b.0 > a.0 { (b.1 - a.1) / (b.0 - a.0) } else { 0.0 }
+        if b.0 > a.0 {
+            (b.1 - a.1) / (b.0 - a.0)
+        } else {
+            0.0
+        }
     };
     let at = |u: f64| -> f64 {
         let (first, last) = (pts[0], pts[pts.len() - 1]);
@@ -386,7 +390,10 @@ fn quantile_sizes(
             let s = pts.get(1).map_or(0.0, |&b| slope(first, b));
             first.1 - (first.0 - u) * s
         } else if u >= last.0 {
-            let s = pts.len().checked_sub(2).map_or(0.0, |i| slope(pts[i], last));
+            let s = pts
+                .len()
+                .checked_sub(2)
+                .map_or(0.0, |i| slope(pts[i], last));
             last.1 + (u - last.0) * s
         } else {
             let k = pts.windows(2).position(|w| u <= w[1].0).unwrap_or(0);
@@ -395,10 +402,7 @@ fn quantile_sizes(
         };
         ln.exp().clamp(1.0, IMAGE_MAX_BYTES as f64)
     };
-    let us: Vec<f64> = ranks
-        .iter()
-        .map(|&r| (r as f64 + 0.5) / n as f64)
-        .collect();
+    let us: Vec<f64> = ranks.iter().map(|&r| (r as f64 + 0.5) / n as f64).collect();
     let mut sizes: Vec<f64> = us.iter().map(|&u| at(u)).collect();
     let tail_from = last_point_q(&pts).min(us.iter().copied().fold(0.0, f64::max));
     let tail: Vec<usize> = (0..n).filter(|&i| us[i] >= tail_from).collect();

@@ -382,7 +382,9 @@ fn twin_of_a_heavy_attachment_tail_keeps_its_bytes_and_quantiles() {
     // A seeded spread of sizes, made here (no vault on disk is needed to measure one).
     let mut x: u64 = 0x5eed;
     let mut next = || {
-        x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        x = x
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
         (x >> 33) as f64 / (1u64 << 31) as f64
     };
     for i in 0..1200u32 {

@@ -73,6 +73,22 @@ pub fn run(args: RecordArgs) -> anyhow::Result<i32> {
     if n == 0 {
         bail!("--samples must be at least 1");
     }
+    // A `git:REV` target is checked now and built under the lock, before any sample.
+    crate::prepare::git::check(&args.target, &args.common.git)?;
+    let early = crate::prepare::git::rev_of(&args.target).is_some();
+    let early_lock = if early {
+        Some(calibration::MachineLock::acquire(
+            None,
+            !args.common.no_wait,
+        )?)
+    } else {
+        None
+    };
+    let (mut target, git) = args.common.resolve_target(&args.target, &opts)?;
+    check_protocol(&scenario, args.common.protocol, &[("--target", &target)])?;
+    target.speak(scenario.protocol.name());
+    let mut identity = target.identity()?;
+    identity.git = git;
     // Outside a Cargo workspace nothing ignores `./target/`: say where the recording (or a
     // refused attempt's ledger line) goes before anything else is printed.
     if args.out.is_none()
@@ -90,22 +106,7 @@ pub fn run(args: RecordArgs) -> anyhow::Result<i32> {
             cwd.join(default_out(&class)).display()
         );
     }
-    // A `git:REV` target is checked now and built under the lock, before any sample.
-    crate::prepare::git::check(&args.target, &args.common.git)?;
-    let early = crate::prepare::git::rev_of(&args.target).is_some();
-    let early_lock = if early {
-        Some(calibration::MachineLock::acquire(
-            None,
-            !args.common.no_wait,
-        )?)
-    } else {
-        None
-    };
-    let (mut target, git) = args.common.resolve_target(&args.target, &opts)?;
-    check_protocol(&scenario, args.common.protocol, &[("--target", &target)])?;
-    target.speak(scenario.protocol.name());
-    let mut identity = target.identity()?;
-    identity.git = git;
+
     crate::sample::target::print_identity("target", &identity);
     let _lock = match early_lock {
         Some(l) => l,

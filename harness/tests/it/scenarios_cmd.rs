@@ -66,3 +66,55 @@ fn an_unknown_name_is_answered_with_the_closest() {
         "a refused record left its --out"
     );
 }
+
+/// What can be checked without running is checked before the machine lock and before any
+/// output: with the lock held elsewhere and `--no-wait` (which would exit 5 at the lock),
+/// each mistake exits 2 on one line naming the input, and no output directory is left.
+#[test]
+fn mistakes_are_caught_before_the_lock_and_leave_nothing() {
+    let home = tempfile::tempdir().unwrap();
+    let cwd = home.path().join("work");
+    std::fs::create_dir(&cwd).unwrap();
+    std::fs::write(cwd.join("notes.md"), "not a server").unwrap();
+    std::fs::write(cwd.join("bad.toml"), "[cpu_ms]\nmax_cv = \"a\"\n").unwrap();
+    let _held = calibration::MachineLock::acquire(Some(&home.path().join("machine.lock")), false)
+        .expect("the test holds the machine lock");
+    for (args, want) in [
+        (
+            &["record", "small", "--target", "./notes.md"][..],
+            "not an executable file",
+        ),
+        (
+            &["record", "small", "--vault", "./nope"][..],
+            "--vault ./nope",
+        ),
+        (
+            &["record", "small", "--gate-config", "bad.toml"][..],
+            "`cpu_ms.max_cv` must be a number",
+        ),
+        (&["record", "smal"][..], "did you mean small"),
+        (
+            &["ab", "small", "--a", "ref", "--b", "./notes.md"][..],
+            "not an executable file",
+        ),
+    ] {
+        let out = vb(home.path())
+            .current_dir(&cwd)
+            .args(args)
+            .arg("--no-wait")
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {out:?}");
+        let err = String::from_utf8(out.stderr).unwrap();
+        assert_eq!(
+            err.lines().count(),
+            1,
+            "{args:?}: one line, nothing before it:\n{err}"
+        );
+        assert!(err.contains(want), "{args:?}: {err}");
+        assert!(
+            !cwd.join("target").exists(),
+            "{args:?} left an output directory"
+        );
+    }
+}

@@ -43,15 +43,10 @@ pub fn scenario_help() -> String {
 pub fn unknown_scenario(name: &str) -> String {
     let names = scenarios::scenario::builtin_names();
     let close = did_you_mean(name, &names);
-    let hint = if close.is_empty() {
-        String::new()
-    } else {
-        let (last, rest) = close.split_last().expect("not empty");
-        if rest.is_empty() {
-            format!("did you mean {last}? ")
-        } else {
-            format!("did you mean {} or {last}? ", rest.join(", "))
-        }
+    let hint = match close.split_last() {
+        None => format!("known: {}; ", names.join(", ")),
+        Some((last, [])) => format!("did you mean {last}? "),
+        Some((last, rest)) => format!("did you mean {} or {last}? ", rest.join(", ")),
     };
     format!(
         "unknown scenario {name:?} ({hint}`vaultbench scenarios` lists the built-ins; a file of your own goes to --scenario-file)"

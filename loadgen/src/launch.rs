@@ -112,6 +112,8 @@ struct DefFile {
     #[serde(default)]
     requires: Vec<String>,
     webdav_root: Option<String>,
+    /// A CouchDB target's database: its own name for what `webdav_root` is to WebDAV.
+    database: Option<String>,
     auth: Option<String>,
     ready: Option<String>,
     #[serde(default)]
@@ -258,7 +260,37 @@ impl TargetDef {
         def.version = f.version.as_deref().map(split_command).transpose()?;
         def.packages = f.packages;
         def.requires = f.requires;
-        def.webdav_root = f.webdav_root.map(|r| normalize_root(&r)).transpose()?;
+        def.webdav_root = match (f.webdav_root, f.database) {
+            (Some(_), Some(_)) => {
+                return Err(invalid(
+                    "database",
+                    "give `database` (a CouchDB target) or `webdav_root` (a WebDAV target), not both",
+                ));
+            }
+            (None, Some(db)) => {
+                if def.protocol.as_deref() != Some("couchdb") {
+                    return Err(invalid(
+                        "database",
+                        "is for a `protocol = \"couchdb\"` target; a WebDAV target takes `webdav_root`",
+                    ));
+                }
+                // CouchDB's rule for database names (its API reference, "PUT /{db}").
+                let ok = db.starts_with(|c: char| c.is_ascii_lowercase())
+                    && db.chars().all(|c| {
+                        c.is_ascii_lowercase() || c.is_ascii_digit() || "_$()+-".contains(c)
+                    });
+                if !ok {
+                    return Err(invalid(
+                        "database",
+                        format!(
+                            "{db:?} is not a CouchDB database name (a lower-case letter, then lower-case letters, digits and _$()+-)"
+                        ),
+                    ));
+                }
+                Some(normalize_root(&format!("/{db}/"))?)
+            }
+            (root, None) => root.map(|r| normalize_root(&r)).transpose()?,
+        };
         def.auth = f.auth.as_deref().map(parse_auth).transpose()?;
         def.ready = f.ready.as_deref().map(str::parse).transpose()?;
         for d in &f.dirs {
@@ -710,6 +742,33 @@ mod tests {
             assert!(!all.contains("mod_unixd"), "{name}");
         }
         assert_eq!(TargetDef::preset("apache"), None);
+    }
+
+    #[test]
+    fn a_couchdb_target_names_its_database() {
+        let d = TargetDef::parse(
+            "command = \"srv {addr} {data}\"\nprotocol = \"couchdb\"\ndatabase = \"notes_1\"\n",
+            "mine",
+        )
+        .unwrap();
+        assert_eq!(d.root(), "/notes_1/");
+        for (text, want) in [
+            (
+                "command = \"srv {addr} {data}\"\nprotocol = \"webdav\"\ndatabase = \"db\"\n",
+                "a WebDAV target takes `webdav_root`",
+            ),
+            (
+                "command = \"srv {addr} {data}\"\nprotocol = \"couchdb\"\ndatabase = \"db\"\nwebdav_root = \"/db/\"\n",
+                "not both",
+            ),
+            (
+                "command = \"srv {addr} {data}\"\nprotocol = \"couchdb\"\ndatabase = \"Notes\"\n",
+                "not a CouchDB database name",
+            ),
+        ] {
+            let e = TargetDef::parse(text, "mine").unwrap_err().to_string();
+            assert!(e.contains(want), "{text:?}: {e}");
+        }
     }
 
     #[test]

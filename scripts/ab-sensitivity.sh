@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Measures vaultbench's A/B sensitivity on this machine with the reference server (issue 7):
+# Measures vaultbench's A/B sensitivity on this machine with the reference server:
 #   1. A/A false positives: `small`, R=6, several runs: how often any verdict is not "no change";
 #   2. A vs A-with-group-commit: the fsync difference shows up as an exact difference;
 #   3. A vs A slowed on purpose (--inject-delay-us on every version post): the smallest

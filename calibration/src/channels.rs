@@ -4,7 +4,7 @@
 //! Each kernel does the same fixed amount of work every time, so on a quiet machine their
 //! wall time is a property of the machine; when it moves, something else was using the CPU
 //! or the storage. A sample reads both channels before and after its measurement, in its own
-//! fresh process (design.md §5).
+//! fresh process.
 
 use std::fs::OpenOptions;
 use std::hint::black_box;
@@ -37,11 +37,11 @@ pub struct Reading {
 const CPU_BLOCK: usize = 64 * 1024;
 /// Rounds of the CPU kernel: 512 x 64 KiB = 32 MiB of chained SHA-256. Sized on the
 /// development VM (Xeon with SHA-NI, 2 vCPU) to take ~30 ms, inside the 20-50 ms the
-/// issue asks for: long enough that timer resolution and one scheduler tick are < 1 %,
+/// calibration needs: long enough that timer resolution and one scheduler tick are < 1 %,
 /// short enough that a recording's readings cost well under a second.
 const CPU_ROUNDS: usize = 512;
 
-/// Appends per io reading, each followed by `sync_data` (issue 5: "16 x 4 KiB appends").
+/// Appends per io reading, each followed by `sync_data` (16 × 4 KiB: a journal's small appends, each made durable).
 const IO_APPENDS: usize = 16;
 /// Size of each append.
 const IO_BLOCK: usize = 4 * 1024;
@@ -55,7 +55,7 @@ const IO_BLOCK: usize = 4 * 1024;
 /// the same machine code (the kernel is not a measure of how this crate was compiled).
 ///
 /// The rounds run as `CPU_SLICES` (8) timed slices and the reading is the median slice time
-/// times the slice count. Measured on this VM (2026-11-30, idle, no steal): single-shot
+/// times the slice count. Measured on a 2-vCPU cloud VM (2026-11-30, idle, no steal): single-shot
 /// readings in fresh processes ranged 25-85 ms, and a quiet gate trial accepted 3 of 20
 /// recordings — one preemption or host hiccup inside one reading decided the verdict. The
 /// median slice ignores a hiccup that hits fewer than half the slices, while a contender

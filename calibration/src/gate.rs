@@ -49,10 +49,12 @@ pub fn starvation_warning(c: &Contention) -> Option<String> {
 /// A gate config file that could not be used.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
-    #[error("gate config {}: {source}", path.display())]
+    // `error`, not `source`: the message already holds it, and a source would print it twice
+    // in the binary's `{:#}`.
+    #[error("gate config {}: {error}", path.display())]
     Read {
         path: PathBuf,
-        source: std::io::Error,
+        error: std::io::Error,
     },
     #[error("gate config {}: not valid TOML: {message}", path.display())]
     Syntax { path: PathBuf, message: String },
@@ -97,9 +99,9 @@ impl GateFile for GateConfig {
                 _ => return Ok(GateConfig::default()),
             },
         };
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+        let text = std::fs::read_to_string(path).map_err(|error| ConfigError::Read {
             path: path.to_owned(),
-            source,
+            error,
         })?;
         Self::parse(path, &text)
     }
@@ -159,8 +161,52 @@ impl GateFile for GateConfig {
         Ok(cfg)
     }
     fn to_toml(&self) -> String {
-        // Serialising two flat tables of floats cannot fail.
-        toml::to_string(self).unwrap_or_default()
+        // Serialising flat tables of floats cannot fail.
+        let plain = toml::to_string(self).unwrap_or_default();
+        let mut out = String::from(
+            "# vaultbench gate bounds. Edit, then pass --gate-config FILE; a missing key keeps its\n\
+             # default, and the recording's report names every bound that differs from the default.\n",
+        );
+        for line in plain.lines() {
+            if line.starts_with('[') && !out.ends_with("\n\n") {
+                out.push('\n');
+            }
+            out.push_str(line);
+            out.push('\n');
+            if let Some(table) = line.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
+                out.push_str(unit_comment(table));
+            }
+        }
+        out
+    }
+}
+
+/// What the numbers of one gate table mean, with their units, as comment lines.
+fn unit_comment(table: &str) -> &'static str {
+    match table {
+        "cpu_ms" | "io_ms" | "rtt_ms" => {
+            "# A kernel's readings (milliseconds): max_cv is their largest coefficient of variation\n\
+             # (sd / mean, a ratio), max_over_median the slowest reading over the median (a ratio),\n\
+             # reference_tolerance the largest |median / this machine's reference - 1| (a ratio).\n"
+        }
+        "foreign_cpu" => {
+            "# CPU time of processes outside vaultbench and the target, as a share of all CPU time\n\
+             # (0 to 1; 0.5 on two CPUs is one CPU's worth).\n"
+        }
+        "foreign_io" => {
+            "# Storage bytes read and written by processes outside vaultbench and the target,\n\
+             # in MiB per second of the window.\n"
+        }
+        "steal" => "# Steal time as a share of all CPU time (0 to 1).\n",
+        "server_run_delay" | "generator_run_delay" => {
+            "# Run-queue wait of those threads over their CPU time (a ratio); reported, and bounded\n\
+             # only when this table is here.\n"
+        }
+        "psi_cpu_some" | "psi_io_some" => {
+            "# Pressure-stall time over the window (0 to 1); reported, and bounded only when this\n\
+             # table is here.\n"
+        }
+        _ => "",
     }
 }
 

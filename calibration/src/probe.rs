@@ -1,6 +1,6 @@
 //! The fsync probe: flushes per second at 1..N threads, to see whether the device serialises flushes and whether group commit pays.
 //!
-//! Each thread appends 100 bytes (issue 5) to its own file, or with `shared_file` to one
+//! Each thread appends 100 bytes (a small journal record) to its own file, or with `shared_file` to one
 //! file all threads share, and calls `fsync` (`sync_all`) or `fdatasync` (`sync_data`) in a
 //! loop until the time is up. Every thread checks the deadline before each write, so a run
 //! ends within one flush of its time.
@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-/// Bytes appended before each flush (issue 5).
+/// Bytes appended before each flush: a small journal record.
 pub const WRITE_BYTES: usize = 100;
 /// Most thread count the probe accepts (a bound on what one command can start).
 pub const MAX_THREADS: usize = 256;

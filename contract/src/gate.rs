@@ -146,7 +146,7 @@ pub struct GateConfig {
 mod defaults {
     use super::{ChannelBounds, ShareBound};
     /// The round-trip channel's bounds, a little looser than `cpu_ms`'s since a round trip
-    /// crosses CPUs and the scheduler. Measured on this project's VM (docs/src/measured.md, "The
+    /// crosses CPUs and the scheduler. Measured on a 2-vCPU cloud VM (docs/src/measured.md, "The
     /// round-trip channel"): quiet CV 0.12–0.25 over 20 readings and 0.12–0.28 inside accepted
     /// recordings, max/median up to 1.89; the refused recordings read 3.6–5.7× the median while
     /// the host's steal was 0.11–0.20.
@@ -200,7 +200,7 @@ mod defaults {
     // chapter have the trial).
     pub const FOREIGN_CPU: f64 = 0.10;
     pub const FOREIGN_IO: f64 = 2.0;
-    // Measured on the project's 2-core VM, `record small` (5 samples each), 2026-12-01: quiet,
+    // Measured on a 2-core cloud VM, `record small` (5 samples each), 2026-12-01: quiet,
     // pinned: server run delay 0.74-0.94, generator 0.26-0.29, PSI cpu 0.25-0.31, steal up to
     // 0.19; quiet, unpinned: server 0.65-0.74, generator 0.58-0.61. On two cores the server and
     // the generator wake each other for every request, so their run-queue delay is large even
@@ -223,7 +223,7 @@ impl Default for GateConfig {
                 max_over_median: 1.6,
                 reference_tolerance: 0.5,
             },
-            // CV 0.70, not the published 0.45: on this project's VM quiet recordings of
+            // CV 0.70, not the published 0.45: on a 2-vCPU cloud VM quiet recordings of
             // multi-process WebDAV servers read up to 0.53 from the disk alone, and the
             // fsync contender is refused by `foreign_io` on its own
             // (docs/src/decisions/io-cv.md).

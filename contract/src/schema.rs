@@ -18,7 +18,7 @@ pub const KIND_BASELINE: &str = "vaultbench.baseline";
 pub const KIND_PROVENANCE: &str = "vaultbench.provenance";
 pub const KIND_AB: &str = "vaultbench.ab";
 
-/// How a metric behaves under load (design.md §4).
+/// How a metric behaves under load: it decides how two recordings of it are compared.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum MetricClass {

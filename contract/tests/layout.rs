@@ -24,22 +24,6 @@
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::path::{Path, PathBuf};
 
-/// Sibling modules that still import each other, let through by the module-level rules as
-/// (crate, module, module). TEMPORARY: delete an entry once its pair is untangled (the check
-/// fails when an entry is no longer needed), and add none.
-/// - `harness::prepare` uses `harness::sample`'s target, plan and cost types
-///   (`prepare/mod.rs`, `prepare/git.rs`), and `sample` uses `prepare`'s vault digest and
-///   manifest, `target_protocol` and `Prepared`, although `harness/src/lib.rs` lists `prepare`
-///   above `sample`.
-/// - `loadgen::launch` uses the WebDAV client's `BasicAuth`, and the WebDAV presets build
-///   `launch::TargetDef`s.
-/// - `reports::charts` formats numbers with `render::fmt`, and `render` draws `charts`.
-const KNOWN_PAIRS: &[(&str, &str, &str)] = &[
-    ("harness", "prepare", "sample"),
-    ("loadgen", "launch", "webdav"),
-    ("reports", "charts", "render"),
-];
-
 /// The words by which a crate root or `mod.rs` states that its `mod` list is an import order.
 const ORDER_STATED: &str = "imports only modules above it";
 
@@ -455,26 +439,13 @@ fn tangles(g: &Graph) -> Vec<BTreeSet<String>> {
     out
 }
 
-/// Whether `a` and `b` of `krate` are an entry of `known`, in either order.
-fn known_pair(known: &[(&str, &str, &str)], krate: &str, a: &str, b: &str) -> bool {
-    known
-        .iter()
-        .any(|&(k, x, y)| k == krate && ((x, y) == (a, b) || (x, y) == (b, a)))
-}
-
 /// For every folder of crate `krate`'s file graph, the sibling modules that import each other
-/// (one line each, with a cycle through them), but for exactly a pair in `known`.
-fn module_cycles(krate: &str, g: &Graph, known: &[(&str, &str, &str)]) -> Vec<String> {
+/// (one line each, with a cycle through them).
+fn module_cycles(krate: &str, g: &Graph) -> Vec<String> {
     let mut out = Vec::new();
     for folder in folders(g) {
         let s = siblings(g, &folder);
         for group in tangles(&s) {
-            let pair: Vec<&String> = group.iter().collect();
-            if let [a, b] = pair[..]
-                && known_pair(known, krate, a, b)
-            {
-                continue;
-            }
             let inside: Graph = s
                 .iter()
                 .filter(|(m, _)| group.contains(*m))
@@ -527,14 +498,13 @@ fn stated_order(text: &str, folder: &str) -> Option<Vec<String>> {
 
 /// The imports between the children of `folder` that go up `order` (a module importing one
 /// listed below it), or that involve a child the list does not name; one line each, with the
-/// importing file:line. `list` is the file that states the order. A pair in `known` passes.
+/// importing file:line. `list` is the file that states the order.
 fn upward_imports(
     krate: &str,
     g: &Graph,
     folder: &str,
     list: &str,
     order: &[String],
-    known: &[(&str, &str, &str)],
 ) -> Vec<String> {
     let pos = |m: &str| order.iter().position(|o| o == m);
     let mut out = Vec::new();
@@ -542,7 +512,7 @@ fn upward_imports(
         for (b, at) in to {
             let (qa, qb) = (qualified(krate, a), qualified(krate, b));
             match (pos(a), pos(b)) {
-                (Some(i), Some(j)) if i < j && !known_pair(known, krate, a, b) => {
+                (Some(i), Some(j)) if i < j => {
                     out.push(format!(
                         "{krate}: upward import: {qa} imports {qb}, which {list} lists below it, at {}:{}",
                         at.file, at.line
@@ -581,24 +551,9 @@ fn no_module_imports_a_sibling_that_imports_it_back() {
     let mut cycles = Vec::new();
     for c in &members() {
         let g = graph(&workspace_root().join(c).join("src"));
-        cycles.extend(module_cycles(c, &g, KNOWN_PAIRS));
+        cycles.extend(module_cycles(c, &g));
     }
     assert!(cycles.is_empty(), "module cycles:\n{}", cycles.join("\n"));
-    // An entry nobody needs any more is deleted, so that the pair cannot come back unseen.
-    let stale: Vec<String> = KNOWN_PAIRS
-        .iter()
-        .filter(|&&(c, a, b)| {
-            let g = graph(&workspace_root().join(c).join("src"));
-            let folder = a.rsplit_once("::").map_or("", |(f, _)| f);
-            let pair = BTreeSet::from([a.to_owned(), b.to_owned()]);
-            !tangles(&siblings(&g, folder)).contains(&pair)
-        })
-        .map(|(c, a, b)| format!("{c}::{a} <-> {c}::{b}"))
-        .collect();
-    assert!(
-        stale.is_empty(),
-        "KNOWN_PAIRS entries that no longer import each other (delete them): {stale:?}"
-    );
 }
 
 #[test]
@@ -613,7 +568,7 @@ fn modules_import_only_modules_above_them_where_their_list_says_so() {
             let list = &s.files[folder];
             let text = std::fs::read_to_string(workspace_root().join(list)).unwrap();
             if let Some(order) = stated_order(&text, folder) {
-                failures.extend(upward_imports(c, &g, folder, list, &order, KNOWN_PAIRS));
+                failures.extend(upward_imports(c, &g, folder, list, &order));
                 lists.push(list.clone());
             }
         }
@@ -685,7 +640,7 @@ fn a_cycle_between_sibling_modules_is_found_at_every_folder_level() {
     // No file cycle: a::x -> b::y -> a::z, but a and b import each other.
     let g = graph_of(&[("a::x", "b::y"), ("b::y", "a::z"), ("c", "a::x")]);
     assert_eq!(find_cycle(&g), None);
-    let e = module_cycles("k", &g, &[]);
+    let e = module_cycles("k", &g);
     assert_eq!(
         e,
         [
@@ -695,15 +650,12 @@ fn a_cycle_between_sibling_modules_is_found_at_every_folder_level() {
     );
     // One folder down: p::a::x -> p::b -> p::a::z; the crate root sees one module, p.
     let g = graph_of(&[("p::a::x", "p::b"), ("p::b", "p::a::z"), ("q", "p::b")]);
-    let e = module_cycles("k", &g, &[]);
+    let e = module_cycles("k", &g);
     assert_eq!(e.len(), 1, "{e:?}");
     assert!(e[0].contains("k::p::a -> k::p::b -> k::p::a"), "{e:?}");
-    // A known pair passes, but not when a third module joins its cycle.
-    let g = graph_of(&[("a::x", "b::y"), ("b::y", "a::z")]);
-    assert!(module_cycles("k", &g, &[("k", "b", "a")]).is_empty());
-    assert_eq!(module_cycles("other", &g, &[("k", "b", "a")]).len(), 1);
+    // A three-module cycle is one finding.
     let g = graph_of(&[("a", "b"), ("b", "a"), ("b", "c"), ("c", "a")]);
-    assert_eq!(module_cycles("k", &g, &[("k", "a", "b")]).len(), 1);
+    assert_eq!(module_cycles("k", &g).len(), 1);
 }
 
 #[test]
@@ -722,18 +674,17 @@ fn an_upward_import_is_found_and_a_clean_graph_passes() {
     );
     // Downward imports only, from files inside the modules too: clean.
     let clean = graph_of(&[("top::x", "mid"), ("mid", "base::y"), ("top", "base")]);
-    assert!(module_cycles("k", &clean, &[]).is_empty());
-    assert!(upward_imports("k", &clean, "", "lib.rs", &order, &[]).is_empty());
+    assert!(module_cycles("k", &clean).is_empty());
+    assert!(upward_imports("k", &clean, "", "lib.rs", &order).is_empty());
     // base::y importing mid goes up the list.
     let up = graph_of(&[("top", "mid"), ("base::y", "mid")]);
     assert_eq!(
-        upward_imports("k", &up, "", "lib.rs", &order, &[]),
+        upward_imports("k", &up, "", "lib.rs", &order),
         ["k: upward import: k::base imports k::mid, which lib.rs lists below it, at base/y.rs:1"]
     );
-    assert!(upward_imports("k", &up, "", "lib.rs", &order, &[("k", "mid", "base")]).is_empty());
     // A module the list does not name is named.
     let stray = graph_of(&[("stray", "base")]);
-    let e = upward_imports("k", &stray, "", "lib.rs", &order, &[]);
+    let e = upward_imports("k", &stray, "", "lib.rs", &order);
     assert_eq!(e.len(), 1);
     assert!(e[0].contains("does not list k::stray"), "{e:?}");
 }

@@ -1,6 +1,8 @@
 //! The calibration gate applied to samples: judging their channel readings against the
 //! thresholds and the machine's reference, and the A/B loop's retried, gated sample.
 
+use std::time::Duration;
+
 use anyhow::bail;
 
 use reports::schema::{AbSample, ChannelReading, SampleResult, SampleVerdict};
@@ -51,41 +53,74 @@ pub fn judge_one(prep: &Prepared, s: &SampleResult, pool: &[ChannelReading]) -> 
 /// The pre-check before a run's first sample: a look at the machine over `prep.pre_check`
 /// (nothing when zero), judged by the foreign channels and steal
 /// ([`calibration::gate::judge_pre_check`]). `Ok(figures)` when it passed (empty when skipped),
-/// for the recording's verdict; `Err` with the refusing verdict when the machine was already
-/// busy, so a run that the in-sample channels would refuse after its warm-up and three attempts
-/// is refused in seconds instead.
+/// for the recording's verdict; `Err` with the refusal when the machine was already busy, so a
+/// run that the in-sample channels would refuse after its warm-up and three attempts is
+/// refused in seconds instead. With `--wait-quiet` (`prep.wait_quiet`) a busy look is followed
+/// by another until one passes or the wait's deadline comes, which refuses.
 pub fn pre_check(
     prep: &Prepared,
-) -> anyhow::Result<Result<std::collections::BTreeMap<String, f64>, calibration::GateVerdict>> {
+) -> anyhow::Result<Result<std::collections::BTreeMap<String, f64>, crate::refusal::PreCheckRefusal>>
+{
     if prep.pre_check.is_zero() {
         return Ok(Ok(Default::default()));
     }
-    let c = crate::sample::contention::look(prep.pre_check)?;
-    let (failures, figures) = calibration::gate::judge_pre_check(&c, &prep.gate_cfg);
-    let shown: Vec<String> = figures.iter().map(|(k, v)| format!("{k} {v:.3}")).collect();
+    let started = std::time::Instant::now();
     let secs = prep.pre_check.as_secs_f64();
-    if failures.is_empty() {
-        crate::prepare::progress(&format!(
-            "pre-check over {secs:.1} s: quiet ({})",
-            shown.join(", ")
-        ));
-        return Ok(Ok(figures));
+    loop {
+        let (c, busiest) = crate::sample::contention::look_with_busiest(prep.pre_check)?;
+        let (failures, figures) = calibration::gate::judge_pre_check(&c, &prep.gate_cfg);
+        let shown: Vec<String> = figures.iter().map(|(k, v)| format!("{k} {v:.3}")).collect();
+        if failures.is_empty() {
+            crate::prepare::progress(&format!(
+                "pre-check over {secs:.1} s: within the bounds ({})",
+                shown.join(", ")
+            ));
+            return Ok(Ok(figures));
+        }
+        let waited = started.elapsed();
+        // Another look must fit before the deadline; otherwise this busy look is the answer.
+        if let Some(limit) = prep.wait_quiet
+            && waited + prep.pre_check <= limit
+        {
+            let left = limit.saturating_sub(waited);
+            crate::prepare::progress(&format!(
+                "machine busy ({}; {}); --wait-quiet: looking again, {} left",
+                failures.join("; "),
+                crate::refusal::busiest_line(&busiest),
+                contract::parse::format_duration(Duration::from_secs(left.as_secs()))
+            ));
+            // Not a busy loop: each look itself lasts `pre_check`; a short pause between
+            // looks keeps the progress lines few.
+            let pause = Duration::from_secs(5).min(limit.saturating_sub(waited + prep.pre_check));
+            let until = std::time::Instant::now() + pause;
+            while std::time::Instant::now() < until {
+                if crate::interrupt::requested() {
+                    return Err(crate::interrupt::Interrupted.into());
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            continue;
+        }
+        return Ok(Err(crate::refusal::PreCheckRefusal {
+            verdict: calibration::GateVerdict {
+                accepted: false,
+                drift_checked: prep.reference.is_some(),
+                reference_id: prep.reference.as_ref().map(|r| r.fingerprint_id.clone()),
+                channels: Default::default(),
+                in_sample: Default::default(),
+                unavailable: c.unavailable,
+                failures: failures
+                    .into_iter()
+                    .map(|f| format!("{f} before the first sample (a {secs:.1} s pre-check)"))
+                    .collect(),
+                reported: Default::default(),
+                warnings: Vec::new(),
+                pre_check: figures,
+            },
+            busiest,
+            waited: prep.wait_quiet,
+        }));
     }
-    Ok(Err(calibration::GateVerdict {
-        accepted: false,
-        drift_checked: prep.reference.is_some(),
-        reference_id: prep.reference.as_ref().map(|r| r.fingerprint_id.clone()),
-        channels: Default::default(),
-        in_sample: Default::default(),
-        unavailable: c.unavailable,
-        failures: failures
-            .into_iter()
-            .map(|f| format!("{f} before the first sample (a {secs:.1} s pre-check)"))
-            .collect(),
-        reported: Default::default(),
-        warnings: Vec::new(),
-        pre_check: figures,
-    }))
 }
 
 /// Why a refused attempt was run again, as the sidecar and the A/B result keep it.

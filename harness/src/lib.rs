@@ -3,10 +3,10 @@
 //! This crate is the glue: the CLI, sample subprocesses, server lifecycle, and the
 //! record / ab / verify / compare flows. It is the only crate that knows the others.
 //! The modules below read in pipeline order: the foundations (exit codes, interrupt, atomic
-//! write, child processes), then prepare (scenario, vault, target) -> sample -> gate ->
-//! recording, then `commands`, one file per subcommand on top of it. A module imports only
-//! modules above it in this list (`contract/tests/layout.rs` checks that no file imports a
-//! file that imports it back).
+//! write, child processes), then sample (with the registry of protocols a sample speaks) ->
+//! prepare (scenario, vault, target) -> gate -> recording, then `commands`, one file per subcommand on top of it. A module imports only
+//! modules above it in this list (`contract/tests/layout.rs` checks that, and that no file
+//! imports a file that imports it back).
 
 use clap::{Parser, Subcommand};
 
@@ -20,6 +20,11 @@ pub mod interrupt;
 pub mod atomic;
 /// Child processes that answer with one JSON document, under a deadline.
 pub mod subprocess;
+/// A refusal a user can act on: who is busy, the bound, the ways forward; wrapped to the
+/// terminal.
+pub mod refusal;
+/// Names close to a mistyped one (did you mean ...?).
+pub mod hint;
 
 /// The manifest and digest of a vault tree on disk.
 pub mod tree;
@@ -44,7 +49,7 @@ pub mod commands;
 
 use commands::{
     ab, bisect, calibrate, class, hlog, load, probe, record, report as report_cmd,
-    sample as sample_cmd, vault, verify,
+    sample as sample_cmd, scenario_list, vault, verify,
 };
 
 /// Reproducible, gated performance numbers for self-hosted note-vault sync servers.
@@ -69,6 +74,9 @@ pub enum Command {
     /// Probe what this machine can do (fsync throughput).
     #[command(subcommand)]
     Probe(probe::ProbeCmd),
+    /// List the built-in scenarios by protocol, with their phases; `scenarios show NAME`
+    /// prints one's TOML.
+    Scenarios(scenario_list::ScenariosArgs),
     /// Record a scenario into a gated baseline with a provenance sidecar.
     Record(record::RecordArgs),
     /// Compare two server builds by interleaved, order-balanced A/B rounds.
@@ -103,6 +111,7 @@ pub fn run(cli: Cli) -> i32 {
         Command::Load(args) => load::run(args),
         Command::Calibrate(args) => calibrate::run(args, &["calibrate"]),
         Command::Probe(cmd) => probe::run(cmd),
+        Command::Scenarios(args) => scenario_list::run(args),
         Command::Record(args) => record::run(args),
         Command::Verify(args) => verify::run(args),
         Command::Class(args) => class::run(args),
@@ -174,10 +183,17 @@ pub fn report_error(err: &anyhow::Error) -> i32 {
         eprintln!("vaultbench: {err:#}");
         return exit::INTERRUPTED;
     }
-    eprintln!("vaultbench: {err:#}");
     if err.downcast_ref::<contract::exit::Refused>().is_some() {
+        // A refusal is several lines (what, who, the ways forward): wrapped to a terminal's
+        // width, whole otherwise (a log or a CI job keeps its lines).
+        let text = format!("vaultbench: {err:#}");
+        match refusal::stderr_width() {
+            Some(w) => eprintln!("{}", refusal::wrap(&text, w)),
+            None => eprintln!("{text}"),
+        }
         return exit::REFUSED;
     }
+    eprintln!("vaultbench: {err:#}");
     if err.downcast_ref::<calibration::LockBusy>().is_some() {
         return exit::BUSY;
     }

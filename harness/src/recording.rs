@@ -63,16 +63,13 @@ pub fn record(job: RecordJob<'_>, runner: &dyn SampleRunner) -> anyhow::Result<R
     // three attempts of the first sample.
     let pre_check = match crate::gate::pre_check(prep)? {
         Ok(figures) => figures,
-        Err(v) => {
+        Err(r) => {
+            // The ledger keeps the whole refusal (who was busy, the ways forward); the
+            // terminal gets it wrapped to its width.
             let ledger = Ledger::for_out(job.out, &name);
-            ledger.append(&name, "refused", &v.failures.join("; "))?;
-            return Ok(Recorded::Refused(
-                v.refusal(prep.reference_file.as_deref()).replacen(
-                    "nothing written",
-                    &ledger.what_was_written(),
-                    1,
-                ),
-            ));
+            let message = r.message(&ledger.what_was_written());
+            ledger.append(&name, "refused", &message)?;
+            return Ok(Recorded::Refused(message));
         }
     };
     let bar = progress_bar(u64::from(n) + 1);

@@ -103,7 +103,7 @@ impl<T> Answer<T> {
 }
 
 /// How often the runner looks at the child and the interrupt flag: fine enough that a quiet
-/// calibration reading (~0.1 s on this project's VM) is not stretched noticeably.
+/// calibration reading (~0.1 s on a 2-vCPU cloud VM) is not stretched noticeably.
 const POLL: Duration = Duration::from_millis(5);
 
 /// Runs `cmd` to completion in its own process group (a terminal's Ctrl-C reaches only us;

@@ -252,7 +252,7 @@ fn gone_after(marker: &str, except: &[u32], t0: Instant) -> Result<Duration, Vec
 
 /// Whether this process holds CAP_SYS_RESOURCE (capability 24), which lowering an
 /// `oom_score_adj` below its inherited floor takes: root alone is not enough where a sandbox
-/// drops it (this project's VMs do).
+/// drops it (a 2-vCPU cloud VMs do).
 fn has_cap_sys_resource() -> bool {
     std::fs::read_to_string("/proc/self/status")
         .ok()

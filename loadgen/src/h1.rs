@@ -5,8 +5,8 @@
 //! `Connection: close`) to find where it ends. The body is counted and dropped (route load never reads it).
 //!
 //! hyper's client cost about twice wrk's CPU per request on `/livez` (a dispatcher task
-//! protocol, a header map and a body channel per request): issue 4's "never the bottleneck"
-//! target needs the generator to be nearly as cheap as wrk (`vaultbench load bench-peer`).
+//! protocol, a header map and a body channel per request): the generator's "never the
+//! bottleneck" target needs the generator to be nearly as cheap as wrk (`vaultbench load bench-peer`).
 //!
 //! A connection is either a tokio stream (its reads wait in the runtime's epoll, so one
 //! thread serves many connections) or a blocking socket on a thread of its own

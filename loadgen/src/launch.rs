@@ -14,7 +14,7 @@ use std::net::SocketAddr;
 use std::path::{Component, Path, PathBuf};
 use std::time::Duration;
 
-use crate::protocols::webdav::BasicAuth;
+use crate::http::BasicAuth;
 
 /// The built-in presets: name and file text.
 const PRESETS: [(&str, &str); 5] = [
@@ -88,7 +88,7 @@ pub struct TargetDef {
     pub files: BTreeMap<String, String>,
     /// WebDAV walk bounds other than the defaults (`--webdav-max-*`); `None`: the defaults.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub walk: Option<crate::protocols::webdav::WalkBounds>,
+    pub walk: Option<crate::walk::WalkBounds>,
     /// Changes feed walk bounds other than the protocol's defaults (`--feed-max-*`); `None`:
     /// the defaults.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -113,6 +113,8 @@ struct DefFile {
     #[serde(default)]
     requires: Vec<String>,
     webdav_root: Option<String>,
+    /// A CouchDB target's database: its own name for what `webdav_root` is to WebDAV.
+    database: Option<String>,
     auth: Option<String>,
     ready: Option<String>,
     #[serde(default)]
@@ -260,7 +262,37 @@ impl TargetDef {
         def.version = f.version.as_deref().map(split_command).transpose()?;
         def.packages = f.packages;
         def.requires = f.requires;
-        def.webdav_root = f.webdav_root.map(|r| normalize_root(&r)).transpose()?;
+        def.webdav_root = match (f.webdav_root, f.database) {
+            (Some(_), Some(_)) => {
+                return Err(invalid(
+                    "database",
+                    "give `database` (a CouchDB target) or `webdav_root` (a WebDAV target), not both",
+                ));
+            }
+            (None, Some(db)) => {
+                if def.protocol.as_ref().map(|p| p.name()) != Some("couchdb") {
+                    return Err(invalid(
+                        "database",
+                        "is for a `protocol = \"couchdb\"` target; a WebDAV target takes `webdav_root`",
+                    ));
+                }
+                // CouchDB's rule for database names (its API reference, "PUT /{db}").
+                let ok = db.starts_with(|c: char| c.is_ascii_lowercase())
+                    && db.chars().all(|c| {
+                        c.is_ascii_lowercase() || c.is_ascii_digit() || "_$()+-".contains(c)
+                    });
+                if !ok {
+                    return Err(invalid(
+                        "database",
+                        format!(
+                            "{db:?} is not a CouchDB database name (a lower-case letter, then lower-case letters, digits and _$()+-)"
+                        ),
+                    ));
+                }
+                Some(normalize_root(&format!("/{db}/"))?)
+            }
+            (root, None) => root.map(|r| normalize_root(&r)).transpose()?,
+        };
         def.auth = f.auth.as_deref().map(parse_auth).transpose()?;
         def.ready = f.ready.as_deref().map(str::parse).transpose()?;
         for d in &f.dirs {
@@ -392,14 +424,6 @@ impl TargetDef {
         let mut argv: Vec<String> = self.argv.iter().map(|a| vars.render(a)).collect();
         argv[0] = program.display().to_string();
         Ok(argv)
-    }
-
-    /// The readiness check in force: this definition's own, else its protocol's default.
-    pub fn ready_check(&self, spec: &crate::protocols::Spec) -> Ready {
-        match &self.ready {
-            Some(r) => r.clone(),
-            None => (spec.ready)(self),
-        }
     }
 }
 
@@ -688,6 +712,33 @@ mod tests {
     }
 
     #[test]
+    fn a_couchdb_target_names_its_database() {
+        let d = TargetDef::parse(
+            "command = \"srv {addr} {data}\"\nprotocol = \"couchdb\"\ndatabase = \"notes_1\"\n",
+            "mine",
+        )
+        .unwrap();
+        assert_eq!(d.root(), "/notes_1/");
+        for (text, want) in [
+            (
+                "command = \"srv {addr} {data}\"\nprotocol = \"webdav\"\ndatabase = \"db\"\n",
+                "a WebDAV target takes `webdav_root`",
+            ),
+            (
+                "command = \"srv {addr} {data}\"\nprotocol = \"couchdb\"\ndatabase = \"db\"\nwebdav_root = \"/db/\"\n",
+                "not both",
+            ),
+            (
+                "command = \"srv {addr} {data}\"\nprotocol = \"couchdb\"\ndatabase = \"Notes\"\n",
+                "not a CouchDB database name",
+            ),
+        ] {
+            let e = TargetDef::parse(text, "mine").unwrap_err().to_string();
+            assert!(e.contains(want), "{text:?}: {e}");
+        }
+    }
+
+    #[test]
     fn a_user_file_is_read_like_a_preset_and_bad_ones_get_one_line() {
         let d = TargetDef::parse(
             "command = \"srv --port {port} --root '{data}/my root'\"\nprotocol = \"webdav\"\n\
@@ -700,7 +751,7 @@ mod tests {
             ["srv", "--port", "{port}", "--root", "{data}/my root"]
         );
         assert_eq!(d.root(), "/dav/");
-        assert_eq!(d.ready_check(&crate::protocols::obsync::SPEC), Ready::Tcp);
+        assert_eq!(d.ready, None);
         assert_eq!(d.auth, Some(BasicAuth::new("u", "p")));
         for (text, want) in [
             ("command = \"srv {adr}\"", "unknown placeholder {adr}"),
@@ -776,24 +827,6 @@ mod tests {
         }
         assert!(StatusMatch::Class(2).matches(204));
         assert!(!StatusMatch::Class(2).matches(401));
-        let webdav = TargetDef {
-            protocol: Some(contract::protocol::Protocol::named("webdav")),
-            webdav_root: Some("/dav/".into()),
-            ..TargetDef::command(vec!["x".into()], "x").unwrap()
-        };
-        assert_eq!(
-            webdav
-                .ready_check(&crate::protocols::webdav::SPEC)
-                .to_string(),
-            "OPTIONS /dav/ 2xx"
-        );
-        let obsync = TargetDef::command(vec!["x".into()], "x").unwrap();
-        assert_eq!(
-            obsync
-                .ready_check(&crate::protocols::obsync::SPEC)
-                .to_string(),
-            "GET /readyz 200"
-        );
     }
 
     #[test]

@@ -1,5 +1,5 @@
 //! The signed load generator: obsync-v1 devices, whole-vault push/pull, and route load in
-//! closed and open loop with HdrHistogram latencies (issue 4).
+//! closed and open loop with HdrHistogram latencies.
 //!
 //! Pipeline: [`Target`] (loopback unless allowed) → [`enroll()`] devices (setup, then pairing;
 //! kept in a [`StateFile`]) → device operations ([`push_vault`], [`pull_vault`], [`resync`],
@@ -48,6 +48,7 @@ mod shard;
 mod stats;
 mod target;
 pub mod transfer;
+pub mod walk;
 
 pub mod faulthop;
 pub mod hlog;
@@ -92,7 +93,7 @@ pub const WORKER_THREAD: &str = "loadgen-worker";
 
 /// Connections one generator worker thread serves. wrk, the peer `bench-peer` compares with,
 /// runs 2 threads for 8 connections there (`-t min(c, 2)`); measured with `load bench-peer`
-/// on this project's 2-core VM (docs/src/measured.md, "The generator against wrk"), one thread per 4 connections
+/// on a 2-core cloud VM (docs/src/measured.md, "The generator against wrk"), one thread per 4 connections
 /// gave the lowest CPU per signed request without lowering requests/s.
 pub const CONNECTIONS_PER_THREAD: usize = 4;
 

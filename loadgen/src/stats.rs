@@ -1,9 +1,9 @@
 //! What a run measured: per-route counts and HdrHistograms, signing time, throughput per
 //! interval, and the HdrHistogram interval log (write, read, merge).
 //!
-//! Latencies are recorded in microseconds with 3 significant digits up to one hour (issue 4:
-//! "µs resolution, 3 significant digits, up to minutes"); signing time in nanoseconds, because
-//! an HMAC costs about a microsecond (crates-notes: 0.6–0.9 µs sign+verify).
+//! Latencies are recorded in microseconds with 3 significant digits up to one hour (the
+//! generator's specification: "µs resolution, 3 significant digits, up to minutes"); signing time in nanoseconds, because
+//! an HMAC costs about a microsecond (a microbenchmark of the `hmac` and `sha2` crates read 0.6–0.9 µs per sign and verify).
 
 use std::collections::BTreeMap;
 use std::io::Write;

@@ -20,7 +20,8 @@ pub struct Target {
 
 impl Target {
     /// Parses `http://HOST[:PORT][/]`. Refuses anything whose every resolved address is not
-    /// loopback (127.0.0.0/8, ::1) unless `allow_remote` is set (issue 4, "CLI").
+    /// loopback (127.0.0.0/8, ::1) unless `allow_remote` is set: a load
+    /// generator aimed at somebody else's server by a typo is an attack, not a benchmark.
     pub fn parse(url: &str, allow_remote: bool) -> Result<Target, LoadError> {
         let bad = |reason: &str| LoadError::BadTarget {
             url: url.to_owned(),

@@ -14,7 +14,7 @@
 //! 52-field struct and each `status` into about 60 fields, for fields nobody here reads. It
 //! would also bring a new dependency tree (it is not in this workspace's lock file) for seven
 //! small formats. Direct reads keep the parsers pure and tested against fixture text.
-//! `examples/snapshot_cost.rs` measures a snapshot. On this project's 2-core VM under heavy
+//! `examples/snapshot_cost.rs` measures a snapshot. On a 2-core cloud VM under heavy
 //! load, each file read cost tens of µs, and a 10-thread process took about 0.5–0.7 ms.
 //!
 //! # What a delta can and cannot include

@@ -301,7 +301,7 @@ pub struct CpuTimes {
     pub irq: Option<u64>,
     /// Servicing soft interrupts.
     pub softirq: Option<u64>,
-    /// Time the hypervisor ran something else while this VM's vCPU wanted to run.
+    /// Time the hypervisor ran something else while the VM's vCPU wanted to run.
     pub steal: Option<u64>,
     /// Running a guest (already inside `user`).
     pub guest: Option<u64>,
@@ -445,7 +445,7 @@ mod tests {
 
     #[test]
     fn stat_with_spaces_and_parens_in_name() {
-        // A real line from this VM's kernel, with the name replaced by a hostile one.
+        // A real line from a VM's kernel, with the name replaced by a hostile one.
         let line = "4242 (a) b (c) S 1 4242 4242 0 -1 4194560 137 0 0 0 57 31 0 0 20 0 3 0 \
                     123456 12345678 456 18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 1 0 0 0 0 0\n";
         let s = stat(line, "f").unwrap();

@@ -452,7 +452,7 @@ fn read_others(
 /// The pids of `root` and all its descendants.
 ///
 /// Uses `/proc/<pid>/task/<tid>/children` where the kernel has it (`CONFIG_PROC_CHILDREN`, on
-/// in this project's VM kernel): a few small reads. The kernel documents that file as exact
+/// in a 2-vCPU cloud VM kernel): a few small reads. The kernel documents that file as exact
 /// only while the children do not change, so a child forked during the read may be missed
 /// until the next snapshot. Without it, every process's parent is read from `/proc/*/stat`.
 fn tree_pids(root: u32, buf: &mut String) -> Result<Vec<u32>, Error> {

@@ -4,7 +4,7 @@
 //! routes with their methods and labels ([`route`]), the
 //! canonical string and HMAC device signatures ([`sign`]), the server-recomputed
 //! `version_id` ([`version`]), the JSON bodies ([`wire`]) and the error codes ([`error`]).
-//! The source is obsync's published wire protocol v1 (its `docs/protocol.md`, 2026-09-07),
+//! The source is obsync's published wire protocol v1 (the protocol document in obsync's repository, 2026-09-07),
 //! which this crate's comments call "the protocol page";
 //! `docs/src/protocol/obsync-v1.md` in this repository describes the protocol as implemented
 //! here, and where it differs from that text.

@@ -55,7 +55,7 @@ pub struct ServeArgs {
     pub allow_remote: bool,
     // A flag of its own (not clap's automatic one) so that `vaultbench serve-ref --version`
     // answers too: the harness records it as the embedded target's build identity.
-    /// Print `obsync-refserver <version>` and exit.
+    /// Print the version (`vaultbench reference server <version>`) and exit.
     #[arg(long)]
     pub version: bool,
 }
@@ -73,7 +73,12 @@ fn route_label(s: &str) -> Result<protocol::Route, String> {
 
 /// What `--version` prints.
 pub fn version_line() -> String {
-    format!("obsync-refserver {}", env!("CARGO_PKG_VERSION"))
+    // Named as the user knows it: vaultbench's own reference server (also built as the
+    // standalone `obsync-refserver` binary), speaking obsync v1.
+    format!(
+        "vaultbench reference server {} (obsync-v1; `vaultbench serve-ref`, standalone `obsync-refserver`)",
+        env!("CARGO_PKG_VERSION")
+    )
 }
 
 impl ServeArgs {

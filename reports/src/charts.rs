@@ -290,7 +290,7 @@ fn categories(n: usize) -> std::ops::Range<usize> {
 }
 
 fn short(v: f64) -> String {
-    crate::render::fmt::num(v)
+    crate::fmt::num(v)
 }
 
 /// Microseconds per unit for the time units keys use; `None` for other units.

@@ -41,7 +41,7 @@ use contract::gate::{CPU, IO, KERNELS, RTT};
 /// Each sits above the spread of the channel's median across recordings on one quiet machine
 /// (else two recordings of one machine would not be comparable with each other) and well below
 /// the ×2 the slower VM of one class showed on the fsync path. Measured over 11 quiet
-/// recordings of this project's VM (docs/src/measured.md, "Comparing like with like"): `cpu_ms`
+/// recordings of a 2-vCPU cloud VM (docs/src/measured.md, "Comparing like with like"): `cpu_ms`
 /// ±1.8 %, `io_ms` ±13 %, `rtt_ms` ±12 % of their medians.
 pub const DEFAULT_TOLERANCE: [(&str, f64); 3] = [(CPU, 0.25), (IO, 0.50), (RTT, 0.40)];
 

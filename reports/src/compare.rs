@@ -9,7 +9,7 @@
 //! resolution. Non-overlap alone is not enough between two recordings: for two series of
 //! n = 5 it has probability 2 / C(10, 5) ≈ 0.8 % when the samples are exchangeable, but the
 //! samples of one recording share that recording's hour on the host, so a whole recording
-//! drifts, and a noisier key drifts further. Measured on this project's 2-vCPU VM
+//! drifts, and a noisier key drifts further. Measured on a 2-vCPU cloud VM
 //! (docs/src/measured.md, "The trend compare's false alarms"): with non-overlap and a 5 %
 //! change of medians, most A/A pairs of recordings of one build showed a false regression
 //! (tail latencies, per-thread CPU, the fsync-bound push); with this rule none did, while
@@ -54,7 +54,7 @@ pub const MIN_SERIES: usize = 3;
 /// a syscall count from the cost samples, counts only when its change is more than this many
 /// times the larger relative range (max − min over median) of the runs it has. (With runs on
 /// both sides, a cost key is judged by the gap between them, as timing keys are.) A server that batches work by timing (group commit, a polling feed) retires a
-/// different number of instructions on each run: on this project's VM one recording against
+/// different number of instructions on each run: on a 2-vCPU cloud VM one recording against
 /// another of the same build moved `route.changes.c1` by up to 2.6 % and `idle_resync` by 6 %
 /// while the post routes moved by under 0.5 % (docs/src/measured.md, "Comparing like with
 /// like"). For three runs a side, the range is about 1.7 standard deviations and the median's
@@ -70,7 +70,7 @@ pub const COST_NOISE_FACTOR: f64 = 2.0;
 /// smaller than this is not judged; on machines of one speed the cost threshold applies.
 pub const ACROSS_SPEED_COST_THRESHOLD: f64 = 0.06;
 
-/// The default threshold: 5 % (issue 8).
+/// The default threshold: 5 %, the change a trend job should notice on a quiet machine.
 pub const DEFAULT_THRESHOLD: f64 = 0.05;
 /// The default threshold of `cost` keys (instructions retired): 1 %. Two runs of the
 /// reference server's 500-post phase under callgrind differed by at most 1.23 % in the
@@ -257,13 +257,7 @@ pub fn compare_opts(
         return Err(CompareError::Machine {
             differences: differ
                 .iter()
-                .map(|m| {
-                    format!(
-                        "{} beyond ±{}",
-                        m.label(),
-                        crate::render::fmt::pct(m.tolerance)
-                    )
-                })
+                .map(|m| format!("{} beyond ±{}", m.label(), crate::fmt::pct(m.tolerance)))
                 .collect::<Vec<_>>()
                 .join(", "),
         });
@@ -283,8 +277,8 @@ pub fn compare_opts(
         if cost_threshold > opts.cost_threshold {
             notes.push(format!(
                 "on machines of different speed the cost keys are judged at {} (not {}): a server that batches by timing retires a few percent more or fewer instructions on a slower disk",
-                crate::render::fmt::pct(cost_threshold),
-                crate::render::fmt::pct(opts.cost_threshold)
+                crate::fmt::pct(cost_threshold),
+                crate::fmt::pct(opts.cost_threshold)
             ));
         }
     }
@@ -552,7 +546,7 @@ fn short(s: &str) -> &str {
 /// The comparison as Markdown: regressions first, then improvements and other changes; keys
 /// that did not move are counted, not listed.
 pub fn markdown(c: &Comparison) -> String {
-    use crate::render::fmt::{md_table, num, pct, signed_pct};
+    use crate::fmt::{md_table, num, pct, signed_pct};
     let mut s = format!(
         "# vaultbench compare: {}\n\nThreshold {} (cost keys {}); a timing/resource change counts only when the two recordings' raw series are apart by more than the threshold plus their own spread; exact keys compare exactly.\n\n",
         c.scenario,

@@ -1,5 +1,5 @@
 //! A deterministic edit stream over a generated vault, shaped like real churn
-//! (real-vaults.md: median 1 note changed per save batch, p90 3-70; bulk changes of
+//! (docs/src/vaults/real-vaults.md: median 1 note changed per save batch, p90 3-70; bulk changes of
 //! 1,000-6,600 files in most vaults): mostly one note at a time (append, modify in the
 //! middle), sometimes create, delete or rename a folder, rarely a bulk change.
 //!

@@ -127,6 +127,12 @@ impl Iterator for Files {
                     Content::Bytes(tiny_png(rgb))
                 }
                 AttachmentKind::Image => Content::Bytes(png_of_size(&mut rng, a.size as usize)),
+                AttachmentKind::Bytes => {
+                    let mut b = vec![0u8; (a.size as usize).next_multiple_of(64)];
+                    crate::rng::fill_blocks(&mut rng, &mut b);
+                    b.truncate(a.size as usize);
+                    Content::Bytes(b)
+                }
                 AttachmentKind::Large => Content::Random {
                     seed: self.seed,
                     index: k as u32,

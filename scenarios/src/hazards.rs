@@ -1,5 +1,5 @@
 //! Files beside the notes: a `.obsidian/` config folder and the sync hazards seen in real
-//! vaults (real-vaults.md "Names and sync hazards"): 255-byte names, a case-only collision,
+//! vaults (docs/src/vaults/real-vaults.md "Names and sync hazards"): 255-byte names, a case-only collision,
 //! one basename in 61 folders, NFC and NFD spellings, spaces and emoji, 0-byte notes, a
 //! 500 KB note and a 4 MiB+ attachment. A twin asks for a count of names in each class:
 //! the first is the example above, the others numbered variants of it.
@@ -11,16 +11,16 @@ use crate::profile::{HazardNames, Profile};
 use crate::rng::{Purpose, below, log_normal, stream};
 use crate::text;
 
-/// The case-only pair (real-vaults.md: `Notes/MAAS.md` beside `Notes/MaaS.md`).
+/// The case-only pair (docs/src/vaults/real-vaults.md: `Notes/MAAS.md` beside `Notes/MaaS.md`).
 pub const CASE_PAIR: [&str; 2] = ["Wiki/MAAS.md", "Wiki/MaaS.md"];
 /// The same name in NFC (`é` = U+00E9, `è` = U+00E8) and NFD (`e` + U+0301, `e` + U+0300).
 pub const NORMALISATION_PAIR: [&str; 2] = [
     "Wiki/Caf\u{e9} cr\u{e8}me.md",
     "Wiki/Cafe\u{301} cre\u{300}me.md",
 ];
-/// real-vaults.md: the largest real notes reach 560 KB; the issue asks for a 500 KB note.
+/// Real vaults' largest notes reach 560 KB (docs/src/vaults/real-vaults.md); 500 KB sits inside.
 const BIG_NOTE_BYTES: usize = 500_000;
-/// real-vaults.md: a few attachments >= 4 MiB in half of the vaults.
+/// docs/src/vaults/real-vaults.md: a few attachments >= 4 MiB in half of the vaults.
 const BIG_ATTACHMENT_BYTES: usize = 4 * 1024 * 1024 + 512 * 1024;
 
 const PLUGINS: &[&str] = &[

@@ -25,7 +25,8 @@ pub use binary::RandomReader;
 pub use generate::{FileReader, Files, GenFile, generate};
 pub use manifest::{Difference, Manifest, ManifestEntry, entry, hash_reader, manifest};
 pub use profile::{
-    DEFAULT_SEED, Fanout, HazardNames, LinkStyle, ObsidianConfig, PROFILE_NAMES, Profile, profile,
+    DEFAULT_SEED, Fanout, HazardNames, ImageSizes, LinkStyle, ObsidianConfig, PROFILE_NAMES,
+    Profile, profile,
 };
 pub use rng::civil_from_days;
 pub use shape::{Measure, Shape, ShapeError};

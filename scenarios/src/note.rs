@@ -145,7 +145,7 @@ fn last_paragraph(rng: &mut ChaCha8Rng, out: &mut String, remaining: usize, non_
 
 fn frontmatter(rng: &mut ChaCha8Rng, out: &mut String, title: &str) {
     out.push_str("---\n");
-    // real-vaults.md: ~3 keys a note, commonly tags, created/date, updated, aliases, title...
+    // docs/src/vaults/real-vaults.md: ~3 keys a note, commonly tags, created/date, updated, aliases, title...
     let created = below(rng, 2500) as u32;
     let keys = [0.7, 0.75, 0.3, 0.2, 0.15, 0.25, 0.1, 0.2];
     if chance(rng, keys[0]) {

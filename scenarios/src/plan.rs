@@ -46,6 +46,9 @@ pub(crate) enum AttachmentKind {
     Image,
     /// Incompressible bytes, streamed.
     Large,
+    /// Incompressible bytes of a size too small for a PNG (a twin's small attachments: the
+    /// SVG icons of a documentation vault).
+    Bytes,
 }
 
 #[derive(Clone, Debug)]
@@ -77,7 +80,7 @@ pub(crate) const ATTACHMENT_DIR: &str = "attachments";
 pub(crate) const IMAGE_MAX_BYTES: u64 = 8 * 1024 * 1024;
 /// The largest normal note (a larger note is a heavy one, with a pasted image).
 pub(crate) const NOTE_MAX_BYTES: u32 = 400_000;
-/// The smallest heavy note (real-vaults.md: the largest note of a vault is 38-560 KB).
+/// The smallest heavy note (docs/src/vaults/real-vaults.md: the largest note of a vault is 38-560 KB).
 const HEAVY_MIN_BYTES: u64 = 38_000;
 
 impl Plan {
@@ -164,7 +167,7 @@ impl Plan {
         for _ in 0..p.heavy_notes {
             if let Some(i) = take(&mut rng, &notes) {
                 notes[i as usize].kind = NoteKind::Heavy;
-                // real-vaults.md: the largest note is 38-560 KB. A twin's largest is the
+                // docs/src/vaults/real-vaults.md: the largest note is 38-560 KB. A twin's largest is the
                 // measured one, the others drawn up to it.
                 let hi = match p.heavy_max_bytes {
                     0 => 560_000,
@@ -303,14 +306,22 @@ fn attachments(p: &Profile, seed: u64) -> (Vec<AttachmentPlan>, Vec<u32>) {
     let (image_ext, large_ext) = extensions(p, seed, n_images);
     let mut names: BTreeSet<String> = BTreeSet::new();
     let first_image = out.len() as u32;
+    // A twin's sizes: drawn once, stratified over the measured quantiles.
+    let twin_sizes = p
+        .image_sizes
+        .as_ref()
+        .map(|q| quantile_sizes(&mut rng, q, n_images as usize));
     for i in 0..n_images as usize {
         let mut name = text::title(&mut rng, 0.0);
         while names.contains(&name) {
             name.push('_');
         }
         names.insert(name.clone());
-        let size = log_normal(&mut rng, p.image_median, p.image_sigma)
-            .clamp(1024.0, IMAGE_MAX_BYTES as f64);
+        let size = match &twin_sizes {
+            Some(sizes) => sizes[i] as f64,
+            None => log_normal(&mut rng, p.image_median, p.image_sigma)
+                .clamp(1024.0, IMAGE_MAX_BYTES as f64),
+        };
         let ext = image_ext.get(i).map_or(".png", String::as_str);
         if image_ext.is_empty() || EMBEDDABLE.contains(&ext) {
             images.push(out.len() as u32);
@@ -318,7 +329,11 @@ fn attachments(p: &Profile, seed: u64) -> (Vec<AttachmentPlan>, Vec<u32>) {
         out.push(AttachmentPlan {
             path: format!("{ATTACHMENT_DIR}/{name}{ext}"),
             size: size as u64,
-            kind: AttachmentKind::Image,
+            kind: if size < MIN_PNG_BYTES as f64 {
+                AttachmentKind::Bytes
+            } else {
+                AttachmentKind::Image
+            },
         });
     }
     if images.is_empty() && !image_ext.is_empty() {
@@ -334,6 +349,78 @@ fn attachments(p: &Profile, seed: u64) -> (Vec<AttachmentPlan>, Vec<u32>) {
         });
     }
     (out, images)
+}
+
+/// The smallest image written as a PNG (`binary::png_of_size`); smaller ones are plain bytes.
+pub(crate) const MIN_PNG_BYTES: u64 = 1024;
+
+/// `n` attachment sizes whose nearest-rank quantiles are the measured ones: image `i` takes
+/// the quantile `(r + 0.5) / n` of a seeded permutation's rank `r`, read off the measured
+/// points with log-linear interpolation (extrapolated past the first and last point by the
+/// neighbouring segment's slope). The top one per cent (at least the largest) is then scaled
+/// so the sizes add up to the measured total: a heavy tail carries most bytes above p99, which
+/// no quantile records.
+fn quantile_sizes(
+    rng: &mut rand_chacha::ChaCha8Rng,
+    q: &crate::profile::ImageSizes,
+    n: usize,
+) -> Vec<u64> {
+    if n == 0 || q.points.is_empty() {
+        return vec![MIN_PNG_BYTES; n];
+    }
+    let mut ranks: Vec<usize> = (0..n).collect();
+    for i in (1..n).rev() {
+        ranks.swap(i, below(rng, i + 1));
+    }
+    let pts: Vec<(f64, f64)> = q
+        .points
+        .iter()
+        .map(|&(p, b)| (p, (b.max(1) as f64).ln()))
+        .collect();
+    let slope = |a: (f64, f64), b: (f64, f64)| {
+        if b.0 > a.0 {
+            (b.1 - a.1) / (b.0 - a.0)
+        } else {
+            0.0
+        }
+    };
+    let at = |u: f64| -> f64 {
+        let (first, last) = (pts[0], pts[pts.len() - 1]);
+        let ln = if u <= first.0 {
+            let s = pts.get(1).map_or(0.0, |&b| slope(first, b));
+            first.1 - (first.0 - u) * s
+        } else if u >= last.0 {
+            let s = pts
+                .len()
+                .checked_sub(2)
+                .map_or(0.0, |i| slope(pts[i], last));
+            last.1 + (u - last.0) * s
+        } else {
+            let k = pts.windows(2).position(|w| u <= w[1].0).unwrap_or(0);
+            let (a, b) = (pts[k], pts[k + 1]);
+            a.1 + (u - a.0) * slope(a, b)
+        };
+        ln.exp().clamp(1.0, IMAGE_MAX_BYTES as f64)
+    };
+    let us: Vec<f64> = ranks.iter().map(|&r| (r as f64 + 0.5) / n as f64).collect();
+    let mut sizes: Vec<f64> = us.iter().map(|&u| at(u)).collect();
+    let tail_from = last_point_q(&pts).min(us.iter().copied().fold(0.0, f64::max));
+    let tail: Vec<usize> = (0..n).filter(|&i| us[i] >= tail_from).collect();
+    let tail_sum: f64 = tail.iter().map(|&i| sizes[i]).sum();
+    let rest: f64 = sizes.iter().sum::<f64>() - tail_sum;
+    if tail_sum > 0.0 && q.total_bytes > 0 {
+        let floor = at(tail_from);
+        let factor = ((q.total_bytes as f64 - rest) / tail_sum).max(0.0);
+        for &i in &tail {
+            sizes[i] = (sizes[i] * factor).clamp(floor, IMAGE_MAX_BYTES as f64);
+        }
+    }
+    sizes.into_iter().map(|s| s.round() as u64).collect()
+}
+
+/// The highest measured quantile (the tail above it is what the total is matched with).
+fn last_point_q(pts: &[(f64, f64)]) -> f64 {
+    pts.last().map_or(1.0, |p| p.0)
 }
 
 /// Extensions Obsidian shows inline; a twin's embeds go to attachments carrying one.

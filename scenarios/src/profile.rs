@@ -1,4 +1,4 @@
-//! Vault profiles: one definition each, every shape a parameter (real-vaults.md).
+//! Vault profiles: one definition each, every shape a parameter (docs/src/vaults/real-vaults.md).
 
 use std::collections::BTreeMap;
 
@@ -67,7 +67,7 @@ pub struct Profile {
     /// Groups of notes sharing one identical body, and the notes per group.
     pub dup_groups: u32,
     pub dup_group_size: u32,
-    /// One valid 1x1 PNG per note, embedded by that note (trip2g's 70x workload).
+    /// One valid 1x1 PNG per note, embedded by that note (a published sync benchmark's asset path, 70x slower than its notes).
     pub tiny_png_per_note: bool,
     /// Image-sized PNG attachments per note (real vaults: 1.3 [0.04-4.0]).
     pub images_per_note: f64,
@@ -81,6 +81,10 @@ pub struct Profile {
     /// p90 270 KiB, so sigma = ln(4.5) / 1.2816 = 1.17).
     pub image_median: f64,
     pub image_sigma: f64,
+    /// A measured vault's image-sized attachment sizes (a twin): when set, they are drawn
+    /// from these quantiles instead of the log-normal above, so a bimodal or heavy-tailed
+    /// vault (many small SVGs beside large screenshots) keeps its shape and its bytes.
+    pub image_sizes: Option<ImageSizes>,
     /// Adds every sync-hazard name and shape (see `hazards.rs`).
     pub hazards: bool,
     /// Adds only these hazard names (a measured vault's twin), as notes sized like the
@@ -127,7 +131,7 @@ pub struct HazardNames {
 }
 
 impl HazardNames {
-    /// The `hazards` profile's names (real-vaults.md: one basename in up to 61 folders):
+    /// The `hazards` profile's names (docs/src/vaults/real-vaults.md: one basename in up to 61 folders):
     /// one example of each class, three of them with emoji.
     pub const ALL: HazardNames = HazardNames {
         long_name: 1,
@@ -156,7 +160,15 @@ impl HazardNames {
     }
 }
 
-/// The seed every profile uses unless told otherwise (mcp-server-perf-baselines: `0x5eed`).
+/// Measured attachment sizes a twin reproduces: quantile points `(q, bytes)` in rising `q`,
+/// and the total bytes of those attachments.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ImageSizes {
+    pub points: Vec<(f64, u64)>,
+    pub total_bytes: u64,
+}
+
+/// The seed every profile uses unless told otherwise (a published MCP-server benchmark's baselines use `0x5eed`).
 pub const DEFAULT_SEED: u64 = 0x5eed;
 
 /// Every profile name, in increasing order of interest for a first run.
@@ -180,7 +192,7 @@ pub(crate) fn base(name: &'static str, doc: &'static str, notes: u32) -> Profile
         doc,
         default_seed: DEFAULT_SEED,
         notes,
-        // real-vaults.md: about 4 folders per 100 notes.
+        // docs/src/vaults/real-vaults.md: about 4 folders per 100 notes.
         folders: (notes / 25).max(1),
         max_depth: 3,
         dominant_share: 0.27,
@@ -205,6 +217,7 @@ pub(crate) fn base(name: &'static str, doc: &'static str, notes: u32) -> Profile
         obsidian: None,
         image_median: 60.0 * 1024.0,
         image_sigma: 1.17,
+        image_sizes: None,
         hazards: false,
         hazard_names: None,
         folder_depths: None,
@@ -218,7 +231,7 @@ pub(crate) fn base(name: &'static str, doc: &'static str, notes: u32) -> Profile
 pub fn profile(name: &str) -> Option<Profile> {
     let p = match name {
         "small" => Profile {
-            // mcp-server-perf-baselines: 100 notes, 20 duplicate-body groups, link fan-out 3.
+            // A published MCP-server benchmark's fixture: 100 notes, 20 duplicate-body groups, link fan-out 3.
             fanout: Fanout::Fixed(3),
             same_note_share: 0.0,
             placeholder_share: 0.0,
@@ -226,7 +239,7 @@ pub fn profile(name: &str) -> Option<Profile> {
             dup_groups: 20,
             ..base(
                 "small",
-                "mcp-server-perf-baselines: 100 notes, 20 duplicate-body groups, fan-out 3, every link resolves",
+                "a published MCP-server benchmark's fixture: 100 notes, 20 duplicate-body groups, fan-out 3, every link resolves",
                 100,
             )
         },
@@ -241,7 +254,7 @@ pub fn profile(name: &str) -> Option<Profile> {
         },
         "assets" => Profile {
             tiny_png_per_note: true,
-            doc: "small + one embedded 1x1 PNG per note (trip2g-sync-benchmark: the 70x asset path)",
+            doc: "small + one embedded 1x1 PNG per note (a published sync benchmark: the asset path was 70x slower)",
             name: "assets",
             ..profile("small")?
         },
@@ -256,7 +269,7 @@ pub fn profile(name: &str) -> Option<Profile> {
             }),
             ..base(
                 "personal",
-                "real-vaults.md central figures: 800 notes, 1.3 attachments/note, 12 % placeholder links",
+                "docs/src/vaults/real-vaults.md central figures: 800 notes, 1.3 attachments/note, 12 % placeholder links",
                 800,
             )
         },
@@ -277,7 +290,7 @@ pub fn profile(name: &str) -> Option<Profile> {
             large_attachment_bytes: 100 * MIB,
             ..base(
                 "fixture",
-                "obsync-speed-report fixture: 7,700 notes in 60 folders, median 1.5 KiB, 3 x 100 MiB (7,703 files)",
+                "obsync's speed-report fixture: 7,700 notes in 60 folders, median 1.5 KiB, 3 x 100 MiB (7,703 files)",
                 7700,
             )
         },
@@ -286,7 +299,7 @@ pub fn profile(name: &str) -> Option<Profile> {
             max_depth: 4,
             ..base(
                 "large",
-                "calternal notes-10k import: 10,000 Markdown notes",
+                "a notes-app import report's 10,000 Markdown notes",
                 10_000,
             )
         },
@@ -310,7 +323,7 @@ pub fn profile(name: &str) -> Option<Profile> {
             hazards: true,
             ..base(
                 "hazards",
-                "real-vaults.md sync hazards: 255-byte names, case and NFC/NFD pairs, emoji, .obsidian",
+                "docs/src/vaults/real-vaults.md sync hazards: 255-byte names, case and NFC/NFD pairs, emoji, .obsidian",
                 200,
             )
         },

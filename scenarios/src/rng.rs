@@ -69,7 +69,7 @@ pub(crate) fn log_normal(rng: &mut ChaCha8Rng, median: f64, sigma: f64) -> f64 {
 }
 
 /// A count with the given mean whose distribution is geometric (P(0) = 1/(1+mean)): real
-/// vaults' links per note have mean 2.1, median 1, p90 5 (real-vaults.md), which a geometric
+/// vaults' links per note have mean 2.1, median 1, p90 5 (docs/src/vaults/real-vaults.md), which a geometric
 /// with mean 2.1 reproduces (median 1, p90 5). Capped at `cap`.
 pub(crate) fn geometric(rng: &mut ChaCha8Rng, mean: f64, cap: u32) -> u32 {
     let p_more = mean / (1.0 + mean);

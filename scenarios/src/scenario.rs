@@ -555,12 +555,10 @@ pub fn parse(text: &str, origin: &str) -> Result<Scenario, ScenarioError> {
             }
             Phase::Crash {
                 in_flight, crashes, ..
-            } => {
-                if *in_flight == 0 || *crashes == 0 || *crashes > MAX_CRASHES {
-                    return invalid(format!(
-                        "crash in_flight must be at least 1 and crashes in 1..={MAX_CRASHES}"
-                    ));
-                }
+            } if *in_flight == 0 || *crashes == 0 || *crashes > MAX_CRASHES => {
+                return invalid(format!(
+                    "crash in_flight must be at least 1 and crashes in 1..={MAX_CRASHES}"
+                ));
             }
             Phase::RouteLoad {
                 routes,

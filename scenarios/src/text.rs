@@ -104,7 +104,7 @@ fn push_capitalised(out: &mut String, w: &str) {
 }
 
 /// A note title (also its file stem): 1-4 words, ~75 % with spaces, some non-ASCII
-/// (real-vaults.md: median 20 characters, ~76 % with spaces, up to 36 % non-ASCII).
+/// (docs/src/vaults/real-vaults.md: median 20 characters, ~76 % with spaces, up to 36 % non-ASCII).
 pub(crate) fn title(rng: &mut ChaCha8Rng, non_ascii_share: f64) -> String {
     let words = match below(rng, 100) {
         0..=23 => 1,

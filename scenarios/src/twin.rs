@@ -9,14 +9,16 @@
 //! largest, names in two hazard classes at once, and which notes get the incoming links.
 
 use crate::plan::NOTE_MAX_BYTES;
-use crate::profile::{DEFAULT_SEED, Fanout, HazardNames, LinkStyle, ObsidianConfig, Profile, base};
+use crate::profile::{
+    DEFAULT_SEED, Fanout, HazardNames, ImageSizes, LinkStyle, ObsidianConfig, Profile, base,
+};
 use crate::shape::Shape;
 
 /// The name every twin profile carries (a vault cache entry is still keyed by its digest).
 pub const TWIN_NAME: &str = "twin";
 
 /// The largest heavy note a twin writes (a note is made in memory): 16 MiB, 30 times the
-/// largest note real vaults show (real-vaults.md: 38-560 KB).
+/// largest note real vaults show (docs/src/vaults/real-vaults.md: 38-560 KB).
 const MAX_HEAVY_NOTE_BYTES: u64 = 16 * 1024 * 1024;
 
 impl Profile {
@@ -106,6 +108,19 @@ impl Profile {
             large_attachment_bytes: a.large_median,
             image_median: a.size.p50.max(1024) as f64,
             image_sigma: a.size_log_sigma,
+            // The measured quantiles themselves, and the bytes they must add up to (the large
+            // attachments are written at their median size).
+            image_sizes: (images > 0).then(|| ImageSizes {
+                points: vec![
+                    (0.10, a.size.p10),
+                    (0.25, a.size.p25),
+                    (0.50, a.size.p50),
+                    (0.75, a.size.p75),
+                    (0.90, a.size.p90),
+                    (0.99, a.size.p99),
+                ],
+                total_bytes: a.bytes.saturating_sub(a.large * a.large_median),
+            }),
             obsidian: (c.files > 0).then(|| ObsidianConfig {
                 json_files: (c.files - 1) as u32,
                 plugin_js_bytes: c.largest,

@@ -610,6 +610,28 @@ mod config {
     }
 
     #[test]
+    fn the_printed_config_states_every_table_s_unit() {
+        let text = GateConfig::default().to_toml();
+        for (table, unit) in [
+            ("[cpu_ms]", "milliseconds"),
+            ("[foreign_io]", "MiB per second"),
+            ("[foreign_cpu]", "share of all CPU time"),
+            ("[steal]", "share of all CPU time"),
+        ] {
+            let after = text
+                .split(table)
+                .nth(1)
+                .unwrap_or_else(|| panic!("{table}:\n{text}"));
+            let comment: String = after
+                .lines()
+                .skip(1)
+                .take_while(|l| l.starts_with('#'))
+                .collect();
+            assert!(comment.contains(unit), "{table} without {unit:?}:\n{text}");
+        }
+    }
+
+    #[test]
     fn in_sample_bounds_parse_and_refuse_unknown_keys() {
         let cfg = parse("[psi_io_some]\nmax_share = 0.95\n[steal]\nmax_share = 0\n").unwrap();
         assert_eq!(cfg.psi_io_some.unwrap().max_share, 0.95);

@@ -27,12 +27,12 @@ pub const DEFAULT_TAU: f64 = 0.05;
 /// Compare two server builds with interleaved, order-balanced rounds and paired statistics.
 #[derive(Debug, clap::Args)]
 pub struct AbArgs {
-    #[command(flatten)]
+    #[command(flatten, next_help_heading = "Scenario")]
     pub scenario: crate::commands::ScenarioArg,
-    #[arg(long, help = crate::commands::target_help("Build A"))]
+    #[arg(help_heading = "Target", long, help = crate::commands::target_help("Build A"))]
     pub a: String,
     /// Build B (the same forms as --a).
-    #[arg(long)]
+    #[arg(help_heading = "Target", long)]
     pub b: String,
     #[command(flatten)]
     pub common: RunOpts,
@@ -40,44 +40,45 @@ pub struct AbArgs {
     /// first; an odd count runs one order once more (drawn from --order-seed), so an order
     /// effect is not cancelled for that one round (cost keys from Valgrind do not depend on
     /// order, which is what makes `--cost --rounds 3` sound).
-    #[arg(long, default_value_t = 6)]
+    #[arg(help_heading = "A/B", long, default_value_t = 6)]
     pub rounds: usize,
     /// Seed of the order shuffle and the permutation draws.
-    #[arg(long, value_name = "SEED", default_value = "0xab", value_parser = contract::parse::seed)]
+    #[arg(help_heading = "A/B", long, value_name = "SEED", default_value = "0xab", value_parser = contract::parse::seed)]
     pub order_seed: u64,
     /// A/A mode: the same build in both arms, to measure false positives and the noise floor.
-    #[arg(long)]
+    #[arg(help_heading = "A/B", long)]
     pub aa: bool,
     /// Paired timing: each round starts a fresh A and a fresh B together and alternates the
     /// generator between them (request by request at 1 in flight, short slices at N, file by
     /// file in the cold push and pull, round by round in edit propagation), so host drift
     /// lands on both arms. Default threshold 1 % (or this machine's stored paired A/A noise
     /// floor). Over WebDAV it runs the cold push and pull; phases it does not run are named.
-    #[arg(long)]
+    #[arg(help_heading = "A/B", long)]
     pub paired: bool,
     /// Practical threshold, e.g. `3%` (default: this machine's stored A/A noise floor, else 5%).
-    #[arg(long, value_name = "PERCENT", value_parser = contract::parse::percent)]
+    #[arg(help_heading = "A/B", long, value_name = "PERCENT", value_parser = contract::parse::percent)]
     pub tau: Option<f64>,
     /// Practical threshold of `cost` keys (instructions retired, from `--cost`).
-    #[arg(long, value_name = "PERCENT", value_parser = contract::parse::percent, default_value = "1%")]
+    #[arg(help_heading = "A/B", long, value_name = "PERCENT", value_parser = contract::parse::percent, default_value = "1%")]
     pub cost_tau: f64,
     /// Keep rule, e.g. 'server.cpu_s <= -10%'.
-    #[arg(long, value_name = "RULE")]
+    #[arg(help_heading = "A/B", long, value_name = "RULE")]
     pub keep_if: Option<String>,
     /// Guard rule(s), e.g. 'all <= +3%' (repeatable).
-    #[arg(long, value_name = "RULE")]
+    #[arg(help_heading = "A/B", long, value_name = "RULE")]
     pub guard: Vec<String>,
-    /// Attempts per sample before its round is dropped (refused or failed samples are retried).
-    // Three: on a quiet 2-CPU VM a kernel reading now and then runs at half speed for a few
-    // seconds, long enough to refuse a sample and its first retry (2 of 60 rounds dropped in
-    // 10 A/A runs with two attempts).
-    #[arg(long, default_value_t = 3)]
+    /// Retries of a sample the per-sample gate refused or that failed, after its first
+    /// attempt; then its round is dropped. `0`: no retry.
+    // Two (three attempts): on a quiet 2-CPU VM a kernel reading now and then runs at half
+    // speed for a few seconds, long enough to refuse a sample and its first retry (2 of 60
+    // rounds dropped in 10 A/A runs with two attempts).
+    #[arg(help_heading = "Gate", long, value_name = "N", default_value_t = 2, value_parser = clap::value_parser!(u32).range(0..=20))]
     pub retries: u32,
     /// Write the A/B result document here (JSON).
-    #[arg(long)]
+    #[arg(help_heading = "Output", long, value_name = "FILE")]
     pub out: Option<PathBuf>,
     /// Print the A/B result as one JSON document on stdout.
-    #[arg(long)]
+    #[arg(help_heading = "Output", long)]
     pub json: bool,
 }
 
@@ -102,6 +103,7 @@ fn aa_tau_path(prep: &Prepared, paired: bool) -> Option<PathBuf> {
 pub fn run(args: AbArgs) -> anyhow::Result<i32> {
     crate::interrupt::install();
     let scenario = load_scenario(args.scenario.name(), args.common.scenario_file.as_deref())?;
+    args.common.validate()?;
     let opts = args.common.target_opts()?;
     // `git:REV` arms are checked now and built under the lock, before any sample.
     crate::prepare::git::check(&args.a, &args.common.git)?;
@@ -124,6 +126,9 @@ pub fn run(args: AbArgs) -> anyhow::Result<i32> {
         args.common.protocol.as_ref(),
         &mut [("--a", &mut spec_a), ("--b", &mut spec_b)],
     )?;
+    // Each arm's executable is checked before the lock (a `git:REV` arm's was just built).
+    spec_a.executable()?;
+    spec_b.executable()?;
     if args.paired
         && let Support::No(why) = protocols::lookup(scenario.protocol.name())?.paired()
     {
@@ -187,8 +192,8 @@ pub fn compare(
 ) -> anyhow::Result<i32> {
     let (spec_a, spec_b) = (&arms.a, &arms.b);
     let loadavg_before = calibration::loadavg();
-    if let Err(v) = crate::gate::pre_check(prep)? {
-        return Err(contract::exit::Refused(v.refusal(prep.reference_file.as_deref())).into());
+    if let Err(r) = crate::gate::pre_check(prep)? {
+        return Err(contract::exit::Refused(r.message("nothing written")).into());
     }
 
     // One discarded warm-up per build; it also gives the metric keys, so a rule naming an
@@ -258,11 +263,11 @@ pub fn compare(
         let mut arm = |is_a: bool| {
             let spec = if is_a { spec_a } else { spec_b };
             let index = 2 + 2 * i as u32 + u32::from(!is_a);
-            gated_sample(prep, runner, spec, index, args.retries.max(1), &mut pool)
+            gated_sample(prep, runner, spec, index, args.retries + 1, &mut pool)
         };
         let (ra, rb) = if args.paired {
             let plan = prep.paired_plan(spec_a, spec_b, 2 + 2 * i as u32, false, first_is_a);
-            match gated_plan(prep, runner, &plan, args.retries.max(1), &mut pool) {
+            match gated_plan(prep, runner, &plan, args.retries + 1, &mut pool) {
                 Ok((s, meta)) => {
                     let meta_b = reports::schema::AbSample {
                         server_pid: s.paired.as_ref().map_or(0, |p| p.b_server_pid),
@@ -896,7 +901,7 @@ mod tests {
         let rules = DecisionRules::parse(None, &[]).unwrap();
         let orders = [AFirst, BFirst, AFirst, BFirst];
         let code = compare(
-            &args(&["--retries", "1"], &out),
+            &args(&["--retries", "0"], &out),
             &prep,
             &arms(),
             &orders,
@@ -1000,7 +1005,7 @@ mod tests {
         // round (3) is dropped and 2 A-first, 1 B-first are kept.
         let orders = [AFirst, BFirst, AFirst, AFirst, BFirst];
         compare(
-            &args(&["--retries", "1", "--rounds", "5"], &out),
+            &args(&["--retries", "0", "--rounds", "5"], &out),
             &prep,
             &arms(),
             &orders,
@@ -1034,7 +1039,7 @@ mod tests {
         let runner = MockRunner::new([ok(1.0), ok(1.0), ok(10.0), noisy(20.0), ok(21.0), ok(11.0)]);
         let rules = DecisionRules::parse(None, &[]).unwrap();
         let err = compare(
-            &args(&["--retries", "1"], &out),
+            &args(&["--retries", "0"], &out),
             &prep,
             &arms(),
             &[AFirst, BFirst],

@@ -27,46 +27,50 @@ use crate::sample::target::TargetSpec;
 /// Find the commit that made a key worse: builds (cached) and compares commits between
 /// `--good` and `--bad` with repeated rounds, skipping commits that do not build.
 #[derive(Debug, clap::Args)]
+// `--cost` is hidden here: the key's class decides (a cost key runs cost samples, a timing
+// key timing samples), so the flag would do nothing.
+#[command(mut_arg("cost", |a| a.hide(true)))]
 pub struct BisectArgs {
-    #[command(flatten)]
+    #[command(flatten, next_help_heading = "Scenario")]
     pub scenario: crate::commands::ScenarioArg,
     /// The last revision known good (any git revision).
-    #[arg(long, value_name = "REV")]
+    #[arg(help_heading = "Git builds", long, value_name = "REV")]
     pub good: String,
     /// The revision known bad: the path searched is `--good..--bad` by first parents.
-    #[arg(long, value_name = "REV")]
+    #[arg(help_heading = "Git builds", long, value_name = "REV")]
     pub bad: String,
     /// The key that got worse, e.g. `route.post-version.c1.server.instructions_per_request`.
     /// A cost key (instructions, syscalls) is measured with cost samples (as `--cost`); a
     /// timing key with paired samples where the scenario speaks obsync-v1.
-    #[arg(long, value_name = "KEY")]
+    #[arg(help_heading = "A/B", long, value_name = "KEY")]
     pub key: String,
     #[command(flatten)]
     pub common: RunOpts,
     /// Practical threshold of a timing key, e.g. `3%` (default 1 % paired, else 5 %).
-    #[arg(long, value_name = "PERCENT", value_parser = contract::parse::percent)]
+    #[arg(help_heading = "A/B", long, value_name = "PERCENT", value_parser = contract::parse::percent)]
     pub tau: Option<f64>,
     /// Practical threshold of a cost key.
-    #[arg(long, value_name = "PERCENT", value_parser = contract::parse::percent, default_value = "1%")]
+    #[arg(help_heading = "A/B", long, value_name = "PERCENT", value_parser = contract::parse::percent, default_value = "1%")]
     pub cost_tau: f64,
     /// Rounds every comparison starts with (at least 2: an interval needs two).
-    #[arg(long, value_name = "N", default_value_t = 3, value_parser = clap::value_parser!(u32).range(2..=64))]
+    #[arg(help_heading = "A/B", long, value_name = "N", default_value_t = 3, value_parser = clap::value_parser!(u32).range(2..=64))]
     pub rounds: u32,
     /// Most rounds one comparison may take before its answer is `unknown`.
-    #[arg(long, value_name = "N", default_value_t = 9, value_parser = clap::value_parser!(u32).range(2..=64))]
+    #[arg(help_heading = "A/B", long, value_name = "N", default_value_t = 9, value_parser = clap::value_parser!(u32).range(2..=64))]
     pub max_rounds: u32,
     /// Seed of the sample order within rounds and of the permutation draws.
-    #[arg(long, value_name = "SEED", default_value = "0xb15ec7", value_parser = contract::parse::seed)]
+    #[arg(help_heading = "A/B", long, value_name = "SEED", default_value = "0xb15ec7", value_parser = contract::parse::seed)]
     pub order_seed: u64,
-    /// Attempts per timing sample before it counts as failed (cost samples are not gated).
-    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..))]
+    /// Retries of a timing sample the per-sample gate refused or that failed, after its
+    /// first attempt; then it counts as failed (cost samples are not gated). `0`: no retry.
+    #[arg(help_heading = "Gate", long, value_name = "N", default_value_t = 2, value_parser = clap::value_parser!(u32).range(0..=20))]
     pub retries: u32,
     /// Write the result document here (JSON), with a Markdown (`.md`) and an HTML (`.html`)
     /// report beside it.
-    #[arg(long, value_name = "FILE")]
+    #[arg(help_heading = "Output", long, value_name = "FILE")]
     pub out: Option<PathBuf>,
     /// Print the result as one JSON document on stdout.
-    #[arg(long)]
+    #[arg(help_heading = "Output", long)]
     pub json: bool,
 }
 
@@ -262,7 +266,7 @@ impl Bench<'_> {
                 .context("measuring a commit that did not build")?,
         );
         let a_first = self.orders.get(round).is_none_or(|o| *o == Order::AFirst);
-        let attempts = self.args.retries;
+        let attempts = self.args.retries + 1;
         let idx = self.index();
         let (va, vb) = if self.mode == Mode::Paired {
             progress(&format!(
@@ -414,6 +418,7 @@ pub fn run(args: BisectArgs) -> anyhow::Result<i32> {
     crate::interrupt::install();
     let t0 = Instant::now();
     let scenario = load_scenario(args.scenario.name(), args.common.scenario_file.as_deref())?;
+    args.common.validate()?;
     if args.max_rounds < args.rounds {
         bail!(
             "--max-rounds {} is below --rounds {}",
@@ -493,8 +498,8 @@ pub fn run(args: BisectArgs) -> anyhow::Result<i32> {
         kind: KIND_JOURNAL.into(),
         ..journal
     };
-    if let Err(v) = crate::gate::pre_check(&prep)? {
-        return Err(contract::exit::Refused(v.refusal(prep.reference_file.as_deref())).into());
+    if let Err(r) = crate::gate::pre_check(&prep)? {
+        return Err(contract::exit::Refused(r.message("nothing written")).into());
     }
     let runner = SubprocessRunner {
         work: prep.work.path().to_path_buf(),

@@ -25,7 +25,7 @@ use loadgen::{
     Target, TransferReport, enroll, pair, probe, pull_vault, push_vault, run_route_load,
 };
 
-/// The default run seed (design.md §4: "seed (default `0x5eed`)").
+/// The default run seed (the same default as every seeded command; the style rule: seeds have a fixed default).
 pub const DEFAULT_SEED: u64 = 0x5eed;
 /// Longest accepted `--duration`: one day. Every load must stop by itself.
 pub const MAX_DURATION: Duration = contract::parse::MAX_DURATION;

@@ -11,29 +11,36 @@ pub mod probe;
 pub mod record;
 pub mod report;
 pub mod sample;
+pub mod scenario_list;
 pub mod vault;
 pub mod verify;
 
-/// The positional scenario's help, listing the built-ins from `scenarios::scenario::BUILTIN`.
+/// The positional scenario's help: the built-ins (`scenarios::scenario::BUILTIN`) grouped by
+/// the registered protocol each speaks.
 pub fn scenario_help() -> String {
-    let names = scenarios::scenario::builtin_names();
-    let of = |suffix: &str| -> Vec<&str> {
-        names
-            .iter()
-            .copied()
-            .filter(|n| n.ends_with(suffix))
-            .collect()
-    };
-    let obsync: Vec<&str> = names
+    let builtins: Vec<scenarios::scenario::Scenario> = scenarios::scenario::builtin_names()
+        .into_iter()
+        .filter_map(|n| scenarios::scenario::builtin(n).ok())
+        .collect();
+    let groups: Vec<String> = crate::sample::protocols::REGISTRY
         .iter()
-        .copied()
-        .filter(|n| !n.ends_with("-webdav") && !n.ends_with("-couchdb"))
+        .filter_map(|imp| {
+            let spec = imp.spec();
+            let names: Vec<&str> = builtins
+                .iter()
+                .filter(|s| {
+                    crate::sample::protocols::lookup(s.protocol.name())
+                        .is_ok_and(|p| p.spec().name == spec.name)
+                })
+                .map(|s| s.name.as_str())
+                .collect();
+            (!names.is_empty())
+                .then(|| format!("{} ({}): {}", spec.name, spec.about, names.join(", ")))
+        })
         .collect();
     format!(
-        "A built-in scenario: {}; over WebDAV (with a WebDAV target): {}; over CouchDB (with a CouchDB target): {}. Or --scenario-file",
-        obsync.join(", "),
-        of("-webdav").join(", "),
-        of("-couchdb").join(", ")
+        "A built-in scenario, by protocol (the target must speak it): {}. Or --scenario-file",
+        groups.join("; ")
     )
 }
 

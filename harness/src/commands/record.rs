@@ -15,50 +15,61 @@ use crate::sample::runner::SubprocessRunner;
 /// gated by the calibration channels; writes `<out>/<scenario>.json` and its sidecar.
 #[derive(Debug, clap::Args)]
 pub struct RecordArgs {
-    #[command(flatten)]
+    #[command(flatten, next_help_heading = "Scenario")]
     pub scenario: crate::commands::ScenarioArg,
-    #[arg(long, default_value = "ref", help = crate::commands::target_help("Server to measure"))]
+    #[arg(help_heading = "Target", long, default_value = "ref", help = crate::commands::target_help("Server to measure"))]
     pub target: String,
     #[command(flatten)]
     pub common: RunOpts,
     /// Directory for the baseline and its sidecar (default: `target/vaultbench/<class>`, this
     /// machine's class as `vaultbench class` prints it, untracked, compared with the committed
-    /// `baselines/<class>/` if there is one). To re-baseline: `--out baselines/<class>`.
-    #[arg(long)]
+    /// `baselines/<class>/` if there is one). To re-baseline: `--out-dir baselines/<class>`.
+    // `--out` is the old spelling, kept as a hidden alias: `--out` names a file everywhere else.
+    #[arg(
+        help_heading = "Output",
+        id = "out",
+        long = "out-dir",
+        alias = "out",
+        value_name = "DIR"
+    )]
     pub out: Option<PathBuf>,
     /// Print the recording (baseline + provenance) as one JSON document on stdout.
-    #[arg(long)]
+    #[arg(help_heading = "Output", long)]
     pub json: bool,
     /// End with the whole table of keys, not only each phase's headline keys.
-    #[arg(long)]
+    #[arg(help_heading = "Output", long)]
     pub full: bool,
-    /// Attempts per counted sample: a sample the per-sample gate refuses (an in-sample channel
-    /// over its bound, or a kernel reading far from the run's pooled readings or this machine's
-    /// reference) is run again, up to this many times in all; then the recording is refused.
-    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..))]
+    /// Retries of a counted sample the per-sample gate refused (an in-sample channel over its
+    /// bound, or a kernel reading far from the run's pooled readings or this machine's
+    /// reference), after its first attempt; then the recording is refused. `0`: no retry.
+    #[arg(help_heading = "Gate", long, value_name = "N", default_value_t = 2, value_parser = clap::value_parser!(u32).range(0..=20))]
     pub retries: u32,
+    /// Counted samples (the scenario's default when absent); one warm-up runs first.
+    #[arg(help_heading = "Scenario", long)]
+    pub samples: Option<u32>,
     /// With `--cost`: cost samples to run after the counted ones (each a full run under
     /// callgrind and strace). A cost key is their median and its raw series all of them, so
     /// `compare` can tell a change from the run-to-run spread of a server that batches work by
     /// timing (group commit, polling): one cost sample gives no spread. The trend job uses 3.
-    #[arg(long, default_value_t = 1, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=20), requires = "cost")]
+    #[arg(help_heading = "Cost channel", long, default_value_t = 1, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=20), requires = "cost")]
     pub cost_samples: u32,
 }
 
 pub fn run(args: RecordArgs) -> anyhow::Result<i32> {
     crate::interrupt::install();
     let scenario = load_scenario(args.scenario.name(), args.common.scenario_file.as_deref())?;
+    args.common.validate()?;
     if let Some(out) = &args.out
         && out.exists()
         && !out.is_dir()
     {
         bail!(
-            "--out {} is not a directory: it takes the baseline and its sidecar",
+            "--out-dir {} is not a directory: it takes the baseline and its sidecar",
             out.display()
         );
     }
     let opts = args.common.target_opts()?;
-    let n = args.common.samples.unwrap_or(scenario.samples);
+    let n = args.samples.unwrap_or(scenario.samples);
     if n == 0 {
         bail!("--samples must be at least 1");
     }
@@ -81,6 +92,24 @@ pub fn run(args: RecordArgs) -> anyhow::Result<i32> {
     )?;
     let mut identity = target.identity()?;
     identity.git = git;
+    // Outside a Cargo workspace nothing ignores `./target/`: say where the recording (or a
+    // refused attempt's ledger line) goes before anything else is printed.
+    if args.out.is_none()
+        && let Ok(cwd) = std::env::current_dir()
+        && !in_cargo_workspace(&cwd)
+    {
+        let work = args
+            .common
+            .work_dir
+            .clone()
+            .unwrap_or_else(std::env::temp_dir);
+        let class = crate::commands::class::this_machine(&work);
+        eprintln!(
+            "vaultbench: no --out-dir given: writing to {} (this machine's class; pass --out-dir DIR to choose)",
+            cwd.join(default_out(&class)).display()
+        );
+    }
+
     crate::sample::target::print_identity("target", &identity);
     let _lock = match early_lock {
         Some(l) => l,
@@ -104,7 +133,7 @@ pub fn run(args: RecordArgs) -> anyhow::Result<i32> {
         target: &target,
         identity,
         samples: n,
-        attempts: args.retries,
+        attempts: args.retries + 1,
         cost_samples: args.cost_samples,
         out: &out,
     };
@@ -147,6 +176,11 @@ pub fn default_out(class: &str) -> PathBuf {
     PathBuf::from("target").join("vaultbench").join(class)
 }
 
+/// Whether `dir` or a parent holds a `Cargo.toml` (there `target/` is Cargo's, and ignored).
+fn in_cargo_workspace(dir: &Path) -> bool {
+    dir.ancestors().any(|d| d.join("Cargo.toml").is_file())
+}
+
 /// How a recording written to the default place compares with the committed baseline of its
 /// scenario and this machine's class (`baselines/<class>/<scenario>.json` of the working
 /// directory), as text for stderr: the comparison of `vaultbench compare` at its default
@@ -164,7 +198,7 @@ fn against_committed_in(baselines: &Path, recording: &Path, class: &str) -> Stri
     };
     let committed = committed_dir.join(name);
     let rebaseline = format!(
-        "to make this run the baseline: `vaultbench record ... --out {}`, then `vaultbench verify` and commit",
+        "to make this run the baseline: `vaultbench record ... --out-dir {}`, then `vaultbench verify` and commit",
         committed_dir.display()
     );
     if !committed.exists() {
@@ -191,7 +225,7 @@ fn against_committed_in(baselines: &Path, recording: &Path, class: &str) -> Stri
             reports::compare::markdown(&cmp),
             committed.display(),
             cmp.regressions,
-            reports::render::fmt::pct(cmp.threshold),
+            reports::fmt::pct(cmp.threshold),
             recording.display()
         ),
         Err(e) => format!(
@@ -472,7 +506,7 @@ mod tests {
             "{text}"
         );
         assert!(
-            text.contains(&format!("--out {}", t.path().join("c-1").display())),
+            text.contains(&format!("--out-dir {}", t.path().join("c-1").display())),
             "{text}"
         );
     }

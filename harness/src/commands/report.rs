@@ -488,21 +488,31 @@ fn dir_history(dir: &Path) -> anyhow::Result<Vec<HistoryPoint>> {
 
 /// Resolves a compare argument: a baseline file, or a directory holding `<scenario>.json`
 /// (when `scenario` is known) or exactly one baseline.
-fn resolve(path: &Path, scenario: Option<&str>) -> anyhow::Result<PathBuf> {
+/// `what` names the argument in errors: `baseline`, or `recording` for the new one.
+fn resolve(path: &Path, scenario: Option<&str>, what: &str) -> anyhow::Result<PathBuf> {
     if !path.is_dir() {
         return Ok(crate::commands::verify::baseline_files(path)?.remove(0));
     }
     if let Some(s) = scenario {
         let p = path.join(format!("{s}.json"));
         if !p.exists() {
-            bail!("{} holds no baseline of scenario {s:?}", path.display());
+            bail!("{} holds no {what} of scenario {s:?}", path.display());
         }
         return Ok(p);
     }
-    let mut files = crate::commands::verify::baseline_files(path)?;
+    let mut files = crate::commands::verify::baseline_files(path).map_err(|e| {
+        if e.to_string().ends_with("holds no baselines") {
+            anyhow::anyhow!(
+                "{} holds no {what} (a `<scenario>.json` with its sidecar)",
+                path.display()
+            )
+        } else {
+            e
+        }
+    })?;
     if files.len() > 1 {
         bail!(
-            "{} holds {} baselines: name the file",
+            "{} holds {} {what}s: name the file",
             path.display(),
             files.len()
         );
@@ -527,7 +537,7 @@ fn resolve_baseline(path: &Path, scenario: &str, class: Option<&str>) -> Option<
 
 pub fn run_compare(args: CompareArgs) -> anyhow::Result<i32> {
     let (threshold, cost_threshold) = (args.threshold, args.cost_threshold);
-    let rec_path = resolve(&args.recording, None)?;
+    let rec_path = resolve(&args.recording, None, "recording")?;
     let (rb, rp) = crate::commands::verify::read_pair(&rec_path)?;
     let rec_class = crate::commands::class::of_recorded(&rp.machine);
     let Some(base_path) = resolve_baseline(&args.baseline, &rb.scenario, rec_class.as_deref())
@@ -550,7 +560,7 @@ pub fn run_compare(args: CompareArgs) -> anyhow::Result<i32> {
         }
         bail!("{msg} (--missing-baseline-ok passes when there is none)");
     };
-    let base_path = resolve(&base_path, Some(&rb.scenario))?;
+    let base_path = resolve(&base_path, Some(&rb.scenario), "baseline")?;
     let (bb, bp) = crate::commands::verify::read_pair(&base_path)?;
     let base_class = crate::commands::class::of_recorded(&bp.machine);
     if let (Some(b), Some(r)) = (&base_class, &rec_class)
@@ -607,7 +617,7 @@ pub fn run_compare(args: CompareArgs) -> anyhow::Result<i32> {
         rec_path.display(),
         base_path.display(),
         cmp.regressions,
-        reports::render::fmt::pct(threshold)
+        reports::fmt::pct(threshold)
     );
     if cmp.not_comparable > 0 {
         let named: Vec<String> = cmp

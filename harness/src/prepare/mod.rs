@@ -20,104 +20,111 @@ use crate::sample::target::{TargetOpts, TargetSpec};
 #[derive(Debug, Clone, clap::Args)]
 pub struct RunOpts {
     /// A scenario TOML file instead of a built-in.
-    #[arg(long, value_name = "FILE")]
+    #[arg(help_heading = "Scenario", long, value_name = "FILE")]
     pub scenario_file: Option<PathBuf>,
-    /// Counted samples (the scenario's default when absent); one warm-up runs first.
-    #[arg(long)]
-    pub samples: Option<u32>,
     /// Vault seed (decimal or 0x hex); the scenario's seed when absent.
-    #[arg(long, value_parser = contract::parse::seed)]
+    #[arg(help_heading = "Scenario", long, value_parser = contract::parse::seed)]
     pub seed: Option<u64>,
     /// Your own vault: this directory (read, never written) replaces the scenario profile's
     /// generated vault. The recording keeps its manifest digest, file count and bytes, never
     /// its names or content; what the protocol cannot carry is listed once and skipped.
-    #[arg(long, value_name = "DIR")]
+    #[arg(help_heading = "Scenario", long, value_name = "DIR")]
     pub vault: Option<PathBuf>,
     /// Gate thresholds file (TOML); the built-in defaults when absent.
-    #[arg(long, value_name = "FILE")]
+    #[arg(help_heading = "Gate", long, value_name = "FILE")]
     pub gate_config: Option<PathBuf>,
     /// Calibration reference file (default under the user's data dir).
-    #[arg(long, value_name = "FILE")]
+    #[arg(help_heading = "Gate", long, value_name = "FILE")]
     pub reference: Option<PathBuf>,
     /// Fail at once (exit 5) instead of waiting when another recording holds the machine lock.
-    #[arg(long)]
+    #[arg(help_heading = "Machine", long)]
     pub no_wait: bool,
     /// Where generated vaults and `git:REV` builds are cached (default: $VAULTBENCH_CACHE,
     /// else $XDG_CACHE_HOME/vaultbench, else ~/.cache/vaultbench).
-    #[arg(long, value_name = "DIR")]
+    #[arg(help_heading = "Machine", long, value_name = "DIR")]
     pub cache_dir: Option<PathBuf>,
     /// Where servers' data dirs live during samples; the io channel measures this filesystem.
-    #[arg(long, value_name = "DIR")]
+    #[arg(help_heading = "Machine", long, value_name = "DIR")]
     pub work_dir: Option<PathBuf>,
     /// Upper bound on one sample's run time: `30m`, `90s` (a bare number of seconds is
     /// deprecated).
-    #[arg(long, value_name = "DURATION", default_value = "30m", value_parser = contract::parse::seconds_or_duration)]
+    #[arg(help_heading = "Bounds", long, value_name = "DURATION", default_value = "30m", value_parser = contract::parse::seconds_or_duration)]
     pub sample_timeout: contract::parse::SecondsOrDuration,
     /// Watch the machine this long before the first sample and refuse at once (exit 3) when
     /// something outside vaultbench already uses more CPU or storage than the gate's foreign
     /// bounds allow, or steal is above its bound; `0s` skips the look. The in-sample channels
     /// still judge every sample.
-    #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = contract::parse::duration_or_zero)]
+    #[arg(help_heading = "Gate", long, value_name = "DURATION", default_value = "2s", value_parser = contract::parse::duration_or_zero)]
     pub pre_check: Duration,
-    /// Do not pin the server's process tree and the generator to disjoint CPU sets (the
-    /// default: pinning is off unless `--pin`).
-    #[arg(long, conflicts_with = "pin")]
+    /// When the pre-check finds the machine busy, keep watching it (one look after another)
+    /// and start once it is quiet; refuse (exit 3) if it is still busy after this long, e.g.
+    /// `5m`. Without it a busy machine is refused at once.
+    #[arg(help_heading = "Gate", long, value_name = "DURATION", value_parser = contract::parse::duration)]
+    pub wait_quiet: Option<Duration>,
+    /// Do not pin (the default already: pinning is off unless `--pin`). Hidden: accepted so
+    /// that old scripts keep working, and does nothing.
+    #[arg(help_heading = "Machine", long, conflicts_with = "pin", hide = true)]
     pub no_pin: bool,
     /// Pin the server's process tree and the generator to disjoint CPU sets, on a machine with
     /// at least 2 CPUs (the sets are in the sidecar).
-    #[arg(long)]
+    #[arg(help_heading = "Machine", long)]
     pub pin: bool,
     /// Also run a cost sample per build (per arm and round in `ab`): the scenario under
     /// Valgrind's callgrind (instructions per phase, class cost) and under strace (syscalls by
     /// name per phase); needs the Debian packages valgrind and strace.
-    #[arg(long)]
+    #[arg(help_heading = "Cost channel", long)]
     pub cost: bool,
     /// With `--cost`: keep each cost sample's raw profiles (`callgrind.out.<pid>`,
     /// `strace.log`) in DIR, one folder per cost sample (`cost-<index>`); the recording keeps
     /// only the top functions of each phase.
-    #[arg(long, value_name = "DIR", requires = "cost")]
+    #[arg(
+        help_heading = "Cost channel",
+        long,
+        value_name = "DIR",
+        requires = "cost"
+    )]
     pub keep_profiles: Option<PathBuf>,
     /// The protocol the run speaks, one of the registered protocols (listed below; `vaultbench
     /// scenarios` groups the built-in scenarios by them). The scenario's `protocol =` selects
     /// it; the flag asserts it: a scenario, a target or a flag that disagree fail before any
     /// sample (exit 2), naming both.
-    #[arg(long, value_name = "NAME", value_parser = protocol_value_parser())]
+    #[arg(help_heading = "Target", long, value_name = "NAME", value_parser = protocol_value_parser())]
     pub protocol: Option<Protocol>,
     /// The WebDAV collection a command-line target serves the vault under (default `/`).
-    #[arg(long, value_name = "PATH")]
+    #[arg(help_heading = "Target", long, value_name = "PATH")]
     pub webdav_root: Option<String>,
     /// HTTP Basic credentials a command-line target demands, as USER:PASS (default: none;
     /// the presets have their own).
-    #[arg(long, value_name = "USER:PASS")]
+    #[arg(help_heading = "Target", long, value_name = "USER:PASS")]
     pub auth: Option<String>,
     /// How to tell a started target is ready: `tcp` (a connect succeeds) or
     /// `METHOD PATH STATUS` (`GET /readyz 200`, `OPTIONS / 2xx`). Default: obsync-v1
     /// `GET /readyz 200`, WebDAV `OPTIONS <root> 2xx` with the credentials, CouchDB
     /// `GET / 200`.
-    #[arg(long, value_name = "CHECK")]
+    #[arg(help_heading = "Target", long, value_name = "CHECK")]
     pub ready: Option<String>,
     /// WebDAV: most PROPFIND requests one walk of the vault may make (default 16384).
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(help_heading = "Bounds", long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub webdav_max_requests: Option<u64>,
     /// WebDAV: most entries (files and folders) one walk may keep (default 250000).
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(help_heading = "Bounds", long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub webdav_max_entries: Option<u64>,
     /// WebDAV: most folder levels below the root a listed path may have (default 32).
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(help_heading = "Bounds", long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub webdav_max_depth: Option<u64>,
     /// WebDAV: longest listed vault path, in bytes (default 4096).
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(help_heading = "Bounds", long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub webdav_max_path_bytes: Option<u64>,
     /// Most entries one walk of the changes feed (a pull's, a resync's: obsync
     /// `GET /v1/changes` pages, CouchDB `_changes` pages) may list (default obsync 1048576,
     /// CouchDB 4194304).
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(help_heading = "Bounds", long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub feed_max_entries: Option<u64>,
     /// Most pages one walk of the changes feed may ask for (default obsync 4096, CouchDB
     /// 131072).
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(help_heading = "Bounds", long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub feed_max_pages: Option<u64>,
-    #[command(flatten)]
+    #[command(flatten, next_help_heading = "Git builds")]
     pub git: git::GitArgs,
 }
 
@@ -367,7 +374,12 @@ fn read_scenario(name: Option<&str>, file: Option<&Path>) -> anyhow::Result<Scen
             }
             Ok(s)
         }
-        (Some(n), None) => Ok(scenarios::scenario::builtin(n)?),
+        (Some(n), None) => match scenarios::scenario::builtin(n) {
+            Err(scenarios::scenario::ScenarioError::Unknown { .. }) => {
+                bail!("{}", crate::hint::unknown_scenario(n))
+            }
+            other => Ok(other?),
+        },
         (None, None) => bail!("name a scenario or pass --scenario-file"),
     }
 }
@@ -398,6 +410,8 @@ pub struct Prepared {
     pub retry_pause: Duration,
     /// `--pre-check`: how long the machine is watched before the first sample (zero: not).
     pub pre_check: Duration,
+    /// `--wait-quiet`: how long a busy pre-check keeps watching for a quiet machine.
+    pub wait_quiet: Option<Duration>,
 }
 
 /// The wait before a sample's second attempt (twice it before a third): on this project's 2-CPU
@@ -539,10 +553,29 @@ pub fn prepare(scenario: Scenario, opts: &RunOpts) -> anyhow::Result<Prepared> {
         },
         retry_pause: RETRY_PAUSE,
         pre_check: opts.pre_check,
+        wait_quiet: opts.wait_quiet,
     })
 }
 
 impl RunOpts {
+    /// Every check of these options that needs no run: `--vault` is a directory and
+    /// `--gate-config` (or `$VAULTBENCH_GATE_CONFIG`) parses. Called before the machine lock
+    /// and before anything is printed or written, so a typo costs no wait and leaves nothing.
+    pub fn validate(&self) -> anyhow::Result<()> {
+        if let Some(v) = &self.vault {
+            match std::fs::metadata(v) {
+                Ok(m) if m.is_dir() => {}
+                Ok(_) => bail!(
+                    "--vault {}: not a directory (give the vault's folder)",
+                    v.display()
+                ),
+                Err(e) => bail!("--vault {}: {e}", v.display()),
+            }
+        }
+        <calibration::GateConfig as calibration::GateFile>::load(self.gate_config.as_deref())?;
+        Ok(())
+    }
+
     /// The cache directory: `--cache-dir`, else `$VAULTBENCH_CACHE`, `$XDG_CACHE_HOME/vaultbench`
     /// or `~/.cache/vaultbench` (vaults under `vaults/`, `git:` builds under `builds/`).
     pub fn cache(&self) -> PathBuf {

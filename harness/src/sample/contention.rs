@@ -49,6 +49,16 @@ impl Window {
 /// channels and steal are everybody else's load. Returns early with
 /// [`crate::interrupt::Interrupted`] on Ctrl-C.
 pub fn look(over: std::time::Duration) -> anyhow::Result<Contention> {
+    Ok(look_with_busiest(over)?.0)
+}
+
+/// [`look`], and the processes outside vaultbench that used the most CPU over it: by name
+/// (`/proc/<pid>/comm`, read at the end of the look; processes of one name summed), each as a
+/// share of all CPU time of the machine (the unit of `foreign_cpu`), largest first. Kernel
+/// threads are left out, as the foreign channel leaves them out.
+pub fn look_with_busiest(
+    over: std::time::Duration,
+) -> anyhow::Result<(Contention, Vec<(String, f64)>)> {
     let a = Snapshot::capture(std::process::id())
         .map_err(|e| anyhow::anyhow!("pre-check snapshot before: {e}"))?;
     let until = std::time::Instant::now() + over;
@@ -61,7 +71,42 @@ pub fn look(over: std::time::Duration) -> anyhow::Result<Contention> {
     let b = Snapshot::capture(std::process::id())
         .map_err(|e| anyhow::anyhow!("pre-check snapshot after: {e}"))?;
     // No server runs yet: its subtree (pid 0) is empty.
-    Ok(contention(&a, &b, 0))
+    Ok((contention(&a, &b, 0), busiest(&a, &b)))
+}
+
+/// The foreign processes' CPU over `a`..`b` by name, as shares of the machine's CPU time.
+fn busiest(a: &Snapshot, b: &Snapshot) -> Vec<(String, f64)> {
+    let total = Delta::between(a, b).system_ticks.unwrap_or(0);
+    if total == 0 {
+        return Vec::new();
+    }
+    let mut by_name: std::collections::BTreeMap<String, u64> = Default::default();
+    for (pid, ob) in &b.others {
+        if ob.kernel_thread {
+            continue;
+        }
+        let before = a
+            .others
+            .get(pid)
+            .filter(|oa| oa.starttime_ticks == ob.starttime_ticks)
+            .map_or(0, |o| o.cpu_ticks);
+        let grown = ob.cpu_ticks.saturating_sub(before);
+        if grown == 0 {
+            continue;
+        }
+        let name = std::fs::read_to_string(format!("/proc/{pid}/comm"))
+            .map(|n| n.trim().to_owned())
+            .ok()
+            .filter(|n| !n.is_empty())
+            .unwrap_or_else(|| format!("pid {pid}"));
+        *by_name.entry(name).or_default() += grown;
+    }
+    let mut out: Vec<(String, f64)> = by_name
+        .into_iter()
+        .map(|(n, t)| (n, t as f64 / total as f64))
+        .collect();
+    out.sort_by(|x, y| y.1.total_cmp(&x.1).then_with(|| x.0.cmp(&y.0)));
+    out
 }
 
 /// The shares of one window from two snapshots of the sample's tree.
@@ -172,7 +217,7 @@ pub fn pin_this_thread(cpus: &[usize]) -> std::io::Result<()> {
 
 /// Splits the allowed CPUs into the server's set and the generator's set, disjoint; `None`
 /// with fewer than 2 CPUs. The generator gets a quarter (at least one), the server the rest:
-/// on this project's 2-core VM the reference server's work per request (fsync, HMAC check,
+/// on a 2-core cloud VM the reference server's work per request (fsync, HMAC check,
 /// journal) costs more CPU than the generator's (sign and send), see `load bench-peer`.
 pub fn split_cpus(allowed: &[usize]) -> Option<(Vec<usize>, Vec<usize>)> {
     if allowed.len() < 2 {

@@ -10,7 +10,7 @@
 //! strace run records the wall-clock time of each boundary, and a call counts in the phase its
 //! entry line's `-ttt` time falls in (strace and the harness read the same clock). The two tools
 //! cannot share one run: vgdb's ptrace and strace's would be two tracers on one process.
-//! `perf_event_open` is not used: this project's VM exposes no PMU (the study tried it).
+//! `perf_event_open` is not used: a 2-vCPU cloud VM exposes no PMU (the study tried it).
 
 use anyhow::{Context, bail};
 use std::collections::{BTreeMap, BTreeSet};

@@ -168,6 +168,7 @@ pub mod mock {
             keep_profiles: None,
             retry_pause: Duration::ZERO,
             pre_check: Duration::ZERO,
+            wait_quiet: None,
         }
     }
 }

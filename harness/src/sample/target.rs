@@ -124,7 +124,7 @@ impl TargetSpec {
     pub fn speak(&mut self, spec: &loadgen::protocols::Spec) {
         self.def.protocol = Some(contract::protocol::Protocol::named(spec.name));
         if self.def.ready.is_none() {
-            self.def.ready = Some(self.def.ready_check(spec));
+            self.def.ready = Some(spec.ready_of(&self.def));
         }
     }
 
@@ -136,14 +136,27 @@ impl TargetSpec {
     /// The executable, resolved through PATH and the sbin directories (a target with
     /// `packages`: one line naming the Debian packages to install).
     pub fn executable(&self) -> anyhow::Result<PathBuf> {
-        self.def.locate().map_err(|e| match e {
+        let path = self.def.locate().map_err(|e| match e {
             loadgen::launch::LaunchError::NotInstalled { .. } => anyhow::anyhow!("{e}"),
             _ => anyhow::anyhow!(
                 "target {:?}: executable {:?} not found",
                 self.given,
                 self.def.argv[0]
             ),
-        })
+        })?;
+        // A file that cannot be run (`--target ./README.md`) is refused now, not after the
+        // machine lock and a warm-up sample that fails to start it.
+        use std::os::unix::fs::PermissionsExt;
+        let meta = std::fs::metadata(&path)
+            .map_err(|e| anyhow::anyhow!("target {:?}: {}: {e}", self.given, path.display()))?;
+        if !meta.is_file() || meta.permissions().mode() & 0o111 == 0 {
+            bail!(
+                "target {:?}: {} is not an executable file (a server binary, a script with `#!` and `chmod +x`, or a command line such as `python3 server.py --listen {{addr}} --data {{data}}`)",
+                self.given,
+                path.display()
+            );
+        }
+        Ok(path)
     }
 
     /// The build identity: SHA-256 of the executable, its version answer, and the SHA-256 of

@@ -200,3 +200,110 @@ fn every_flag_the_reference_names_is_in_help() {
     assert!(checked > 40, "{checked} flags checked");
     assert!(bad.is_empty(), "{}", bad.join("\n"));
 }
+
+/// `record`, `ab` and `bisect` have many flags: every visible one sits under a heading
+/// (target, scenario, gate, A/B, git builds, bounds, output, ...), and `--help` prints them.
+#[test]
+fn record_ab_and_bisect_group_their_flags_under_headings() {
+    let mut bad = Vec::new();
+    for (path, cmd) in all() {
+        if !(path == ["record"] || path == ["ab"] || path == ["bisect"]) {
+            continue;
+        }
+        let mut headings = std::collections::BTreeSet::new();
+        for a in cmd
+            .get_arguments()
+            .filter(|a| !a.is_hide_set() && a.get_long().is_some())
+        {
+            let long = a.get_long().unwrap_or_default();
+            if long == "help" {
+                continue;
+            }
+            match a.get_help_heading() {
+                Some(h) => {
+                    headings.insert(h.to_owned());
+                }
+                None => bad.push(format!("{path:?}: --{long} has no heading")),
+            }
+        }
+        for want in [
+            "Target",
+            "Scenario",
+            "Gate",
+            "Bounds",
+            "Output",
+            "Git builds",
+        ] {
+            if !headings.contains(want) {
+                bad.push(format!("{path:?}: no {want:?} heading ({headings:?})"));
+            }
+        }
+        let out = Command::new(assert_cmd::cargo::cargo_bin!("vaultbench"))
+            .args(&path)
+            .arg("--help")
+            .output()
+            .unwrap();
+        let help = String::from_utf8(out.stdout).unwrap();
+        for h in &headings {
+            if !help.lines().any(|l| l == format!("{h}:")) {
+                bad.push(format!("{path:?}: --help prints no {h:?} heading"));
+            }
+        }
+    }
+    assert!(bad.is_empty(), "{}", bad.join("\n"));
+}
+
+/// One name per concept, and no flag that does nothing: `--samples` only on `record` (the A/B
+/// loops count rounds), no `--cost` on `bisect` (the key decides), no visible `--no-pin` (the
+/// default), `--out` a file and `--out-dir` a directory, and `--retries` counting retries.
+#[test]
+fn flags_mean_one_thing_and_do_something() {
+    let mut bad = Vec::new();
+    for (path, cmd) in all() {
+        let name = path.join(" ");
+        let visible = flags(&cmd);
+        let has = |l: &str| visible.iter().any(|(f, _)| f == l);
+        if has("samples") && name != "record" {
+            bad.push(format!("{name}: --samples, which only record uses"));
+        }
+        if has("cost") && name == "bisect" {
+            bad.push(format!("{name}: --cost, which the key overrides"));
+        }
+        if has("no-pin") {
+            bad.push(format!("{name}: --no-pin, a no-op"));
+        }
+        for (long, value) in &visible {
+            if long == "out" && value.as_deref() != Some("FILE") {
+                bad.push(format!(
+                    "{name}: --out shows {value:?}: --out is a FILE, --out-dir a DIR"
+                ));
+            }
+            if long == "out-dir" && value.as_deref() != Some("DIR") {
+                bad.push(format!("{name}: --out-dir shows {value:?}, not DIR"));
+            }
+        }
+        if let Some(r) = cmd
+            .get_arguments()
+            .find(|a| a.get_long() == Some("retries"))
+        {
+            let help = r.get_help().map(|h| h.to_string()).unwrap_or_default();
+            let default = r
+                .get_default_values()
+                .first()
+                .map(|v| v.to_string_lossy().into_owned());
+            if !help.contains("after its first attempt") || default.as_deref() != Some("2") {
+                bad.push(format!("{name}: --retries must count retries after the first attempt (default 2): {help:?} {default:?}"));
+            }
+        }
+    }
+    // The old spellings still parse.
+    for old in [
+        &["vaultbench", "record", "small", "--out", "d", "--no-pin"][..],
+        &["vaultbench", "vault", "gen", "small", "--out", "d"][..],
+    ] {
+        if let Err(e) = <harness::Cli as clap::Parser>::try_parse_from(old) {
+            bad.push(format!("{old:?} no longer parses: {e}"));
+        }
+    }
+    assert!(bad.is_empty(), "{}", bad.join("\n"));
+}

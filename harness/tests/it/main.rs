@@ -13,6 +13,7 @@ mod load;
 mod locust;
 mod record;
 mod reference_pages;
+mod scenarios_cmd;
 mod shard;
 mod user_vault;
 mod report;

@@ -104,7 +104,7 @@ fn verify_catches_edits_by_key() {
     assert_eq!(servers.len(), 4, "distinct server pids: {servers:?}");
     assert!(!pids.contains(&u64::from(std::process::id())));
 
-    // The baseline carries what the issue names.
+    // The baseline carries the keys the book's key catalogue names.
     let b = read(&base);
     for key in [
         "cold_start.ready_ms",

@@ -2,7 +2,7 @@
 //! client, its whole-vault operations and its route load; what every protocol shares (the
 //! plain HTTP client, the route-load driver, transfer reports, feed bounds, the target) lives
 //! outside this folder. Which protocols exist, and what each can do, is the harness's one
-//! registry (`harness/src/protocols.rs`).
+//! registry (`harness/src/sample/protocols/`).
 
 pub mod couch;
 pub mod obsync;
@@ -28,4 +28,37 @@ pub struct Spec {
     pub feed: Option<FeedBounds>,
     /// The routes its route load knows, by name.
     pub routes: fn() -> Vec<&'static str>,
+}
+
+impl Spec {
+    /// The readiness check in force for `def`: its own, else this protocol's default.
+    pub fn ready_of(&self, def: &TargetDef) -> Ready {
+        match &def.ready {
+            Some(r) => r.clone(),
+            None => (self.ready)(def),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_target_without_a_check_gets_its_protocols_default() {
+        let webdav = TargetDef {
+            protocol: Some(contract::protocol::Protocol::named("webdav")),
+            webdav_root: Some("/dav/".into()),
+            ..TargetDef::command(vec!["x".into()], "x").unwrap()
+        };
+        assert_eq!(
+            webdav::SPEC.ready_of(&webdav).to_string(),
+            "OPTIONS /dav/ 2xx"
+        );
+        let obsync = TargetDef::command(vec!["x".into()], "x").unwrap();
+        assert_eq!(
+            obsync::SPEC.ready_of(&obsync).to_string(),
+            "GET /readyz 200"
+        );
+    }
 }

@@ -39,7 +39,7 @@ pub(super) fn readyz(app: &App) -> ApiResult {
 }
 
 pub(super) fn metrics(app: &App, peer: SocketAddr) -> ApiResult {
-    // Loopback peers only (issue 3): counters describe the server's internals.
+    // Loopback peers only: counters describe the server's internals.
     // `to_canonical`: on a dual-stack socket an IPv4 loopback peer is `::ffff:127.0.0.1`.
     if !peer.ip().to_canonical().is_loopback() {
         return Err(ApiError::new(

@@ -38,7 +38,7 @@ pub struct MetricFalsePositives {
 }
 
 /// False positives over A/A runs: a Better or Worse verdict claims a difference that cannot
-/// exist; issue 7 also counts "anything but no change".
+/// exist; an inconclusive verdict is counted too ("anything but no change").
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FalsePositives {
     pub runs: usize,

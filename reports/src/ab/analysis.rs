@@ -9,7 +9,7 @@ pub use contract::ab::{
 };
 use std::collections::BTreeMap;
 
-/// Requested confidence level of the Hodges–Lehmann interval (issue 7: "a 95 % interval").
+/// Requested confidence level of the Hodges–Lehmann interval (a 95 % interval, as the A/B report prints).
 pub const CONF_LEVEL: f64 = 0.95;
 /// Significance level for the MDE and for `significant_after_bh`.
 pub const ALPHA: f64 = 0.05;

@@ -1,4 +1,4 @@
-//! A/B comparison of two server builds (issue 7), pure: the harness runs the samples, this
+//! A/B comparison of two server builds, pure: the harness runs the samples, this
 //! module plans the round orders, balances after failures, analyses each metric, applies the
 //! decision rule and derives the noise floor from A/A runs.
 //!

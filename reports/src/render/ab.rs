@@ -9,9 +9,9 @@
 use serde_json::Value;
 
 use super::error::RenderError;
-use super::fmt::{html_escape, html_table, md_table, num, pct, signed_pct};
 use crate::ab::{Order, OrderCounts, Outcome};
 use crate::charts::{Chart, ChartKind, ForestRow, RoundPoint};
+use crate::fmt::{html_escape, html_table, md_table, num, pct, signed_pct};
 use crate::schema::AbResult;
 
 #[derive(Debug, Clone, PartialEq)]
@@ -676,7 +676,7 @@ pub(crate) fn charts(r: &AbView) -> Vec<Chart> {
             })
             .collect();
         out.push(Chart {
-            slug: format!("ab-rounds-{}", super::fmt::slug(&m.key)),
+            slug: format!("ab-rounds-{}", crate::fmt::slug(&m.key)),
             title: format!("{}: per-round values ({})", m.key, m.verdict),
             kind: ChartKind::Rounds {
                 unit: m.unit.clone(),
@@ -692,7 +692,7 @@ pub(crate) fn html(r: &AbView, charts: &[Chart]) -> Result<String, RenderError> 
     s.push_str(&format!(
         "<h1>vaultbench A/B: {}</h1>\n<p>{}</p>\n",
         html_escape(&r.scenario),
-        super::fmt::html_inline(&intro(r))
+        crate::fmt::html_inline(&intro(r))
     ));
     let class = match r.decision.as_ref().map(|d| d.0) {
         Some(Outcome::Keep) => "keep",
@@ -712,7 +712,7 @@ pub(crate) fn html(r: &AbView, charts: &[Chart]) -> Result<String, RenderError> 
     }
     s.push_str(&format!(
         "<h2>What changed</h2>\n<p>{}</p>\n",
-        super::fmt::html_inline(&summary_text(r))
+        crate::fmt::html_inline(&summary_text(r))
     ));
     for (part, ms) in decided_by_part(r) {
         s.push_str(&format!("<h3>{}</h3>\n", html_escape(&part)));
@@ -734,7 +734,7 @@ pub(crate) fn html(r: &AbView, charts: &[Chart]) -> Result<String, RenderError> 
             s.push_str(&format!(
                 "<details open><summary>{}</summary>\n<figure class=\"chart flame\" id=\"flame-{}\">\n{}</figure>\n</details>\n",
                 html_escape(part),
-                super::fmt::slug(part),
+                crate::fmt::slug(part),
                 crate::flame::svg(
                     &format!("{part}: B against A"),
                     &p.b_stacks,
@@ -779,7 +779,7 @@ pub(crate) fn html(r: &AbView, charts: &[Chart]) -> Result<String, RenderError> 
     }
     s.push_str("<h2>What these numbers are not</h2>\n<ul class=\"notes\">\n");
     for c in not_claims(r) {
-        s.push_str(&format!("<li>{}</li>\n", super::fmt::html_inline(&c)));
+        s.push_str(&format!("<li>{}</li>\n", crate::fmt::html_inline(&c)));
     }
     s.push_str("</ul>\n");
     s.push_str("<h2>Per-round values</h2>\n<p class=\"muted\">Filled markers: that build ran first in the round; hollow: it ran second. A pattern by fill is an order effect.</p>\n");

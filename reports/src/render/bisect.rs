@@ -4,7 +4,7 @@
 
 use contract::bisect::{Answer, BisectOutcome, BisectResult, CommitVerdict};
 
-use super::fmt::{html_escape, html_table, md_table};
+use crate::fmt::{html_escape, html_table, md_table};
 
 fn short(id: &str) -> &str {
     &id[..id.len().min(12)]
@@ -84,7 +84,7 @@ fn commit_rows(r: &BisectResult) -> Vec<Vec<String>> {
             } else {
                 c.values
                     .iter()
-                    .map(|v| super::fmt::num(*v))
+                    .map(|v| crate::fmt::num(*v))
                     .collect::<Vec<_>>()
                     .join(", ")
             };

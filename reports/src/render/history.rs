@@ -111,8 +111,8 @@ impl ScenarioHistory {
     pub(crate) fn chart_prefix(&self) -> String {
         format!(
             "trend-{}-on-{}-",
-            super::fmt::slug(&self.scenario),
-            super::fmt::slug(self.class.as_deref().unwrap_or("unknown-machine"))
+            crate::fmt::slug(&self.scenario),
+            crate::fmt::slug(self.class.as_deref().unwrap_or("unknown-machine"))
         )
     }
 }
@@ -291,7 +291,7 @@ pub(crate) fn charts(r: &HistoryReport) -> Vec<Chart> {
                 continue;
             }
             out.push(Chart {
-                slug: format!("{}{}", h.chart_prefix(), super::fmt::slug(&k.key)),
+                slug: format!("{}{}", h.chart_prefix(), crate::fmt::slug(&k.key)),
                 title: format!(
                     "{} on {}: {} ({} is better)",
                     h.scenario,

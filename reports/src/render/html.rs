@@ -3,11 +3,11 @@
 //! shared by every chart); the SVG namespace attribute is dropped: inline SVG in HTML needs none.
 
 use super::error::RenderError;
-use super::fmt::{html_escape, html_inline, html_table};
 use super::history::HistoryReport;
 use super::md::{history_rows, recording_sections};
 use super::recording::RecordingReport;
 use crate::charts::Chart;
+use crate::fmt::{html_escape, html_inline, html_table};
 
 const CSS: &str = "body{font-family:'DejaVu Sans',Verdana,sans-serif;margin:2em auto;max-width:1100px;color:#222;line-height:1.4}\
 h1{font-size:1.6em}h2{font-size:1.25em;margin-top:1.8em;border-bottom:1px solid #ccc}\
@@ -88,7 +88,7 @@ fn recording_flames(r: &RecordingReport) -> String {
         s.push_str(&format!(
             "<details open><summary>{}</summary>\n<figure class=\"chart flame\" id=\"flame-{}\">\n{}</figure>\n</details>\n",
             html_escape(part),
-            super::fmt::slug(part),
+            crate::fmt::slug(part),
             crate::flame::svg(part, &p.stacks, None, "instructions")
         ));
     }

@@ -1,8 +1,8 @@
 //! Markdown rendering of the recording and history report models.
 
-use super::fmt::{md_table, num, pct, signed_pct, with_unit};
 use super::history::HistoryReport;
 use super::recording::{Cell, RecordingReport};
+use crate::fmt::{md_table, num, pct, signed_pct, with_unit};
 
 /// A cell as `value [min–max]`; the bracket only when the samples disagreed.
 pub(crate) fn cell(c: &Option<Cell>) -> String {

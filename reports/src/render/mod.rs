@@ -5,7 +5,6 @@
 mod ab;
 mod bisect;
 mod error;
-pub mod fmt;
 mod format;
 mod history;
 mod html;
@@ -200,7 +199,7 @@ fn recording_charts(b: &Baseline, p: &Provenance) -> Result<Vec<Chart>, ChartErr
         .chain(groups);
     for (group, series) in ordered {
         out.push(Chart {
-            slug: format!("latency-{}", fmt::slug(&group)),
+            slug: format!("latency-{}", crate::fmt::slug(&group)),
             title: format!(
                 "{}: latency distribution, {} (median sample)",
                 b.scenario, group

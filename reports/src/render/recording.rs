@@ -528,8 +528,8 @@ fn not_claims(r: &RecordingReport, b: &Baseline) -> Vec<String> {
             "Not a large-vault claim. Profile {} with seed {}: {} files, {} bytes pushed. Bigger vaults (vault1k, fixture, large, vault100k) are separate scenarios with their own baselines.",
             r.profile,
             r.seed,
-            super::fmt::num(f),
-            super::fmt::num(by)
+            crate::fmt::num(f),
+            crate::fmt::num(by)
         ),
         _ => format!("Not a large-vault claim. Profile {} with seed {}; bigger vaults are separate scenarios with their own baselines.", r.profile, r.seed),
     });
@@ -544,7 +544,7 @@ fn not_claims(r: &RecordingReport, b: &Baseline) -> Vec<String> {
         r.samples, r.provenance.warmup_samples
     );
     if let Some((spread, key)) = widest {
-        s.push_str(&format!(" The widest timing/resource spread is {} on {key}; a change smaller than a key's spread is not evidence.", super::fmt::pct(spread)));
+        s.push_str(&format!(" The widest timing/resource spread is {} on {key}; a change smaller than a key's spread is not evidence.", crate::fmt::pct(spread)));
     }
     if r.samples < 5 {
         s.push_str(" Fewer than 5 samples: the median can move with a single outlier.");
@@ -603,8 +603,8 @@ fn not_claims(r: &RecordingReport, b: &Baseline) -> Vec<String> {
                 (Some(g), Some(d)) if g > d => Some(format!(
                     "{} {what} {} (default {})",
                     c.channel,
-                    super::fmt::num(g),
-                    super::fmt::num(d)
+                    crate::fmt::num(g),
+                    crate::fmt::num(d)
                 )),
                 _ => None,
             })

@@ -1,4 +1,4 @@
-//! Paired statistics for A/B comparisons (issue 7): pure functions over slices, no I/O, no clock.
+//! Paired statistics for A/B comparisons: pure functions over slices, no I/O, no clock.
 //!
 //! statrs supplies the distributions; what it lacks (the Wilcoxon signed-rank test, the
 //! Hodges–Lehmann interval, sign-flip and relabelling permutation tests, Benjamini–Hochberg)

@@ -1,7 +1,7 @@
 //! The statistics against published values (R's `?wilcox.test` example) and vectors computed
 //! independently with scipy 1.x / numpy brute force (Python 3.11); each test quotes its snippet.
 //!
-//! Brute-force helpers used by the snippets below (`/tmp/vec/w2.py` when they were generated):
+//! Brute-force helpers used by the snippets below (a Python script when they were generated):
 //! ```python
 //! import numpy as np, itertools, math
 //! from scipy import stats

@@ -214,7 +214,7 @@ fn ab_html_has_a_forest_plot_and_rounds_coloured_by_order() {
 
 #[test]
 fn write_a_sample_ab_page_when_asked() {
-    // For looking at by eye (headless Chromium): VAULTBENCH_WRITE_AB_HTML=/tmp/ab.html.
+    // For looking at by eye (headless Chromium): VAULTBENCH_WRITE_AB_HTML=ab.html.
     if let Some(path) = std::env::var_os("VAULTBENCH_WRITE_AB_HTML") {
         let v = ab_result();
         std::fs::write(path, render(&Document::Ab(&v), Format::Html).unwrap()).unwrap();

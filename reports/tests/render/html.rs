@@ -79,7 +79,7 @@ fn charts_render_as_png_with_ink_in_the_title() {
 
 #[test]
 fn write_a_sample_page_when_asked() {
-    // For looking at by eye (headless Chromium): VAULTBENCH_WRITE_HTML=/tmp/r.html.
+    // For looking at by eye (headless Chromium): VAULTBENCH_WRITE_HTML=r.html.
     if let Some(path) = std::env::var_os("VAULTBENCH_WRITE_HTML") {
         let (b, p) = small();
         std::fs::write(

@@ -4,6 +4,7 @@
 mod golden;
 mod loader;
 mod props;
+mod reference_doc;
 mod shape;
 mod twin;
 

@@ -1,4 +1,4 @@
-//! Shape tests: `personal` within the real-vault ranges (real-vaults.md), profile-specific
+//! Shape tests: `personal` within the real-vault ranges (docs/src/vaults/real-vaults.md), profile-specific
 //! promises (small's links all resolve, assets = small + one PNG each, fixture's count),
 //! and seeds that differ.
 

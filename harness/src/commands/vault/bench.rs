@@ -1,7 +1,7 @@
 //! `vaultbench vault bench`: how close generation is to the disk. Writes each profile with
 //! the generator, then the same paths and sizes from a plain buffer (the floor), both with
 //! the same durability (temp dir, one flush, rename), and prints generator/floor and the
-//! peak RSS of the generator run (issue 2 targets: ratio <= 1.5, peak < 64 MiB).
+//! peak RSS of the generator run (the generator's targets: ratio <= 1.5, peak < 64 MiB).
 
 use std::collections::BTreeSet;
 use std::fs::{self, File};

@@ -16,7 +16,7 @@ pub struct MeasureArgs {
     /// The vault directory to measure (read, never written).
     pub dir: PathBuf,
     /// Where to write the shape file (TOML; written atomically).
-    #[arg(long)]
+    #[arg(long, value_name = "FILE")]
     pub out: PathBuf,
 }
 

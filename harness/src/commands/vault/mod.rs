@@ -53,7 +53,8 @@ pub struct GenArgs {
     #[arg(long)]
     pub seed: Option<String>,
     /// Directory to write the vault to.
-    #[arg(long)]
+    // `--out` is the old spelling, kept as a hidden alias: `--out` names a file everywhere else.
+    #[arg(id = "out", long = "out-dir", alias = "out", value_name = "DIR")]
     pub out: PathBuf,
     /// Replace DIR even if it is not empty.
     #[arg(long)]

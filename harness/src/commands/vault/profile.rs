@@ -14,9 +14,20 @@ pub fn seed_or_default(p: &scenarios::Profile, seed: Option<&str>) -> anyhow::Re
 
 /// Looks up a profile by name, naming the known ones on failure.
 pub fn lookup_profile(name: &str) -> anyhow::Result<scenarios::Profile> {
+    // A shape file given where a profile name goes: say which flag takes it.
+    if name.ends_with(".toml") || std::path::Path::new(name).is_file() {
+        anyhow::bail!(
+            "{name:?} is a file, not a profile name: a shape file from `vault measure` goes to --profile-file {name}"
+        );
+    }
     scenarios::profile(name).with_context(|| {
+        let close = crate::hint::did_you_mean(name, scenarios::PROFILE_NAMES);
+        let hint = match close.first() {
+            Some(c) => format!("did you mean {c}? "),
+            None => String::new(),
+        };
         format!(
-            "unknown profile {name:?} (known: {})",
+            "unknown profile {name:?} ({hint}known: {})",
             scenarios::PROFILE_NAMES.join(", ")
         )
     })

@@ -1,6 +1,6 @@
 //! XXH64 (seed 0), the hash Self-hosted LiveSync names its chunks with (`hashAlg:
 //! "xxhash64"`, through the `xxhash-wasm` package). Written out from the algorithm's
-//! specification (Yann Collet's `xxhash_spec.md`, "XXH64 algorithm description") rather than
+//! specification (Yann Collet's xxHash specification, "XXH64 algorithm description") rather than
 //! pulled in as a dependency: it is sixty lines, and the test vectors below pin it.
 
 const P1: u64 = 0x9E37_79B1_85EB_CA87;

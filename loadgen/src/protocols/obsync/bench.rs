@@ -1,8 +1,8 @@
 //! The side-by-side ratio behind `vaultbench load bench-peer`: is the generator ever the
 //! bottleneck? Drives the same trivial endpoint (`GET /livez`) with vaultbench (signing every
 //! request) and with `wrk` at the same connection count, alternating, and returns the
-//! requests/s ratio, CPU-µs per request of each, and the signing cost (issue 4, "Speed";
-//! target ≥ 0.8x the peer). The command's flags and output are the harness's
+//! requests/s ratio, CPU-µs per request of each, and the signing cost (the
+//! generator's speed target: at least 0.8 × the peer's requests/s). The command's flags and output are the harness's
 //! (`harness/src/commands/load.rs`).
 
 use std::io::{BufRead, BufReader};

@@ -29,7 +29,7 @@ use crate::target::Target;
 /// Unix seconds for the `X-Obsync-Ts` header. A parameter so tests can pin it.
 pub type Clock = Arc<dyn Fn() -> i64 + Send + Sync>;
 
-/// The real wall clock in unix seconds (issue 4: "ts = the real wall clock").
+/// The real wall clock in unix seconds (the protocol's signing rule: `ts` is the real wall clock; docs/src/protocol/obsync-v1.md).
 pub fn system_clock() -> Clock {
     Arc::new(|| {
         std::time::SystemTime::now()

@@ -264,7 +264,7 @@ pub struct StateFile {
     /// 64 bits from the operating system, drawn anew by every load and never saved: with
     /// `seed` and `session` it keys this invocation's nonce streams (see `nonce_rng`).
     pub salt: u64,
-    /// Which generator of several this session is (a `--shard` index or a Locust worker
+    /// Which generator of several this invocation is (a `--shard` index or a Locust worker
     /// index; 0 alone): it selects the nonce streams' upper 32 bits, so generators sharing a
     /// key (a state file copied to every machine, same session number) still never share a
     /// stream. Never saved.

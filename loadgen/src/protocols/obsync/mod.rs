@@ -1,4 +1,4 @@
-//! The signed obsync wire protocol v1 (`docs/protocol-obsync-v1.md`): enrolled devices that
+//! The signed obsync wire protocol v1 (`docs/src/protocol/obsync-v1.md`): enrolled devices that
 //! sign every request ([`client`], [`enroll`]), whole-vault operations ([`sync`]), the route
 //! load over its routes ([`route`]), the server's own counters ([`metrics`]), crash points
 //! inside a request body ([`midbody`]), and what only a signed protocol with a long-poll feed

@@ -34,7 +34,7 @@ pub use paired::{
 };
 
 /// Body size of route-load chunks: 1.5 KiB, the median note size of the vault profiles
-/// (design.md §4, "median ≈ 1.5 KiB").
+/// (the `fixture` profile's median, inside the real-vault range of docs/src/vaults/real-vaults.md).
 pub const LOAD_CHUNK_BYTES: usize = 1536;
 /// Chunks uploaded before a read route starts, so reads hit real stored data.
 pub const PREP_CHUNKS: usize = 16;

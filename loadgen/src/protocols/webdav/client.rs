@@ -6,12 +6,12 @@
 use bytes::Bytes;
 use hyper::Method;
 
-use super::bounds::WalkBounds;
 use super::error::DavError;
 use super::multistatus::{self, DavEntry, read_multistatus};
 use crate::http::{BasicAuth, HttpClient, Request, StreamError, method};
 pub use crate::stats::Recorder;
 use crate::target::Target;
+use crate::walk::WalkBounds;
 
 /// PROPFIND's `Depth` header.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]

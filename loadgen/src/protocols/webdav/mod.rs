@@ -25,7 +25,6 @@
 //! - A walk lists each folder once and stops at its [`WalkBounds`] (requests, entries,
 //!   depth, path length), naming the bound.
 
-mod bounds;
 pub mod client;
 mod error;
 pub mod multistatus;
@@ -34,7 +33,7 @@ pub mod presets;
 pub mod route;
 
 pub use crate::http::{Answer as DavAnswer, BasicAuth};
-pub use bounds::WalkBounds;
+pub use crate::walk::WalkBounds;
 pub use client::{DavClient, Depth};
 pub use error::DavError;
 pub use multistatus::{DavEntry, parse_multistatus, parse_multistatus_each};

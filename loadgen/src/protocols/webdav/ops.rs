@@ -16,12 +16,12 @@ use tokio::task::JoinSet;
 
 use std::collections::{BTreeSet, VecDeque};
 
-use super::bounds::WalkBounds;
 use super::client::{DavClient, Depth, Place};
 use super::error::DavError;
 use super::multistatus::{DavEntry, clip};
 use crate::stats::Recorder;
 use crate::transfer::{local_tree, report};
+use crate::walk::WalkBounds;
 use crate::{Checkpoint, TransferReport};
 
 /// Files in flight during push and pull: the signed client's figure (design: "four files

@@ -115,7 +115,7 @@ impl ServerCommand {
             .process_group(0);
         let t0 = Instant::now();
         let child = cmd.spawn().map_err(|e| DavError::io(&self.program, e))?;
-        let ready = self.def.ready_check(&super::SPEC);
+        let ready = super::SPEC.ready_of(&self.def);
         let mut server = RunningServer {
             command: self,
             child,

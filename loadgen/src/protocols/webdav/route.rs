@@ -26,7 +26,7 @@ use crate::http::{Request, method};
 use crate::routeload::drive;
 use crate::stats::{HistSummary, Recorder, RouteStats, write_interval_log};
 
-/// Body of a PUT under load: 2 KiB, the note size the route load names (a little
+/// Body of a PUT under load: 2 KiB, the note size the obsync route load uses (a little
 /// above the vault profiles' 1.5 KiB median).
 pub const PUT_BYTES: usize = 2048;
 /// Notes uploaded before a `get-file` load.

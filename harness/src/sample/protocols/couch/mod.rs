@@ -3,8 +3,8 @@
 
 pub mod client;
 
-use super::{Local, ProtocolImpl, Run, Support};
 use crate::sample::phases;
+use crate::sample::protocols::seam::{Local, ProtocolImpl, Run, Support};
 
 /// The registry's entry.
 pub struct Impl;

@@ -439,7 +439,7 @@ struct Echo {
 }
 
 /// Pushes the vault while the same device holds its long poll, as the real plugin does, and
-/// counts the answers it gets for its own posts (obsync-speed-report: a quarter of the
+/// counts the answers it gets for its own posts (obsync's speed report: a quarter of the
 /// uploading device's requests were its own echo).
 async fn push_with_echo(
     a: &Device,
@@ -485,7 +485,7 @@ async fn push_with_echo(
 }
 
 /// A edits one note while B holds a long poll; the time from the edit until B has the new bytes
-/// on disk, `rounds` times (obsync-speed-report: 20 rounds, p50/p95). The phase's requests are
+/// on disk, `rounds` times (obsync's speed report: 20 rounds, p50/p95). The phase's requests are
 /// A's pushes.
 async fn edit_propagation(
     a: &Device,

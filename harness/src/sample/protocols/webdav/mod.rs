@@ -4,8 +4,9 @@
 pub mod client;
 mod paired;
 
-use super::{Local, PairedJob, ProtocolImpl, Run, Support};
+use crate::sample::pairs::PairedJob;
 use crate::sample::phases;
+use crate::sample::protocols::seam::{Local, ProtocolImpl, Run, Support};
 
 /// The registry's entry.
 pub struct Impl;

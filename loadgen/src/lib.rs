@@ -49,6 +49,7 @@ mod stats;
 mod target;
 pub mod transfer;
 pub mod walk;
+mod xml;
 
 pub mod faulthop;
 pub mod hlog;

@@ -17,7 +17,7 @@ use std::time::Duration;
 use crate::http::BasicAuth;
 
 /// The built-in presets: name and file text.
-const PRESETS: [(&str, &str); 5] = [
+const PRESETS: [(&str, &str); 7] = [
     (
         "apache-webdav",
         include_str!("../targets/apache-webdav.toml"),
@@ -35,6 +35,8 @@ const PRESETS: [(&str, &str); 5] = [
         "pouchdb-memory",
         include_str!("../targets/pouchdb-memory.toml"),
     ),
+    ("moto-s3", include_str!("../targets/moto-s3.toml")),
+    ("s3rver", include_str!("../targets/s3rver.toml")),
 ];
 
 /// The names of the built-in presets.
@@ -140,10 +142,10 @@ pub enum LaunchError {
     },
 }
 
-/// How to install what a definition's `packages` names: an npm command as written, else the
-/// Debian packages through apt-get.
+/// How to install what a definition's `packages` names: a command as written (`npm ...`,
+/// `bash tools/...`), else the Debian packages through apt-get.
 fn install_hint(packages: &str) -> String {
-    if packages.starts_with("npm ") {
+    if packages.starts_with("npm ") || packages.starts_with("bash ") {
         packages.to_owned()
     } else {
         format!("apt-get install {packages}")
@@ -460,6 +462,9 @@ pub enum StatusMatch {
     Code(u16),
     /// `2xx` is `Class(2)`.
     Class(u8),
+    /// `any`: whatever status, as long as the server answers HTTP (an S3 server answers an
+    /// unsigned request with an error).
+    Any,
 }
 
 impl StatusMatch {
@@ -467,6 +472,7 @@ impl StatusMatch {
         match self {
             StatusMatch::Code(c) => status == *c,
             StatusMatch::Class(k) => status / 100 == u16::from(*k),
+            StatusMatch::Any => (100..=599).contains(&status),
         }
     }
 }
@@ -492,7 +498,7 @@ impl std::str::FromStr for Ready {
         let bad = || {
             invalid(
                 format!("ready check {s:?}"),
-                "must be `tcp` or `METHOD PATH STATUS`, e.g. `GET /readyz 200` or `OPTIONS / 2xx`",
+                "must be `tcp` or `METHOD PATH STATUS`, e.g. `GET /readyz 200`, `OPTIONS / 2xx` or `GET / any`",
             )
         };
         let words: Vec<&str> = s.split_whitespace().collect();
@@ -502,7 +508,9 @@ impl std::str::FromStr for Ready {
                 if !method.chars().all(|c| c.is_ascii_uppercase()) || !path.starts_with('/') {
                     return Err(bad());
                 }
-                let status = if let Some(k) = status.strip_suffix("xx") {
+                let status = if *status == "any" {
+                    StatusMatch::Any
+                } else if let Some(k) = status.strip_suffix("xx") {
                     match k.parse::<u8>() {
                         Ok(k @ 1..=5) => StatusMatch::Class(k),
                         _ => return Err(bad()),
@@ -536,6 +544,7 @@ impl std::fmt::Display for Ready {
                 let s = match status {
                     StatusMatch::Code(c) => c.to_string(),
                     StatusMatch::Class(k) => format!("{k}xx"),
+                    StatusMatch::Any => "any".to_owned(),
                 };
                 write!(f, "{method} {path} {s}")
             }
@@ -642,14 +651,23 @@ fn user_and_group() -> (String, String) {
     }
 }
 
-/// Where `npm ci --prefix tools/pouchdb` puts the npm servers' commands: this checkout's
-/// `tools/pouchdb/node_modules/.bin` (the workspace root is fixed at build time).
-pub fn npm_tools_bin() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tools/pouchdb/node_modules/.bin")
+/// Where this checkout's tool installs put the servers' commands (the workspace root is fixed
+/// at build time): `npm ci --prefix tools/pouchdb` and `--prefix tools/s3rver` into their
+/// `node_modules/.bin`, `tools/moto/install.sh` into its venv's `bin`.
+pub fn tools_bins() -> Vec<PathBuf> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tools");
+    [
+        "pouchdb/node_modules/.bin",
+        "s3rver/node_modules/.bin",
+        "moto/.venv/bin",
+    ]
+    .iter()
+    .map(|d| root.join(d))
+    .collect()
 }
 
 /// `name` as a path (when it has a `/`), else on PATH, else in /usr/local/sbin, /usr/sbin
-/// or /sbin (root's PATH has them, a user's may not), else in [`npm_tools_bin`].
+/// or /sbin (root's PATH has them, a user's may not), else in [`tools_bins`].
 pub fn find_program(name: &str) -> Option<PathBuf> {
     let p = Path::new(name);
     if p.components().count() > 1 {
@@ -658,7 +676,7 @@ pub fn find_program(name: &str) -> Option<PathBuf> {
     let path = std::env::var_os("PATH").unwrap_or_default();
     std::env::split_paths(&path)
         .chain(["/usr/local/sbin", "/usr/sbin", "/sbin"].map(PathBuf::from))
-        .chain(std::iter::once(npm_tools_bin()))
+        .chain(tools_bins())
         .map(|d| d.join(name))
         .find(|c| c.is_file())
 }
@@ -676,12 +694,16 @@ mod tests {
             assert!(
                 matches!(
                     d.protocol.as_ref().map(|p| p.name()),
-                    Some("webdav" | "couchdb")
+                    Some("webdav" | "couchdb" | "s3")
                 ),
                 "{name}"
             );
             assert!(d.packages.is_some(), "{name} names its packages");
-            assert!(d.has_address() && d.has_data(), "{name}");
+            // A server that keeps nothing on disk still runs in its fresh data dir.
+            assert!(
+                d.has_address() && (d.has_data() || d.run_in_data_dir),
+                "{name}"
+            );
             let v = d.vars(addr, Path::new("/d/x"));
             let mut texts: Vec<String> = d.argv.iter().map(|a| v.render(a)).collect();
             texts.extend(d.files.values().map(|t| v.render(t)));
@@ -751,7 +773,7 @@ mod tests {
             ["srv", "--port", "{port}", "--root", "{data}/my root"]
         );
         assert_eq!(d.root(), "/dav/");
-        assert_eq!(d.ready, None);
+        assert_eq!(d.ready, Some(Ready::Tcp));
         assert_eq!(d.auth, Some(BasicAuth::new("u", "p")));
         for (text, want) in [
             ("command = \"srv {adr}\"", "unknown placeholder {adr}"),
@@ -822,6 +844,7 @@ mod tests {
             "GET /readyz 200",
             "OPTIONS / 2xx",
             "PROPFIND /dav/ 207",
+            "GET / any",
         ] {
             assert_eq!(s.parse::<Ready>().unwrap().to_string(), s);
         }

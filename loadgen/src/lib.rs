@@ -61,7 +61,7 @@ pub mod protocols;
 pub mod routeload;
 
 pub use protocols::obsync::{bench, fanout, locust};
-pub use protocols::{couch, webdav};
+pub use protocols::{couch, s3, webdav};
 
 use protocols::obsync::{client, enroll, metrics, midbody, route, sync};
 

@@ -48,6 +48,19 @@ const SEGMENT: &AsciiSet = &NON_ALPHANUMERIC
 pub struct Answer {
     pub status: u16,
     pub body: Bytes,
+    /// The answer's headers the request asked to keep ([`Request::keep_headers`]), in the
+    /// order asked, each the first of its name.
+    pub headers: Vec<(&'static str, String)>,
+}
+
+impl Answer {
+    /// The kept header `name` (as asked, lower case).
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| *k == name)
+            .map(|(_, v)| v.as_str())
+    }
 }
 
 /// A plain HTTP client for one server: cheap to clone (shared pool).
@@ -92,6 +105,8 @@ pub struct Request<'a> {
     pub max_body: u64,
     /// The cap's name in messages (`MAX_ANSWER_BYTES`).
     pub cap_name: &'static str,
+    /// Answer headers to keep (lower-case names; an ETag, a HEAD's length).
+    pub keep_headers: &'static [&'static str],
 }
 
 impl<'a> Request<'a> {
@@ -106,6 +121,7 @@ impl<'a> Request<'a> {
             intended: None,
             max_body: MAX_ANSWER_BYTES,
             cap_name: "MAX_ANSWER_BYTES",
+            keep_headers: &[],
         }
     }
 }
@@ -236,7 +252,17 @@ impl HttpClient {
                 .await
                 .map_err(|e| Fail::Transport(if e.is_connect() { "connect" } else { "io" }, chain(&e)))?;
             let status = resp.status().as_u16();
-            if let Some(n) = declared_length(resp.headers())
+            let kept: Vec<(&'static str, String)> = req
+                .keep_headers
+                .iter()
+                .filter_map(|k| {
+                    let v = resp.headers().get(*k)?.to_str().ok()?;
+                    Some((*k, v.chars().take(1024).collect()))
+                })
+                .collect();
+            // A HEAD's Content-Length is the resource's size; its answer has no body.
+            if req.method != Method::HEAD
+                && let Some(n) = declared_length(resp.headers())
                 && n > cap
             {
                 return Err(Fail::TooLarge(format!(
@@ -253,14 +279,14 @@ impl HttpClient {
                         StreamError::TooLarge(d) => Fail::TooLarge(d),
                         StreamError::Answer(e) => Fail::Answer(HttpError::Refused(e)),
                     })?;
-                    Ok((status, Bytes::new(), n))
+                    Ok((status, Bytes::new(), n, kept))
                 }
                 _ => {
                     // An error answer is read for its message only: its first 64 KiB.
                     let keep = if (200..300).contains(&status) { None } else { Some(64 * 1024) };
                     let body = collect(body, cap, req.cap_name, keep).await?;
                     let n = body.len() as u64;
-                    Ok((status, body, n))
+                    Ok((status, body, n, kept))
                 }
             }
         })
@@ -275,9 +301,13 @@ impl HttpClient {
             sign: None,
         };
         match outcome {
-            Ok(Ok((status, body, n))) => {
+            Ok(Ok((status, body, n, headers))) => {
                 rec.record(req.route, &status.to_string(), sample(n));
-                Ok(Answer { status, body })
+                Ok(Answer {
+                    status,
+                    body,
+                    headers,
+                })
             }
             Ok(Err(Fail::Transport(kind, detail))) => {
                 rec.record(req.route, kind, sample(0));

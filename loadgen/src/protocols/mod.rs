@@ -6,6 +6,7 @@
 
 pub mod couch;
 pub mod obsync;
+pub mod s3;
 pub mod webdav;
 
 use crate::feed::FeedBounds;

@@ -12,13 +12,14 @@ use scenarios::scenario::{Phase, Scenario};
 
 mod couch;
 mod obsync;
+mod s3;
 mod seam;
 mod webdav;
 
 pub use seam::{Local, ProtocolImpl, Run, Support};
 
 /// The registered protocols, the default first.
-pub static REGISTRY: &[&dyn ProtocolImpl] = &[&obsync::Impl, &webdav::Impl, &couch::Impl];
+pub static REGISTRY: &[&dyn ProtocolImpl] = &[&obsync::Impl, &webdav::Impl, &couch::Impl, &s3::Impl];
 
 /// The canonical names of the registered protocols.
 pub fn names() -> Vec<&'static str> {
@@ -84,8 +85,12 @@ pub fn check_scenario(s: &mut Scenario, origin: &str) -> anyhow::Result<&'static
             ),
         }
     };
-    if s.webdav.is_some() && imp.options_table() != Some("webdav") {
-        bail!("{origin}: [webdav] options need protocol = \"webdav\" (the scenario speaks {name})");
+    for (table, given) in [("webdav", s.webdav.is_some()), ("s3", s.s3.is_some())] {
+        if given && imp.options_table() != Some(table) {
+            bail!(
+                "{origin}: [{table}] options need protocol = \"{table}\" (the scenario speaks {name})"
+            );
+        }
     }
     if !s.faults.is_empty() {
         refuse("fault rules", imp.faults())?;

@@ -107,6 +107,9 @@ pub struct Request<'a> {
     pub cap_name: &'static str,
     /// Answer headers to keep (lower-case names; an ETag, a HEAD's length).
     pub keep_headers: &'static [&'static str],
+    /// Statuses [`HttpClient::call`] retries (503 unless the protocol's own client retries
+    /// more, as the AWS SDKs retry every 5xx).
+    pub retry_on: &'static [u16],
 }
 
 impl<'a> Request<'a> {
@@ -122,6 +125,7 @@ impl<'a> Request<'a> {
             max_body: MAX_ANSWER_BYTES,
             cap_name: "MAX_ANSWER_BYTES",
             keep_headers: &[],
+            retry_on: &[503],
         }
     }
 }
@@ -349,7 +353,8 @@ impl HttpClient {
         }
     }
 
-    /// [`HttpClient::send`] with retries (transport error or 503, [`ATTEMPTS`] attempts,
+    /// [`HttpClient::send`] with retries (transport error or a status of `req.retry_on`, 503
+    /// unless set, [`ATTEMPTS`] attempts,
     /// 50/100 ms back-off) that share ONE deadline, `req.timeout` from the first attempt:
     /// a server that answers slowly cannot stretch an exchange to three times its bound.
     /// Then a check that the status is one of `ok`. An answer over the cap, a malformed one
@@ -393,7 +398,7 @@ impl HttpClient {
             let res = self.attempt(rec, req, deadline, sink, &note).await;
             let retry = match &res {
                 Err(HttpError::Transport { kind, .. }) => *kind != "timeout",
-                Ok(a) => a.status == 503,
+                Ok(a) => req.retry_on.contains(&a.status),
                 Err(_) => false,
             };
             // Entries already handed on cannot be taken back: such an answer is not retried.

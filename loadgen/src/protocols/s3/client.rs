@@ -67,11 +67,13 @@ pub struct Planned {
 }
 
 impl Planned {
-    /// The request to send.
+    /// The request to send. It is retried on every 5xx, as the AWS SDK the plugin uses
+    /// retries them (its standard mode: three attempts).
     pub fn request(&self) -> Request<'_> {
         let mut r = Request::new(self.route, self.method.clone(), &self.href);
         r.headers = self.headers.clone();
         r.body = self.body.clone();
+        r.retry_on = &[500, 502, 503, 504];
         r
     }
 }

@@ -22,9 +22,10 @@
 //!   bounded by objects and pages (the `--feed-max-*` flags, [`LIST_DEFAULT`]); a token that
 //!   repeats, a truncated page without one and a key that could climb out of the vault end it
 //!   with an error naming what the server did.
-//! - Operations that must succeed retry a transport error or a 503 up to three attempts
-//!   within one deadline, as every protocol's client does (the signature stays valid: S3
-//!   allows 15 minutes of skew).
+//! - Operations that must succeed retry a transport error or any 5xx up to three attempts
+//!   within one deadline, as the AWS SDK's standard retry mode does (the signature stays
+//!   valid: S3 allows 15 minutes of skew); a retried answer is still counted under its
+//!   status, so a server that answers 500 shows in the phase's `errors` key.
 
 pub mod client;
 mod error;

@@ -217,6 +217,7 @@ impl Run {
             max_body: crate::http::MAX_ANSWER_BYTES,
             cap_name: "MAX_ANSWER_BYTES",
             keep_headers: &[],
+            retry_on: &[503],
         }
     }
 }

@@ -372,3 +372,107 @@ fn a_300_mb_listing_stays_under_200_mib_peak_rss() {
         hwm_kib / 1024
     );
 }
+
+mod props {
+    //! CI-sized properties of the listing parser (the fuzz target `s3_listing` runs the first
+    //! at length).
+    use loadgen::s3::parse_listing_each;
+    use proptest::prelude::*;
+
+    /// One listed object: key, size, ETag.
+    type Item = (String, u64, Option<String>);
+
+    fn item() -> impl Strategy<Value = Item> {
+        (
+            "[a-zA-Z0-9 é&<>'\"%#?./~_-]{1,40}",
+            any::<u64>(),
+            proptest::option::of("\"[a-f0-9]{32}\""),
+        )
+    }
+
+    fn escape(s: &str) -> String {
+        s.replace('&', "&amp;")
+            .replace('<', "&lt;")
+            .replace('>', "&gt;")
+            .replace('"', "&quot;")
+    }
+
+    fn render(items: &[Item], token: Option<&str>) -> String {
+        let mut x = String::from(
+            "<?xml version=\"1.0\"?>\n<ListBucketResult xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\">",
+        );
+        if let Some(t) = token {
+            x.push_str(&format!(
+                "<IsTruncated>true</IsTruncated><NextContinuationToken>{}</NextContinuationToken>",
+                escape(t)
+            ));
+        }
+        for (key, size, etag) in items {
+            x.push_str(&format!(
+                "<Contents><Key>{}</Key><Size>{size}</Size>",
+                escape(key)
+            ));
+            if let Some(e) = etag {
+                x.push_str(&format!("<ETag>{}</ETag>", escape(e)));
+            }
+            x.push_str("</Contents>\n");
+        }
+        x.push_str("</ListBucketResult>");
+        x
+    }
+
+    fn parse(body: &[u8]) -> Result<(Vec<loadgen::s3::Object>, loadgen::s3::PageEnd), String> {
+        let mut out = Vec::new();
+        let end = parse_listing_each(body, "LIST", &mut |o| {
+            out.push(o);
+            Ok(())
+        })?;
+        Ok((out, end))
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+
+        #[test]
+        fn arbitrary_bytes_never_panic_and_errors_are_one_line(
+            body in proptest::collection::vec(any::<u8>(), 0..2048),
+        ) {
+            if let Err(m) = parse(&body) {
+                prop_assert!(!m.contains('\n') && m.len() < 600, "{m:?}");
+            }
+        }
+
+        #[test]
+        fn mangled_listings_never_panic(
+            items in proptest::collection::vec(item(), 0..8),
+            cut in any::<prop::sample::Index>(),
+            flip in any::<prop::sample::Index>(),
+            byte in any::<u8>(),
+        ) {
+            let mut body = render(&items, Some("t")).into_bytes();
+            let i = flip.index(body.len());
+            body[i] = byte;
+            body.truncate(cut.index(body.len() + 1));
+            if let Err(m) = parse(&body) {
+                prop_assert!(!m.contains('\n'));
+            }
+        }
+
+        #[test]
+        fn generated_listings_round_trip(
+            items in proptest::collection::vec(item(), 0..12),
+            token in proptest::option::of("[a-zA-Z0-9/+=]{1,40}"),
+        ) {
+            let body = render(&items, token.as_deref());
+            let (got, end) = parse(body.as_bytes()).unwrap();
+            prop_assert_eq!(got.len(), items.len());
+            prop_assert_eq!(end.is_truncated, token.is_some());
+            prop_assert_eq!(end.next_token, token);
+            for (o, (key, size, etag)) in got.iter().zip(&items) {
+                prop_assert_eq!(&o.key, key);
+                prop_assert_eq!(o.size, *size);
+                prop_assert_eq!(&o.etag, etag);
+            }
+        }
+    }
+}

@@ -101,6 +101,10 @@ pub struct TargetDef {
     /// `false`: it inherits the harness's, so relative paths on a typed command line work.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub run_in_data_dir: bool,
+    /// Environment variables the server starts with, beside the harness's own (a runtime's
+    /// switch such as Node's `NODE_OPTIONS`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub env: BTreeMap<String, String>,
 }
 
 /// A target file as written.
@@ -125,6 +129,8 @@ struct DefFile {
     files: BTreeMap<String, String>,
     #[serde(default)]
     run_in_data_dir: bool,
+    #[serde(default)]
+    env: BTreeMap<String, String>,
 }
 
 /// A definition that cannot be used, or a server that cannot be started; one line.
@@ -306,6 +312,14 @@ impl TargetDef {
         def.dirs = f.dirs;
         def.files = f.files;
         def.run_in_data_dir = f.run_in_data_dir;
+        if let Some(k) = f
+            .env
+            .keys()
+            .find(|k| k.is_empty() || k.contains(['=', '\0']))
+        {
+            return Err(invalid(format!("env {k:?}"), "is not a variable name"));
+        }
+        def.env = f.env;
         Ok(def)
     }
 
@@ -343,6 +357,7 @@ impl TargetDef {
             walk: None,
             feed: None,
             run_in_data_dir: false,
+            env: BTreeMap::new(),
         })
     }
 

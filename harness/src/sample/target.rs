@@ -193,7 +193,7 @@ impl TargetSpec {
                 cmd = Command::new(&version_argv[0]);
             }
         }
-        cmd.args(&version_argv[1..]);
+        cmd.args(&version_argv[1..]).envs(&self.def.env);
         let asked = version_argv.join(" ");
         let (version, note) = match probe_version(cmd, &self.given, VERSION_TIMEOUT)? {
             // A defined version command may print on either stream (nginx uses stderr); the
@@ -648,6 +648,7 @@ impl Server {
         };
         let mut cmd = Command::new(&argv[0]);
         cmd.args(&argv[1..])
+            .envs(&spec.def.env)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped());

@@ -173,7 +173,9 @@ fn a_300_mb_listing_stops_at_the_entry_bound_as_it_streams() {
         while sent < 300 * 1024 * 1024 {
             let mut chunk = String::with_capacity(64 * 1024);
             while chunk.len() < 60 * 1024 {
-                chunk.push_str(&format!("<Contents><Key>k{i}</Key><Size>1</Size></Contents>"));
+                chunk.push_str(&format!(
+                    "<Contents><Key>k{i}</Key><Size>1</Size></Contents>"
+                ));
                 i += 1;
             }
             if write!(s, "{:x}\r\n{chunk}\r\n", chunk.len()).is_err() {
@@ -188,7 +190,10 @@ fn a_300_mb_listing_stops_at_the_entry_bound_as_it_streams() {
     });
     let t0 = Instant::now();
     let e = walk_err(&client);
-    one_line(&e, "past 20000 objects in one walk (bound --feed-max-entries)");
+    one_line(
+        &e,
+        "past 20000 objects in one walk (bound --feed-max-entries)",
+    );
     assert!(t0.elapsed() < Duration::from_secs(30));
 }
 
@@ -199,7 +204,10 @@ fn a_dtd_and_malformed_listings_are_one_line_errors() {
             "<!DOCTYPE l [<!ENTITY a \"aaaaaaaaaa\"><!ENTITY b \"&a;&a;&a;&a;\">]><ListBucketResult><Contents><Key>&b;</Key><Size>1</Size></Contents></ListBucketResult>",
             "has a DTD",
         ),
-        ("<Error><Code>InternalError</Code></Error>", "not ListBucketResult"),
+        (
+            "<Error><Code>InternalError</Code></Error>",
+            "not ListBucketResult",
+        ),
         ("<ListBucketResult><Contents><Key>a", "truncated"),
         (
             "<ListBucketResult><Contents><Key>a</Key><Size>99999999999999999999999</Size></Contents></ListBucketResult>",
@@ -235,9 +243,7 @@ fn keys_that_climb_out_are_refused_and_nothing_is_written_outside() {
         let root = tempfile::tempdir().unwrap();
         let dir = root.path().join("pull");
         std::fs::create_dir_all(&dir).unwrap();
-        let e = rt()
-            .block_on(pull_vault(&fake.client(), &dir))
-            .unwrap_err();
+        let e = rt().block_on(pull_vault(&fake.client(), &dir)).unwrap_err();
         one_line(&e, want);
         assert_eq!(fake.requests(), 1, "refused before any GET");
         let written: Vec<_> = std::fs::read_dir(root.path()).unwrap().collect();
@@ -263,7 +269,10 @@ fn a_content_length_over_the_listing_is_refused_before_reading_and_not_retried()
     let e = rt()
         .block_on(pull_vault(&fake.client(), dir.path()))
         .unwrap_err();
-    one_line(&e, "declares Content-Length 1000000000000, over the 3 bytes cap");
+    one_line(
+        &e,
+        "declares Content-Length 1000000000000, over the 3 bytes cap",
+    );
     assert!(t0.elapsed() < Duration::from_secs(10));
     assert_eq!(fake.requests(), 2, "one listing, one GET: not retried");
 }
@@ -283,7 +292,9 @@ fn etags_that_lie_do_not_make_bytes_right() {
         answer(s, "200 OK", "xyz")
     });
     let dir = tempfile::tempdir().unwrap();
-    let (r, record) = rt().block_on(pull_vault(&fake.client(), dir.path())).unwrap();
+    let (r, record) = rt()
+        .block_on(pull_vault(&fake.client(), dir.path()))
+        .unwrap();
     assert_eq!(r.files, 1);
     assert_eq!(std::fs::read(dir.path().join("a.md")).unwrap(), b"xyz");
     let again = rt()
@@ -291,7 +302,12 @@ fn etags_that_lie_do_not_make_bytes_right() {
         .unwrap();
     assert_eq!(again.mismatched, 1, "the listed ETag moved without a write");
     let empty = rt()
-        .block_on(resync(&fake.client(), dir.path(), &Listing::default(), false))
+        .block_on(resync(
+            &fake.client(),
+            dir.path(),
+            &Listing::default(),
+            false,
+        ))
         .unwrap();
     assert_eq!(empty.mismatched, 1, "an object the record lacks");
 }

@@ -19,7 +19,8 @@ mod webdav;
 pub use seam::{Local, ProtocolImpl, Run, Support};
 
 /// The registered protocols, the default first.
-pub static REGISTRY: &[&dyn ProtocolImpl] = &[&obsync::Impl, &webdav::Impl, &couch::Impl, &s3::Impl];
+pub static REGISTRY: &[&dyn ProtocolImpl] =
+    &[&obsync::Impl, &webdav::Impl, &couch::Impl, &s3::Impl];
 
 /// The canonical names of the registered protocols.
 pub fn names() -> Vec<&'static str> {

@@ -197,7 +197,11 @@ impl S3Client {
         );
         headers.push(("authorization", s.authorization));
         headers.push(("cache-control", CACHE_CONTROL.to_owned()));
-        let href = if q.is_empty() { path } else { format!("{path}?{q}") };
+        let href = if q.is_empty() {
+            path
+        } else {
+            format!("{path}?{q}")
+        };
         Planned {
             route,
             method,
@@ -456,7 +460,12 @@ mod tests {
             Bytes::new(),
         );
         assert_eq!(p.href, "/vault?list-type=2&prefix=a%2F");
-        let auth = &p.headers.iter().find(|(k, _)| *k == "authorization").unwrap().1;
+        let auth = &p
+            .headers
+            .iter()
+            .find(|(k, _)| *k == "authorization")
+            .unwrap()
+            .1;
         assert!(
             auth.starts_with(
                 "AWS4-HMAC-SHA256 Credential=ak/20130524/us-east-1/s3/aws4_request, SignedHeaders=host;x-amz-content-sha256;x-amz-date, Signature="

@@ -334,7 +334,10 @@ mod tests {
         // s3rver: no namespace, the page's fields after the objects.
         let s3rver = b"<ListBucketResult><Contents><Key>a</Key><Size>1</Size></Contents><IsTruncated>false</IsTruncated></ListBucketResult>";
         let (o, end) = parse(s3rver).unwrap();
-        assert_eq!((o.len(), end.is_truncated, end.next_token), (1, false, None));
+        assert_eq!(
+            (o.len(), end.is_truncated, end.next_token),
+            (1, false, None)
+        );
     }
 
     #[test]

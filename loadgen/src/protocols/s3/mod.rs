@@ -37,7 +37,9 @@ pub mod sign;
 pub use client::{Head, S3Client};
 pub use error::S3Error;
 pub use listing::{Object, PageEnd, parse_listing_each};
-pub use ops::{Listing, PollReport, PushOpts, poll_until_changed, pull_vault, push_vault, rename, resync, walk};
+pub use ops::{
+    Listing, PollReport, PushOpts, poll_until_changed, pull_vault, push_vault, rename, resync, walk,
+};
 pub use route::{S3Route, S3RouteLoadConfig, S3RouteLoadReport, run_s3_route_load};
 pub use sign::Credentials;
 

@@ -145,7 +145,10 @@ pub fn check_key(prefix: &str, key: &str) -> Result<(), String> {
         return why("which holds a backslash (a path separator elsewhere)");
     }
     let path = key.strip_suffix('/').unwrap_or(key);
-    if path.split('/').any(|s| s.is_empty() || s == "." || s == "..") {
+    if path
+        .split('/')
+        .any(|s| s.is_empty() || s == "." || s == "..")
+    {
         return why("a path with an empty, . or .. segment (it could climb out of the vault)");
     }
     let b = WalkBounds::DEFAULT;
@@ -265,10 +268,7 @@ pub async fn pull_vault(
             }
         }
     }
-    let files: Vec<(String, u64)> = listing
-        .files()
-        .map(|(k, o)| (k.clone(), o.size))
-        .collect();
+    let files: Vec<(String, u64)> = listing.files().map(|(k, o)| (k.clone(), o.size)).collect();
     let mut queue = files.into_iter();
     let mut set: JoinSet<Result<u64, S3Error>> = JoinSet::new();
     let (mut done, mut bytes) = (0u64, 0u64);
@@ -478,7 +478,11 @@ mod tests {
             let e = check_key("", bad).unwrap_err();
             assert!(e.contains(why), "{bad:?}: {e}");
         }
-        assert!(check_key("Wiki/", "Other/a.md").unwrap_err().contains("prefix"));
+        assert!(
+            check_key("Wiki/", "Other/a.md")
+                .unwrap_err()
+                .contains("prefix")
+        );
         let long = "a/".repeat(40) + "x";
         assert!(check_key("", &long).unwrap_err().contains("levels"));
         let dir = Path::new("/v");

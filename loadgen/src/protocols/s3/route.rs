@@ -137,10 +137,7 @@ impl Run {
             S3Route::PutObject => {
                 let n = self.counter.fetch_add(1, Ordering::Relaxed);
                 let key = format!("{}put-{n}.md", self.base);
-                let extra = vec![(
-                    "content-type",
-                    super::client::content_type(&key).to_owned(),
-                )];
+                let extra = vec![("content-type", super::client::content_type(&key).to_owned())];
                 c.plan(
                     "put-object",
                     Method::PUT,

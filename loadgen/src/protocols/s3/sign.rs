@@ -48,10 +48,8 @@ pub fn encode(s: &str) -> String {
 /// The canonical query string (and the one sent): names and values encoded, sorted by name
 /// then value, `name=value` joined by `&` (a name without a value is `name=`).
 pub fn canonical_query(query: &[(&str, &str)]) -> String {
-    let mut pairs: Vec<(String, String)> = query
-        .iter()
-        .map(|(k, v)| (encode(k), encode(v)))
-        .collect();
+    let mut pairs: Vec<(String, String)> =
+        query.iter().map(|(k, v)| (encode(k), encode(v))).collect();
     pairs.sort();
     pairs
         .iter()
@@ -137,7 +135,10 @@ pub fn sign(creds: &Credentials, region: &str, r: &ToSign<'_>) -> Signed {
         r.amz_date,
         sha256_hex(canonical_request.as_bytes())
     );
-    let k_date = hmac(format!("AWS4{}", creds.secret_key).as_bytes(), date.as_bytes());
+    let k_date = hmac(
+        format!("AWS4{}", creds.secret_key).as_bytes(),
+        date.as_bytes(),
+    );
     let k_region = hmac(&k_date, region.as_bytes());
     let k_service = hmac(&k_region, b"s3");
     let k_signing = hmac(&k_service, b"aws4_request");

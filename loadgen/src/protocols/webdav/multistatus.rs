@@ -25,9 +25,9 @@ use quick_xml::events::Event;
 use quick_xml::name::ResolveResult;
 
 use super::error::DavError;
+pub use crate::xml::MAX_TOKEN_BYTES;
 pub(crate) use crate::xml::clip;
 use crate::xml::{self, Grammar, Step, Stop};
-pub use crate::xml::MAX_TOKEN_BYTES;
 
 const DAV: &str = "DAV:";
 

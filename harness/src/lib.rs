@@ -149,6 +149,12 @@ pub fn usage_error(e: &clap::Error) -> i32 {
     exit::ERROR
 }
 
+/// The line [`report_error`] prints: `vaultbench: ` and the error chain, one line of at most
+/// [`contract::quote::MAX_LINE_BYTES`] bytes with no control character.
+pub fn error_line(err: &anyhow::Error) -> String {
+    contract::quote::line(&format!("vaultbench: {err:#}"))
+}
+
 /// clap's rendered error on one line: its message and any `tip:`, without the usage block.
 fn one_line(rendered: &str) -> String {
     let mut parts = Vec::new();
@@ -164,12 +170,15 @@ fn one_line(rendered: &str) -> String {
 }
 
 /// Prints `vaultbench: <error chain>` on one line and maps typed failures to their codes.
+/// The line is the last guard against a server's text: every control character in it is
+/// escaped and it is clipped to [`contract::quote::MAX_LINE_BYTES`]
+/// ([`contract::quote::line`]); the messages quote what a server sent already.
 pub fn report_error(err: &anyhow::Error) -> i32 {
+    let line = error_line(err);
+    eprintln!("{line}");
     if err.downcast_ref::<interrupt::Interrupted>().is_some() {
-        eprintln!("vaultbench: {err:#}");
         return exit::INTERRUPTED;
     }
-    eprintln!("vaultbench: {err:#}");
     if err.downcast_ref::<contract::exit::Refused>().is_some() {
         return exit::REFUSED;
     }
@@ -290,6 +299,7 @@ mod cli_tests {
                 Some(loadgen::FeedOverrides {
                     max_entries: None,
                     max_pages: Some(7),
+                    max_bytes: None,
                 }),
                 "{given}"
             );

@@ -26,12 +26,24 @@
 ///   largest CouchDB scenario, lists 20,366 documents in 815 pages. (Counted by cutting the
 ///   generated vaults with [`crate::couch::chunk::split`]: the slow test
 ///   `the_default_bounds_hold_personal_couchdb_and_vault100k` in `tests/hostile_couch.rs`.)
+///
+/// A CouchDB pull also holds documents while it walks (chunks until the file that lists them
+/// is written, files waiting for chunks, what it keeps of each file written), so its walk has
+/// a byte budget too, `max_bytes` ([`FeedBounds::COUCHDB_MAX_BYTES`]); the obsync pull
+/// holds one page at a time and does not read it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct FeedBounds {
     /// Entries (changes, rows) one walk may list.
     pub max_entries: u64,
     /// Pages one walk may ask for.
     pub max_pages: u64,
+    /// Bytes of documents a CouchDB pull may hold at once.
+    #[serde(default = "couchdb_max_bytes")]
+    pub max_bytes: u64,
+}
+
+fn couchdb_max_bytes() -> u64 {
+    FeedBounds::COUCHDB_MAX_BYTES
 }
 
 impl FeedBounds {
@@ -39,18 +51,31 @@ impl FeedBounds {
     pub const DEFAULT: FeedBounds = FeedBounds {
         max_entries: 1 << 20,
         max_pages: 4096,
+        max_bytes: FeedBounds::COUCHDB_MAX_BYTES,
     };
     /// The CouchDB `_changes` feed's defaults (25 rows a page, a file is several documents).
     pub const COUCHDB_DEFAULT: FeedBounds = FeedBounds {
         max_entries: 1 << 22,
         max_pages: 1 << 17,
+        max_bytes: FeedBounds::COUCHDB_MAX_BYTES,
     };
+    /// What a CouchDB pull may hold at once, 64 MiB. Sized from `vault100k` as the counts
+    /// are: a pull in the feed's order holds what it keeps of every file written (its id,
+    /// path and revision, counted with 128 bytes of overhead each: 24.6 MiB for
+    /// `vault100k`'s 100,000 files) and the chunks of the file being assembled (at most
+    /// 0.44 MiB there, its largest file as carried); 64 MiB is 2.6 times their sum, and holds
+    /// an answer of the 64 MiB cap only when the pull holds nothing else. (Counted by the
+    /// slow test `the_byte_budget_holds_vault100k` in `tests/hostile_couch.rs`.) Each
+    /// answer is capped at what is left of the budget, so the pull's memory stays within
+    /// about twice the budget whatever the server sends.
+    pub const COUCHDB_MAX_BYTES: u64 = 64 << 20;
 
     /// These bounds with the ones a user set (`--feed-max-*`) in place of their own.
     pub fn with(self, set: FeedOverrides) -> FeedBounds {
         FeedBounds {
             max_entries: set.max_entries.unwrap_or(self.max_entries),
             max_pages: set.max_pages.unwrap_or(self.max_pages),
+            max_bytes: set.max_bytes.unwrap_or(self.max_bytes),
         }
     }
 }
@@ -63,6 +88,8 @@ pub struct FeedOverrides {
     pub max_entries: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_pages: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_bytes: Option<u64>,
 }
 
 impl Default for FeedBounds {
@@ -134,6 +161,7 @@ mod tests {
         let b = FeedBounds {
             max_entries: 10,
             max_pages: 3,
+            ..FeedBounds::DEFAULT
         };
         let mut w = FeedWalk::new(b);
         assert_eq!(w.page(4, true), Ok(()));
@@ -160,6 +188,7 @@ mod tests {
         let mut w = FeedWalk::new(FeedBounds {
             max_entries: u64::MAX,
             max_pages: u64::MAX,
+            ..FeedBounds::DEFAULT
         });
         w.page(usize::MAX, true).unwrap();
         assert_eq!(

@@ -74,11 +74,36 @@ pub async fn drive<C: SyncClient>(
     m: &mut Metrics,
     bounds: &mut dyn Boundary,
 ) -> anyhow::Result<()> {
-    let pull_dir = sample_dir.join("pull-b");
     for phase in &plan.scenario.phases {
         let name = phase.name();
+        let run = run_phase(plan, phase, server, client, sample_dir, m, bounds);
+        match tokio::time::timeout(plan.phase_timeout, run).await {
+            Ok(r) => r?,
+            Err(_) => bail!(
+                "{name}: the phase did not finish within {} (bound --phase-timeout)",
+                contract::quote::duration(plan.phase_timeout)
+            ),
+        }
+    }
+    client.finish(m);
+    Ok(())
+}
+
+/// One phase of the plan's scenario (`drive` bounds it by `--phase-timeout`).
+async fn run_phase<C: SyncClient>(
+    plan: &SamplePlan,
+    phase: &Phase,
+    server: &mut Server,
+    client: &mut C,
+    sample_dir: &Path,
+    m: &mut Metrics,
+    bounds: &mut dyn Boundary,
+) -> anyhow::Result<()> {
+    let pull_dir = sample_dir.join("pull-b");
+    let name = phase.name();
+    {
         match phase {
-            Phase::ColdStart => continue,
+            Phase::ColdStart => return Ok(()),
             Phase::Crash {
                 in_flight,
                 crashes,
@@ -91,7 +116,7 @@ pub async fn drive<C: SyncClient>(
                 };
                 client.crash(plan, server, how, sample_dir, m).await?;
                 bounds.restarted(server.pid);
-                continue; // the restarted server's counters start again from zero
+                return Ok(()); // the restarted server's counters start again from zero
             }
             Phase::RouteLoad {
                 routes, in_flight, ..
@@ -101,11 +126,11 @@ pub async fn drive<C: SyncClient>(
                     .context("route_load step without a valid bound")?;
                 // Each step is its own cost window; counters under a timed load are not exact.
                 route_load(client, routes, in_flight, bound, plan.seed, m, bounds).await?;
-                continue;
+                return Ok(());
             }
             Phase::LongPollFanout { .. } | Phase::ConcurrentPush { .. } => {
                 long_poll_step(plan, phase, server, client, sample_dir, m, bounds).await?;
-                continue;
+                return Ok(());
             }
             _ => {}
         }
@@ -219,7 +244,6 @@ pub async fn drive<C: SyncClient>(
             client.phase_ended(name, push_files, m).await?;
         }
     }
-    client.finish(m);
     Ok(())
 }
 

@@ -20,5 +20,5 @@ pub mod xxh64;
 
 pub use client::CouchClient;
 pub use error::CouchError;
-pub use ops::{Applied, Pulled, Replica, Writer, Written, setup};
+pub use ops::{FileState, Pulled, Replica, Writer, Written, setup};
 pub use route::{CouchRoute, CouchRouteLoadConfig, CouchRouteLoadReport, run_couch_route_load};

@@ -9,31 +9,29 @@ use std::path::PathBuf;
 pub enum DavError {
     #[error("{what}: {reason}")]
     BadMultistatus { what: String, reason: String },
-    #[error("{route} {path}: transport error ({kind}): {detail}")]
+    #[error("{route} {}: transport error ({kind}): {detail}", href(.path))]
     Transport {
         route: String,
         path: String,
         kind: &'static str,
         detail: String,
     },
-    #[error("{route} {path}: unexpected answer {status}: {detail}")]
+    #[error("{route} {}: unexpected answer {status}: {detail}", href(.path))]
     Status {
         route: String,
         path: String,
         status: u16,
         detail: String,
     },
-    #[error("{}: {source}", path.display())]
-    Io {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
+    /// A local file: its path and the system's error (in the message, not also as a
+    /// source, so an error chain prints it once).
+    #[error("{}: {err}", contract::quote::quote(&path.to_string_lossy()))]
+    Io { path: PathBuf, err: std::io::Error },
     #[error("{what}: {reason}")]
     Invalid { what: String, reason: String },
     /// An answer over the size cap: refused when its `Content-Length` says so, before its body
     /// is read, or when its body passes the cap. Never retried (it would be as big again).
-    #[error("{route} {path}: {detail}")]
+    #[error("{route} {}: {detail}", href(.path))]
     TooLarge {
         route: String,
         path: String,
@@ -57,11 +55,17 @@ pub enum DavError {
     Listing { detail: String },
 }
 
+/// A request's href for a message: it can carry a server's text (a document id, a feed
+/// position), so it is escaped and clipped like any ([`contract::quote::text`]).
+fn href(path: &str) -> String {
+    contract::quote::text(path)
+}
+
 impl DavError {
     pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
         DavError::Io {
             path: path.into(),
-            source,
+            err: source,
         }
     }
 }

@@ -36,6 +36,7 @@ pub mod route;
 pub use bounds::WalkBounds;
 pub use client::{DavAnswer, DavClient, Depth};
 pub use error::DavError;
+pub(crate) use error::fmt_bytes;
 pub use multistatus::{DavEntry, parse_multistatus, parse_multistatus_each};
 pub use ops::{
     Listing, PollReport, poll_until_changed, pull_vault, push_vault, rename, resync, walk,

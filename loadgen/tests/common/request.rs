@@ -7,7 +7,16 @@ use std::net::TcpStream;
 /// Reads one request from `s`, starting with the bytes `buf` already holds: its head (as
 /// text), and the bytes read past its `content-length` body (the next request's start).
 /// `None` when the connection ends or fails first.
-pub fn read_request(s: &mut TcpStream, mut buf: Vec<u8>) -> Option<(String, Vec<u8>)> {
+#[allow(dead_code)] // each test binary that has this module uses one of the two readers
+pub fn read_request(s: &mut TcpStream, buf: Vec<u8>) -> Option<(String, Vec<u8>)> {
+    read_request_body(s, buf).map(|(head, _, rest)| (head, rest))
+}
+
+/// [`read_request`], with the request's body: head, body, and the bytes read past it.
+pub fn read_request_body(
+    s: &mut TcpStream,
+    mut buf: Vec<u8>,
+) -> Option<(String, Vec<u8>, Vec<u8>)> {
     let head_end = loop {
         if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
             break i + 4;
@@ -26,7 +35,9 @@ pub fn read_request(s: &mut TcpStream, mut buf: Vec<u8>) -> Option<(String, Vec<
     while buf.len() < head_end + len {
         fill(s, &mut buf)?;
     }
-    Some((head, buf.split_off(head_end + len)))
+    let rest = buf.split_off(head_end + len);
+    let body = buf.split_off(head_end);
+    Some((head, body, rest))
 }
 
 fn fill(s: &mut TcpStream, buf: &mut Vec<u8>) -> Option<()> {

@@ -26,7 +26,7 @@ BACKEND=${BACKEND:-leveldb}
 WORK=${WORK:-$(mktemp -d /tmp/couch-pull-rss.XXXXXX)}
 PUSH_VB=${PUSH_VB:-${!#}}
 [ -x /usr/bin/time ] || { echo "couch-pull-rss: needs GNU time (apt-get install time)" >&2; exit 2; }
-SERVER=tools/pouchdb/node_modules/.bin/pouchdb-server
+SERVER=$PWD/tools/pouchdb/node_modules/.bin/pouchdb-server
 [ -x "$SERVER" ] || SERVER=$(command -v pouchdb-server || true)
 [ -n "$SERVER" ] || { echo "couch-pull-rss: no pouchdb-server (npm ci --prefix tools/pouchdb)" >&2; exit 2; }
 mkdir -p "$WORK"
@@ -39,8 +39,10 @@ fi
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 rm -rf "$WORK/db"; mkdir -p "$WORK/db"
 store=(--dir "$WORK/db"); [ "$BACKEND" = memory ] && store=(--in-memory)
-"$SERVER" --host 127.0.0.1 --port "$port" "${store[@]}" --config "$WORK/db/config.json" \
-  --no-stdout-logs >"$WORK/server.log" 2>&1 &
+# In its data dir: pouchdb-server keeps a log.txt in its working directory, and dies when
+# that file goes.
+(cd "$WORK/db" && exec "$SERVER" --host 127.0.0.1 --port "$port" "${store[@]}" \
+  --config "$WORK/db/config.json" --no-stdout-logs >"$WORK/server.log" 2>&1) &
 server=$!
 trap 'kill "$server" 2>/dev/null; wait "$server" 2>/dev/null || true' EXIT
 for _ in $(seq 100); do

@@ -195,6 +195,37 @@ pub fn report_error(err: &anyhow::Error) -> i32 {
 mod cli_tests {
     use super::*;
 
+    /// The CLI's error line is the last guard: whatever a server put in an error, the line is
+    /// one line of at most 4 KiB with no byte under 0x20, and its escapes are not escaped
+    /// twice.
+    #[test]
+    fn an_error_line_is_short_and_has_no_control_byte() {
+        let hostile = format!(
+            "\x1b]0;owned\x07\x1b[2J{}\nFAKE: pull ok\r{}",
+            "x".repeat(1 << 20),
+            "\u{9b}"
+        );
+        let e = anyhow::anyhow!(hostile).context("pulling into v");
+        let line = error_line(&e);
+        assert!(
+            line.len() <= contract::quote::MAX_LINE_BYTES,
+            "{}",
+            line.len()
+        );
+        assert!(line.bytes().all(|b| b >= 0x20 && b != 0x7f), "{line:.200}");
+        assert!(
+            line.starts_with("vaultbench: pulling into v: \\x1b]0;owned\\x07\\x1b[2J"),
+            "{line:.200}"
+        );
+        assert!(
+            line.ends_with("more bytes)"),
+            "{}",
+            &line[line.len() - 60..]
+        );
+        let quoted = anyhow::anyhow!("a {}", contract::quote::quote("b\nc"));
+        assert_eq!(error_line(&quoted), "vaultbench: a \"b\\nc\"");
+    }
+
     fn usage(args: &[&str]) -> String {
         let e = Cli::try_parse_from(std::iter::once("vaultbench").chain(args.iter().copied()))
             .expect_err("a usage error");

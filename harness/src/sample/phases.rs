@@ -75,18 +75,27 @@ pub async fn drive<C: SyncClient>(
     bounds: &mut dyn Boundary,
 ) -> anyhow::Result<()> {
     for phase in &plan.scenario.phases {
-        let name = phase.name();
         let run = run_phase(plan, phase, server, client, sample_dir, m, bounds);
-        match tokio::time::timeout(plan.phase_timeout, run).await {
-            Ok(r) => r?,
-            Err(_) => bail!(
-                "{name}: the phase did not finish within {} (bound --phase-timeout)",
-                contract::quote::duration(plan.phase_timeout)
-            ),
-        }
+        within_phase(plan, phase.name(), run).await?;
     }
     client.finish(m);
     Ok(())
+}
+
+/// Runs one phase's work within the plan's `--phase-timeout`: past it, an error naming the
+/// phase and the flag (the work is dropped).
+pub async fn within_phase<T>(
+    plan: &SamplePlan,
+    name: &str,
+    work: impl std::future::Future<Output = anyhow::Result<T>>,
+) -> anyhow::Result<T> {
+    match tokio::time::timeout(plan.phase_timeout, work).await {
+        Ok(r) => r,
+        Err(_) => bail!(
+            "{name}: the phase did not finish within {} (bound --phase-timeout)",
+            contract::quote::duration(plan.phase_timeout)
+        ),
+    }
 }
 
 /// One phase of the plan's scenario (`drive` bounds it by `--phase-timeout`).
@@ -497,4 +506,35 @@ async fn route_load<C: SyncClient>(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A phase past `--phase-timeout` ends there, named with the flag and a rounded duration;
+    /// one within it gives its result.
+    #[tokio::test]
+    async fn a_phase_past_its_timeout_is_named() {
+        let prep = crate::sample::runner::mock::prepared();
+        let spec = crate::sample::target::TargetSpec {
+            given: "ref".into(),
+            def: loadgen::launch::TargetDef::command(vec!["ref".into()], "ref").unwrap(),
+        };
+        let mut plan = prep.plan(&spec, 1, false);
+        plan.phase_timeout = Duration::from_millis(1500);
+        let t0 = Instant::now();
+        let slow = async {
+            tokio::time::sleep(Duration::from_secs(60)).await;
+            Ok(())
+        };
+        let e = within_phase(&plan, "cold_pull", slow).await.unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "cold_pull: the phase did not finish within 2s (bound --phase-timeout)"
+        );
+        assert!(t0.elapsed() < Duration::from_secs(10), "{:?}", t0.elapsed());
+        let quick = async { Ok(7) };
+        assert_eq!(within_phase(&plan, "cold_push", quick).await.unwrap(), 7);
+    }
 }

@@ -8,6 +8,7 @@ pub mod comparability;
 pub mod compare;
 pub mod export;
 pub mod flame;
+pub mod growth;
 mod glyphs;
 pub mod recording;
 pub mod render;

@@ -208,6 +208,24 @@ fn recording_charts(b: &Baseline, p: &Provenance) -> Result<Vec<Chart>, ChartErr
             kind: ChartKind::Percentiles(series),
         });
     }
+    for g in recording::growth(b) {
+        if g.points.len() < 2 {
+            continue;
+        }
+        out.push(Chart {
+            slug: format!("growth-{}-{}", fmt::slug(&g.phase), fmt::slug(&g.series)),
+            title: format!("{}: {}", b.scenario, g.finding),
+            kind: ChartKind::Growth {
+                unit: match g.series.as_str() {
+                    "server_cpu" => "server CPU µs per file".into(),
+                    "time" => "µs per file".into(),
+                    s => format!("{} lines per file", s.trim_start_matches("log.")),
+                },
+                points: g.points.clone(),
+                exponent: g.exponent,
+            },
+        });
+    }
     let bars: Vec<Bar> = recording::recording_report(b, p)
         .phases
         .iter()

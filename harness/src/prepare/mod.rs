@@ -116,6 +116,15 @@ pub struct RunOpts {
     /// 131072).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub feed_max_pages: Option<u64>,
+    /// Count the target's log lines that match REGEX in each phase, as `PHASE.log.NAME` (and
+    /// per file, per request): NAME=REGEX, repeatable; added to the scenario's `[[count]]`.
+    /// Lines are read from the target's stdout and stderr as they come.
+    #[arg(long = "count", value_name = "NAME=REGEX")]
+    pub count: Vec<String>,
+    /// Sum the named capture `value` of the target's log lines that match, per phase:
+    /// NAME=REGEX with `(?P<value>...)`, e.g. `sql_ms=duration=(?P<value>[0-9.]+)ms`.
+    #[arg(long = "sum", value_name = "NAME=REGEX")]
+    pub sum: Vec<String>,
     #[command(flatten)]
     pub git: git::GitArgs,
 }
@@ -426,7 +435,8 @@ impl RunOpts {
 
 /// Resolves the scenario's profile and seed, the cached vault, a fresh work dir, the gate
 /// thresholds, this machine's fingerprint and its calibration reference.
-pub fn prepare(scenario: Scenario, opts: &RunOpts) -> anyhow::Result<Prepared> {
+pub fn prepare(mut scenario: Scenario, opts: &RunOpts) -> anyhow::Result<Prepared> {
+    crate::sample::logtap::merge(&mut scenario, &opts.count, &opts.sum)?;
     // Checked first: a missing tool is one line, before any vault is written.
     if opts.cost && scenario.protocol == Protocol::Couchdb {
         bail!(

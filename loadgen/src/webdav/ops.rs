@@ -109,6 +109,19 @@ pub(crate) fn local_tree(dir: &Path) -> Result<(Vec<String>, LocalFiles), DavErr
 /// Pushes every folder (MKCOL, parents first, one at a time) and file (PUT, [`IN_FLIGHT`]
 /// at once) under `dir` to the server's root.
 pub async fn push_vault(client: &DavClient, dir: &Path) -> Result<TransferReport, DavError> {
+    push_vault_with(client, dir, IN_FLIGHT, 1000).await
+}
+
+/// [`push_vault`] with `in_flight` PUTs at once and a throughput checkpoint every
+/// `checkpoint_every` files (an import probe uploads one at a time and reads the server's
+/// cost at every checkpoint).
+pub async fn push_vault_with(
+    client: &DavClient,
+    dir: &Path,
+    in_flight: usize,
+    checkpoint_every: usize,
+) -> Result<TransferReport, DavError> {
+    let (in_flight, every) = (in_flight.max(1), checkpoint_every.max(1) as u64);
     let rec = Recorder::new(false);
     let t0 = Instant::now();
     let (dirs, files) = local_tree(dir)?;
@@ -121,7 +134,7 @@ pub async fn push_vault(client: &DavClient, dir: &Path) -> Result<TransferReport
     let mut last_cp = (0u64, Duration::ZERO);
     let mut queue = files.into_iter();
     loop {
-        while set.len() < IN_FLIGHT {
+        while set.len() < in_flight {
             let Some((rel, abs, _)) = queue.next() else {
                 break;
             };
@@ -140,7 +153,7 @@ pub async fn push_vault(client: &DavClient, dir: &Path) -> Result<TransferReport
         };
         bytes += join(res)??;
         done += 1;
-        if done % 1000 == 0 {
+        if done % every == 0 {
             let el = t0.elapsed();
             let dt = (el - last_cp.1).as_secs_f64().max(1e-9);
             checkpoints.push(Checkpoint {

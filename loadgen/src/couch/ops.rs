@@ -465,6 +465,8 @@ impl Writer {
                     files: n,
                     elapsed_ms: now.as_millis() as u64,
                     files_per_s: (n - last_cp.0) as f64 / dt,
+                    // Documents go in batches: no file has a latency of its own.
+                    p50_ms: None,
                 });
                 last_cp = (n, now);
             }

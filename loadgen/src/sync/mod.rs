@@ -14,7 +14,7 @@ mod long_poll;
 mod pull;
 mod push;
 mod rename;
-mod report;
+pub(crate) mod report;
 
 pub(crate) use local::safe_rel_path;
 pub use local::{decode_manifest, file_id_for};

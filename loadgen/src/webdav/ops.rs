@@ -128,7 +128,8 @@ pub async fn push_vault_with(
     for d in &dirs {
         client.mkcol(&rec, d).await?;
     }
-    let mut set: JoinSet<Result<u64, DavError>> = JoinSet::new();
+    let mut set: JoinSet<Result<(u64, Duration), DavError>> = JoinSet::new();
+    let mut lat = crate::sync::report::WindowLatency::default();
     let (mut done, mut bytes) = (0u64, 0u64);
     let mut checkpoints = Vec::new();
     let mut last_cp = (0u64, Duration::ZERO);
@@ -144,14 +145,17 @@ pub async fn push_vault_with(
                     .await
                     .map_err(|e| DavError::io(&abs, e))?;
                 let n = body.len() as u64;
+                let t = Instant::now();
                 c.put(&r, &rel, Bytes::from(body)).await?;
-                Ok(n)
+                Ok((n, t.elapsed()))
             });
         }
         let Some(res) = set.join_next().await else {
             break;
         };
-        bytes += join(res)??;
+        let (n, took) = join(res)??;
+        bytes += n;
+        lat.push(took);
         done += 1;
         if done % every == 0 {
             let el = t0.elapsed();
@@ -160,6 +164,7 @@ pub async fn push_vault_with(
                 files: done,
                 elapsed_ms: el.as_millis() as u64,
                 files_per_s: (done - last_cp.0) as f64 / dt,
+                p50_ms: lat.take_p50(),
             });
             last_cp = (done, el);
         }

@@ -118,6 +118,10 @@ pub fn run(args: RecordArgs) -> anyhow::Result<i32> {
             args.full
         )
     );
+    // How each per-file cost grows with the vault, in one line each (counts first).
+    for g in reports::render::growth(&w.baseline) {
+        eprintln!("growth: {}: {}", g.phase, g.finding);
+    }
     eprintln!(
         "wrote {} and {}",
         w.baseline_path.display(),

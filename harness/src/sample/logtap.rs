@@ -512,6 +512,79 @@ mod tests {
         assert!(e.contains("value"), "{e}");
     }
 
+    /// A target that writes 1 GiB of log lines: every line is counted, this process's memory
+    /// stays under 200 MiB, and no single write of the target waits long on its pipe (the
+    /// reader drains while it counts; a write of 1 MiB waits at most for that much to be read).
+    #[test]
+    #[ignore = "slow: 1 GiB of log lines through a pipe"]
+    fn a_gibibyte_of_log_lines_is_counted_in_bounded_memory_without_stalling_the_writer() {
+        const LINE: &[u8] = b"reindex version=0123456789abcdef0123456789abcdef file=0123456\n";
+        const TOTAL: usize = 1 << 30;
+        let lines = TOTAL / LINE.len();
+        let dir = tempfile::tempdir().unwrap();
+        let report = dir.path().join("longest_write_s");
+        // The writer times each 1 MiB write(2) and leaves its longest in a file.
+        let script = format!(
+            "import os,sys,time\nline={line:?}.encode()\nblock=line*({per})\nn={lines}\nlongest=0.0\n\
+             while n>0:\n    k=min(n,{per})\n    b=block if k=={per} else line*k\n    \
+             t=time.monotonic()\n    v=memoryview(b)\n    while v:\n        w=os.write(1,v)\n        v=v[w:]\n    \
+             longest=max(longest,time.monotonic()-t)\n    n-=k\nopen({out:?},'w').write(str(longest))\n",
+            line = String::from_utf8_lossy(LINE),
+            per = (1 << 20) / LINE.len(),
+            out = report.display().to_string(),
+        );
+        let tap = Arc::new(Tap::default());
+        tap.set_rules(&[
+            rule(
+                "reindex",
+                "^reindex version=[0-9a-f]+ file=",
+                CountKind::Count,
+                "output",
+            ),
+            rule("never", "no such line", CountKind::Count, "output"),
+        ])
+        .unwrap();
+        procstat::read::reset_peak_rss();
+        let mut child = std::process::Command::new("python3")
+            .args(["-c", &script])
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("python3 runs the writer");
+        drain(child.stdout.take().unwrap(), tap.clone(), false);
+        let deadline = Instant::now() + Duration::from_secs(600);
+        let status = loop {
+            if let Some(s) = child.try_wait().unwrap() {
+                break s;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the writer did not finish in 600 s"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        assert!(status.success());
+        // The reader may still hold the pipe's last bytes: wait for the count to settle.
+        let until = Instant::now() + Duration::from_secs(30);
+        while tap.read().lines < lines as u64 && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let r = tap.read();
+        assert_eq!(
+            r.totals,
+            vec![("reindex".into(), lines as f64), ("never".into(), 0.0)]
+        );
+        assert_eq!((r.lines, r.truncated), (lines as u64, 0));
+        let peak_kib = procstat::read::peak_rss_kib(procstat::Pid::Current)
+            .unwrap()
+            .unwrap();
+        assert!(peak_kib < 200 * 1024, "peak RSS {peak_kib} KiB");
+        let longest: f64 = std::fs::read_to_string(&report).unwrap().parse().unwrap();
+        assert!(
+            longest < 1.0,
+            "a 1 MiB write waited {longest:.3} s on the pipe"
+        );
+    }
+
     #[test]
     fn a_reading_subtracts() {
         let a = Reading {

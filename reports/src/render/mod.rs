@@ -19,8 +19,8 @@ pub use history::{
     HistoryPoint, HistoryReport, KeyTrend, PointMeta, ScenarioHistory, TrendValue, history_report,
 };
 pub use recording::{
-    Calibration, Cell, ChannelRow, KIND_REPORT, LoadRow, PhaseRow, ProvenanceSummary,
-    RecordingReport, RouteRow, Row, recording_report,
+    Calibration, Cell, ChannelRow, GrowthRow, KIND_REPORT, LoadRow, PhaseRow, ProvenanceSummary,
+    RecordingReport, RouteRow, Row, growth, recording_report,
 };
 
 use crate::charts::{Chart, ChartError};

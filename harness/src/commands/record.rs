@@ -122,6 +122,13 @@ pub fn run(args: RecordArgs) -> anyhow::Result<i32> {
     for g in reports::render::growth(&w.baseline) {
         eprintln!("growth: {}: {}", g.phase, g.finding);
     }
+    for (phase, series, named, fitted) in
+        reports::render::superlinear_samples(&w.baseline, &w.provenance)
+    {
+        eprintln!(
+            "growth: {phase} {series}: {named} of {fitted} samples, each fitted alone, named a superlinear growth"
+        );
+    }
     eprintln!(
         "wrote {} and {}",
         w.baseline_path.display(),

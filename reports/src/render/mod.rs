@@ -20,7 +20,7 @@ pub use history::{
 };
 pub use recording::{
     Calibration, Cell, ChannelRow, GrowthRow, KIND_REPORT, LoadRow, PhaseRow, ProvenanceSummary,
-    RecordingReport, RouteRow, Row, growth, recording_report,
+    RecordingReport, RouteRow, Row, growth, recording_report, superlinear_samples,
 };
 
 use crate::charts::{Chart, ChartError};

@@ -316,6 +316,36 @@ pub fn growth(b: &Baseline) -> Vec<GrowthRow> {
     out
 }
 
+/// Per checkpointed phase and series: how many counted samples, each fitted on its own raw
+/// values, named a superlinear growth, of how many had a fit. Run against a server known to
+/// be linear, this is the fit's false-finding rate on the machine.
+pub fn superlinear_samples(b: &Baseline, p: &Provenance) -> Vec<(String, String, usize, usize)> {
+    let n = p.raw.values().map(Vec::len).max().unwrap_or(0);
+    let mut out: Vec<(String, String, usize, usize)> = Vec::new();
+    for phase in crate::growth::checkpointed_phases(b.metrics.keys().map(String::as_str)) {
+        for i in 0..n {
+            let keys = p
+                .raw
+                .iter()
+                .filter_map(|(k, v)| Some((k.as_str(), *v.get(i)?)));
+            for f in crate::growth::findings(&phase, keys) {
+                let row = match out.iter_mut().find(|r| r.0 == phase && r.1 == f.series) {
+                    Some(r) => r,
+                    None => {
+                        out.push((phase.clone(), f.series.clone(), 0, 0));
+                        out.last_mut().expect("just pushed")
+                    }
+                };
+                if let Some(g) = &f.growth {
+                    row.3 += 1;
+                    row.2 += usize::from(g.superlinear());
+                }
+            }
+        }
+    }
+    out
+}
+
 /// A series' (window midpoint, per-file value) points, as `growth::findings` reads them.
 fn growth_points(b: &Baseline, phase: &str, series: &str) -> Vec<(f64, f64)> {
     let head = format!("{phase}.checkpoint.");

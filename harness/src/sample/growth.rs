@@ -107,8 +107,12 @@ fn sample(pgid: u32, tap: &Tap, stop: &AtomicBool) -> Vec<Point> {
     }
 }
 
-/// The cumulative figures at `at`, interpolated between the samples around it.
-fn at(points: &[Point], at: Duration) -> Option<(f64, f64, Vec<(String, f64)>)> {
+/// Log totals by counter name.
+type Logs = Vec<(String, f64)>;
+
+/// The cumulative figures at `at` (CPU ns, RSS KiB, log totals), interpolated between the
+/// samples around it.
+fn at(points: &[Point], at: Duration) -> Option<(f64, f64, Logs)> {
     let i = points.partition_point(|p| p.at < at);
     let b = points.get(i).or(points.last())?;
     let a = if i == 0 { b } else { &points[i - 1] };
@@ -146,7 +150,7 @@ fn write_keys(phase: &str, points: &[Point], r: &TransferReport, m: &mut Metrics
     }
     let key = |cp: u64, stat: &str| PhaseKey::new(phase, &format!("checkpoint.{cp:07}.{stat}"));
     // (files, cpu ns, log totals) at the start and at every checkpoint.
-    let mut cum: Vec<(u64, f64, Vec<(String, f64)>)> = Vec::new();
+    let mut cum: Vec<(u64, f64, Logs)> = Vec::new();
     if let Some((cpu, _, logs)) = at(points, Duration::ZERO) {
         cum.push((0, cpu, logs));
     }

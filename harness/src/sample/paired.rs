@@ -79,6 +79,8 @@ pub fn measure(
         let sb = start(b, &dir_b, "B")?;
         (start(&plan.target, &dir_a, "A")?, sb)
     };
+    sa.count_log(&plan.scenario.counts)?;
+    sb.count_log(&plan.scenario.counts)?;
     *server_pid = sa.pid;
     let b_server_pid = sb.pid;
     let mut arm_a = Arm {
@@ -178,6 +180,7 @@ async fn drive(
     let mut b_seq: Option<[u64; 2]> = None;
     let pull_dirs = dirs.map(|d| d.join("pull-b"));
     for phase in &plan.scenario.phases {
+        let logs = [a.server.log.read(), b.server.log.read()];
         match phase {
             Phase::ColdStart => {}
             Phase::ColdPush { .. } => {
@@ -256,8 +259,37 @@ async fn drive(
             }
             other => skipped.push(other.name().to_owned()),
         }
+        if !skipped.iter().any(|x| x == phase.name()) {
+            log_window(phase, logs, a, b);
+        }
     }
     Ok(())
+}
+
+/// Each arm's log counts over the phase just driven (its own server's log, so exact per arm
+/// however the phase interleaved the arms).
+fn log_window(
+    phase: &Phase,
+    before: [crate::sample::logtap::Reading; 2],
+    a: &mut Arm,
+    b: &mut Arm,
+) {
+    if matches!(phase, Phase::ColdStart) {
+        return;
+    }
+    let name = phase.name();
+    for (arm, r0) in [a, b].into_iter().zip(before) {
+        if !arm.server.log.counting() {
+            continue;
+        }
+        let d = r0.until(&arm.server.log.settle());
+        let files = arm
+            .m
+            .map
+            .get(&format!("{name}.files"))
+            .map(|m| m.value as u64);
+        crate::sample::phases::log_keys(&format!("{name}.log"), &d, files, &mut arm.m);
+    }
 }
 
 /// The WebDAV flow: cold push and cold pull file by file (WebDAV has no devices: each arm is
@@ -288,6 +320,7 @@ async fn drive_dav(
     };
     let pull_dirs = dirs.map(|d| d.join("pull-b"));
     for phase in &plan.scenario.phases {
+        let logs = [a.server.log.read(), b.server.log.read()];
         match phase {
             Phase::ColdStart => {}
             Phase::ColdPush { .. } => {
@@ -299,6 +332,9 @@ async fn drive_dav(
                 pairs.insert(COLD_PULL_WALL.to_owned(), s);
             }
             other => skipped.push(other.name().to_owned()),
+        }
+        if !skipped.iter().any(|x| x == phase.name()) {
+            log_window(phase, logs, a, b);
         }
     }
     Ok(())

@@ -239,7 +239,12 @@ pub async fn drive<C: SyncClient>(
 /// where the phase moved files. A phase's work is fixed (the same files, the same requests),
 /// so a count of what the server did for it is exact; a line a server writes on a timer of
 /// its own is not, and shows as an unsteady exact key.
-fn log_keys(prefix: &str, d: &crate::sample::logtap::Reading, files: Option<u64>, m: &mut Metrics) {
+pub(crate) fn log_keys(
+    prefix: &str,
+    d: &crate::sample::logtap::Reading,
+    files: Option<u64>,
+    m: &mut Metrics,
+) {
     for (name, v) in &d.totals {
         m.exact(format!("{prefix}.{name}"), *v, "lines");
         if let Some(f) = files.filter(|f| *f > 0) {

@@ -848,6 +848,44 @@ mod tests {
     }
 
     #[test]
+    fn count_rules_parse_and_bad_ones_are_refused() {
+        let head = "name = \"c\"\ndoc = \"d\"\nprofile = \"small\"\n\
+                    [[phase]]\nkind = \"cold_push\"\n";
+        let ok = format!(
+            "{head}[[count]]\nname = \"reindex\"\nregex = '^reindex '\n\
+             [[count]]\nname = \"sql_ms\"\nregex = 'ms=(?P<value>[0-9.]+)'\nkind = \"sum\"\n\
+             source = \"file:logs/server.log\"\n"
+        );
+        let s = parse(&ok, "t").unwrap();
+        assert_eq!(s.counts.len(), 2);
+        assert_eq!(s.counts[1].kind, CountKind::Sum);
+        assert_eq!(s.counts[1].file(), Some("logs/server.log"));
+        assert_eq!(s.counts[0].file(), None);
+        for (bad, why) in [
+            ("name = \"Bad\"\nregex = 'x'", "a-z"),
+            (
+                "name = \"x\"\nregex = 'x'\nsource = \"file:../up.log\"",
+                "inside the data dir",
+            ),
+            ("name = \"x\"\nregex = 'x'\nsource = \"stdout\"", "must be"),
+        ] {
+            let e = parse(&format!("{head}[[count]]\n{bad}\n"), "t")
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(why), "{e}");
+        }
+        let twice = format!(
+            "{head}[[count]]\nname = \"x\"\nregex = 'a'\n[[count]]\nname = \"x\"\nregex = 'b'\n"
+        );
+        assert!(
+            parse(&twice, "t")
+                .unwrap_err()
+                .to_string()
+                .contains("twice")
+        );
+    }
+
+    #[test]
     fn small_has_the_issue_phases() {
         let s = builtin("small").unwrap();
         let names: Vec<_> = s.phases.iter().map(|p| p.name()).collect();

@@ -297,19 +297,15 @@ pub(crate) fn xml_error(e: &quick_xml::Error) -> String {
     format!("not well-formed XML: {}", clip(&s, 200))
 }
 
-/// `s` on one line and at most `max` bytes (cut at a character boundary, marked with `…`):
-/// a server's text in a message must not make the message long.
+/// `s` on one line, escaped, and at most `max` bytes of it with the count left out
+/// ([`contract::quote::text_within`]): a server's text in a message must not make the
+/// message long, nor reach the terminal as control characters.
 pub fn clip(s: &str, max: usize) -> String {
-    let one_line: String = s
-        .chars()
-        .map(|c| if c.is_control() { ' ' } else { c })
-        .collect();
-    if one_line.len() <= max {
-        return one_line;
-    }
-    let mut end = max;
-    while !one_line.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}…", &one_line[..end])
+    contract::quote::text_within(s, max)
+}
+
+/// A server's string (an href, a key, a path) for a message: quoted, escaped, at most `max`
+/// bytes of it ([`contract::quote::quote_within`]).
+pub(crate) fn quoted(s: &str, max: usize) -> String {
+    contract::quote::quote_within(s, max)
 }

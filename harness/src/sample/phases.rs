@@ -74,11 +74,45 @@ pub async fn drive<C: SyncClient>(
     m: &mut Metrics,
     bounds: &mut dyn Boundary,
 ) -> anyhow::Result<()> {
-    let pull_dir = sample_dir.join("pull-b");
     for phase in &plan.scenario.phases {
-        let name = phase.name();
+        let run = run_phase(plan, phase, server, client, sample_dir, m, bounds);
+        within_phase(plan, phase.name(), run).await?;
+    }
+    client.finish(m);
+    Ok(())
+}
+
+/// Runs one phase's work within the plan's `--phase-timeout`: past it, an error naming the
+/// phase and the flag (the work is dropped).
+pub async fn within_phase<T>(
+    plan: &SamplePlan,
+    name: &str,
+    work: impl std::future::Future<Output = anyhow::Result<T>>,
+) -> anyhow::Result<T> {
+    match tokio::time::timeout(plan.phase_timeout, work).await {
+        Ok(r) => r,
+        Err(_) => bail!(
+            "{name}: the phase did not finish within {} (bound --phase-timeout)",
+            contract::quote::duration(plan.phase_timeout)
+        ),
+    }
+}
+
+/// One phase of the plan's scenario (`drive` bounds it by `--phase-timeout`).
+async fn run_phase<C: SyncClient>(
+    plan: &SamplePlan,
+    phase: &Phase,
+    server: &mut Server,
+    client: &mut C,
+    sample_dir: &Path,
+    m: &mut Metrics,
+    bounds: &mut dyn Boundary,
+) -> anyhow::Result<()> {
+    let pull_dir = sample_dir.join("pull-b");
+    let name = phase.name();
+    {
         match phase {
-            Phase::ColdStart => continue,
+            Phase::ColdStart => return Ok(()),
             Phase::Crash {
                 in_flight,
                 crashes,
@@ -91,7 +125,7 @@ pub async fn drive<C: SyncClient>(
                 };
                 client.crash(plan, server, how, sample_dir, m).await?;
                 bounds.restarted(server.pid);
-                continue; // the restarted server's counters start again from zero
+                return Ok(()); // the restarted server's counters start again from zero
             }
             Phase::RouteLoad {
                 routes, in_flight, ..
@@ -100,44 +134,52 @@ pub async fn drive<C: SyncClient>(
                     .route_bound()
                     .context("route_load step without a valid bound")?;
                 // Each step is its own cost window; counters under a timed load are not exact.
-                route_load(client, routes, in_flight, bound, plan.seed, m, bounds).await?;
-                continue;
+                route_load(
+                    client,
+                    routes,
+                    in_flight,
+                    bound,
+                    plan.seed,
+                    m,
+                    bounds,
+                    &server.log,
+                )
+                .await?;
+                return Ok(());
             }
             Phase::LongPollFanout { .. } | Phase::ConcurrentPush { .. } => {
                 long_poll_step(plan, phase, server, client, sample_dir, m, bounds).await?;
-                continue;
+                return Ok(());
             }
             _ => {}
         }
         if bounds.scrapes() {
             client.phase_started().await?;
         }
+        let log0 = server.log.read();
         bounds.begin()?;
+        let mut log_files = None;
         let (work, push_files) = match phase {
             Phase::ColdPush {
                 in_flight,
                 checkpoint_every,
             } => {
+                let sampler = crate::sample::growth::Sampler::start(server.pid, server.log.clone());
                 let r = client
                     .push(&plan.vault_dir, *in_flight, *checkpoint_every, m)
                     .await?;
                 bounds.end(&Scope::phase(name), transfer_work(&r), false, m)?;
                 transfer_metrics(client, name, &r, m);
-                if r.checkpoints.len() > 1 {
-                    for cp in &r.checkpoints {
-                        m.timing(
-                            PhaseKey::new(name, &format!("checkpoint.{:07}.files_per_s", cp.files)),
-                            cp.files_per_s,
-                            "files/s",
-                            Better::Higher,
-                        );
-                    }
+                for line in sampler.finish(name, &r, m) {
+                    eprintln!("{name}: {line}");
                 }
+                log_files = Some(r.files);
                 (None, Some(r.files))
             }
             Phase::ColdPull => {
                 let r = client.pull(&pull_dir).await?;
                 transfer_metrics(client, name, &r, m);
+                log_files = Some(r.files);
                 let got = crate::tree::tree_digest(&pull_dir).context("hashing the pulled tree")?;
                 if got != plan.vault_digest {
                     bail!(
@@ -214,12 +256,51 @@ pub async fn drive<C: SyncClient>(
         if let Some(work) = work {
             bounds.end(&Scope::phase(name), work, false, m)?;
         }
+        if server.log.counting() {
+            let d = log0.until(&server.log.settle());
+            log_keys(&PhaseKey::new(name, "log").to_string(), &d, log_files, m);
+        }
         if bounds.scrapes() {
             client.phase_ended(name, push_files, m).await?;
         }
     }
-    client.finish(m);
     Ok(())
+}
+
+/// The log counters of one window under `prefix` (`cold_push.log`): each count, and per file
+/// where the phase moved files. A phase's work is fixed (the same files, the same requests),
+/// so a count of what the server did for it is exact; a line a server writes on a timer of
+/// its own is not, and shows as an unsteady exact key.
+pub(crate) fn log_keys(
+    prefix: &str,
+    d: &crate::sample::logtap::Reading,
+    files: Option<u64>,
+    m: &mut Metrics,
+) {
+    for (name, v) in &d.totals {
+        m.exact(format!("{prefix}.{name}"), *v, "lines");
+        if let Some(f) = files.filter(|f| *f > 0) {
+            m.exact(
+                format!("{prefix}.{name}_per_file"),
+                (v / f as f64 * 1e3).round() / 1e3,
+                "lines/file",
+            );
+        }
+    }
+    if d.truncated > 0 {
+        m.exact(
+            format!("{prefix}.lines_truncated"),
+            d.truncated as f64,
+            "lines",
+        );
+    }
+    if d.unparsed > 0 {
+        m.exact(
+            format!("{prefix}.values_unparsed"),
+            d.unparsed as f64,
+            "lines",
+        );
+    }
 }
 
 /// A long-polling step, level by level: each level's server cost window opens when every
@@ -379,6 +460,7 @@ fn transfer_metrics<C: SyncClient>(client: &C, p: &str, r: &TransferReport, m: &
     m.exact(key("errors"), errors as f64, "count");
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn route_load<C: SyncClient>(
     client: &mut C,
     routes: &[String],
@@ -387,6 +469,7 @@ async fn route_load<C: SyncClient>(
     seed: u64,
     m: &mut Metrics,
     bounds: &mut dyn Boundary,
+    log: &crate::sample::logtap::Tap,
 ) -> anyhow::Result<()> {
     let (seconds, max_requests) = bound.duration_and_ceiling();
     let known = client.routes();
@@ -399,6 +482,7 @@ async fn route_load<C: SyncClient>(
             );
         }
         for &level in levels {
+            let log0 = log.read();
             bounds.begin()?;
             let rep = client
                 .route_step(
@@ -423,6 +507,18 @@ async fn route_load<C: SyncClient>(
                 true,
                 m,
             )?;
+            if log.counting() && rep.requests > 0 {
+                // Per request only: a time-bounded step's request count depends on speed.
+                let d = log0.until(&log.settle());
+                for (name, v) in &d.totals {
+                    m.cost(
+                        key.with_stat(&format!("log.{name}_per_request"))
+                            .to_string(),
+                        (v / rep.requests as f64 * 1e3).round() / 1e3,
+                        "lines/request",
+                    );
+                }
+            }
             let stats = &rep.stats;
             // A failed request is data for the load generator, but a recording of a target that
             // answers 5xx or drops connections is not a measurement of the build: fail the sample.
@@ -472,4 +568,35 @@ async fn route_load<C: SyncClient>(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A phase past `--phase-timeout` ends there, named with the flag and a rounded duration;
+    /// one within it gives its result.
+    #[tokio::test]
+    async fn a_phase_past_its_timeout_is_named() {
+        let prep = crate::sample::runner::mock::prepared();
+        let spec = crate::sample::target::TargetSpec {
+            given: "ref".into(),
+            def: loadgen::launch::TargetDef::command(vec!["ref".into()], "ref").unwrap(),
+        };
+        let mut plan = prep.plan(&spec, 1, false);
+        plan.phase_timeout = Duration::from_millis(1500);
+        let t0 = Instant::now();
+        let slow = async {
+            tokio::time::sleep(Duration::from_secs(60)).await;
+            Ok(())
+        };
+        let e = within_phase(&plan, "cold_pull", slow).await.unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "cold_pull: the phase did not finish within 2s (bound --phase-timeout)"
+        );
+        assert!(t0.elapsed() < Duration::from_secs(10), "{:?}", t0.elapsed());
+        let quick = async { Ok(7) };
+        assert_eq!(within_phase(&plan, "cold_push", quick).await.unwrap(), 7);
+    }
 }

@@ -56,10 +56,12 @@ pub const DEFAULT_BUCKET: &str = "vaultbench";
 ///   pull (a key and its ETag, about 200 bytes), so the bound keeps a walk's record near
 ///   50 MB;
 /// - pages: 4,096 is 40 times `vault100k`'s and stops a server that pages by one key after
-///   4,096 requests, not 250,000.
+///   4,096 requests, not 250,000;
+/// - bytes: not read (the walk holds one page's answer at a time, capped like any answer).
 pub const LIST_DEFAULT: FeedBounds = FeedBounds {
     max_entries: 250_000,
     max_pages: 4096,
+    max_bytes: FeedBounds::HELD_BYTES_DEFAULT,
 };
 
 /// What the rest of the generator and the harness's registry know of this protocol.

@@ -79,7 +79,8 @@ pub async fn push_vault(
             client.head(&rec, &key).await?;
         }
     }
-    let mut set: JoinSet<Result<u64, S3Error>> = JoinSet::new();
+    let mut set: JoinSet<Result<(u64, Duration), S3Error>> = JoinSet::new();
+    let mut lat = crate::transfer::WindowLatency::default();
     let (mut done, mut bytes) = (0u64, 0u64);
     let mut checkpoints = Vec::new();
     let mut last_cp = (0u64, Duration::ZERO);
@@ -97,15 +98,18 @@ pub async fn push_vault(
                     .map_err(|e| S3Error::io(&abs, e))?;
                 let mtime = std::fs::metadata(&abs).map(|m| mtime_s(&m)).unwrap_or(0);
                 let n = body.len() as u64;
+                let t = Instant::now();
                 c.put(&r, &key, Bytes::from(body), mtime).await?;
                 c.head(&r, &key).await?;
-                Ok(n)
+                Ok((n, t.elapsed()))
             });
         }
         let Some(res) = set.join_next().await else {
             break;
         };
-        bytes += join(res)??;
+        let (n, took) = join(res)??;
+        bytes += n;
+        lat.push(took);
         done += 1;
         if done % every == 0 {
             let el = t0.elapsed();
@@ -114,6 +118,7 @@ pub async fn push_vault(
                 files: done,
                 elapsed_ms: el.as_millis() as u64,
                 files_per_s: (done - last_cp.0) as f64 / dt,
+                p50_ms: lat.take_p50(),
             });
             last_cp = (done, el);
         }

@@ -26,8 +26,8 @@ use quick_xml::name::ResolveResult;
 
 use super::error::DavError;
 pub use crate::xml::MAX_TOKEN_BYTES;
-pub(crate) use crate::xml::clip;
 use crate::xml::{self, Grammar, Step, Stop};
+pub(crate) use crate::xml::{clip, quoted};
 
 const DAV: &str = "DAV:";
 
@@ -457,7 +457,7 @@ fn parse_status_line(line: &str) -> Result<u16, String> {
         .filter(|c| c.len() == 3 && c.bytes().all(|b| b.is_ascii_digit()))
         .and_then(|c| c.parse().ok())
         .filter(|s: &u16| (100..=599).contains(s))
-        .ok_or_else(|| format!("bad status line {:?}", clip(line, 80)))
+        .ok_or_else(|| format!("bad status line {}", quoted(line, 80)))
 }
 
 /// The path of an href: scheme and authority dropped, query and fragment refused,
@@ -472,19 +472,19 @@ pub fn decode_href(href: &str) -> Result<String, String> {
     };
     if !path.starts_with('/') {
         return Err(format!(
-            "href {:?} is not an absolute path",
-            clip(href, 120)
+            "href {} is not an absolute path",
+            quoted(href, 120)
         ));
     }
     if path.contains(['?', '#']) {
         return Err(format!(
-            "href {:?} has a query or fragment",
-            clip(href, 120)
+            "href {} has a query or fragment",
+            quoted(href, 120)
         ));
     }
     let bytes: Cow<[u8]> = percent_encoding::percent_decode_str(path).into();
     String::from_utf8(bytes.into_owned())
-        .map_err(|_| format!("href {:?} does not decode to UTF-8", clip(href, 120)))
+        .map_err(|_| format!("href {} does not decode to UTF-8", quoted(href, 120)))
 }
 
 #[cfg(test)]

@@ -132,6 +132,7 @@ fn continuation_tokens_forever_stop_at_the_page_bound() {
     let client = fake.client().with_bounds(FeedBounds {
         max_entries: 1_000_000,
         max_pages: 50,
+        max_bytes: FeedBounds::HELD_BYTES_DEFAULT,
     });
     let t0 = Instant::now();
     let e = walk_err(&client);
@@ -187,6 +188,7 @@ fn a_300_mb_listing_stops_at_the_entry_bound_as_it_streams() {
     let client = fake.client().with_bounds(FeedBounds {
         max_entries: 20_000,
         max_pages: 10,
+        max_bytes: FeedBounds::HELD_BYTES_DEFAULT,
     });
     let t0 = Instant::now();
     let e = walk_err(&client);

@@ -285,6 +285,43 @@ mod tests {
         );
     }
 
+    /// A request as vaultbench sends one (a non-ASCII key, a `+`, signed metadata and
+    /// Content-Type), against botocore's `S3SigV4Auth` (the AWS SDK for Python's S3 signer)
+    /// on the same request: `Signature=d0328780…` for secret `sk/secret+key` at 11:34:28Z.
+    #[test]
+    fn matches_botocore_on_a_request_like_ours() {
+        let body = b"hello note\n";
+        let hash = sha256_hex(body);
+        let path = format!("/vaultbench/Wiki/{}", encode("Caf\u{e9} a+b.md"));
+        assert_eq!(path, "/vaultbench/Wiki/Caf%C3%A9%20a%2Bb.md");
+        let date = "20261206T113428Z";
+        let s = sign(
+            &Credentials {
+                access_key: "ak".into(),
+                secret_key: "sk/secret+key".into(),
+            },
+            REGION,
+            &ToSign {
+                method: "PUT",
+                path: &path,
+                query: &canonical_query(&[("x-id", "PutObject")]),
+                headers: &[
+                    ("content-type", "text/markdown; charset=utf-8"),
+                    ("host", "127.0.0.1:9000"),
+                    ("x-amz-content-sha256", &hash),
+                    ("x-amz-date", date),
+                    ("x-amz-meta-mtime", "1700000000"),
+                ],
+                payload_sha256: &hash,
+                amz_date: date,
+            },
+        );
+        assert_eq!(
+            s.authorization,
+            "AWS4-HMAC-SHA256 Credential=ak/20261206/us-east-1/s3/aws4_request, SignedHeaders=content-type;host;x-amz-content-sha256;x-amz-date;x-amz-meta-mtime, Signature=d03287808799c4cc75aa3bdf97941535d3edbb950a0f6e4aebd266de56d583a2"
+        );
+    }
+
     #[test]
     fn dates_and_encoding() {
         assert_eq!(amz_date(1_369_353_600), DATE);

@@ -16,7 +16,7 @@ use crate::feed::FeedBounds;
 use crate::http::{HttpClient, Request, StreamError};
 pub use crate::stats::Recorder;
 use crate::target::Target;
-use crate::xml::{Stop, clip};
+use crate::xml::{Stop, clip, quoted};
 
 /// Seconds since the Unix epoch, read for every request's `x-amz-date` (a parameter, so
 /// signing can be tested at a fixed time).
@@ -289,7 +289,7 @@ impl S3Client {
             Some(v) => Some(v.trim().parse::<u64>().map_err(|_| {
                 S3Error::invalid(
                     format!("HEAD {}", clip(key, 120)),
-                    format!("bad Content-Length {:?}", clip(v, 40)),
+                    format!("bad Content-Length {}", quoted(v, 40)),
                 )
             })?),
             None => None,

@@ -11,7 +11,7 @@ use bytes::Bytes;
 use quick_xml::events::Event;
 use quick_xml::name::ResolveResult;
 
-use crate::xml::{self, Grammar, Step, Stop, clip};
+use crate::xml::{self, Grammar, Step, Stop, clip, quoted};
 
 /// Deepest element nesting read: a listing is three levels deep
 /// (`ListBucketResult/Contents/Owner/ID` is the deepest); 16 stops a server's endless
@@ -226,7 +226,7 @@ impl Listing {
     fn number(&self, tag: Tag) -> Result<u64, String> {
         let t = self.text.trim();
         t.parse::<u64>()
-            .map_err(|_| format!("bad <{}> {:?}", tag.name(), clip(t, 40)))
+            .map_err(|_| format!("bad <{}> {}", tag.name(), quoted(t, 40)))
     }
 
     fn close(&mut self) -> Result<Step<Object>, String> {
@@ -239,7 +239,7 @@ impl Listing {
                 self.end.is_truncated = match self.text.trim() {
                     "true" => true,
                     "false" => false,
-                    other => return Err(format!("bad <IsTruncated> {:?}", clip(other, 40))),
+                    other => return Err(format!("bad <IsTruncated> {}", quoted(other, 40))),
                 }
             }
             Tag::NextToken => {
@@ -277,7 +277,7 @@ impl Listing {
                 let key = b.key.ok_or("a <Contents> without a <Key>")?;
                 let size = b
                     .size
-                    .ok_or_else(|| format!("no <Size> for {:?}", clip(&key, 120)))?;
+                    .ok_or_else(|| format!("no <Size> for {}", quoted(&key, 120)))?;
                 self.end.objects = self.end.objects.saturating_add(1);
                 return Ok(Step::Item(Object {
                     key,

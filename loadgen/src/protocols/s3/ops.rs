@@ -22,7 +22,7 @@ use super::error::S3Error;
 use super::listing::Object;
 use crate::transfer::{local_tree, report};
 use crate::walk::WalkBounds;
-use crate::xml::clip;
+use crate::xml::{clip, quoted};
 use crate::{Checkpoint, TransferReport};
 
 /// Files in flight during pull and rename: the figure every protocol's whole-vault transfer
@@ -136,7 +136,7 @@ fn join<T>(r: Result<T, tokio::task::JoinError>) -> Result<T, S3Error> {
 /// segment (a folder object's one trailing `/` aside), no NUL, within the walk's path bounds.
 /// A key that could climb out of the vault is refused before anything is written.
 pub fn check_key(prefix: &str, key: &str) -> Result<(), String> {
-    let why = |w: &str| Err(format!("listed key {:?}, {w}", clip(key, 120)));
+    let why = |w: &str| Err(format!("listed key {}, {w}", quoted(key, 120)));
     if !key.starts_with(prefix) {
         return why("which is not under the prefix listed");
     }
@@ -221,8 +221,8 @@ pub async fn walk(client: &S3Client, rec: &Recorder, prefix: &str) -> Result<Lis
         };
         if !tokens.insert(next.clone()) {
             return Err(overrun(format!(
-                "the continuation token {:?} came back a second time (page {}): the listing would never end",
-                clip(&next, 60),
+                "the continuation token {} came back a second time (page {}): the listing would never end",
+                quoted(&next, 60),
                 out.requests
             )));
         }

@@ -1,6 +1,7 @@
 //! The contract of vaultbench, in the manner of `nextest-metadata`: every persisted document
 //! as a serde type (the `load` state file too), the kind/format-version check, the histogram codec, the metric-key
-//! grammar and metric classes, the exit codes, and the small parsers every command shares.
+//! grammar and metric classes, the exit codes, the small parsers every command shares, and the quoting of a server's
+//! text for an error line (`quote`).
 //!
 //! Pure: no file system, no clock, no RNG. It sits at the bottom of the crate star:
 //! `calibration`, `reports`, `scenarios` and `harness` read and write through it, and
@@ -21,6 +22,7 @@ pub mod noise;
 pub mod parse;
 pub mod profile;
 pub mod protocol;
+pub mod quote;
 pub mod reference;
 pub mod schema;
 pub mod state;

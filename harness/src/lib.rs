@@ -163,6 +163,12 @@ pub fn usage_error(e: &clap::Error) -> i32 {
     exit::ERROR
 }
 
+/// The line [`report_error`] prints: `vaultbench: ` and the error chain, one line of at most
+/// [`contract::quote::MAX_LINE_BYTES`] bytes with no control character.
+pub fn error_line(err: &anyhow::Error) -> String {
+    contract::quote::line(&format!("vaultbench: {err:#}"))
+}
+
 /// clap's rendered error on one line: its message and any `tip:`, without the usage block.
 fn one_line(rendered: &str) -> String {
     let mut parts = Vec::new();
@@ -178,9 +184,13 @@ fn one_line(rendered: &str) -> String {
 }
 
 /// Prints `vaultbench: <error chain>` on one line and maps typed failures to their codes.
+/// The line is the last guard against a server's text: every control character in it is
+/// escaped and it is clipped to [`contract::quote::MAX_LINE_BYTES`]
+/// ([`contract::quote::line`]); the messages quote what a server sent already.
 pub fn report_error(err: &anyhow::Error) -> i32 {
+    let line = error_line(err);
+    eprintln!("{line}");
     if err.downcast_ref::<interrupt::Interrupted>().is_some() {
-        eprintln!("vaultbench: {err:#}");
         return exit::INTERRUPTED;
     }
     if err.downcast_ref::<contract::exit::Refused>().is_some() {
@@ -206,6 +216,37 @@ pub fn report_error(err: &anyhow::Error) -> i32 {
 #[cfg(test)]
 mod cli_tests {
     use super::*;
+
+    /// The CLI's error line is the last guard: whatever a server put in an error, the line is
+    /// one line of at most 4 KiB with no byte under 0x20, and its escapes are not escaped
+    /// twice.
+    #[test]
+    fn an_error_line_is_short_and_has_no_control_byte() {
+        let hostile = format!(
+            "\x1b]0;owned\x07\x1b[2J{}\nFAKE: pull ok\r{}",
+            "x".repeat(1 << 20),
+            "\u{9b}"
+        );
+        let e = anyhow::anyhow!(hostile).context("pulling into v");
+        let line = error_line(&e);
+        assert!(
+            line.len() <= contract::quote::MAX_LINE_BYTES,
+            "{}",
+            line.len()
+        );
+        assert!(line.bytes().all(|b| b >= 0x20 && b != 0x7f), "{line:.200}");
+        assert!(
+            line.starts_with("vaultbench: pulling into v: \\x1b]0;owned\\x07\\x1b[2J"),
+            "{line:.200}"
+        );
+        assert!(
+            line.ends_with("more bytes)"),
+            "{}",
+            &line[line.len() - 60..]
+        );
+        let quoted = anyhow::anyhow!("a {}", contract::quote::quote("b\nc"));
+        assert_eq!(error_line(&quoted), "vaultbench: a \"b\\nc\"");
+    }
 
     fn usage(args: &[&str]) -> String {
         let e = Cli::try_parse_from(std::iter::once("vaultbench").chain(args.iter().copied()))
@@ -311,6 +352,7 @@ mod cli_tests {
                 Some(loadgen::FeedOverrides {
                     max_entries: None,
                     max_pages: Some(7),
+                    max_bytes: None,
                 }),
                 "{given}"
             );

@@ -101,9 +101,10 @@ pub fn record(job: RecordJob<'_>, runner: &dyn SampleRunner) -> anyhow::Result<R
             Err(e) => {
                 if lines {
                     let secs = started.elapsed().as_secs_f64();
-                    eprintln!("{}", sample_line(i, n, &format!("failed: {e:#}"), secs));
+                    let why = contract::quote::line(&format!("failed: {e:#}"));
+                    eprintln!("{}", sample_line(i, n, &why, secs));
                 }
-                failure = Some(format!("{e:#}"));
+                failure = Some(contract::quote::line(&format!("{e:#}")));
                 break;
             }
         };

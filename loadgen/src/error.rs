@@ -58,16 +58,15 @@ pub enum LoadError {
         route: String,
         overrun: crate::feed::FeedOverrun,
     },
-    #[error("{}: {source}", path.display())]
-    Io {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
+    /// A local file: its path and the system's error (in the message, not also as a
+    /// source, so an error chain prints it once).
+    #[error("{}: {err}", contract::quote::quote(&path.to_string_lossy()))]
+    Io { path: PathBuf, err: std::io::Error },
     #[error("state file {}: {reason}", path.display())]
     State { path: PathBuf, reason: String },
     #[error(
-        "vault path {path:?} from the server is unsafe (empty, absolute, with a NUL, a backslash, or an empty, . or .. segment)"
+        "vault path {} from the server is unsafe (empty, absolute, with a NUL, a backslash, or an empty, . or .. segment)",
+        contract::quote::quote(.path)
     )]
     UnsafePath { path: String },
     #[error("{path}: SHA-256 mismatch after download (expected {expected}, got {got})")]
@@ -86,7 +85,7 @@ impl LoadError {
     pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
         LoadError::Io {
             path: path.into(),
-            source,
+            err: source,
         }
     }
 }

@@ -20,12 +20,24 @@
 ///   the second, and stops a feed of one-entry pages after 4,096 requests, not 1,048,576;
 /// - a protocol whose feed pages or documents differ sets its own defaults in its
 ///   [`crate::protocols::Spec`].
+///
+/// A pull that holds documents while it walks (CouchDB's: chunks until the file that lists
+/// them is written, files waiting for chunks, what it keeps of each file written) has a byte
+/// budget too, `max_bytes` ([`FeedBounds::HELD_BYTES_DEFAULT`]); a pull that holds one page
+/// at a time (obsync's) does not read it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct FeedBounds {
     /// Entries (changes, rows) one walk may list.
     pub max_entries: u64,
     /// Pages one walk may ask for.
     pub max_pages: u64,
+    /// Bytes of documents a pull may hold at once (read by a pull that holds documents).
+    #[serde(default = "held_bytes_default")]
+    pub max_bytes: u64,
+}
+
+fn held_bytes_default() -> u64 {
+    FeedBounds::HELD_BYTES_DEFAULT
 }
 
 impl FeedBounds {
@@ -34,12 +46,25 @@ impl FeedBounds {
     pub const DEFAULT: FeedBounds = FeedBounds {
         max_entries: 1 << 20,
         max_pages: 4096,
+        max_bytes: FeedBounds::HELD_BYTES_DEFAULT,
     };
+    /// What a pull may hold at once, 64 MiB. Sized from `vault100k` as the counts
+    /// are: a pull in the feed's order holds what it keeps of every file written (its id,
+    /// path and revision, counted with 128 bytes of overhead each: 24.6 MiB for
+    /// `vault100k`'s 100,000 files) and the chunks of the file being assembled (at most
+    /// 0.44 MiB there, its largest file as carried); 64 MiB is 2.6 times their sum, and holds
+    /// an answer of the 64 MiB cap only when the pull holds nothing else. (Counted by the
+    /// slow test `the_byte_budget_holds_vault100k` in `tests/it/hostile_couch.rs`.) Each
+    /// answer is capped at what is left of the budget, so the pull's memory stays within
+    /// about twice the budget whatever the server sends.
+    pub const HELD_BYTES_DEFAULT: u64 = 64 << 20;
+
     /// These bounds with the ones a user set (`--feed-max-*`) in place of their own.
     pub fn with(self, set: FeedOverrides) -> FeedBounds {
         FeedBounds {
             max_entries: set.max_entries.unwrap_or(self.max_entries),
             max_pages: set.max_pages.unwrap_or(self.max_pages),
+            max_bytes: set.max_bytes.unwrap_or(self.max_bytes),
         }
     }
 }
@@ -52,6 +77,8 @@ pub struct FeedOverrides {
     pub max_entries: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_pages: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_bytes: Option<u64>,
 }
 
 impl Default for FeedBounds {
@@ -123,6 +150,7 @@ mod tests {
         let b = FeedBounds {
             max_entries: 10,
             max_pages: 3,
+            ..FeedBounds::DEFAULT
         };
         let mut w = FeedWalk::new(b);
         assert_eq!(w.page(4, true), Ok(()));
@@ -149,6 +177,7 @@ mod tests {
         let mut w = FeedWalk::new(FeedBounds {
             max_entries: u64::MAX,
             max_pages: u64::MAX,
+            ..FeedBounds::DEFAULT
         });
         w.page(usize::MAX, true).unwrap();
         assert_eq!(

@@ -494,8 +494,8 @@ fn parse_head(buf: &[u8]) -> Result<Option<Head>, String> {
         Err(e) => {
             let line = buf.split(|&b| b == b'\n').next().unwrap_or_default();
             return Err(format!(
-                "bad HTTP/1.x status line or header ({e}), answer starts {:?}",
-                String::from_utf8_lossy(&line[..line.len().min(80)])
+                "bad HTTP/1.x status line or header ({e}), answer starts {}",
+                contract::quote::quote(&String::from_utf8_lossy(&line[..line.len().min(80)]))
             ));
         }
     };
@@ -516,7 +516,10 @@ fn parse_head(buf: &[u8]) -> Result<Option<Head>, String> {
                 .filter(|v| !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()))
                 .and_then(|v| v.parse().ok())
                 .ok_or_else(|| {
-                    format!("bad content-length {:?}", String::from_utf8_lossy(value))
+                    format!(
+                        "bad content-length {}",
+                        contract::quote::quote(&String::from_utf8_lossy(value))
+                    )
                 })?;
             if length.is_some_and(|l| l != n) {
                 return Err("conflicting content-length headers".to_owned());
@@ -560,8 +563,8 @@ fn parse_chunk_size(line: &[u8]) -> Result<u64, String> {
     // digits: `from_str_radix` would also take a leading `+`.
     if hex.is_empty() || hex.len() > 15 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
         return Err(format!(
-            "bad chunk size line {:?}",
-            String::from_utf8_lossy(&line[..line.len().min(40)])
+            "bad chunk size line {}",
+            contract::quote::quote(&String::from_utf8_lossy(&line[..line.len().min(40)]))
         ));
     }
     u64::from_str_radix(hex, 16).map_err(|_| format!("bad chunk size {hex:?}"))

@@ -132,12 +132,9 @@ pub enum LaunchError {
     NotInstalled { name: String, packages: String },
     #[error("{what}: {reason}")]
     Invalid { what: String, reason: String },
-    #[error("{}: {source}", path.display())]
-    Io {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
+    /// The system's error in the message, not also as a source (printed once in a chain).
+    #[error("{}: {err}", path.display())]
+    Io { path: PathBuf, err: std::io::Error },
 }
 
 /// How to install what a definition's `packages` names: an npm command as written, else the
@@ -218,14 +215,14 @@ impl TargetDef {
         use std::io::Read;
         let f = std::fs::File::open(path).map_err(|source| LaunchError::Io {
             path: path.to_path_buf(),
-            source,
+            err: source,
         })?;
         let mut text = String::new();
         f.take(MAX_DEFINITION_BYTES + 1)
             .read_to_string(&mut text)
             .map_err(|source| LaunchError::Io {
                 path: path.to_path_buf(),
-                source,
+                err: source,
             })?;
         if text.len() as u64 > MAX_DEFINITION_BYTES {
             return Err(invalid(
@@ -397,7 +394,7 @@ impl TargetDef {
         let program = self.locate()?;
         let io = |p: &Path, source| LaunchError::Io {
             path: p.to_path_buf(),
-            source,
+            err: source,
         };
         std::fs::create_dir_all(data_dir).map_err(|e| io(data_dir, e))?;
         let data = std::fs::canonicalize(data_dir).map_err(|e| io(data_dir, e))?;

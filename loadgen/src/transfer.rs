@@ -217,3 +217,18 @@ pub(crate) fn local_tree(dir: &Path) -> Result<(Vec<String>, LocalFiles), TreeEr
     files.sort();
     Ok((dirs, files))
 }
+
+/// Rejects a vault path from a server that could escape the vault (every protocol checks a
+/// listed or fed path with it before anything is written).
+pub(crate) fn safe_rel_path(p: &str) -> Result<&str, crate::error::LoadError> {
+    let bad = p.is_empty()
+        || p.starts_with('/')
+        || p.contains('\\')
+        || p.contains('\0')
+        || p.split('/').any(|c| c.is_empty() || c == "." || c == "..");
+    if bad {
+        Err(crate::error::LoadError::UnsafePath { path: p.to_owned() })
+    } else {
+        Ok(p)
+    }
+}

@@ -44,7 +44,9 @@ pub struct LoadArgs {
 pub enum LoadCmd {
     /// Push every file and folder of a vault directory as one device.
     Push(TransferArgs),
-    /// Pull everything the server has into a directory as another device (SHA-verified).
+    /// Pull everything the server has into a directory as another device (obsync: each
+    /// file's SHA-256 checked; CouchDB: each chunk against its XXH64 id and each file against
+    /// its size; WebDAV: each file's size against its listing).
     Pull(TransferArgs),
     /// Compare the generator's request rate with wrk on the same trivial endpoint.
     BenchPeer(BenchArgs),
@@ -333,6 +335,15 @@ pub struct TransferArgs {
     /// CouchDB 131072].
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub feed_max_pages: Option<u64>,
+    /// CouchDB pull: most bytes of documents the pull may hold at once (chunks until their
+    /// file is written, files waiting for chunks, what is kept of each file); each answer is
+    /// capped at what is left [default: 64MiB].
+    #[arg(long, value_name = "BYTES", value_parser = crate::prepare::parse_bytes)]
+    pub feed_max_bytes: Option<u64>,
+    /// Upper bound on the whole push or pull, every request included: `1h`, `90s` (sized
+    /// from `vault100k`); past it the transfer stops with one line naming this flag.
+    #[arg(long, value_name = "DURATION", default_value = "1h", value_parser = contract::parse::duration)]
+    pub transfer_timeout: Duration,
     /// Print one JSON document on stdout instead of the summary.
     #[arg(long)]
     pub json: bool,
@@ -344,6 +355,7 @@ impl TransferArgs {
         defaults.with(loadgen::FeedOverrides {
             max_entries: self.feed_max_entries,
             max_pages: self.feed_max_pages,
+            max_bytes: self.feed_max_bytes,
         })
     }
 }
@@ -1232,7 +1244,20 @@ struct TransferDoc<'a> {
     report: &'a TransferReport,
 }
 
+/// `load push|pull` within `--transfer-timeout`: past it, one line naming the flag.
 async fn run_transfer(t: TransferArgs, push: bool) -> anyhow::Result<i32> {
+    let limit = t.transfer_timeout;
+    match tokio::time::timeout(limit, transfer(t, push)).await {
+        Ok(r) => r,
+        Err(_) => bail!(
+            "the {} did not finish within {} (bound --transfer-timeout)",
+            if push { "push" } else { "pull" },
+            contract::quote::duration(limit)
+        ),
+    }
+}
+
+async fn transfer(t: TransferArgs, push: bool) -> anyhow::Result<i32> {
     if t.conn.protocol == COUCHDB {
         return run_couch_transfer(&t, push).await;
     }

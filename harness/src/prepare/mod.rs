@@ -124,8 +124,40 @@ pub struct RunOpts {
     /// 131072).
     #[arg(help_heading = "Bounds", long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub feed_max_pages: Option<u64>,
+    /// CouchDB: most bytes of documents a pull (and each later replication pass) may hold at
+    /// once: chunks until their file is written, files waiting for chunks, what is kept of
+    /// each file (default 64 MiB). Also caps each answer at what is left of it.
+    #[arg(help_heading = "Bounds", long, value_name = "BYTES", value_parser = parse_bytes)]
+    pub feed_max_bytes: Option<u64>,
+    /// Upper bound on each phase of a sample (a cold push, a cold pull, a resync, …), named
+    /// in the error when a phase passes it: `1h`, `90s` (default 1h, sized from `vault100k`).
+    #[arg(help_heading = "Bounds", long, value_name = "DURATION", default_value = "1h", value_parser = contract::parse::duration)]
+    pub phase_timeout: Duration,
     #[command(flatten, next_help_heading = "Git builds")]
     pub git: git::GitArgs,
+}
+
+/// A byte count on the command line: a number, with an optional `KiB`, `MiB` or `GiB`
+/// (`64MiB`, `67108864`), at least 1.
+pub fn parse_bytes(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let n: u64 = num
+        .parse()
+        .map_err(|_| format!("{s:?} is not a byte count (a number, with KiB, MiB or GiB)"))?;
+    let mult: u64 = match unit.trim() {
+        "" | "B" => 1,
+        "KiB" | "k" | "K" => 1 << 10,
+        "MiB" | "M" => 1 << 20,
+        "GiB" | "G" => 1 << 30,
+        u => return Err(format!("{s:?}: unknown unit {u:?} (use KiB, MiB or GiB)")),
+    };
+    match n.checked_mul(mult) {
+        Some(0) => Err(format!("{s:?}: must be at least 1 byte")),
+        Some(v) => Ok(v),
+        None => Err(format!("{s:?}: too large")),
+    }
 }
 
 /// `--protocol` values: the registry's names and aliases, each read as its canonical name.
@@ -244,12 +276,14 @@ impl RunOpts {
     /// The changes feed walk bounds the `--feed-max-*` flags set; `None` when none is given
     /// (the protocol's defaults apply).
     pub fn feed_bounds(&self) -> Option<loadgen::FeedOverrides> {
-        (self.feed_max_entries.is_some() || self.feed_max_pages.is_some()).then_some(
-            loadgen::FeedOverrides {
-                max_entries: self.feed_max_entries,
-                max_pages: self.feed_max_pages,
-            },
-        )
+        (self.feed_max_entries.is_some()
+            || self.feed_max_pages.is_some()
+            || self.feed_max_bytes.is_some())
+        .then_some(loadgen::FeedOverrides {
+            max_entries: self.feed_max_entries,
+            max_pages: self.feed_max_pages,
+            max_bytes: self.feed_max_bytes,
+        })
     }
 
     /// Gives `spec` the feed bounds the `--feed-max-*` flags set (its own when none is given).
@@ -399,6 +433,8 @@ pub struct Prepared {
     pub reference_file: Option<PathBuf>,
     pub fingerprint: calibration::Fingerprint,
     pub timeout: Duration,
+    /// `--phase-timeout`: the bound on each phase of a sample.
+    pub phase_timeout: Duration,
     /// `--no-pin`.
     pub no_pin: bool,
     /// `--cost`: the tools found (a cost sample runs per build).
@@ -542,6 +578,7 @@ pub fn prepare(scenario: Scenario, opts: &RunOpts) -> anyhow::Result<Prepared> {
         reference_file: calibration::reference_path(opts.reference.as_deref()).ok(),
         fingerprint,
         timeout: opts.sample_timeout.duration,
+        phase_timeout: opts.phase_timeout,
         no_pin: !opts.pins(),
         cost,
         keep_profiles: match &opts.keep_profiles {
@@ -626,6 +663,7 @@ impl Prepared {
             paired_with: None,
             a_first: true,
             keep_profiles: None,
+            phase_timeout: self.phase_timeout,
         }
     }
 

@@ -74,11 +74,45 @@ pub async fn drive<C: SyncClient>(
     m: &mut Metrics,
     bounds: &mut dyn Boundary,
 ) -> anyhow::Result<()> {
-    let pull_dir = sample_dir.join("pull-b");
     for phase in &plan.scenario.phases {
-        let name = phase.name();
+        let run = run_phase(plan, phase, server, client, sample_dir, m, bounds);
+        within_phase(plan, phase.name(), run).await?;
+    }
+    client.finish(m);
+    Ok(())
+}
+
+/// Runs one phase's work within the plan's `--phase-timeout`: past it, an error naming the
+/// phase and the flag (the work is dropped).
+pub async fn within_phase<T>(
+    plan: &SamplePlan,
+    name: &str,
+    work: impl std::future::Future<Output = anyhow::Result<T>>,
+) -> anyhow::Result<T> {
+    match tokio::time::timeout(plan.phase_timeout, work).await {
+        Ok(r) => r,
+        Err(_) => bail!(
+            "{name}: the phase did not finish within {} (bound --phase-timeout)",
+            contract::quote::duration(plan.phase_timeout)
+        ),
+    }
+}
+
+/// One phase of the plan's scenario (`drive` bounds it by `--phase-timeout`).
+async fn run_phase<C: SyncClient>(
+    plan: &SamplePlan,
+    phase: &Phase,
+    server: &mut Server,
+    client: &mut C,
+    sample_dir: &Path,
+    m: &mut Metrics,
+    bounds: &mut dyn Boundary,
+) -> anyhow::Result<()> {
+    let pull_dir = sample_dir.join("pull-b");
+    let name = phase.name();
+    {
         match phase {
-            Phase::ColdStart => continue,
+            Phase::ColdStart => return Ok(()),
             Phase::Crash {
                 in_flight,
                 crashes,
@@ -91,7 +125,7 @@ pub async fn drive<C: SyncClient>(
                 };
                 client.crash(plan, server, how, sample_dir, m).await?;
                 bounds.restarted(server.pid);
-                continue; // the restarted server's counters start again from zero
+                return Ok(()); // the restarted server's counters start again from zero
             }
             Phase::RouteLoad {
                 routes, in_flight, ..
@@ -101,11 +135,11 @@ pub async fn drive<C: SyncClient>(
                     .context("route_load step without a valid bound")?;
                 // Each step is its own cost window; counters under a timed load are not exact.
                 route_load(client, routes, in_flight, bound, plan.seed, m, bounds).await?;
-                continue;
+                return Ok(());
             }
             Phase::LongPollFanout { .. } | Phase::ConcurrentPush { .. } => {
                 long_poll_step(plan, phase, server, client, sample_dir, m, bounds).await?;
-                continue;
+                return Ok(());
             }
             _ => {}
         }
@@ -218,7 +252,6 @@ pub async fn drive<C: SyncClient>(
             client.phase_ended(name, push_files, m).await?;
         }
     }
-    client.finish(m);
     Ok(())
 }
 
@@ -472,4 +505,35 @@ async fn route_load<C: SyncClient>(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A phase past `--phase-timeout` ends there, named with the flag and a rounded duration;
+    /// one within it gives its result.
+    #[tokio::test]
+    async fn a_phase_past_its_timeout_is_named() {
+        let prep = crate::sample::runner::mock::prepared();
+        let spec = crate::sample::target::TargetSpec {
+            given: "ref".into(),
+            def: loadgen::launch::TargetDef::command(vec!["ref".into()], "ref").unwrap(),
+        };
+        let mut plan = prep.plan(&spec, 1, false);
+        plan.phase_timeout = Duration::from_millis(1500);
+        let t0 = Instant::now();
+        let slow = async {
+            tokio::time::sleep(Duration::from_secs(60)).await;
+            Ok(())
+        };
+        let e = within_phase(&plan, "cold_pull", slow).await.unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "cold_pull: the phase did not finish within 2s (bound --phase-timeout)"
+        );
+        assert!(t0.elapsed() < Duration::from_secs(10), "{:?}", t0.elapsed());
+        let quick = async { Ok(7) };
+        assert_eq!(within_phase(&plan, "cold_push", quick).await.unwrap(), 7);
+    }
 }

@@ -37,6 +37,35 @@ pub struct SamplePlan {
     /// folder named after the sample (`--keep-profiles DIR`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub keep_profiles: Option<PathBuf>,
+    /// `--phase-timeout`: how long one phase may take before the sample fails naming it.
+    #[serde(default = "default_phase_timeout", with = "duration_ms")]
+    pub phase_timeout: std::time::Duration,
+}
+
+/// The default of `--phase-timeout` (and of `load push|pull --transfer-timeout`), 1 h: sized
+/// from the largest built-in scenario, `vault100k`. Its slowest phase is a cold push or pull
+/// over CouchDB, 1,167,567 documents; `personal-couchdb` moved 20,366 documents in 9.3 s
+/// (push) and 8.0 s (pull) on the quiet 2-CPU VM (the measured chapter), 2,200 to 2,500
+/// documents a second, so `vault100k` takes about 8 to 9 minutes a transfer: 1 h is 6.5
+/// times that, room for a busy machine and a slower server.
+pub const DEFAULT_PHASE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(3600);
+
+fn default_phase_timeout() -> std::time::Duration {
+    DEFAULT_PHASE_TIMEOUT
+}
+
+/// A duration as whole milliseconds in a plan.
+mod duration_ms {
+    use std::time::Duration;
+
+    pub fn serialize<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_u64(u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+    }
+
+    pub fn deserialize<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        let ms = <u64 as serde::Deserialize>::deserialize(d)?;
+        Ok(Duration::from_millis(ms))
+    }
 }
 
 fn yes() -> bool {

@@ -163,6 +163,7 @@ pub mod mock {
             reference_file: Some(PathBuf::from("/nonexistent-reference.json")),
             fingerprint,
             timeout: Duration::from_secs(1),
+            phase_timeout: crate::sample::plan::DEFAULT_PHASE_TIMEOUT,
             no_pin: false,
             cost: None,
             keep_profiles: None,

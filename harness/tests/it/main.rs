@@ -4,6 +4,7 @@ mod ab;
 mod calibrate;
 mod common;
 mod couch;
+mod couch_hostile;
 mod fanout;
 mod cost;
 mod crash;

@@ -223,7 +223,7 @@ impl HttpClient {
         let request = b
             .body(Full::new(req.body.clone()))
             .map_err(|e| HttpError::Invalid {
-                what: req.href.to_owned(),
+                what: format!("{} {}", req.route, contract::quote::text(req.href)),
                 reason: e.to_string(),
             })?;
         let sent = Instant::now();
@@ -302,8 +302,9 @@ impl HttpClient {
                     req,
                     "timeout",
                     format!(
-                        "no complete answer within the {:?} deadline{note} ({:?} left for this attempt)",
-                        req.timeout, budget
+                        "no complete answer within the {} deadline{note} ({} left for this attempt)",
+                        contract::quote::duration(req.timeout),
+                        contract::quote::duration(budget)
                     ),
                 ))
             }
@@ -461,7 +462,10 @@ impl HttpClient {
                 Err(self.transport(
                     req,
                     "timeout",
-                    format!("no complete answer within the {:?} deadline", req.timeout),
+                    format!(
+                        "no complete answer within the {} deadline",
+                        contract::quote::duration(req.timeout)
+                    ),
                 ))
             }
         }
@@ -565,7 +569,9 @@ async fn collect(
 }
 
 /// The first non-empty line of an error body with its markup stripped, for messages
-/// ("Conflict", "PROPFIND requests with a Depth of infinity are not allowed for /.").
+/// ("Conflict", "PROPFIND requests with a Depth of infinity are not allowed for /."),
+/// escaped and clipped ([`contract::quote::text`]): a server's escape sequences never reach
+/// the terminal.
 pub(crate) fn first_line_of(body: &[u8]) -> String {
     let text = String::from_utf8_lossy(&body[..body.len().min(4096)]);
     let mut plain = String::new();
@@ -588,8 +594,7 @@ pub(crate) fn first_line_of(body: &[u8]) -> String {
         .map(str::trim)
         .filter(|l| !l.is_empty() && !l.starts_with("!DOCTYPE") && l.len() < 300)
         .max_by_key(|l| l.len())
-        .unwrap_or("(empty body)")
-        .to_owned()
+        .map_or_else(|| "(empty body)".to_owned(), contract::quote::text)
 }
 
 #[cfg(test)]

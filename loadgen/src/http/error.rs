@@ -7,14 +7,14 @@ use std::path::PathBuf;
 /// data (counted per status), never one of these.
 #[derive(Debug, thiserror::Error)]
 pub enum HttpError {
-    #[error("{route} {path}: transport error ({kind}): {detail}")]
+    #[error("{route} {}: transport error ({kind}): {detail}", href(.path))]
     Transport {
         route: String,
         path: String,
         kind: &'static str,
         detail: String,
     },
-    #[error("{route} {path}: unexpected answer {status}: {detail}")]
+    #[error("{route} {}: unexpected answer {status}: {detail}", href(.path))]
     Status {
         route: String,
         path: String,
@@ -23,7 +23,7 @@ pub enum HttpError {
     },
     /// An answer over the size cap: refused when its `Content-Length` says so, before its body
     /// is read, or when its body passes the cap. Never retried (it would be as big again).
-    #[error("{route} {path}: {detail}")]
+    #[error("{route} {}: {detail}", href(.path))]
     TooLarge {
         route: String,
         path: String,
@@ -31,16 +31,20 @@ pub enum HttpError {
     },
     #[error("{what}: {reason}")]
     Invalid { what: String, reason: String },
-    #[error("{}: {source}", path.display())]
-    Io {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
+    /// A local file: its path and the system's error (in the message, not also as a
+    /// source, so an error chain prints it once).
+    #[error("{}: {err}", contract::quote::quote(&path.to_string_lossy()))]
+    Io { path: PathBuf, err: std::io::Error },
     /// A streamed answer its protocol's reader refused ([`crate::http::BodyReader`]): the
     /// protocol's own error, which it takes back with `downcast`.
     #[error(transparent)]
     Refused(Box<dyn std::error::Error + Send + Sync>),
+}
+
+/// A request's href for a message: it can carry a server's text (a document id, a feed
+/// position), so it is escaped and clipped like any ([`contract::quote::text`]).
+fn href(path: &str) -> String {
+    contract::quote::text(path)
 }
 
 /// A byte count for messages: `256 MiB`, `4.5 MiB`, `12 bytes`.

@@ -14,8 +14,9 @@ use loadgen::couch::{CouchClient, Replica};
 use loadgen::{FeedBounds, Target};
 
 /// A fake CouchDB on 127.0.0.1:0 with database `vault`: `GET /` welcomes, documents are
-/// missing and every write succeeds, `_bulk_get` has nothing, and `_changes` after `since`
-/// lists `rows` new documents with `last_seq = since + rows`, for ever.
+/// missing and every write succeeds, `_bulk_get` gives each document asked for as one of a
+/// kind LiveSync does not read (no chunk, no file), and `_changes` after `since` lists `rows`
+/// new documents with `last_seq = since + rows`, for ever.
 struct Fake {
     addr: std::net::SocketAddr,
     changes: Arc<AtomicU64>,
@@ -81,6 +82,7 @@ fn serve(mut s: TcpStream, rows: u64, changes: &AtomicU64) {
 fn serve_one(s: &mut TcpStream, buf: Vec<u8>, rows: u64, changes: &AtomicU64) -> Option<Vec<u8>> {
     let (req, rest) = testkit::read_request(s, buf)?;
     let (method, pq) = (req.method.as_str(), req.target.as_str());
+    let body = &req.body;
     let (status, body) = if pq.contains("/_changes") {
         changes.fetch_add(1, Ordering::SeqCst);
         let since: u64 = pq
@@ -94,7 +96,14 @@ fn serve_one(s: &mut TcpStream, buf: Vec<u8>, rows: u64, changes: &AtomicU64) ->
         let page = serde_json::json!({"results": results, "last_seq": since + rows});
         (200, page.to_string())
     } else if pq.contains("/_bulk_get") {
-        (200, r#"{"results":[]}"#.to_owned())
+        let asked: serde_json::Value = serde_json::from_slice(body).unwrap_or_default();
+        let results: Vec<serde_json::Value> = asked["docs"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|d| serde_json::json!({"id": d["id"], "docs": [{"ok": {"_id": d["id"], "_rev": d["rev"], "type": "invented"}}]}))
+            .collect();
+        (200, serde_json::json!({ "results": results }).to_string())
     } else if pq == "/" {
         (200, r#"{"couchdb":"Welcome","version":"3.3.3"}"#.to_owned())
     } else if pq == "/vault/" || pq == "/vault" {
@@ -213,4 +222,85 @@ fn the_default_bounds_hold_personal_couchdb_and_vault100k() {
     assert_eq!(big, 1_167_567);
     // Headroom of at least 2.5 times on both, for a user's vault larger than the profile.
     assert!(big * 5 / 2 <= d.max_entries && big.div_ceil(25) * 5 / 2 <= d.max_pages);
+}
+
+/// The figures the byte budget's default (`FeedBounds::HELD_BYTES_DEFAULT`) is sized by: a
+/// cold pull of `vault100k` in the feed's order holds what it keeps of every file (id, path
+/// and revision, with the replica's per-entry overhead of 128 bytes) and the chunks of the
+/// file being assembled (its largest file, as LiveSync carries it); the default holds their
+/// sum 2.5 times or more.
+#[test]
+#[ignore = "slow: generates and cuts the vault100k vault (about 20 s)"]
+fn the_byte_budget_holds_vault100k() {
+    use loadgen::couch::chunk::{Kind, doc_id, split};
+    use std::io::Read as _;
+    let p = scenarios::profile("vault100k").unwrap();
+    let (mut kept, mut largest) = (0u64, 0u64);
+    for f in scenarios::generate(&p, p.default_seed) {
+        let mut b = Vec::new();
+        f.reader().read_to_end(&mut b).unwrap();
+        let carried: u64 = split(Kind::of(&f.path, &b), &b)
+            .iter()
+            .map(|c| (c.id.len() + c.data.len()) as u64 + 128)
+            .sum();
+        largest = largest.max(carried);
+        // A revision is `N-` and 32 hex digits.
+        kept += (doc_id(&f.path).len() + f.path.len() + 34) as u64 + 128;
+    }
+    let mib = |n: u64| n as f64 / (1024.0 * 1024.0);
+    eprintln!(
+        "vault100k: files kept {:.1} MiB, largest file's chunks {:.2} MiB",
+        mib(kept),
+        mib(largest)
+    );
+    assert!((kept + largest) * 5 / 2 <= FeedBounds::HELD_BYTES_DEFAULT);
+}
+
+/// A chunk whose data does not hash to its id, or whose id cannot be checked, is never
+/// written as a file's content: the assembly's checks run before a byte is written.
+#[test]
+fn assembly_checks_every_chunk_before_writing() {
+    use loadgen::couch::chunk::{Flaw, Kind, assemble, check, chunk_id};
+    let good = "hello world\n".to_owned();
+    let id = chunk_id(&good);
+    assert_eq!(check(&id, &good), Ok(()));
+    assert_eq!(check(&id, &good.to_uppercase()), Err(Flaw::Mismatch));
+    assert_eq!(check("h:+enc", &good), Err(Flaw::Unverifiable));
+    assert_eq!(
+        check(&format!("h:{}", "a".repeat(40)), &good),
+        Err(Flaw::Unverifiable)
+    );
+    let children = vec![id.clone(), id.clone()];
+    let held = |c: &str| (c == id).then_some(Ok(good.as_str()));
+    let mut out = Vec::new();
+    assert_eq!(
+        assemble("a.md", Kind::Plain, &children, Some(24), &held, &mut out).unwrap(),
+        24
+    );
+    assert_eq!(out, format!("{good}{good}").as_bytes());
+    for (size, want) in [
+        (
+            Some(23),
+            "\"a.md\": its 2 chunks make more than 23 bytes, its metadata says 23 bytes",
+        ),
+        (
+            Some(25),
+            "\"a.md\": its 2 chunks make 24 bytes, its metadata says 25 bytes",
+        ),
+    ] {
+        let mut out = Vec::new();
+        let e = assemble("a.md", Kind::Plain, &children, size, &held, &mut out).unwrap_err();
+        assert!(e.to_string().starts_with(want), "{e}");
+        assert!(out.is_empty(), "nothing written");
+    }
+    let bad = |_: &str| Some(Err(Flaw::Mismatch));
+    let mut out = Vec::new();
+    let e = assemble("a\nb.md", Kind::Plain, &children, None, &bad, &mut out).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        format!(
+            "chunk \"{id}\" of \"a\\nb.md\": its data does not hash to its id (XXH64 of the data, as LiveSync names chunks); nothing was written for the file"
+        )
+    );
+    assert!(out.is_empty());
 }

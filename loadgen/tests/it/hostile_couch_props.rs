@@ -2,11 +2,12 @@
 //! target `couch_messages` in `fuzz/` runs the same properties for longer): arbitrary bytes
 //! are a verdict or a one-line error, never a panic; a feed follower never loops on a page
 //! that does not advance, nor follows a feed that never ends past its bounds; LiveSync's
-//! chunking covers every file exactly.
+//! chunking covers every file exactly; the pull's assembly takes an honest answer whole and
+//! refuses any chunk changed by a byte.
 
 use loadgen::FeedBounds;
 use loadgen::couch::chunk::{Kind, decode, split};
-use loadgen::couch::ops::{follow_pages, follow_pages_within};
+use loadgen::couch::ops::{assemble_answer, follow_pages, follow_pages_within};
 use loadgen::couch::wire::parse_any;
 use proptest::prelude::*;
 use serde_json::{Value, json};
@@ -56,7 +57,7 @@ proptest! {
             })
             .collect();
         let refs: Vec<&[u8]> = pages.iter().map(|p| p.as_bytes()).collect();
-        let bounds = FeedBounds { max_entries, max_pages };
+        let bounds = FeedBounds { max_entries, max_pages, ..loadgen::protocols::couch::FEED_DEFAULT };
         let e = follow_pages_within(&refs, Value::from(0), bounds).unwrap_err();
         let want = if max_entries / per_page < max_pages {
             format!("listed more than {max_entries} entries in one walk (bound --feed-max-entries)")
@@ -76,5 +77,52 @@ proptest! {
             back.extend(decode(Kind::Binary, &p.data).unwrap());
         }
         prop_assert_eq!(back, bin);
+    }
+
+    #[test]
+    fn arbitrary_bytes_never_panic_the_assembly(data in proptest::collection::vec(any::<u8>(), 0..2048)) {
+        if let Err(e) = assemble_answer(&data) {
+            prop_assert!(!e.contains('\n') && e.bytes().all(|b| b >= 0x20), "{e:?}");
+        }
+    }
+
+    #[test]
+    fn an_honest_answer_assembles_and_a_changed_chunk_is_refused(
+        text in "\\PC{1,3000}",
+        bin in proptest::collection::vec(any::<u8>(), 1..20000),
+        at in any::<usize>(),
+    ) {
+        let mut results = Vec::new();
+        let mut files = Vec::new();
+        let mut seen = std::collections::BTreeSet::new();
+        for (path, bytes) in [("a.md", text.as_bytes()), ("b.png", &bin[..])] {
+            let kind = Kind::of(path, bytes);
+            let pieces = split(kind, bytes);
+            for p in pieces.iter().filter(|p| seen.insert(p.id.clone())) {
+                results.push(json!({"id": p.id, "docs": [{"ok": {"_id": p.id, "_rev": "1-c", "type": "leaf", "data": p.data}}]}));
+            }
+            files.push(json!({"id": path, "docs": [{"ok": {
+                "_id": path, "_rev": "1-m", "type": kind.doc_type(), "path": path,
+                "children": pieces.iter().map(|p| p.id.clone()).collect::<Vec<_>>(),
+                "size": bytes.len(),
+            }}]}));
+        }
+        let n_chunks = results.len();
+        results.extend(files);
+        let answer = json!({ "results": results });
+        prop_assert_eq!(
+            assemble_answer(answer.to_string().as_bytes()),
+            Ok((text.len() + bin.len()) as u64)
+        );
+        // One chunk's data with one character changed (same length where it can be).
+        let mut bad = answer.clone();
+        let data = &mut bad["results"][at % n_chunks]["docs"][0]["ok"]["data"];
+        let old = data.as_str().unwrap().to_owned();
+        let i = old.char_indices().nth(at % old.chars().count()).unwrap().0;
+        let c = old[i..].chars().next().unwrap();
+        let new_c = if c == 'A' { 'B' } else { 'A' };
+        *data = format!("{}{new_c}{}", &old[..i], &old[i + c.len_utf8()..]).into();
+        let e = assemble_answer(bad.to_string().as_bytes()).unwrap_err();
+        prop_assert!(e.contains("does not hash to its id"), "{}", e);
     }
 }

@@ -108,7 +108,7 @@ proptest! {
     ) {
         let pages = endless_feed(since, per_page, max_pages);
         let refs: Vec<&[u8]> = pages.iter().map(Vec::as_slice).collect();
-        let bounds = FeedBounds { max_entries, max_pages };
+        let bounds = FeedBounds { max_entries, max_pages, ..FeedBounds::DEFAULT };
         let e = follow_feed_within(&refs, since, bounds).unwrap_err();
         // The page whose entries first pass the entry bound, against the last page allowed.
         let want = if max_entries / per_page < max_pages {

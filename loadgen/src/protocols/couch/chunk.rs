@@ -149,6 +149,204 @@ pub fn decode(kind: Kind, data: &str) -> Option<Vec<u8>> {
     }
 }
 
+/// The largest file a pull assembles: the largest note or attachment a vault profile may
+/// name (`scenarios`' `shape::MAX_FILE_BYTES`, 1 GiB). A metadata document whose chunks
+/// would make more, with or without a `size`, is refused before anything is written.
+pub const MAX_FILE_BYTES: u64 = 1 << 30;
+
+/// Why a chunk's data cannot be taken for its id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Flaw {
+    /// The id is LiveSync's XXH64 form, and the data does not hash to it: corrupt, or written
+    /// with another hash algorithm whose ids look the same (`xxhash32`).
+    Mismatch,
+    /// The id is not LiveSync's XXH64 form (`h:` and base 36): an encrypted chunk (`h:+…`)
+    /// or another hash algorithm (`sha1`), whose data cannot be checked here.
+    Unverifiable,
+    /// The chunk document has no `data`.
+    NoData,
+}
+
+impl Flaw {
+    /// What is wrong, for a message naming the chunk and its file.
+    pub fn reason(self) -> &'static str {
+        match self {
+            Flaw::Mismatch => {
+                "its data does not hash to its id (XXH64 of the data, as LiveSync names chunks)"
+            }
+            Flaw::Unverifiable => {
+                "its id is not LiveSync's unencrypted XXH64 id (h: and base 36), so its data cannot be verified (encryption, or another hash algorithm)"
+            }
+            Flaw::NoData => "the chunk document has no data",
+        }
+    }
+}
+
+/// Whether `id` is an id [`chunk_id`] can make: `h:` and 1 to 13 base-36 digits.
+pub fn is_derivable(id: &str) -> bool {
+    id.strip_prefix(CHUNK_PREFIX).is_some_and(|d| {
+        (1..=13).contains(&d.len())
+            && d.bytes()
+                .all(|b| b.is_ascii_digit() || b.is_ascii_lowercase())
+    })
+}
+
+/// Checks a chunk's `data` against its `id`: the id must be LiveSync's unencrypted XXH64 id
+/// of exactly this data.
+pub fn check(id: &str, data: &str) -> Result<(), Flaw> {
+    if !is_derivable(id) {
+        return Err(Flaw::Unverifiable);
+    }
+    if chunk_id(data) != id {
+        return Err(Flaw::Mismatch);
+    }
+    Ok(())
+}
+
+/// The bytes a chunk's `data` decodes to, without decoding it; `None` when it is not valid
+/// (binary data whose length is not base64's).
+pub fn decoded_len(kind: Kind, data: &str) -> Option<u64> {
+    match kind {
+        Kind::Plain => Some(data.len() as u64),
+        Kind::Binary => {
+            let b = data.as_bytes();
+            if !b.len().is_multiple_of(4) {
+                return None;
+            }
+            let pad = b.iter().rev().take(2).take_while(|&&c| c == b'=').count();
+            Some((b.len() / 4 * 3 - pad) as u64)
+        }
+    }
+}
+
+/// Why a file could not be assembled: one line naming the file and, where one is to blame,
+/// the chunk (server text quoted).
+#[derive(Debug, thiserror::Error)]
+pub enum AssemblyError {
+    #[error("chunk {} of {} is missing", quote(.chunk), quote(.path))]
+    Missing { path: String, chunk: String },
+    #[error("chunk {} of {}: {}; nothing was written for the file", quote(.chunk), quote(.path), .flaw.reason())]
+    Flawed {
+        path: String,
+        chunk: String,
+        flaw: Flaw,
+    },
+    #[error("chunk {} of {} is not valid base64; nothing was written for the file", quote(.chunk), quote(.path))]
+    BadBase64 { path: String, chunk: String },
+    #[error("{}: its {children} chunks make {made}, {bound}; nothing was written for the file", quote(.path))]
+    Size {
+        path: String,
+        children: usize,
+        made: String,
+        bound: String,
+    },
+    #[error("{}: writing it: {err}", quote(.path))]
+    Io { path: String, err: std::io::Error },
+}
+
+fn quote(s: &str) -> String {
+    contract::quote::quote(s)
+}
+
+/// Checks a file's chunks before any is written: every child present, verified against its
+/// id, decodable, and their total equal to the metadata's `size` (at most
+/// [`MAX_FILE_BYTES`], which also bounds a file without a `size`). `get` gives a chunk's
+/// data as held, or its flaw. Returns the file's length.
+pub fn check_file<'h>(
+    path: &str,
+    kind: Kind,
+    children: &[String],
+    size: Option<u64>,
+    get: &dyn Fn(&str) -> Option<Result<&'h str, Flaw>>,
+) -> Result<u64, AssemblyError> {
+    let limit = size.unwrap_or(MAX_FILE_BYTES).min(MAX_FILE_BYTES);
+    let mut total: u64 = 0;
+    let mut over = false;
+    for c in children {
+        let data = match get(c) {
+            None => {
+                return Err(AssemblyError::Missing {
+                    path: path.to_owned(),
+                    chunk: c.clone(),
+                });
+            }
+            Some(Err(flaw)) => {
+                return Err(AssemblyError::Flawed {
+                    path: path.to_owned(),
+                    chunk: c.clone(),
+                    flaw,
+                });
+            }
+            Some(Ok(d)) => d,
+        };
+        let n = decoded_len(kind, data).ok_or_else(|| AssemblyError::BadBase64 {
+            path: path.to_owned(),
+            chunk: c.clone(),
+        })?;
+        total = total.saturating_add(n);
+        if total > limit {
+            over = true;
+            break;
+        }
+    }
+    if over || size.is_some_and(|s| s != total) {
+        let made = if over {
+            format!("more than {limit} bytes")
+        } else {
+            format!("{total} bytes")
+        };
+        let bound = match size {
+            Some(s) if s <= MAX_FILE_BYTES => format!("its metadata says {s} bytes"),
+            Some(s) => {
+                format!("its metadata says {s} bytes, over the {MAX_FILE_BYTES} a file may have")
+            }
+            None => format!(
+                "over the {MAX_FILE_BYTES} bytes a file may have (its metadata gives no size)"
+            ),
+        };
+        return Err(AssemblyError::Size {
+            path: path.to_owned(),
+            children: children.len(),
+            made,
+            bound,
+        });
+    }
+    Ok(total)
+}
+
+/// Assembles a file from its chunks into `out`: [`check_file`] first, so nothing is written
+/// unless every chunk is sound and their total is the file's; then each chunk decoded and
+/// written in turn (one in memory at a time). Returns the bytes written.
+pub fn assemble<'h>(
+    path: &str,
+    kind: Kind,
+    children: &[String],
+    size: Option<u64>,
+    get: &dyn Fn(&str) -> Option<Result<&'h str, Flaw>>,
+    out: &mut dyn std::io::Write,
+) -> Result<u64, AssemblyError> {
+    check_file(path, kind, children, size, get)?;
+    let mut written = 0u64;
+    for c in children {
+        let Some(Ok(data)) = get(c) else {
+            return Err(AssemblyError::Missing {
+                path: path.to_owned(),
+                chunk: c.clone(),
+            });
+        };
+        let part = decode(kind, data).ok_or_else(|| AssemblyError::BadBase64 {
+            path: path.to_owned(),
+            chunk: c.clone(),
+        })?;
+        out.write_all(&part).map_err(|err| AssemblyError::Io {
+            path: path.to_owned(),
+            err,
+        })?;
+        written += part.len() as u64;
+    }
+    Ok(written)
+}
+
 /// The metadata document's id for a vault path (`path2id_base`, case-insensitive).
 pub fn doc_id(path: &str) -> String {
     let lower = path.to_lowercase();

@@ -177,21 +177,14 @@ impl CouchClient {
         what: &'static str,
     ) -> Result<T, CouchError> {
         let (_, body) = self.call(rec, req, ok).await?;
-        wire::parse(what, &body).map_err(|source| CouchError::Message {
-            route: what,
-            source,
-        })
+        wire::parse(what, &body).map_err(CouchError::Message)
     }
 
     /// `GET /`: the server's welcome, which must name CouchDB (`"couchdb": "Welcome"`).
     pub async fn welcome(&self, rec: &Recorder) -> Result<wire::Welcome, CouchError> {
         let req = CouchClient::request("welcome", Method::GET, "/", None);
         let a = self.server.call(rec, &req, &[200]).await?;
-        let w: wire::Welcome =
-            wire::parse("welcome", &a.body).map_err(|source| CouchError::Message {
-                route: "welcome",
-                source,
-            })?;
+        let w: wire::Welcome = wire::parse("welcome", &a.body).map_err(CouchError::Message)?;
         if w.couchdb.is_none() && w.express_pouchdb.is_none() {
             return Err(CouchError::protocol(
                 "welcome",
@@ -230,7 +223,7 @@ impl CouchClient {
         }
         wire::parse("document", &body)
             .map(Some)
-            .map_err(|source| CouchError::Message { route, source })
+            .map_err(CouchError::Message)
     }
 
     /// `PUT /{db}/{id}` of `doc` (with its `_rev` when it replaces one); returns the new rev.

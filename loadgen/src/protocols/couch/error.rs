@@ -13,23 +13,17 @@ pub enum CouchError {
     /// A request failed: transport, status, size cap (the plain HTTP client's errors).
     #[error(transparent)]
     Http(#[from] HttpError),
-    /// An answer that does not parse as the message it should be.
-    #[error("{route}: {source}")]
-    Message {
-        route: &'static str,
-        #[source]
-        source: BadMessage,
-    },
+    /// An answer that does not parse as the message it should be (the message names it).
+    #[error("{0}")]
+    Message(BadMessage),
     /// An answer that parses but breaks the protocol (a missing chunk, a path outside the
     /// vault, a feed that does not advance).
     #[error("{route}: {detail}")]
     Protocol { route: &'static str, detail: String },
-    #[error("{}: {source}", path.display())]
-    Io {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
+    /// A file of the vault copy: its path and the system's error (the error in the
+    /// message, not also as a source, so a chain prints it once).
+    #[error("{}: {err}", contract::quote::quote(&path.to_string_lossy()))]
+    Io { path: PathBuf, err: std::io::Error },
     #[error("{what}: {reason}")]
     Invalid { what: String, reason: String },
 }
@@ -38,7 +32,7 @@ impl CouchError {
     pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
         CouchError::Io {
             path: path.into(),
-            source,
+            err: source,
         }
     }
 

@@ -20,7 +20,7 @@ pub mod xxh64;
 
 pub use client::CouchClient;
 pub use error::CouchError;
-pub use ops::{Applied, Pulled, Replica, Writer, Written, setup};
+pub use ops::{FileState, Pulled, Replica, Writer, Written, setup};
 pub use route::{CouchRoute, CouchRouteLoadConfig, CouchRouteLoadReport, run_couch_route_load};
 
 use crate::feed::FeedBounds;
@@ -32,12 +32,13 @@ use crate::launch::{Ready, StatusMatch, TargetDef};
 /// times (a feed of one-row pages stops after 131,072 requests). `personal-couchdb`, the
 /// largest CouchDB scenario, lists 20,366 documents in 815 pages. (Counted by cutting the
 /// generated vaults with [`crate::protocols::couch::chunk::split`]: the slow test
-/// `the_default_bounds_hold_personal_couchdb_and_vault100k` in `tests/hostile_couch.rs`.)
+/// `the_default_bounds_hold_personal_couchdb_and_vault100k` in `tests/it/hostile_couch.rs`.)
 /// (The default bound on a feed that keeps inventing entries; a user's `--feed-max-*` flags
 /// replace either figure.)
 pub const FEED_DEFAULT: FeedBounds = FeedBounds {
     max_entries: 1 << 22,
     max_pages: 1 << 17,
+    max_bytes: FeedBounds::HELD_BYTES_DEFAULT,
 };
 
 /// What the rest of the generator and the harness's registry know of this protocol.

@@ -634,49 +634,136 @@ pub fn follow_pages_within(
     Ok((since, rows))
 }
 
+/// The pull's assembly over one `_bulk_get` answer (the bytes as they arrive), for the fuzz
+/// target and the property tests: its chunks checked against their ids, then every file's
+/// metadata in it assembled from them (into nothing) as [`Replica`] writes a file. The bytes
+/// the files make, or a one-line error; never a panic.
+pub fn assemble_answer(body: &[u8]) -> Result<u64, String> {
+    let got: BulkGet = wire::parse("_bulk_get answer", body).map_err(|e| e.to_string())?;
+    let mut chunks: BTreeMap<String, Held> = BTreeMap::new();
+    let mut files = Vec::new();
+    for doc in got
+        .results
+        .into_iter()
+        .flat_map(|r| r.docs)
+        .filter_map(|d| d.ok)
+    {
+        if doc.is_chunk() {
+            let held = match doc.data {
+                Some(data) => match chunk::check(&doc.id, &data) {
+                    Ok(()) => Held::Data(data),
+                    Err(flaw) => Held::Flawed(flaw),
+                },
+                None => Held::Flawed(chunk::Flaw::NoData),
+            };
+            chunks.insert(doc.id, held);
+        } else if doc.is_file() {
+            files.push(doc);
+        }
+    }
+    let get = |c: &str| -> Option<Result<&str, chunk::Flaw>> {
+        chunks.get(c).map(|h| match h {
+            Held::Data(d) => Ok(d.as_str()),
+            Held::Flawed(f) => Err(*f),
+        })
+    };
+    let mut total = 0u64;
+    for doc in &files {
+        let kind = if doc.kind.as_deref() == Some("plain") {
+            Kind::Plain
+        } else {
+            Kind::Binary
+        };
+        let path = doc.path.as_deref().unwrap_or_default();
+        let children = doc.children.as_deref().unwrap_or_default();
+        total += chunk::assemble(path, kind, children, doc.size, &get, &mut std::io::sink())
+            .map_err(|e| e.to_string())?;
+    }
+    Ok(total)
+}
+
 /// Device B: its replica of the database and its copy of the vault.
+///
+/// The pull streams: a file is written as soon as its metadata and every chunk it lists are
+/// in, and a chunk's data is dropped once no file waiting to be written lists it. What the
+/// replica holds at once (chunks no written file has used yet, files waiting for chunks,
+/// and what it keeps of every file) is counted against the client's byte budget
+/// (`--feed-max-bytes`), and each answer is capped at what is left of it.
 #[derive(Debug, Clone)]
 pub struct Replica {
     node: String,
-    /// Metadata documents by id.
-    docs: BTreeMap<String, Doc>,
-    /// Chunk data by id.
-    chunks: BTreeMap<String, String>,
-    /// Revision held per document id.
-    revs: BTreeMap<String, String>,
+    /// What is kept of each file written or removed, by metadata document id.
+    files: BTreeMap<String, FileState>,
+    /// Metadata documents whose files wait for chunks, by id.
+    pending: BTreeMap<String, Doc>,
+    /// Chunks received and checked against their ids, until no waiting file lists them.
+    chunks: BTreeMap<String, Held>,
+    /// The bytes the three above hold, as [`Replica::cost_of`] counts them.
+    held: u64,
     /// Where the feed was read up to.
     since: Value,
     checkpoint: Option<Checkpoint>,
 }
 
-/// What one replication pass brought in.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Pulled {
-    /// Metadata documents that changed, in the feed's order.
-    pub changed: Vec<String>,
-    /// Chunks received through `_bulk_get`.
-    pub chunks: u64,
-    /// Feed rows read.
-    pub rows: u64,
+/// What the replica keeps of a file once it is written (or removed): what later passes (a
+/// resync, a wait for an edit or a rename) read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileState {
+    /// The metadata document's revision.
+    pub rev: Option<String>,
+    /// The vault path.
+    pub path: String,
+    /// The bytes written (the metadata's `size`).
+    pub size: Option<u64>,
+    /// Removed (`deleted: true`, or the document deleted).
+    pub deleted: bool,
 }
 
-/// What writing changed files into the vault copy did.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Applied {
-    pub files: u64,
-    pub bytes: u64,
-    pub deleted: u64,
+/// A chunk as held: its data, checked against its id, or why it cannot be used.
+#[derive(Debug, Clone)]
+enum Held {
+    Data(String),
+    Flawed(chunk::Flaw),
+}
+
+/// Bytes counted per held entry beyond its strings: the map node, the strings' headers.
+const ENTRY_OVERHEAD: u64 = 128;
+/// Bytes counted per chunk id a waiting file lists, beyond the id: the string's header.
+const CHILD_OVERHEAD: u64 = 24;
+
+/// What one replication pass brought in and wrote.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Pulled {
+    /// Feed rows read.
+    pub rows: u64,
+    /// Chunks received through `_bulk_get`.
+    pub chunks: u64,
     /// Chunks fetched on demand (`_all_docs` by keys).
     pub fetched: u64,
+    /// Files written, and their bytes.
+    pub files: u64,
+    pub bytes: u64,
+    /// Files removed.
+    pub deleted: u64,
+}
+
+/// What a pass does with the files it receives.
+#[derive(Clone, Copy)]
+enum Mode<'a> {
+    /// Writes them into the vault copy at this folder.
+    Write(&'a Path),
+    /// Only notes them (an idle resync compares what is on disk afterwards).
+    Note,
 }
 
 impl Replica {
     pub fn new(node: &str) -> Replica {
         Replica {
             node: node.to_owned(),
-            docs: BTreeMap::new(),
+            files: BTreeMap::new(),
+            pending: BTreeMap::new(),
             chunks: BTreeMap::new(),
-            revs: BTreeMap::new(),
+            held: 0,
             since: Value::from(0),
             checkpoint: None,
         }
@@ -693,15 +780,83 @@ impl Replica {
         }
     }
 
+    /// The bytes a document costs the budget while held.
+    fn cost_of(doc: &Doc) -> u64 {
+        let strings = doc.id.len()
+            + doc.rev.as_deref().map_or(0, str::len)
+            + doc.path.as_deref().map_or(0, str::len)
+            + doc.data.as_deref().map_or(0, str::len);
+        let children: u64 = doc
+            .children
+            .iter()
+            .flatten()
+            .map(|c| c.len() as u64 + CHILD_OVERHEAD)
+            .sum();
+        strings as u64 + children + ENTRY_OVERHEAD
+    }
+
+    fn cost_of_chunk(id: &str, held: &Held) -> u64 {
+        let data = match held {
+            Held::Data(d) => d.len(),
+            Held::Flawed(_) => 0,
+        };
+        (id.len() + data) as u64 + ENTRY_OVERHEAD
+    }
+
+    fn cost_of_file(id: &str, f: &FileState) -> u64 {
+        (id.len() + f.path.len() + f.rev.as_deref().map_or(0, str::len)) as u64 + ENTRY_OVERHEAD
+    }
+
+    /// The budget passed: an error naming the bound and what is held.
+    fn check_budget(&self, client: &CouchClient) -> Result<(), CouchError> {
+        let max = client.feed_bounds().max_bytes;
+        if self.held <= max {
+            return Ok(());
+        }
+        Err(CouchError::protocol(
+            "pull",
+            format!(
+                "the server's documents would have the pull hold more than {} at once (bound --feed-max-bytes): {} chunks no written file has used, {} files waiting for chunks, {} files kept",
+                crate::http::fmt_bytes(max),
+                self.chunks.len(),
+                self.pending.len(),
+                self.files.len()
+            ),
+        ))
+    }
+
+    /// What an answer may take of the budget: what is left of it, at most the answer cap.
+    fn answer_cap(&self, client: &CouchClient) -> (u64, &'static str) {
+        let left = client.feed_bounds().max_bytes.saturating_sub(self.held);
+        if left < super::client::MAX_ANSWER_BYTES {
+            (left, "--feed-max-bytes, less what the pull holds")
+        } else {
+            (super::client::MAX_ANSWER_BYTES, "couch::MAX_ANSWER_BYTES")
+        }
+    }
+
     /// Reads the feed from where the replica is until a page is empty, fetching the
-    /// revisions it lacks. With `longpoll`, the first read waits for a change (heartbeat
-    /// [`HEARTBEAT_MS`]) for at most that long. One call is one walk of the feed, bounded by
-    /// the client's [`FeedBounds`]: a page past them is an error before its rows are fetched.
+    /// revisions it lacks and writing each file into `dir` once its chunks are in. With
+    /// `longpoll`, the first read waits for a change (heartbeat [`HEARTBEAT_MS`]) for at
+    /// most that long. One call is one walk of the feed, bounded by the client's
+    /// [`FeedBounds`]: a page past them is an error before its rows are fetched. When it
+    /// returns, no file waits: the chunks the feed did not bring were fetched by keys.
     pub async fn replicate(
         &mut self,
         client: &CouchClient,
         rec: &Recorder,
         longpoll: Option<Duration>,
+        dir: &Path,
+    ) -> Result<Pulled, CouchError> {
+        self.walk(client, rec, longpoll, Mode::Write(dir)).await
+    }
+
+    async fn walk(
+        &mut self,
+        client: &CouchClient,
+        rec: &Recorder,
+        longpoll: Option<Duration>,
+        mode: Mode<'_>,
     ) -> Result<Pulled, CouchError> {
         let mut out = Pulled::default();
         let mut stalled = 0u32;
@@ -727,15 +882,17 @@ impl Replica {
             first = false;
             let mut req = CouchClient::request(route, Method::GET, &href, None);
             req.timeout = req_timeout;
+            (req.max_body, req.cap_name) = self.answer_cap(client);
             let (_, body) = client.call(rec, &req, &[200]).await?;
-            let page = wire::parse_changes(&body).map_err(|source| CouchError::Message {
-                route: "_changes page",
-                source,
-            })?;
+            let page = wire::parse_changes(&body).map_err(CouchError::Message)?;
+            drop(body);
             match advance(&self.since, &mut stalled, &page)? {
                 Step::End(last) => {
                     if let Some(last) = last {
                         self.since = last;
+                    }
+                    if let Mode::Write(dir) = mode {
+                        self.settle(client, rec, dir, true, &mut out).await?;
                     }
                     return Ok(out);
                 }
@@ -747,111 +904,255 @@ impl Replica {
             let mut want: Vec<(String, String)> = Vec::new();
             for row in &page.results {
                 for c in &row.changes {
-                    if self.revs.get(&row.id) != Some(&c.rev) {
+                    let have = self
+                        .files
+                        .get(&row.id)
+                        .is_some_and(|f| f.rev.as_ref() == Some(&c.rev))
+                        || self.chunks.contains_key(&row.id);
+                    if !have && !want.iter().any(|(i, r)| *i == row.id && *r == c.rev) {
                         want.push((row.id.clone(), c.rev.clone()));
                     }
                 }
             }
+            drop(page);
             for batch in want.chunks(BATCH) {
-                self.bulk_get(client, rec, batch, &mut out).await?;
+                out.chunks += self.bulk_get(client, rec, batch, mode).await?;
+                if let Mode::Write(dir) = mode {
+                    self.settle(client, rec, dir, false, &mut out).await?;
+                    if self.held > client.feed_bounds().max_bytes / 2 {
+                        // Files waiting on chunks the feed has not brought yet: fetch them
+                        // now rather than hold more.
+                        self.settle(client, rec, dir, true, &mut out).await?;
+                    }
+                }
+                self.check_budget(client)?;
             }
             self.since = last;
         }
     }
 
+    /// `POST _bulk_get` of `batch`: every document asked for must come back, as the
+    /// revision asked for or an error naming why not. Returns the chunks received.
     async fn bulk_get(
         &mut self,
         client: &CouchClient,
         rec: &Recorder,
         batch: &[(String, String)],
-        out: &mut Pulled,
-    ) -> Result<(), CouchError> {
+        mode: Mode<'_>,
+    ) -> Result<u64, CouchError> {
         let docs: Vec<Value> = batch
             .iter()
             .map(|(id, rev)| json!({"id": id, "rev": rev}))
             .collect();
         let body = serde_json::to_vec(&json!({ "docs": docs })).expect("JSON serialises");
-        let req =
+        let mut req =
             CouchClient::request("bulk-get", Method::POST, "/_bulk_get?revs=true", Some(body));
+        (req.max_body, req.cap_name) = self.answer_cap(client);
         let got: BulkGet = client.json(rec, &req, &[200], "_bulk_get answer").await?;
+        let mut answered: BTreeSet<&str> = BTreeSet::new();
+        let mut chunks = 0;
         for result in got.results {
-            let asked = batch.iter().any(|(id, _)| *id == result.id);
+            let Some((asked, _)) = batch.iter().find(|(id, _)| *id == result.id) else {
+                return Err(CouchError::protocol(
+                    "bulk-get",
+                    format!(
+                        "the answer holds {}, which was not asked for",
+                        quote(&result.id)
+                    ),
+                ));
+            };
             for d in result.docs {
                 let Some(doc) = d.ok else {
                     return Err(CouchError::protocol(
                         "bulk-get",
                         format!(
                             "{}: {}",
-                            result.id,
+                            quote(&result.id),
                             d.error
                                 .map_or_else(|| "no document".into(), |e| clip_value(&e))
                         ),
                     ));
                 };
-                if !asked || doc.id != result.id {
+                if doc.id != result.id {
                     return Err(CouchError::protocol(
                         "bulk-get",
-                        format!("the answer holds {:?}, which was not asked for", doc.id),
+                        format!(
+                            "the answer for {} holds {}",
+                            quote(&result.id),
+                            quote(&doc.id)
+                        ),
                     ));
                 }
-                self.take(doc, out);
+                answered.insert(asked.as_str());
+                if self.take(doc, mode)? {
+                    chunks += 1;
+                }
             }
         }
+        let missing: Vec<&str> = batch
+            .iter()
+            .map(|(id, _)| id.as_str())
+            .filter(|id| !answered.contains(id))
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        if !missing.is_empty() {
+            return Err(CouchError::protocol(
+                "bulk-get",
+                format!(
+                    "the answer lacks {} of the {} documents asked for: {}",
+                    missing.len(),
+                    batch.len(),
+                    name_some(&missing)
+                ),
+            ));
+        }
+        Ok(chunks)
+    }
+
+    /// Takes a document the server sent: a chunk is checked against its id and held (in
+    /// [`Mode::Write`]); a file's metadata waits for its chunks, or (deleted) its file is
+    /// removed. Returns whether it was a chunk.
+    fn take(&mut self, doc: Doc, mode: Mode<'_>) -> Result<bool, CouchError> {
+        if doc.tombstone {
+            self.drop_chunk(&doc.id);
+            if self.files.contains_key(&doc.id) || self.pending.contains_key(&doc.id) {
+                self.remove_file(&doc.id, doc.rev.clone(), mode)?;
+            }
+            return Ok(false);
+        }
+        if doc.is_chunk() {
+            if let Mode::Write(_) = mode
+                && !self.chunks.contains_key(&doc.id)
+            {
+                let held = match doc.data {
+                    Some(data) => match chunk::check(&doc.id, &data) {
+                        Ok(()) => Held::Data(data),
+                        Err(flaw) => Held::Flawed(flaw),
+                    },
+                    None => Held::Flawed(chunk::Flaw::NoData),
+                };
+                self.held = self
+                    .held
+                    .saturating_add(Replica::cost_of_chunk(&doc.id, &held));
+                self.chunks.insert(doc.id, held);
+            }
+            return Ok(true);
+        }
+        if !doc.is_file() {
+            return Ok(false);
+        }
+        let Some(path) = doc.path.as_deref() else {
+            return Err(CouchError::protocol(
+                "bulk-get",
+                format!("document {} has no path", quote(&doc.id)),
+            ));
+        };
+        if crate::transfer::safe_rel_path(path).is_err() {
+            return Err(CouchError::protocol(
+                "bulk-get",
+                format!(
+                    "document {} names a path outside the vault: {}",
+                    quote(&doc.id),
+                    quote(path)
+                ),
+            ));
+        }
+        if doc.deleted {
+            return self
+                .remove_file(&doc.id, doc.rev.clone(), mode)
+                .map(|()| false);
+        }
+        match mode {
+            Mode::Write(_) => {
+                if let Some(old) = self.pending.remove(&doc.id) {
+                    self.held = self.held.saturating_sub(Replica::cost_of(&old));
+                }
+                self.held = self.held.saturating_add(Replica::cost_of(&doc));
+                self.pending.insert(doc.id.clone(), doc);
+            }
+            Mode::Note => {
+                let state = FileState {
+                    rev: doc.rev.clone(),
+                    path: path.to_owned(),
+                    size: doc.size,
+                    deleted: false,
+                };
+                self.keep_file(doc.id, state);
+            }
+        }
+        Ok(false)
+    }
+
+    /// Records what is kept of file `id`, counted against the budget.
+    fn keep_file(&mut self, id: String, state: FileState) {
+        self.held = self.held.saturating_add(Replica::cost_of_file(&id, &state));
+        if let Some(old) = self.files.insert(id.clone(), state) {
+            self.held = self.held.saturating_sub(Replica::cost_of_file(&id, &old));
+        }
+    }
+
+    fn drop_chunk(&mut self, id: &str) {
+        if let Some(h) = self.chunks.remove(id) {
+            self.held = self.held.saturating_sub(Replica::cost_of_chunk(id, &h));
+        }
+    }
+
+    /// File `id` deleted on the server: removed from the copy (in [`Mode::Write`]), noted
+    /// deleted.
+    fn remove_file(
+        &mut self,
+        id: &str,
+        rev: Option<String>,
+        mode: Mode<'_>,
+    ) -> Result<(), CouchError> {
+        if let Some(old) = self.pending.remove(id) {
+            self.held = self.held.saturating_sub(Replica::cost_of(&old));
+        }
+        let Some(path) = self.files.get(id).map(|f| f.path.clone()) else {
+            return Ok(());
+        };
+        if let Mode::Write(dir) = mode
+            && let Ok(rel) = crate::transfer::safe_rel_path(&path)
+        {
+            let abs = dir.join(rel);
+            match std::fs::remove_file(&abs) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(CouchError::io(&abs, e)),
+            }
+        }
+        let state = FileState {
+            rev,
+            path,
+            size: None,
+            deleted: true,
+        };
+        self.keep_file(id.to_owned(), state);
         Ok(())
     }
 
-    /// Keeps a document the server sent.
-    fn take(&mut self, doc: Doc, out: &mut Pulled) {
-        if let Some(rev) = &doc.rev {
-            self.revs.insert(doc.id.clone(), rev.clone());
-        }
-        if doc.is_chunk() {
-            if let Some(data) = doc.data {
-                self.chunks.insert(doc.id, data);
-                out.chunks += 1;
-            }
-        } else if doc.is_file() || doc.tombstone {
-            out.changed.push(doc.id.clone());
-            self.docs.insert(doc.id.clone(), doc);
-        }
-    }
-
-    /// Writes the files of `ids` (metadata document ids) into `dir`: deleted ones removed,
-    /// the others assembled from their chunks, fetching missing chunks by keys.
-    pub async fn apply(
+    /// Writes every waiting file whose chunks are all in; with `fetch`, first fetches by keys
+    /// the chunks the others lack, so that none waits after it. Chunks no waiting file lists
+    /// any more are dropped.
+    async fn settle(
         &mut self,
         client: &CouchClient,
         rec: &Recorder,
         dir: &Path,
-        ids: &[String],
-    ) -> Result<Applied, CouchError> {
-        let mut a = Applied::default();
-        let unique: BTreeSet<&String> = ids.iter().collect();
-        for id in unique {
-            let Some(doc) = self.docs.get(id).cloned() else {
+        fetch: bool,
+        out: &mut Pulled,
+    ) -> Result<(), CouchError> {
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        std::fs::create_dir_all(dir).map_err(|e| CouchError::io(dir, e))?;
+        let ids: Vec<String> = self.pending.keys().cloned().collect();
+        let mut used: BTreeSet<String> = BTreeSet::new();
+        for id in ids {
+            let Some(doc) = self.pending.get(&id) else {
                 continue;
             };
-            let Some(path) = doc.path.as_deref() else {
-                return Err(CouchError::protocol(
-                    "bulk-get",
-                    format!("document {id:?} has no path"),
-                ));
-            };
-            let rel = crate::protocols::obsync::sync::safe_rel_path(path).map_err(|_| {
-                CouchError::protocol(
-                    "bulk-get",
-                    format!("document {id:?} names a path outside the vault: {path:?}"),
-                )
-            })?;
-            let abs = dir.join(rel);
-            if doc.deleted || doc.tombstone {
-                match std::fs::remove_file(&abs) {
-                    Ok(()) => a.deleted += 1,
-                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                    Err(e) => return Err(CouchError::io(&abs, e)),
-                }
-                continue;
-            }
             let children = doc.children.clone().unwrap_or_default();
             let missing: Vec<String> = children
                 .iter()
@@ -860,45 +1161,94 @@ impl Replica {
                 .collect::<BTreeSet<_>>()
                 .into_iter()
                 .collect();
-            for batch in missing.chunks(BATCH) {
-                a.fetched += self.fetch_chunks(client, rec, batch, path).await?;
+            if !missing.is_empty() {
+                if !fetch {
+                    continue;
+                }
+                let path = doc.path.clone().unwrap_or_default();
+                // A file that cannot be made whatever its chunks are is refused before any
+                // is fetched: each chunk is at least a byte.
+                if let Some(size) = doc.size
+                    && children.len() as u64 > size.max(1)
+                {
+                    return Err(CouchError::protocol(
+                        "pull",
+                        format!(
+                            "{}: its metadata lists {} chunks for {size} bytes; nothing was written for the file",
+                            quote(&path),
+                            children.len()
+                        ),
+                    ));
+                }
+                for batch in missing.chunks(BATCH) {
+                    out.fetched += self.fetch_chunks(client, rec, batch, &path).await?;
+                    self.check_budget(client)?;
+                }
             }
-            let kind = if doc.kind.as_deref() == Some("plain") {
-                Kind::Plain
-            } else {
-                Kind::Binary
+            let Some(doc) = self.pending.remove(&id) else {
+                continue;
             };
-            let mut bytes = Vec::new();
-            for c in &children {
-                let data = self.chunks.get(c).ok_or_else(|| {
-                    CouchError::protocol("all-docs-keys", format!("chunk {c} of {path} is missing"))
-                })?;
-                let part = chunk::decode(kind, data).ok_or_else(|| {
-                    CouchError::protocol(
-                        "bulk-get",
-                        format!("chunk {c} of {path} is not valid base64"),
-                    )
-                })?;
-                bytes.extend_from_slice(&part);
-            }
-            if doc.size.is_some_and(|s| s != bytes.len() as u64) {
-                return Err(CouchError::protocol(
-                    "bulk-get",
-                    format!(
-                        "{path}: its chunks make {} bytes, its metadata says {}",
-                        bytes.len(),
-                        doc.size.unwrap_or(0)
-                    ),
-                ));
-            }
-            write_file(&abs, &bytes)?;
-            a.files += 1;
-            a.bytes += bytes.len() as u64;
+            self.held = self.held.saturating_sub(Replica::cost_of(&doc));
+            let written = self.write_doc(dir, &doc)?;
+            out.files += 1;
+            out.bytes += written;
+            used.extend(children);
+            let state = FileState {
+                rev: doc.rev.clone(),
+                path: doc.path.clone().unwrap_or_default(),
+                size: Some(written),
+                deleted: false,
+            };
+            self.keep_file(id, state);
         }
-        Ok(a)
+        // Chunks a written file used and no waiting file lists are dropped.
+        let listed: BTreeSet<&String> = self
+            .pending
+            .values()
+            .flat_map(|d| d.children.iter().flatten())
+            .collect();
+        let unneeded: Vec<String> = used.into_iter().filter(|c| !listed.contains(c)).collect();
+        for c in unneeded {
+            self.drop_chunk(&c);
+        }
+        Ok(())
     }
 
-    /// `POST _all_docs?include_docs=true` of `keys`: every one must come back as a chunk.
+    /// Assembles metadata document `doc`'s file from the held chunks into a temp file beside
+    /// it, then renames it into place: every chunk is checked before a byte is written, and
+    /// on any error the temp file is removed and nothing is left. Returns the bytes written.
+    fn write_doc(&self, dir: &Path, doc: &Doc) -> Result<u64, CouchError> {
+        let path = doc.path.as_deref().unwrap_or_default();
+        let rel = crate::transfer::safe_rel_path(path).map_err(|_| {
+            CouchError::protocol(
+                "bulk-get",
+                format!("document {} names a path outside the vault", quote(&doc.id)),
+            )
+        })?;
+        let abs = dir.join(rel);
+        let kind = if doc.kind.as_deref() == Some("plain") {
+            Kind::Plain
+        } else {
+            Kind::Binary
+        };
+        let children = doc.children.as_deref().unwrap_or_default();
+        let get = |c: &str| -> Option<Result<&str, chunk::Flaw>> {
+            self.chunks.get(c).map(|h| match h {
+                Held::Data(d) => Ok(d.as_str()),
+                Held::Flawed(f) => Err(*f),
+            })
+        };
+        // Checked before the temp file is made.
+        chunk::check_file(path, kind, children, doc.size, &get)
+            .map_err(|e| CouchError::protocol("pull", e.to_string()))?;
+        write_streamed(&abs, |w| {
+            chunk::assemble(path, kind, children, doc.size, &get, w)
+                .map_err(|e| CouchError::protocol("pull", e.to_string()))
+        })
+    }
+
+    /// `POST _all_docs?include_docs=true` of `keys`, the chunks of file `path`: every key must
+    /// come back as a chunk, checked against its id. Returns the chunks taken.
     async fn fetch_chunks(
         &mut self,
         client: &CouchClient,
@@ -907,19 +1257,32 @@ impl Replica {
         path: &str,
     ) -> Result<u64, CouchError> {
         let body = serde_json::to_vec(&json!({ "keys": keys })).expect("JSON serialises");
-        let req = CouchClient::request(
+        let mut req = CouchClient::request(
             "all-docs-keys",
             Method::POST,
             "/_all_docs?include_docs=true",
             Some(body),
         );
+        (req.max_body, req.cap_name) = self.answer_cap(client);
         let got: AllDocs = client.json(rec, &req, &[200], "_all_docs answer").await?;
         let mut n = 0;
+        let mut answered: BTreeSet<String> = BTreeSet::new();
         for row in got.rows {
             match row.doc {
                 Some(doc) if doc.is_chunk() && keys.contains(&doc.id) => {
-                    if let Some(data) = doc.data {
-                        self.chunks.insert(doc.id, data);
+                    let Some(data) = doc.data else {
+                        return Err(flawed(&doc.id, path, chunk::Flaw::NoData));
+                    };
+                    if let Err(flaw) = chunk::check(&doc.id, &data) {
+                        return Err(flawed(&doc.id, path, flaw));
+                    }
+                    answered.insert(doc.id.clone());
+                    if !self.chunks.contains_key(&doc.id) {
+                        let held = Held::Data(data);
+                        self.held = self
+                            .held
+                            .saturating_add(Replica::cost_of_chunk(&doc.id, &held));
+                        self.chunks.insert(doc.id, held);
                         n += 1;
                     }
                 }
@@ -927,13 +1290,33 @@ impl Replica {
                     return Err(CouchError::protocol(
                         "all-docs-keys",
                         format!(
-                            "chunk {} of {path} is not on the server ({})",
+                            "chunk {} of {} is not on the server ({})",
                             clip_value(&row.key),
-                            row.error.as_deref().unwrap_or("no document")
+                            quote(path),
+                            row.error
+                                .as_deref()
+                                .map_or_else(|| "no document".to_owned(), text)
                         ),
                     ));
                 }
             }
+        }
+        let missing: Vec<&str> = keys
+            .iter()
+            .map(String::as_str)
+            .filter(|k| !answered.contains(*k))
+            .collect();
+        if !missing.is_empty() {
+            return Err(CouchError::protocol(
+                "all-docs-keys",
+                format!(
+                    "the answer lacks {} of the {} chunks of {} asked for: {}",
+                    missing.len(),
+                    keys.len(),
+                    quote(path),
+                    name_some(&missing)
+                ),
+            ));
         }
         Ok(n)
     }
@@ -953,7 +1336,8 @@ impl Replica {
         r
     }
 
-    /// Cold pull into `dir`: set-up checks, the whole feed replicated, every file written.
+    /// Cold pull into `dir`: set-up checks, the whole feed replicated, every file written as
+    /// its chunks arrive.
     pub async fn pull_vault(
         &mut self,
         client: &CouchClient,
@@ -965,13 +1349,15 @@ impl Replica {
         let mut cp = Checkpoint::new(&self.node, client.db_name());
         cp.read(client, &rec).await?;
         self.checkpoint = Some(cp);
-        let pulled = self.replicate(client, &rec, None).await?;
+        // The folder is made when the first file is written (and at the end, for an empty
+        // database): a pull that fails on its feed leaves nothing.
+        let pulled = self.replicate(client, &rec, None, dir).await?;
         std::fs::create_dir_all(dir).map_err(|e| CouchError::io(dir, e))?;
-        let a = self.apply(client, &rec, dir, &pulled.changed).await?;
         self.checkpoint(client, &rec).await?;
-        let mut r = crate::transfer::report(rec.snapshot(), t0.elapsed(), a.files, 0, a.bytes);
-        r.chunks_transferred = pulled.chunks + a.fetched;
-        r.deleted = a.deleted;
+        let mut r =
+            crate::transfer::report(rec.snapshot(), t0.elapsed(), pulled.files, 0, pulled.bytes);
+        r.chunks_transferred = pulled.chunks + pulled.fetched;
+        r.deleted = pulled.deleted;
         r.last_seq = self.since.as_u64().unwrap_or(0);
         Ok(r)
     }
@@ -989,17 +1375,15 @@ impl Replica {
         let mut cp = Checkpoint::new(&self.node, client.db_name());
         cp.read(client, &rec).await?;
         self.checkpoint = Some(cp);
-        let pulled = self.replicate(client, &rec, None).await?;
+        let pulled = self.walk(client, &rec, None, Mode::Note).await?;
         let mut mismatched = pulled.rows;
         let mut files = 0;
-        for doc in self.docs.values().filter(|d| !d.deleted && !d.tombstone) {
+        for f in self.files.values().filter(|f| !f.deleted) {
             files += 1;
-            let ok = doc
-                .path
-                .as_deref()
-                .and_then(|p| crate::protocols::obsync::sync::safe_rel_path(p).ok())
+            let ok = crate::transfer::safe_rel_path(&f.path)
+                .ok()
                 .and_then(|p| std::fs::metadata(dir.join(p)).ok())
-                .is_some_and(|m| Some(m.len()) == doc.size);
+                .is_some_and(|m| Some(m.len()) == f.size);
             if !ok {
                 mismatched += 1;
             }
@@ -1010,9 +1394,8 @@ impl Replica {
         Ok(r)
     }
 
-    /// Live replication until metadata document `id` arrives (long polls of at most
-    /// `until - now` each), then the changed files written into `dir` and the checkpoint.
-    /// Counts go to `rec`.
+    /// Live replication until `done` (long polls of at most `until - now` each), each pass
+    /// writing the changed files into `dir`, then the checkpoint. Counts go to `rec`.
     pub async fn wait_for(
         &mut self,
         client: &CouchClient,
@@ -1020,8 +1403,8 @@ impl Replica {
         dir: &Path,
         until: Instant,
         done: &(dyn Fn(&Replica) -> bool + Send + Sync),
-    ) -> Result<Applied, CouchError> {
-        let mut changed = Vec::new();
+    ) -> Result<Pulled, CouchError> {
+        let mut all = Pulled::default();
         while !done(self) {
             let left = until.saturating_duration_since(Instant::now());
             if left.is_zero() {
@@ -1030,30 +1413,72 @@ impl Replica {
                     "the awaited change did not arrive before the deadline",
                 ));
             }
-            let p = self.replicate(client, rec, Some(left)).await?;
-            changed.extend(p.changed);
+            let p = self.replicate(client, rec, Some(left), dir).await?;
+            all.rows += p.rows;
+            all.chunks += p.chunks;
+            all.fetched += p.fetched;
+            all.files += p.files;
+            all.bytes += p.bytes;
+            all.deleted += p.deleted;
         }
-        let a = self.apply(client, rec, dir, &changed).await?;
         self.checkpoint(client, rec).await?;
-        Ok(a)
+        Ok(all)
     }
 
     /// Whether the replica holds a live file under `prefix` (`Folder/`).
     pub fn has_path_under(&self, prefix: &str) -> bool {
-        self.docs.values().any(|d| {
-            !d.deleted && !d.tombstone && d.path.as_deref().is_some_and(|p| p.starts_with(prefix))
-        })
+        self.files
+            .values()
+            .any(|f| !f.deleted && f.path.starts_with(prefix))
     }
 
-    /// The metadata document of vault path `rel`, if the replica has it.
-    pub fn doc_of(&self, rel: &str) -> Option<&Doc> {
-        self.docs.get(&chunk::doc_id(rel))
+    /// What the replica keeps of vault path `rel`'s file, if it has written it.
+    pub fn file_of(&self, rel: &str) -> Option<&FileState> {
+        self.files.get(&chunk::doc_id(rel))
+    }
+
+    /// The bytes the replica holds now, as counted against `--feed-max-bytes`.
+    pub fn held_bytes(&self) -> u64 {
+        self.held
     }
 }
 
-/// Writes `bytes` to `abs` through a temp file in the same folder; the temp file is removed
-/// on every error path.
-fn write_file(abs: &Path, bytes: &[u8]) -> Result<(), CouchError> {
+/// The one-line error for a chunk fetched by key that cannot be used.
+fn flawed(id: &str, path: &str, flaw: chunk::Flaw) -> CouchError {
+    CouchError::protocol(
+        "all-docs-keys",
+        format!(
+            "chunk {} of {}: {}; nothing was written for the file",
+            quote(id),
+            quote(path),
+            flaw.reason()
+        ),
+    )
+}
+
+/// A few of `ids`, quoted, and how many more.
+fn name_some(ids: &[&str]) -> String {
+    let mut out: Vec<String> = ids.iter().take(3).map(|i| quote(i)).collect();
+    if ids.len() > 3 {
+        out.push(format!("and {} more", ids.len() - 3));
+    }
+    out.join(", ")
+}
+
+fn quote(s: &str) -> String {
+    contract::quote::quote(s)
+}
+
+fn text(s: &str) -> String {
+    contract::quote::text(s)
+}
+
+/// Writes a file at `abs` through a temp file in the same folder, `fill` writing its bytes;
+/// the temp file is removed on every error path. Returns what `fill` returns.
+fn write_streamed(
+    abs: &Path,
+    fill: impl FnOnce(&mut dyn std::io::Write) -> Result<u64, CouchError>,
+) -> Result<u64, CouchError> {
     let parent = abs.parent().unwrap_or(Path::new("."));
     std::fs::create_dir_all(parent).map_err(|e| CouchError::io(parent, e))?;
     // A short temp name: the file's own may already be at the 255-byte limit.
@@ -1063,21 +1488,24 @@ fn write_file(abs: &Path, bytes: &[u8]) -> Result<(), CouchError> {
         .unwrap_or_default();
     let tag = hex::encode(&Sha256::digest(name)[..8]);
     let tmp: PathBuf = parent.join(format!(".vbtmp-{tag}"));
-    let r = std::fs::write(&tmp, bytes).and_then(|()| std::fs::rename(&tmp, abs));
-    if let Err(e) = r {
+    let file = std::fs::File::create(&tmp).map_err(|e| CouchError::io(&tmp, e))?;
+    let mut w = std::io::BufWriter::with_capacity(256 * 1024, file);
+    let r = fill(&mut w).and_then(|n| {
+        use std::io::Write as _;
+        w.flush()
+            .and_then(|()| std::fs::rename(&tmp, abs))
+            .map_err(|e| CouchError::io(abs, e))?;
+        Ok(n)
+    });
+    if r.is_err() {
         let _ = std::fs::remove_file(&tmp);
-        return Err(CouchError::io(abs, e));
     }
-    Ok(())
+    r
 }
 
-/// A server's JSON value for a message, clipped to 80 characters.
+/// A server's JSON value for a message: escaped and clipped ([`contract::quote::text`]).
 fn clip_value(v: &Value) -> String {
-    let s = v.to_string();
-    match s.char_indices().nth(80) {
-        Some((i, _)) => format!("{}…", &s[..i]),
-        None => s,
-    }
+    text(&v.to_string())
 }
 
 #[cfg(test)]

@@ -210,13 +210,9 @@ pub fn parse_any(body: &[u8]) {
     let _ = parse::<Welcome>("welcome", body);
 }
 
-/// A reason clipped to one short line.
+/// A reason (which may quote the server's bytes) escaped and clipped to one short line.
 fn clip(s: &str) -> String {
-    let line = s.lines().next().unwrap_or("");
-    match line.char_indices().nth(200) {
-        Some((i, _)) => format!("{}…", &line[..i]),
-        None => line.to_owned(),
-    }
+    contract::quote::text(s)
 }
 
 #[cfg(test)]

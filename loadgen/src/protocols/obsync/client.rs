@@ -717,7 +717,10 @@ fn finish_lean(
                 transport(
                     req.route,
                     "timeout",
-                    format!("no complete answer within {:?}: {detail}", req.timeout),
+                    format!(
+                        "no complete answer within {}: {detail}",
+                        contract::quote::duration(req.timeout)
+                    ),
                 )
             })
         }
@@ -981,10 +984,7 @@ impl Answer {
 /// A server's text for an error message: at most 200 characters, control characters
 /// (line breaks included) as spaces, so the message stays one line.
 fn one_line(s: &str) -> String {
-    s.chars()
-        .take(200)
-        .map(|c| if c.is_control() { ' ' } else { c })
-        .collect()
+    contract::quote::text(s)
 }
 
 /// The mid-body crash point's side of a device (the trap itself is `crate::protocols::obsync::midbody`).
@@ -1099,7 +1099,10 @@ impl Device {
             Err(_) => Err(transport(
                 route,
                 "timeout",
-                format!("no answer within {:?}", req.timeout),
+                format!(
+                    "no answer within {}",
+                    contract::quote::duration(req.timeout)
+                ),
             )),
             Ok(Ok(_)) => Err(transport(
                 route,

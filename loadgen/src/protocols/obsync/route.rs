@@ -464,8 +464,8 @@ pub async fn run_route_load_until(
             route: cfg.route.name().to_owned(),
             kind: "timeout",
             detail: format!(
-                "preparing the route load did not finish within the run's duration ({:?})",
-                cfg.duration
+                "preparing the route load did not finish within the run's duration ({})",
+                contract::quote::duration(cfg.duration)
             ),
         })??;
     let t0 = rec.start();

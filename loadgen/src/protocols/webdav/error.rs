@@ -9,12 +9,10 @@ use std::path::PathBuf;
 pub enum DavError {
     #[error("{what}: {reason}")]
     BadMultistatus { what: String, reason: String },
-    #[error("{}: {source}", path.display())]
-    Io {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
+    /// A local file: its path and the system's error (in the message, not also as a
+    /// source, so an error chain prints it once).
+    #[error("{}: {err}", contract::quote::quote(&path.to_string_lossy()))]
+    Io { path: PathBuf, err: std::io::Error },
     #[error("{what}: {reason}")]
     Invalid { what: String, reason: String },
     /// One exchange failed (transport, status, size cap).
@@ -42,7 +40,7 @@ impl DavError {
     pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
         DavError::Io {
             path: path.into(),
-            source,
+            err: source,
         }
     }
 }

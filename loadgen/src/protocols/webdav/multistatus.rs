@@ -336,21 +336,17 @@ fn xml_error(e: &quick_xml::Error) -> String {
     format!("not well-formed XML: {}", clip(&s, 200))
 }
 
-/// `s` on one line and at most `max` bytes (cut at a character boundary, marked with `…`):
-/// a server's text in a message must not make the message long.
+/// `s` on one line, escaped, and at most `max` bytes of it with the count left out
+/// ([`contract::quote::text_within`]): a server's text in a message must not make the
+/// message long, nor reach the terminal as control characters.
 pub(crate) fn clip(s: &str, max: usize) -> String {
-    let one_line: String = s
-        .chars()
-        .map(|c| if c.is_control() { ' ' } else { c })
-        .collect();
-    if one_line.len() <= max {
-        return one_line;
-    }
-    let mut end = max;
-    while !one_line.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}…", &one_line[..end])
+    contract::quote::text_within(s, max)
+}
+
+/// A server's string (an href, a path) for a message: quoted, escaped, at most `max` bytes
+/// of it ([`contract::quote::quote_within`]).
+pub(crate) fn quoted(s: &str, max: usize) -> String {
+    contract::quote::quote_within(s, max)
 }
 
 /// What one element is, by its place in the answer (only the `DAV:` names matter).
@@ -678,7 +674,7 @@ fn parse_status_line(line: &str) -> Result<u16, String> {
         .filter(|c| c.len() == 3 && c.bytes().all(|b| b.is_ascii_digit()))
         .and_then(|c| c.parse().ok())
         .filter(|s: &u16| (100..=599).contains(s))
-        .ok_or_else(|| format!("bad status line {:?}", clip(line, 80)))
+        .ok_or_else(|| format!("bad status line {}", quoted(line, 80)))
 }
 
 /// The path of an href: scheme and authority dropped, query and fragment refused,
@@ -693,19 +689,19 @@ pub fn decode_href(href: &str) -> Result<String, String> {
     };
     if !path.starts_with('/') {
         return Err(format!(
-            "href {:?} is not an absolute path",
-            clip(href, 120)
+            "href {} is not an absolute path",
+            quoted(href, 120)
         ));
     }
     if path.contains(['?', '#']) {
         return Err(format!(
-            "href {:?} has a query or fragment",
-            clip(href, 120)
+            "href {} has a query or fragment",
+            quoted(href, 120)
         ));
     }
     let bytes: Cow<[u8]> = percent_encoding::percent_decode_str(path).into();
     String::from_utf8(bytes.into_owned())
-        .map_err(|_| format!("href {:?} does not decode to UTF-8", clip(href, 120)))
+        .map_err(|_| format!("href {} does not decode to UTF-8", quoted(href, 120)))
 }
 
 #[cfg(test)]

@@ -18,7 +18,7 @@ use std::collections::{BTreeSet, VecDeque};
 
 use super::client::{DavClient, Depth, Place};
 use super::error::DavError;
-use super::multistatus::{DavEntry, clip};
+use super::multistatus::{DavEntry, quoted};
 use crate::stats::Recorder;
 use crate::transfer::{local_tree, report};
 use crate::walk::WalkBounds;
@@ -129,9 +129,9 @@ pub async fn walk(
                 what: "PROPFIND requests",
                 bound: "--webdav-max-requests",
                 detail: format!(
-                    "{} folders still to list, the next {:?}",
+                    "{} folders still to list, the next {}",
                     queue.len() + 1,
-                    clip(&folder, 120)
+                    quoted(&folder, 120)
                 ),
             });
         }
@@ -145,17 +145,17 @@ pub async fn walk(
                 Place::Root => {
                     return Err(DavError::Listing {
                         detail: format!(
-                            "PROPFIND of {:?} listed \"/\", which is not inside it (its parent, a sibling or elsewhere)",
-                            clip(&folder, 120)
+                            "PROPFIND of {} listed \"/\", which is not inside it (its parent, a sibling or elsewhere)",
+                            quoted(&folder, 120)
                         ),
                     });
                 }
                 Place::Outside => {
                     return Err(DavError::Listing {
                         detail: format!(
-                            "PROPFIND of {:?} listed {:?}, outside the folder listed",
-                            clip(&folder, 120),
-                            clip(&e.path, 120)
+                            "PROPFIND of {} listed {}, outside the folder listed",
+                            quoted(&folder, 120),
+                            quoted(&e.path, 120)
                         ),
                     });
                 }
@@ -170,9 +170,9 @@ pub async fn walk(
                     what: "entries",
                     bound: "--webdav-max-entries",
                     detail: format!(
-                        "PROPFIND of {:?} listed one more, {:?}",
-                        clip(&folder, 120),
-                        clip(&path, 120)
+                        "PROPFIND of {} listed one more, {}",
+                        quoted(&folder, 120),
+                        quoted(&path, 120)
                     ),
                 });
             }
@@ -194,9 +194,9 @@ pub async fn walk(
 fn check_listed(folder: &str, path: &str, depth: Depth, b: &WalkBounds) -> Result<(), DavError> {
     let listing = |why: &str| DavError::Listing {
         detail: format!(
-            "PROPFIND of {:?} listed {:?}, {why}",
-            clip(folder, 120),
-            clip(path, 120)
+            "PROPFIND of {} listed {}, {why}",
+            quoted(folder, 120),
+            quoted(path, 120)
         ),
     };
     if path
@@ -223,7 +223,7 @@ fn check_listed(folder: &str, path: &str, depth: Depth, b: &WalkBounds) -> Resul
             limit: b.max_path_bytes,
             what: "bytes of path",
             bound: "--webdav-max-path-bytes",
-            detail: format!("a {}-byte path {:?}", path.len(), clip(path, 120)),
+            detail: format!("a {}-byte path {}", path.len(), quoted(path, 120)),
         });
     }
     let levels = path.split('/').count() as u64;
@@ -232,7 +232,7 @@ fn check_listed(folder: &str, path: &str, depth: Depth, b: &WalkBounds) -> Resul
             limit: b.max_depth,
             what: "folder levels",
             bound: "--webdav-max-depth",
-            detail: format!("{levels} levels at {:?}", clip(path, 120)),
+            detail: format!("{levels} levels at {}", quoted(path, 120)),
         });
     }
     Ok(())

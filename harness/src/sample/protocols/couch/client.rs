@@ -143,7 +143,7 @@ impl SyncClient for CouchSyncClient {
             let t0 = Instant::now();
             let waiter = tokio::spawn(async move {
                 let until = Instant::now() + EDIT_DEADLINE;
-                let done = move |b: &Replica| b.doc_of(&r).and_then(|d| d.size) == Some(want);
+                let done = move |b: &Replica| b.file_of(&r).and_then(|f| f.size) == Some(want);
                 let res = replica.wait_for(&client, &rec, &dir, until, &done).await;
                 (replica, res)
             });

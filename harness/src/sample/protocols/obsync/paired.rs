@@ -36,84 +36,88 @@ pub(super) async fn drive(
     let mut b_seq: Option<[u64; 2]> = None;
     let pull_dirs = dirs.map(|d| d.join("pull-b"));
     for phase in &plan.scenario.phases {
-        match phase {
-            Phase::ColdStart => {}
-            Phase::ColdPush { .. } => {
-                let s = push_pairs(plan, a_first, ca.devices(), cb.devices(), a, b).await?;
-                pairs.insert(COLD_PUSH_WALL.to_owned(), s);
-            }
-            Phase::ColdPull => {
-                let (s, seq) = pull_pairs(
-                    plan,
-                    a_first,
-                    [ca.devices(), cb.devices()],
-                    &pull_dirs,
-                    a,
-                    b,
-                )
-                .await?;
-                b_seq = Some(seq);
-                pairs.insert(COLD_PULL_WALL.to_owned(), s);
-            }
-            Phase::EditPropagation { rounds } => {
-                let seq = match b_seq {
-                    Some(s) => s,
-                    None => feed_heads([ca.devices(), cb.devices()]).await?,
-                };
-                let (s, seq) = edit_pairs(
-                    plan,
-                    a_first,
-                    [ca.devices(), cb.devices()],
-                    dirs,
-                    &pull_dirs,
-                    *rounds,
-                    seq,
-                    a,
-                    b,
-                )
-                .await?;
-                b_seq = Some(seq);
-                pairs.insert(EDIT_P50.to_owned(), s);
-            }
-            Phase::RouteLoad {
-                routes, in_flight, ..
-            } => {
-                let bound = phase
-                    .route_bound()
-                    .context("route_load step without a valid bound")?;
-                let RouteBound::Requests(requests) = bound else {
-                    bail!(
-                        "ab --paired needs fixed-work route loads (requests = N); {} has a time-bounded one",
-                        plan.scenario.name
-                    );
-                };
-                let known = ca.routes();
-                for route in routes {
-                    if !known.contains(&route.as_str()) {
-                        bail!("route load: unknown obsync-v1 route {route:?}");
-                    }
-                    for &level in in_flight {
-                        let key = RouteLoadKey::new(route, level as u32, "p50_us");
-                        let s = route_pairs(
-                            ca.devices(),
-                            cb.devices(),
-                            route,
-                            level,
-                            requests,
-                            plan.seed,
-                            a,
-                            b,
-                        )
-                        .await
-                        .with_context(|| {
-                            format!("paired route load {route} at {level} in flight")
-                        })?;
-                        pairs.insert(key.to_string(), s);
+        let step = async {
+            match phase {
+                Phase::ColdStart => {}
+                Phase::ColdPush { .. } => {
+                    let s = push_pairs(plan, a_first, ca.devices(), cb.devices(), a, b).await?;
+                    pairs.insert(COLD_PUSH_WALL.to_owned(), s);
+                }
+                Phase::ColdPull => {
+                    let (s, seq) = pull_pairs(
+                        plan,
+                        a_first,
+                        [ca.devices(), cb.devices()],
+                        &pull_dirs,
+                        a,
+                        b,
+                    )
+                    .await?;
+                    b_seq = Some(seq);
+                    pairs.insert(COLD_PULL_WALL.to_owned(), s);
+                }
+                Phase::EditPropagation { rounds } => {
+                    let seq = match b_seq {
+                        Some(s) => s,
+                        None => feed_heads([ca.devices(), cb.devices()]).await?,
+                    };
+                    let (s, seq) = edit_pairs(
+                        plan,
+                        a_first,
+                        [ca.devices(), cb.devices()],
+                        dirs,
+                        &pull_dirs,
+                        *rounds,
+                        seq,
+                        a,
+                        b,
+                    )
+                    .await?;
+                    b_seq = Some(seq);
+                    pairs.insert(EDIT_P50.to_owned(), s);
+                }
+                Phase::RouteLoad {
+                    routes, in_flight, ..
+                } => {
+                    let bound = phase
+                        .route_bound()
+                        .context("route_load step without a valid bound")?;
+                    let RouteBound::Requests(requests) = bound else {
+                        bail!(
+                            "ab --paired needs fixed-work route loads (requests = N); {} has a time-bounded one",
+                            plan.scenario.name
+                        );
+                    };
+                    let known = ca.routes();
+                    for route in routes {
+                        if !known.contains(&route.as_str()) {
+                            bail!("route load: unknown obsync-v1 route {route:?}");
+                        }
+                        for &level in in_flight {
+                            let key = RouteLoadKey::new(route, level as u32, "p50_us");
+                            let s = route_pairs(
+                                ca.devices(),
+                                cb.devices(),
+                                route,
+                                level,
+                                requests,
+                                plan.seed,
+                                a,
+                                b,
+                            )
+                            .await
+                            .with_context(|| {
+                                format!("paired route load {route} at {level} in flight")
+                            })?;
+                            pairs.insert(key.to_string(), s);
+                        }
                     }
                 }
+                other => skipped.push(other.name().to_owned()),
             }
-            other => skipped.push(other.name().to_owned()),
-        }
+            Ok::<(), anyhow::Error>(())
+        };
+        crate::sample::phases::within_phase(plan, phase.name(), step).await?;
     }
     Ok(())
 }

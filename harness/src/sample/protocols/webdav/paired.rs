@@ -43,18 +43,23 @@ pub(super) async fn drive_dav(
     };
     let pull_dirs = dirs.map(|d| d.join("pull-b"));
     for phase in &plan.scenario.phases {
-        match phase {
-            Phase::ColdStart => {}
-            Phase::ColdPush { .. } => {
-                let s = dav_push_pairs(plan, a_first, &clients, a, b).await?;
-                pairs.insert(COLD_PUSH_WALL.to_owned(), s);
+        let step = async {
+            match phase {
+                Phase::ColdStart => {}
+                Phase::ColdPush { .. } => {
+                    let s = dav_push_pairs(plan, a_first, &clients, a, b).await?;
+                    pairs.insert(COLD_PUSH_WALL.to_owned(), s);
+                }
+                Phase::ColdPull => {
+                    let s =
+                        dav_pull_pairs(plan, a_first, &clients, depth, &pull_dirs, a, b).await?;
+                    pairs.insert(COLD_PULL_WALL.to_owned(), s);
+                }
+                other => skipped.push(other.name().to_owned()),
             }
-            Phase::ColdPull => {
-                let s = dav_pull_pairs(plan, a_first, &clients, depth, &pull_dirs, a, b).await?;
-                pairs.insert(COLD_PULL_WALL.to_owned(), s);
-            }
-            other => skipped.push(other.name().to_owned()),
-        }
+            Ok::<(), anyhow::Error>(())
+        };
+        crate::sample::phases::within_phase(plan, phase.name(), step).await?;
     }
     Ok(())
 }

@@ -47,20 +47,15 @@ pub enum Outcome {
 pub enum WorkerError {
     #[error("locust master {master}: {detail}")]
     Master { master: String, detail: String },
-    #[error("locust master {master}: {source}")]
+    #[error("locust master {master}: {err}")]
     Message {
         master: String,
-        #[source]
-        source: message::MessageError,
+        err: message::MessageError,
     },
     #[error(transparent)]
     Load(#[from] crate::LoadError),
-    #[error("--hdr-log {}: {source}", path.display())]
-    Log {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
+    #[error("--hdr-log {}: {err}", path.display())]
+    Log { path: PathBuf, err: std::io::Error },
 }
 
 /// What the worker runs.
@@ -228,7 +223,7 @@ pub async fn connect(cfg: &WorkerConfig) -> Result<Connected, WorkerError> {
                 Ok(Some(Err(e))) => {
                     return Err(WorkerError::Message {
                         master: master.clone(),
-                        source: e,
+                        err: e,
                     });
                 }
                 Ok(Some(Ok(FromMaster::Ack { index }))) => {
@@ -335,7 +330,7 @@ impl Connected {
                         }
                         Some(Err(e)) => {
                             stop_run(&mut running).await;
-                            return Err(WorkerError::Message { master: self.master.clone(), source: e });
+                            return Err(WorkerError::Message { master: self.master.clone(), err: e });
                         }
                         Some(Ok(m)) => m,
                     };
@@ -444,7 +439,7 @@ fn write_log(m: &Measured, rec: Option<&Recorder>, cfg: &WorkerConfig) -> Result
             .and_then(|_| durable::write_atomic(path, &buf, durable::SHARED))
             .map_err(|source| WorkerError::Log {
                 path: path.clone(),
-                source,
+                err: source,
             })?;
     }
     Ok(())

@@ -157,8 +157,8 @@ pub async fn run_paired_route_load(
             route: cfg.route.name().to_owned(),
             kind: "timeout",
             detail: format!(
-                "preparing the paired route load did not finish within the run's duration ({:?})",
-                cfg.duration
+                "preparing the paired route load did not finish within the run's duration ({})",
+                contract::quote::duration(cfg.duration)
             ),
         })??;
     let t0 = Instant::now();

@@ -18,19 +18,7 @@ pub fn file_id_for(path: &str) -> String {
     hex::encode(&d[..16])
 }
 
-/// Rejects paths a server could use to escape the vault.
-pub(crate) fn safe_rel_path(p: &str) -> Result<&str, LoadError> {
-    let bad = p.is_empty()
-        || p.starts_with('/')
-        || p.contains('\\')
-        || p.contains('\0')
-        || p.split('/').any(|c| c.is_empty() || c == "." || c == "..");
-    if bad {
-        Err(LoadError::UnsafePath { path: p.to_owned() })
-    } else {
-        Ok(p)
-    }
-}
+pub(crate) use crate::transfer::safe_rel_path;
 
 pub(super) fn manifest_bytes(path: &str, is_dir: bool, size: u64, sha256: &str) -> Vec<u8> {
     serde_json::to_vec(&ClientManifest {

@@ -177,6 +177,7 @@ mod tests {
         let b = FeedBounds {
             max_entries: 5,
             max_pages: 100,
+            ..FeedBounds::DEFAULT
         };
         let mut c = FeedCursor::new(0, b);
         assert!(c.advance(&page(1, u64::MAX, 3)).unwrap());
@@ -190,6 +191,7 @@ mod tests {
             FeedBounds {
                 max_entries: 100,
                 max_pages: 2,
+                ..FeedBounds::DEFAULT
             },
         );
         assert!(c.advance(&page(1, u64::MAX, 1)).unwrap());

@@ -47,7 +47,7 @@ pub(crate) fn parse_multipart(
         .map(str::trim)
         .find_map(|p| p.strip_prefix("boundary="))
         .map(|b| b.trim_matches('"'))
-        .ok_or_else(|| format!("no boundary in content-type {:?}", clip(content_type)))?;
+        .ok_or_else(|| format!("no boundary in content-type {}", clip(content_type)))?;
     // RFC 2046 §5.1.1: 1 to 70 characters.
     if boundary.is_empty() || boundary.len() > 70 {
         return Err(format!(
@@ -88,7 +88,7 @@ pub(crate) fn parse_multipart(
         for line in head.split("\r\n").filter(|l| !l.is_empty()) {
             let (k, v) = line
                 .split_once(':')
-                .ok_or_else(|| format!("malformed part header {:?}", clip(line)))?;
+                .ok_or_else(|| format!("malformed part header {}", clip(line)))?;
             let (k, v) = (k.trim().to_ascii_lowercase(), v.trim());
             match k.as_str() {
                 protocol::H_PART_SID => sid = v.to_owned(),
@@ -98,7 +98,7 @@ pub(crate) fn parse_multipart(
                         .parse::<usize>()
                         .ok()
                         .filter(|_| v.bytes().all(|b| b.is_ascii_digit()))
-                        .ok_or_else(|| format!("bad part length {:?}", clip(v)))?;
+                        .ok_or_else(|| format!("bad part length {}", clip(v)))?;
                     if len.is_some_and(|l| l != n) {
                         return Err("conflicting part lengths".into());
                     }
@@ -142,8 +142,9 @@ pub(crate) fn parse_multipart(
 }
 
 /// At most 60 characters of a server's text, for a one-line error.
+/// A server's string for a message: quoted, escaped and clipped.
 fn clip(s: &str) -> String {
-    s.chars().take(60).collect()
+    contract::quote::quote(s)
 }
 
 /// Fetches chunks `sids` in batches of ≤ 3 and hands each verified chunk to `sink`.

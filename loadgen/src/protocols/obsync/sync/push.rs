@@ -132,7 +132,7 @@ pub(super) async fn upload_missing(
         {
             return Err(LoadError::BadAnswer {
                 route: Route::ChunksExists.label().into(),
-                detail: format!("missing sid {:?} was never asked about", clip(stray)),
+                detail: format!("missing sid {} was never asked about", clip(stray)),
             });
         }
         missing.extend(named);
@@ -458,8 +458,9 @@ pub async fn push_file(
 }
 
 /// At most 80 characters of a server's text, for a one-line error.
+/// A server's string for a message: quoted, escaped and clipped.
 fn clip(s: &str) -> String {
-    s.chars().take(80).collect()
+    contract::quote::quote(s)
 }
 
 #[cfg(test)]

@@ -188,22 +188,25 @@ fn one_line(rendered: &str) -> String {
 /// escaped and it is clipped to [`contract::quote::MAX_LINE_BYTES`]
 /// ([`contract::quote::line`]); the messages quote what a server sent already.
 pub fn report_error(err: &anyhow::Error) -> i32 {
-    let line = error_line(err);
-    eprintln!("{line}");
-    if err.downcast_ref::<interrupt::Interrupted>().is_some() {
-        return exit::INTERRUPTED;
-    }
     if err.downcast_ref::<contract::exit::Refused>().is_some() {
         // A refusal is several lines (what, who, the ways forward): wrapped to a terminal's
-        // width, whole otherwise (a log or a CI job keeps its lines).
-        let text = format!("vaultbench: {err:#}");
+        // width, whole otherwise (a log or a CI job keeps its lines); each line escaped as
+        // the one-line error is (process names come from the machine).
+        let text: Vec<String> = format!("vaultbench: {err:#}")
+            .split('\n')
+            .map(contract::quote::line)
+            .collect();
+        let text = text.join("\n");
         match refusal::stderr_width() {
             Some(w) => eprintln!("{}", refusal::wrap(&text, w)),
             None => eprintln!("{text}"),
         }
         return exit::REFUSED;
     }
-    eprintln!("vaultbench: {err:#}");
+    eprintln!("{}", error_line(err));
+    if err.downcast_ref::<interrupt::Interrupted>().is_some() {
+        return exit::INTERRUPTED;
+    }
     if err.downcast_ref::<calibration::LockBusy>().is_some() {
         return exit::BUSY;
     }

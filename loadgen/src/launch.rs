@@ -748,7 +748,7 @@ mod tests {
             ["srv", "--port", "{port}", "--root", "{data}/my root"]
         );
         assert_eq!(d.root(), "/dav/");
-        assert_eq!(d.ready, None);
+        assert_eq!(d.ready, Some(Ready::Tcp));
         assert_eq!(d.auth, Some(BasicAuth::new("u", "p")));
         for (text, want) in [
             ("command = \"srv {adr}\"", "unknown placeholder {adr}"),

@@ -68,9 +68,14 @@ fn run(args: &[&str]) -> (i32, String) {
 fn version_flag() {
     let out = Command::new(BIN).arg("--version").output().unwrap();
     assert!(out.status.success());
-    assert_eq!(
-        String::from_utf8_lossy(&out.stdout).trim(),
-        format!("obsync-refserver {}", env!("CARGO_PKG_VERSION"))
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(text.lines().count(), 1, "{text}");
+    assert!(
+        text.starts_with(&format!(
+            "vaultbench reference server {} (obsync-v1;",
+            env!("CARGO_PKG_VERSION")
+        )),
+        "{text}"
     );
 }
 

@@ -1,8 +1,8 @@
 //! `vaultbench load pull --protocol couchdb` against hostile CouchDB servers: small fakes on
 //! loopback (std only, a thread per connection) that answer LiveSync's replication honestly
-//! from a two-file database until their one hostile move. One test per cause of issue 50:
-//! corrupt chunks, missing documents, memory a server can make the pull take, time it can
-//! make it take, and text it can put on the user's terminal.
+//! from a two-file database until their one hostile move. One test per cause: corrupt
+//! chunks, missing documents, memory a server can make the pull take, time it can make it
+//! take, and text it can put on the user's terminal.
 //!
 //! Every pull runs as a child `vaultbench` process whose peak RSS (`VmHWM`) is read; each
 //! must end within 60 s, under 200 MiB, without a panic or abort, with exit 2 and one line on
@@ -51,7 +51,7 @@ struct Db {
     docs: Vec<Value>,
 }
 
-/// The two-file database LiveSync would hold: `notes/hello.md` (one text chunk) and
+/// The two-file database LiveSync would hold: a note under `notes/` (one text chunk) and
 /// `img.bin` (binary, base64 chunks), each file's chunks before its metadata.
 fn honest_db() -> Db {
     let mut docs = Vec::new();
@@ -403,7 +403,7 @@ fn files_under(root: &Path) -> Vec<String> {
     out
 }
 
-/// `notes/hello.md`'s chunk id in the honest database.
+/// The note's chunk id in the honest database.
 fn hello_chunk(db: &Db) -> String {
     db.get("notes/hello.md").unwrap()["children"][0]
         .as_str()

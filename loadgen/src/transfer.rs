@@ -55,6 +55,30 @@ pub struct Checkpoint {
     pub elapsed_ms: u64,
     /// Files per second since the previous checkpoint.
     pub files_per_s: f64,
+    /// The median per-file latency (request start to answer, ms) of the files done since the
+    /// previous checkpoint, where the protocol times files one by one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub p50_ms: Option<f64>,
+}
+
+/// Per-file latencies of the current checkpoint window.
+#[derive(Debug, Default)]
+pub(crate) struct WindowLatency(Vec<f64>);
+
+impl WindowLatency {
+    pub(crate) fn push(&mut self, d: Duration) {
+        self.0.push(d.as_secs_f64() * 1e3);
+    }
+
+    /// The window's median (the lower middle value for an even count), and a fresh window.
+    pub(crate) fn take_p50(&mut self) -> Option<f64> {
+        let mut v = std::mem::take(&mut self.0);
+        if v.is_empty() {
+            return None;
+        }
+        v.sort_by(f64::total_cmp);
+        Some(v[(v.len() - 1) / 2])
+    }
 }
 
 pub(super) fn ser_sign<S: serde::Serializer>(h: &Histogram<u64>, s: S) -> Result<S::Ok, S::Error> {
@@ -154,6 +178,7 @@ pub(super) fn checkpoint(files: u64, now: Duration, last: (u64, Duration)) -> Ch
         files,
         elapsed_ms: now.as_millis() as u64,
         files_per_s: (files - last.0) as f64 / dt,
+        p50_ms: None,
     }
 }
 

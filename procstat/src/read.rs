@@ -58,6 +58,28 @@ pub fn task_stats(pid: Pid) -> Result<Vec<(u32, Stat)>, Error> {
     Ok(out)
 }
 
+/// CPU ns of every thread of `pid` still there, summed from each thread's `schedstat`
+/// (nanosecond resolution, unlike `stat`'s clock ticks): a cheap reading for a caller that
+/// samples one process often. A thread that exited takes its CPU with it.
+pub fn threads_cpu_ns(pid: Pid) -> Result<u64, Error> {
+    let dir = format!("{}/task", pid.dir());
+    let Ok(rd) = std::fs::read_dir(&dir) else {
+        return Ok(0);
+    };
+    let mut sum = 0u64;
+    let mut buf = String::new();
+    for e in rd.flatten() {
+        let Some(tid) = e.file_name().to_str().and_then(|t| t.parse::<u32>().ok()) else {
+            continue;
+        };
+        let path = format!("{dir}/{tid}/schedstat");
+        if read_opt(&path, &mut buf)?.is_some() {
+            sum = sum.saturating_add(parse::schedstat(&buf, &path)?.cpu_ns);
+        }
+    }
+    Ok(sum)
+}
+
 /// `/proc/<pid>/io` (needs the same user, or `CAP_SYS_PTRACE`).
 pub fn io(pid: Pid) -> Result<Option<Io>, Error> {
     let path = format!("{}/io", pid.dir());

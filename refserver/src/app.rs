@@ -68,6 +68,8 @@ pub struct App {
     pub inject_delay_us: u64,
     pub inject_delay_route: protocol::Route,
     pub inject_work: u64,
+    /// Re-read every stored version on every version post (`--inject-reindex`).
+    pub inject_reindex: bool,
     /// A request body must arrive whole within this long.
     pub body_read_timeout: std::time::Duration,
     pub shutdown: tokio::sync::watch::Receiver<bool>,
@@ -234,6 +236,7 @@ impl App {
             inject_delay_us: cfg.inject_delay_us,
             inject_delay_route: cfg.inject_delay_route,
             inject_work: cfg.inject_work,
+            inject_reindex: cfg.inject_reindex,
             body_read_timeout: cfg.body_read_timeout,
             data_dir: dir.clone(),
             space_checked: Mutex::new(None),

@@ -45,6 +45,12 @@ pub struct ServeArgs {
     /// work, the same instructions in every run (A/B tests of the instruction-count channel).
     #[arg(long, hide = true, default_value_t = 0)]
     pub inject_work: u64,
+    /// A server made quadratic, for growth tests: on every version post, re-read every
+    /// stored version (its chunks from disk) and write one line per version re-read on
+    /// stdout (`reindex version=<id> file=<id>`), as a notes plugin that re-indexes the whole
+    /// vault on every change does.
+    #[arg(long, hide = true)]
+    pub inject_reindex: bool,
     /// A deliberately broken build, for crash tests only: acknowledge every journal record
     /// at once and write it (with its fsync) this many milliseconds later. A crash in that
     /// window loses acknowledged versions; `vaultbench`'s crash phase must catch it.
@@ -105,6 +111,7 @@ impl ServeArgs {
         cfg.inject_delay_us = self.inject_delay_us;
         cfg.inject_delay_route = self.inject_delay_route;
         cfg.inject_work = self.inject_work;
+        cfg.inject_reindex = self.inject_reindex;
         cfg.allow_remote = self.allow_remote;
         if self.unsafe_ack_before_write_ms > 0 {
             if self.unsafe_ack_before_write_ms > MAX_UNSAFE_ACK_MS {

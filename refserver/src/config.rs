@@ -24,6 +24,9 @@ pub struct ServerConfig {
     /// Iterations of a fixed hash kernel in every version post (deterministic work for
     /// instruction-count A/B tests).
     pub inject_work: u64,
+    /// Re-read every stored version on every version post, one stdout line each (growth
+    /// tests: a server whose import is quadratic in the vault).
+    pub inject_reindex: bool,
     /// A deliberately broken build for crash tests: acknowledge journal records at once and
     /// write them this long later (see `Appender::open_with`). `None` in every real use.
     pub unsafe_lazy_journal: Option<Duration>,
@@ -58,6 +61,7 @@ impl ServerConfig {
             inject_delay_us: 0,
             inject_delay_route: protocol::Route::PostVersion,
             inject_work: 0,
+            inject_reindex: false,
             unsafe_lazy_journal: None,
             allow_remote: false,
             clock: Arc::new(SystemClock),

@@ -125,6 +125,15 @@ pub enum ChartKind {
         unit: String,
         rounds: Vec<RoundPoint>,
     },
+    /// A per-file series against the vault size, both axes logarithmic, with its fitted
+    /// power line (`reports::growth`).
+    Growth {
+        unit: String,
+        /// (files on the server, the window's midpoint; cost per file).
+        points: Vec<(f64, f64)>,
+        /// The fitted exponent, where the series has a fit.
+        exponent: Option<f64>,
+    },
 }
 
 /// A chart: a file-name slug, a title and its data.
@@ -231,6 +240,11 @@ impl Chart {
             ChartKind::Forest(rows) => draw_forest(root, &self.title, rows),
             ChartKind::Trend { unit, points } => draw_trend(root, &self.title, unit, points),
             ChartKind::Rounds { unit, rounds } => draw_rounds(root, &self.title, unit, rounds),
+            ChartKind::Growth {
+                unit,
+                points,
+                exponent,
+            } => draw_growth(root, &self.title, unit, points, *exponent),
         };
         r.map_err(|detail| ChartError::Draw {
             chart: self.slug.clone(),
@@ -788,6 +802,93 @@ fn draw_trend<DB: DrawingBackend>(
             .map_err(e2s)?
             .label("calibration differs from the newest version's: not comparable")
             .legend(move |(x, y)| Circle::new((x + 9, y), 5, mark.stroke_width(2)));
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperLeft)
+        .label_font((FAMILY, 13))
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .draw()
+        .map_err(e2s)?;
+    Ok(())
+}
+
+fn draw_growth<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    title: &str,
+    unit: &str,
+    points: &[(f64, f64)],
+    exponent: Option<f64>,
+) -> DrawResult {
+    let pos: Vec<(f64, f64)> = points
+        .iter()
+        .copied()
+        .filter(|(n, y)| *n > 0.0 && *y > 0.0 && y.is_finite())
+        .collect();
+    let range = |f: fn(&(f64, f64)) -> f64| {
+        let (lo, hi) = pos
+            .iter()
+            .map(f)
+            .fold((f64::INFINITY, 0.0f64), |(lo, hi), v| {
+                (lo.min(v), hi.max(v))
+            });
+        if hi > 0.0 {
+            (lo * 0.8, hi * 1.25)
+        } else {
+            (1.0, 10.0)
+        }
+    };
+    let (xlo, xhi) = range(|p| p.0);
+    let (ylo, yhi) = range(|p| p.1);
+    let mut chart = ChartBuilder::on(root)
+        .caption(title, (FAMILY, 20))
+        .margin(12)
+        .x_label_area_size(44)
+        .y_label_area_size(78)
+        .build_cartesian_2d(
+            (xlo..xhi).log_scale().with_key_points(log_ticks(xlo, xhi)),
+            (ylo..yhi).log_scale().with_key_points(log_ticks(ylo, yhi)),
+        )
+        .map_err(e2s)?;
+    chart
+        .configure_mesh()
+        .light_line_style(RGBColor(240, 240, 240))
+        .x_label_formatter(&|x| short(*x))
+        .y_label_formatter(&|y| short(*y))
+        .x_desc("files on the server (log)")
+        .y_desc(format!("{unit} (log)"))
+        .label_style((FAMILY, 12))
+        .axis_desc_style((FAMILY, 14))
+        .draw()
+        .map_err(e2s)?;
+    let color = PALETTE[0];
+    chart
+        .draw_series(pos.iter().map(|&p| Circle::new(p, 4, color.filled())))
+        .map_err(e2s)?
+        .label("per checkpoint window")
+        .legend(move |(x, y)| Circle::new((x + 9, y), 4, color.filled()));
+    if let Some(k) = exponent.filter(|k| k.is_finite())
+        && pos.len() >= 2
+    {
+        // The least-squares line on log axes: through the mean of ln n and ln y.
+        let m = pos.len() as f64;
+        let mx = pos.iter().map(|p| p.0.ln()).sum::<f64>() / m;
+        let my = pos.iter().map(|p| p.1.ln()).sum::<f64>() / m;
+        let at = |n: f64| (my + k * (n.ln() - mx)).exp();
+        let (a, b) = (pos[0].0, pos[pos.len() - 1].0);
+        let fit = PALETTE[1];
+        chart
+            .draw_series(LineSeries::new(
+                (0..=40).map(|i| {
+                    let n = a * (b / a).powf(f64::from(i) / 40.0);
+                    (n, at(n).clamp(ylo, yhi))
+                }),
+                fit.stroke_width(2),
+            ))
+            .map_err(e2s)?
+            .label(format!("fit: ∝ n^{k:.2}"))
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], fit.stroke_width(3)));
     }
     chart
         .configure_series_labels()

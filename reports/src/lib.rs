@@ -9,6 +9,7 @@ pub mod compare;
 pub mod export;
 pub mod flame;
 pub mod fmt;
+pub mod growth;
 mod glyphs;
 pub mod recording;
 pub mod render;

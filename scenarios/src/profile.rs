@@ -182,6 +182,8 @@ pub const PROFILE_NAMES: &[&str] = &[
     "large",
     "vault100k",
     "hazards",
+    "import",
+    "import-small",
 ];
 
 const MIB: u64 = 1024 * 1024;
@@ -326,6 +328,23 @@ pub fn profile(name: &str) -> Option<Profile> {
                 "docs/src/vaults/real-vaults.md sync hazards: 255-byte names, case and NFC/NFD pairs, emoji, .obsidian",
                 200,
             )
+        },
+        "import" => Profile {
+            // calternal-notes-import-issue: a Markdown import of 10,000 notes into one
+            // folder (`--folder Notes --extension md`), no attachments.
+            folders: 1,
+            max_depth: 1,
+            ..base(
+                "import",
+                "calternal notes import: 10,000 Markdown notes in one folder, no attachments",
+                10_000,
+            )
+        },
+        "import-small" => Profile {
+            name: "import-small",
+            doc: "import at 2,000 notes: the same shape for quick growth runs",
+            notes: 2000,
+            ..profile("import")?
         },
         _ => return None,
     };

@@ -42,6 +42,91 @@ pub struct Scenario {
     pub faults: Vec<FaultRule>,
     #[serde(rename = "phase")]
     pub phases: Vec<Phase>,
+    /// Log counters: lines of the target's own output (or a log file it writes) matched by a
+    /// regular expression, counted or summed per phase (`[[count]]`; `--count` and `--sum` add
+    /// to them).
+    #[serde(default, rename = "count", skip_serializing_if = "Vec::is_empty")]
+    pub counts: Vec<LogCount>,
+}
+
+/// One log counter: `regex` run on every line of `source` read during a phase.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LogCount {
+    /// The key's name (`PHASE.log.NAME`): lowercase letters, digits and `_`.
+    pub name: String,
+    /// A regular expression (the `regex` crate's syntax, run in linear time). A `sum` needs a
+    /// named capture `value` holding a decimal number.
+    pub regex: String,
+    #[serde(default, skip_serializing_if = "CountKind::is_count")]
+    pub kind: CountKind,
+    /// `"output"` (stdout and stderr, the default) or `"file:REL"`, a file the target writes,
+    /// relative to its data dir (tailed while it grows).
+    #[serde(default = "default_source", skip_serializing_if = "is_output")]
+    pub source: String,
+}
+
+/// What a log counter adds up.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CountKind {
+    /// Lines that match.
+    #[default]
+    Count,
+    /// The named capture `value` of every line that matches.
+    Sum,
+}
+
+impl CountKind {
+    pub fn is_count(&self) -> bool {
+        *self == CountKind::Count
+    }
+}
+
+fn default_source() -> String {
+    "output".into()
+}
+fn is_output(s: &String) -> bool {
+    s == "output"
+}
+
+impl LogCount {
+    /// The log file's path relative to the data dir, or `None` for the target's output.
+    pub fn file(&self) -> Option<&str> {
+        self.source.strip_prefix("file:")
+    }
+
+    /// Checks the name and the source (the regex is compiled by whoever runs it).
+    pub fn check(&self) -> Result<(), String> {
+        let ok = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_';
+        if self.name.is_empty() || self.name.len() > 64 || !self.name.chars().all(ok) {
+            return Err(format!(
+                "count name {:?} must be 1 to 64 of a-z, 0-9 and _",
+                self.name
+            ));
+        }
+        match self.file() {
+            None if self.source == "output" => Ok(()),
+            None => Err(format!(
+                "count {} source {:?} must be \"output\" or \"file:REL\"",
+                self.name, self.source
+            )),
+            Some(rel) => {
+                let p = std::path::Path::new(rel);
+                let inside = !rel.is_empty()
+                    && p.components()
+                        .all(|c| matches!(c, std::path::Component::Normal(_)));
+                if inside {
+                    Ok(())
+                } else {
+                    Err(format!(
+                        "count {} source {:?}: the file must be a relative path inside the data dir",
+                        self.name, self.source
+                    ))
+                }
+            }
+        }
+    }
 }
 
 /// One rule of a fault hop's schedule.
@@ -432,6 +517,27 @@ pub const BUILTIN: &[(&str, &str)] = &[
         "fanout-small",
         include_str!("../scenarios/fanout-small.toml"),
     ),
+    ("import", include_str!("../scenarios/import.toml")),
+    (
+        "import-small",
+        include_str!("../scenarios/import-small.toml"),
+    ),
+    (
+        "import-webdav",
+        include_str!("../scenarios/import-webdav.toml"),
+    ),
+    (
+        "import-small-webdav",
+        include_str!("../scenarios/import-small-webdav.toml"),
+    ),
+    (
+        "import-couchdb",
+        include_str!("../scenarios/import-couchdb.toml"),
+    ),
+    (
+        "import-small-couchdb",
+        include_str!("../scenarios/import-small-couchdb.toml"),
+    ),
 ];
 
 /// Names of the built-in scenarios.
@@ -520,6 +626,14 @@ pub fn parse(text: &str, origin: &str) -> Result<Scenario, ScenarioError> {
     }
     if s.phases.is_empty() {
         return invalid("no phases".into());
+    }
+    for (i, c) in s.counts.iter().enumerate() {
+        if let Err(m) = c.check() {
+            return invalid(m);
+        }
+        if s.counts[..i].iter().any(|o| o.name == c.name) {
+            return invalid(format!("count {} is defined twice", c.name));
+        }
     }
     if let Some(w) = &s.webdav {
         if w.depth != "1" && w.depth != "infinity" {
@@ -690,6 +804,44 @@ mod tests {
             assert_eq!(&s.name, name);
             assert!(!s.doc.is_empty());
         }
+    }
+
+    #[test]
+    fn count_rules_parse_and_bad_ones_are_refused() {
+        let head = "name = \"c\"\ndoc = \"d\"\nprofile = \"small\"\n\
+                    [[phase]]\nkind = \"cold_push\"\n";
+        let ok = format!(
+            "{head}[[count]]\nname = \"reindex\"\nregex = '^reindex '\n\
+             [[count]]\nname = \"sql_ms\"\nregex = 'ms=(?P<value>[0-9.]+)'\nkind = \"sum\"\n\
+             source = \"file:logs/server.log\"\n"
+        );
+        let s = parse(&ok, "t").unwrap();
+        assert_eq!(s.counts.len(), 2);
+        assert_eq!(s.counts[1].kind, CountKind::Sum);
+        assert_eq!(s.counts[1].file(), Some("logs/server.log"));
+        assert_eq!(s.counts[0].file(), None);
+        for (bad, why) in [
+            ("name = \"Bad\"\nregex = 'x'", "a-z"),
+            (
+                "name = \"x\"\nregex = 'x'\nsource = \"file:../up.log\"",
+                "inside the data dir",
+            ),
+            ("name = \"x\"\nregex = 'x'\nsource = \"stdout\"", "must be"),
+        ] {
+            let e = parse(&format!("{head}[[count]]\n{bad}\n"), "t")
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(why), "{e}");
+        }
+        let twice = format!(
+            "{head}[[count]]\nname = \"x\"\nregex = 'a'\n[[count]]\nname = \"x\"\nregex = 'b'\n"
+        );
+        assert!(
+            parse(&twice, "t")
+                .unwrap_err()
+                .to_string()
+                .contains("twice")
+        );
     }
 
     #[test]

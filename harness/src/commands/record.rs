@@ -150,6 +150,17 @@ pub fn run(args: RecordArgs) -> anyhow::Result<i32> {
             args.full
         )
     );
+    // How each per-file cost grows with the vault, in one line each (counts first).
+    for g in reports::render::growth(&w.baseline) {
+        eprintln!("growth: {}: {}", g.phase, g.finding);
+    }
+    for (phase, series, named, fitted) in
+        reports::render::superlinear_samples(&w.baseline, &w.provenance)
+    {
+        eprintln!(
+            "growth: {phase} {series}: {named} of {fitted} samples, each fitted alone, named a superlinear growth"
+        );
+    }
     eprintln!(
         "wrote {} and {}",
         w.baseline_path.display(),

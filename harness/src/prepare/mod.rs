@@ -133,6 +133,15 @@ pub struct RunOpts {
     /// in the error when a phase passes it: `1h`, `90s` (default 1h, sized from `vault100k`).
     #[arg(help_heading = "Bounds", long, value_name = "DURATION", default_value = "1h", value_parser = contract::parse::duration)]
     pub phase_timeout: Duration,
+    /// Count the target's log lines that match REGEX in each phase, as `PHASE.log.NAME` (and
+    /// per file, per request): NAME=REGEX, repeatable; added to the scenario's `[[count]]`.
+    /// Lines are read from the target's stdout and stderr as they come.
+    #[arg(help_heading = "Server's own numbers", long = "count", value_name = "NAME=REGEX")]
+    pub count: Vec<String>,
+    /// Sum the named capture `value` of the target's log lines that match, per phase:
+    /// NAME=REGEX with `(?P<value>...)`, e.g. `sql_ms=duration=(?P<value>[0-9.]+)ms`.
+    #[arg(help_heading = "Server's own numbers", long = "sum", value_name = "NAME=REGEX")]
+    pub sum: Vec<String>,
     #[command(flatten, next_help_heading = "Git builds")]
     pub git: git::GitArgs,
 }
@@ -496,7 +505,8 @@ impl RunOpts {
 
 /// Resolves the scenario's profile and seed, the cached vault, a fresh work dir, the gate
 /// thresholds, this machine's fingerprint and its calibration reference.
-pub fn prepare(scenario: Scenario, opts: &RunOpts) -> anyhow::Result<Prepared> {
+pub fn prepare(mut scenario: Scenario, opts: &RunOpts) -> anyhow::Result<Prepared> {
+    crate::sample::logtap::merge(&mut scenario, &opts.count, &opts.sum)?;
     // Checked first: a missing tool is one line, before any vault is written.
     if opts.cost
         && let Support::No(why) = protocols::lookup(scenario.protocol.name())?.cost()

@@ -147,6 +147,7 @@ fn measure(
     // Started on this (main) thread: PR_SET_PDEATHSIG follows the spawning thread.
     let mut server = Server::start(&plan.target, &sample_dir.join("data"))?;
     *server_pid = server.pid;
+    server.count_log(&plan.scenario.counts)?;
     if let Some((_, generator_cpus)) = &split {
         contention::pin_this_thread(generator_cpus).context("pinning the generator's CPU set")?;
     }
@@ -288,6 +289,7 @@ fn cost_run(
     let mut server =
         Server::start_wrapped(&plan.target, &out.join("data"), &cost::wrapper(tool, &out))?;
     let pid = server.pid;
+    server.count_log(&plan.scenario.counts)?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .thread_name(loadgen::WORKER_THREAD)

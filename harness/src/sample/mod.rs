@@ -3,7 +3,8 @@
 //! drives the scenario's phases (`phases`, one flow over the `sync_client` seam, implemented
 //! by each protocol in the `protocols` registry) and prints the result; `contention` reads the
 //! in-sample contention over the measured window and pins the server and the generator to
-//! disjoint CPUs.
+//! disjoint CPUs; `logtap` counts the target's log lines per phase and `growth` reads the
+//! server's cost at every checkpoint of a cold push.
 
 pub mod child;
 pub mod contention;
@@ -11,7 +12,9 @@ pub mod cost;
 pub mod crash;
 pub mod escapee_wire;
 pub mod fanout;
+pub mod growth;
 pub mod guard;
+pub mod logtap;
 pub mod paired;
 pub mod pairs;
 pub mod parent;

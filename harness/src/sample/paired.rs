@@ -61,6 +61,8 @@ pub fn measure(
         let sb = start(b, &dir_b, "B")?;
         (start(&plan.target, &dir_a, "A")?, sb)
     };
+    sa.count_log(&plan.scenario.counts)?;
+    sb.count_log(&plan.scenario.counts)?;
     *server_pid = sa.pid;
     let b_server_pid = sb.pid;
     let mut arm_a = Arm {

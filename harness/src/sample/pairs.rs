@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use reports::schema::{Better, PairSeries};
+use scenarios::scenario::Phase;
 
 use crate::sample::plan::{Metrics, SamplePlan};
 use crate::sample::target::{Server, TargetSpec};
@@ -102,5 +103,33 @@ mod tests {
         std::fs::write(d.path().join("b.md"), "b").unwrap();
         std::fs::write(d.path().join("a.md"), "a").unwrap();
         assert_eq!(vault_files(d.path()).unwrap(), ["a.md", "b.md", "z/y/a.md"]);
+    }
+}
+
+/// Each arm's log counts over the phase just driven (its own server's log, so exact per arm
+/// however the phase interleaved the arms); `before` is each arm's reading at the phase's
+/// start. Nothing for a cold start or a phase the flow skipped.
+pub fn log_window(
+    phase: &Phase,
+    before: [crate::sample::logtap::Reading; 2],
+    skipped: &[String],
+    a: &mut Arm,
+    b: &mut Arm,
+) {
+    let name = phase.name();
+    if matches!(phase, Phase::ColdStart) || skipped.iter().any(|x| x == name) {
+        return;
+    }
+    for (arm, r0) in [a, b].into_iter().zip(before) {
+        if !arm.server.log.counting() {
+            continue;
+        }
+        let d = r0.until(&arm.server.log.settle());
+        let files = arm
+            .m
+            .map
+            .get(&format!("{name}.files"))
+            .map(|m| m.value as u64);
+        crate::sample::phases::log_keys(&format!("{name}.log"), &d, files, &mut arm.m);
     }
 }

@@ -134,7 +134,17 @@ async fn run_phase<C: SyncClient>(
                     .route_bound()
                     .context("route_load step without a valid bound")?;
                 // Each step is its own cost window; counters under a timed load are not exact.
-                route_load(client, routes, in_flight, bound, plan.seed, m, bounds).await?;
+                route_load(
+                    client,
+                    routes,
+                    in_flight,
+                    bound,
+                    plan.seed,
+                    m,
+                    bounds,
+                    &server.log,
+                )
+                .await?;
                 return Ok(());
             }
             Phase::LongPollFanout { .. } | Phase::ConcurrentPush { .. } => {
@@ -146,32 +156,30 @@ async fn run_phase<C: SyncClient>(
         if bounds.scrapes() {
             client.phase_started().await?;
         }
+        let log0 = server.log.read();
         bounds.begin()?;
+        let mut log_files = None;
         let (work, push_files) = match phase {
             Phase::ColdPush {
                 in_flight,
                 checkpoint_every,
             } => {
+                let sampler = crate::sample::growth::Sampler::start(server.pid, server.log.clone());
                 let r = client
                     .push(&plan.vault_dir, *in_flight, *checkpoint_every, m)
                     .await?;
                 bounds.end(&Scope::phase(name), transfer_work(&r), false, m)?;
                 transfer_metrics(client, name, &r, m);
-                if r.checkpoints.len() > 1 {
-                    for cp in &r.checkpoints {
-                        m.timing(
-                            PhaseKey::new(name, &format!("checkpoint.{:07}.files_per_s", cp.files)),
-                            cp.files_per_s,
-                            "files/s",
-                            Better::Higher,
-                        );
-                    }
+                for line in sampler.finish(name, &r, m) {
+                    eprintln!("{name}: {line}");
                 }
+                log_files = Some(r.files);
                 (None, Some(r.files))
             }
             Phase::ColdPull => {
                 let r = client.pull(&pull_dir).await?;
                 transfer_metrics(client, name, &r, m);
+                log_files = Some(r.files);
                 let got = crate::tree::tree_digest(&pull_dir).context("hashing the pulled tree")?;
                 if got != plan.vault_digest {
                     bail!(
@@ -248,11 +256,51 @@ async fn run_phase<C: SyncClient>(
         if let Some(work) = work {
             bounds.end(&Scope::phase(name), work, false, m)?;
         }
+        if server.log.counting() {
+            let d = log0.until(&server.log.settle());
+            log_keys(&PhaseKey::new(name, "log").to_string(), &d, log_files, m);
+        }
         if bounds.scrapes() {
             client.phase_ended(name, push_files, m).await?;
         }
     }
     Ok(())
+}
+
+/// The log counters of one window under `prefix` (`cold_push.log`): each count, and per file
+/// where the phase moved files. A phase's work is fixed (the same files, the same requests),
+/// so a count of what the server did for it is exact; a line a server writes on a timer of
+/// its own is not, and shows as an unsteady exact key.
+pub(crate) fn log_keys(
+    prefix: &str,
+    d: &crate::sample::logtap::Reading,
+    files: Option<u64>,
+    m: &mut Metrics,
+) {
+    for (name, v) in &d.totals {
+        m.exact(format!("{prefix}.{name}"), *v, "lines");
+        if let Some(f) = files.filter(|f| *f > 0) {
+            m.exact(
+                format!("{prefix}.{name}_per_file"),
+                (v / f as f64 * 1e3).round() / 1e3,
+                "lines/file",
+            );
+        }
+    }
+    if d.truncated > 0 {
+        m.exact(
+            format!("{prefix}.lines_truncated"),
+            d.truncated as f64,
+            "lines",
+        );
+    }
+    if d.unparsed > 0 {
+        m.exact(
+            format!("{prefix}.values_unparsed"),
+            d.unparsed as f64,
+            "lines",
+        );
+    }
 }
 
 /// A long-polling step, level by level: each level's server cost window opens when every
@@ -412,6 +460,7 @@ fn transfer_metrics<C: SyncClient>(client: &C, p: &str, r: &TransferReport, m: &
     m.exact(key("errors"), errors as f64, "count");
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn route_load<C: SyncClient>(
     client: &mut C,
     routes: &[String],
@@ -420,6 +469,7 @@ async fn route_load<C: SyncClient>(
     seed: u64,
     m: &mut Metrics,
     bounds: &mut dyn Boundary,
+    log: &crate::sample::logtap::Tap,
 ) -> anyhow::Result<()> {
     let (seconds, max_requests) = bound.duration_and_ceiling();
     let known = client.routes();
@@ -432,6 +482,7 @@ async fn route_load<C: SyncClient>(
             );
         }
         for &level in levels {
+            let log0 = log.read();
             bounds.begin()?;
             let rep = client
                 .route_step(
@@ -456,6 +507,18 @@ async fn route_load<C: SyncClient>(
                 true,
                 m,
             )?;
+            if log.counting() && rep.requests > 0 {
+                // Per request only: a time-bounded step's request count depends on speed.
+                let d = log0.until(&log.settle());
+                for (name, v) in &d.totals {
+                    m.cost(
+                        key.with_stat(&format!("log.{name}_per_request"))
+                            .to_string(),
+                        (v / rep.requests as f64 * 1e3).round() / 1e3,
+                        "lines/request",
+                    );
+                }
+            }
             let stats = &rep.stats;
             // A failed request is data for the load generator, but a recording of a target that
             // answers 5xx or drops connections is not a measurement of the build: fail the sample.

@@ -461,7 +461,9 @@ pub struct Server {
     /// Spawn to `/readyz` 200.
     pub ready_after: Duration,
     child: Option<Child>,
-    stderr_tail: Arc<std::sync::Mutex<Vec<u8>>>,
+    /// The target's stdout and stderr, drained line by line into the log counters (and the
+    /// stderr tail kept for error messages).
+    pub log: Arc<crate::sample::logtap::Tap>,
     rss_stop: Arc<AtomicBool>,
     rss_thread: Option<std::thread::JoinHandle<RssSamples>>,
     /// The server runs in its own process group (master plus workers), measured and stopped
@@ -649,7 +651,7 @@ impl Server {
         let mut cmd = Command::new(&argv[0]);
         cmd.args(&argv[1..])
             .stdin(Stdio::null())
-            .stdout(Stdio::null())
+            .stdout(Stdio::piped())
             .stderr(Stdio::piped());
         if spec.def.run_in_data_dir {
             cmd.current_dir(data_dir);
@@ -691,23 +693,14 @@ impl Server {
             crate::sample::subreaper::enable();
         }
         let guard = crate::sample::guard::GroupGuard::spawn(pid, cgroup.as_ref());
-        let stderr_tail = Arc::new(std::sync::Mutex::new(Vec::new()));
-        if let Some(mut err) = child.stderr.take() {
-            let tail = stderr_tail.clone();
-            std::thread::spawn(move || {
-                let mut buf = [0u8; 4096];
-                while let Ok(n) = err.read(&mut buf) {
-                    if n == 0 {
-                        break;
-                    }
-                    let mut t = tail.lock().unwrap_or_else(|e| e.into_inner());
-                    t.extend_from_slice(&buf[..n]);
-                    let len = t.len();
-                    if len > 8192 {
-                        t.drain(..len - 8192);
-                    }
-                }
-            });
+        // Both pipes are drained from the start, counted or not: a target never blocks on a
+        // full pipe (`sample::logtap`).
+        let log = Arc::new(crate::sample::logtap::Tap::default());
+        if let Some(out) = child.stdout.take() {
+            crate::sample::logtap::drain(out, log.clone(), false);
+        }
+        if let Some(err) = child.stderr.take() {
+            crate::sample::logtap::drain(err, log.clone(), true);
         }
         let mut server = Server {
             addr,
@@ -715,7 +708,7 @@ impl Server {
             pid,
             ready_after: Duration::ZERO,
             child: Some(child),
-            stderr_tail,
+            log,
             rss_stop: Arc::new(AtomicBool::new(false)),
             rss_thread: None,
             group,
@@ -760,9 +753,23 @@ impl Server {
         format!("http://{}", self.addr)
     }
 
+    /// Counts the target's log by `counts` from now on (the scenario's `[[count]]` rules and the
+    /// `--count`/`--sum` flags): output rules read the drained pipes, file rules get a tailer
+    /// of their file under the data dir.
+    pub fn count_log(&self, counts: &[scenarios::scenario::LogCount]) -> anyhow::Result<()> {
+        if counts.is_empty() {
+            return Ok(());
+        }
+        self.log.set_rules(counts)?;
+        for rel in self.log.files() {
+            crate::sample::logtap::tail_file(&self.data_dir, &rel, self.log.clone());
+        }
+        Ok(())
+    }
+
     /// The last line the server wrote on stderr, for error messages.
     pub fn stderr_line(&self) -> String {
-        let t = self.stderr_tail.lock().unwrap_or_else(|e| e.into_inner());
+        let t = self.log.tail();
         String::from_utf8_lossy(&t)
             .lines()
             .rev()
@@ -938,6 +945,7 @@ impl Server {
 impl Drop for Server {
     fn drop(&mut self) {
         self.rss_stop.store(true, Ordering::SeqCst);
+        self.log.stop();
         if let Some(mut c) = self.child.take() {
             if self.group {
                 // SAFETY: kill(2) on our own, unreaped child's process group.

@@ -9,6 +9,7 @@ mod fanout;
 mod cost;
 mod crash;
 mod flags;
+mod growth;
 mod git;
 mod load;
 mod locust;

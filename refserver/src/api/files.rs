@@ -64,6 +64,38 @@ pub(super) fn inject_work(n: u64) -> u64 {
     std::hint::black_box(h)
 }
 
+/// `--inject-reindex`: re-reads every stored version's chunks from disk and writes one stdout
+/// line per version, so a push of n files re-reads n²/2 versions. Off the async workers (the
+/// reads block); a chunk that cannot be read is skipped, since the re-read is make-work.
+async fn reindex(app: &App) {
+    let stored: Vec<(String, String, Vec<std::path::PathBuf>)> = {
+        let st = app.lock_state();
+        st.changes
+            .iter()
+            .map(|c| {
+                let paths = c.sids.iter().map(|s| app.chunks.path_of(s)).collect();
+                (c.version_id.clone(), c.file_id.clone(), paths)
+            })
+            .collect()
+    };
+    let _ = tokio::task::spawn_blocking(move || {
+        use std::io::Write;
+        let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+        let mut sum = 0u64;
+        for (version, file, paths) in stored {
+            for p in paths {
+                if let Ok(b) = std::fs::read(p) {
+                    sum = b.iter().fold(sum, |h, &x| h.rotate_left(5) ^ u64::from(x));
+                }
+            }
+            let _ = writeln!(out, "reindex version={version} file={file}");
+        }
+        let _ = out.flush();
+        std::hint::black_box(sum)
+    })
+    .await;
+}
+
 pub(super) async fn post_version(app: &App, req: Request<Incoming>, file_id: &str) -> ApiResult {
     let (device, _, body) = auth_with_body(app, req, limits::MAX_JSON_BODY, false).await?;
     check_file_id(file_id)?;
@@ -187,6 +219,9 @@ pub(super) async fn post_version(app: &App, req: Request<Incoming>, file_id: &st
     };
     durable.wait().await?;
     Metrics::add(&app.metrics.versions, 1);
+    if app.inject_reindex {
+        reindex(app).await;
+    }
     json(
         StatusCode::CREATED,
         &VersionPostResponse {

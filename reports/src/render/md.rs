@@ -175,6 +175,46 @@ pub(crate) fn recording_sections(r: &RecordingReport) -> Vec<Section> {
             .collect(),
     });
     out.push(Section {
+        heading: "Growth with the vault",
+        intro: "Each per-file series of a checkpointed push, fitted over its checkpoints: the exponent k of cost per file ∝ n^k with its 95 % t interval, and the whole import's class chosen as Google Benchmark's `Complexity()` chooses one (least squares per candidate, lowest normalised RMS), or no class when two fit about equally or the interval is wider than half a power. Counts come first: a count's growth is the evidence, time confirms it.".into(),
+        headers: vec!["phase", "series", "k", "interval", "class", "finding"],
+        rows: r
+            .growth
+            .iter()
+            .map(|g| {
+                vec![
+                    g.phase.clone(),
+                    g.series.clone(),
+                    opt(g.exponent, |k| format!("{k:.2}")),
+                    match (g.exponent_lo, g.exponent_hi) {
+                        (Some(lo), Some(hi)) => format!("[{lo:.2}, {hi:.2}]"),
+                        _ => "–".into(),
+                    },
+                    g.class.clone().unwrap_or_else(|| "–".into()),
+                    g.finding.clone(),
+                ]
+            })
+            .collect(),
+    });
+    out.push(Section {
+        heading: "Log counts",
+        intro: "Lines of the target's own log that matched each `--count` (or summed by each `--sum`), per phase, per file and per request; medians with the raw min–max.".into(),
+        headers: vec!["key", "value", "unit", "min", "max"],
+        rows: r
+            .log_counts
+            .iter()
+            .map(|x| {
+                vec![
+                    format!("`{}`", x.key),
+                    num(x.value),
+                    x.unit.clone(),
+                    num(x.min),
+                    num(x.max),
+                ]
+            })
+            .collect(),
+    });
+    out.push(Section {
         heading: "Routes within phases",
         intro: "Per-route request counts and latency percentiles (µs) of the sync phases.".into(),
         headers: vec!["phase", "route", "requests", "p50 µs", "p95 µs", "p99 µs"],

@@ -18,8 +18,8 @@ pub use history::{
     HistoryPoint, HistoryReport, KeyTrend, PointMeta, ScenarioHistory, TrendValue, history_report,
 };
 pub use recording::{
-    Calibration, Cell, ChannelRow, KIND_REPORT, LoadRow, PhaseRow, ProvenanceSummary,
-    RecordingReport, RouteRow, Row, recording_report,
+    Calibration, Cell, ChannelRow, GrowthRow, KIND_REPORT, LoadRow, PhaseRow, ProvenanceSummary,
+    RecordingReport, RouteRow, Row, growth, recording_report, superlinear_samples,
 };
 
 use crate::charts::{Chart, ChartError};
@@ -205,6 +205,24 @@ fn recording_charts(b: &Baseline, p: &Provenance) -> Result<Vec<Chart>, ChartErr
                 b.scenario, group
             ),
             kind: ChartKind::Percentiles(series),
+        });
+    }
+    for g in recording::growth(b) {
+        if g.points.len() < 2 {
+            continue;
+        }
+        out.push(Chart {
+            slug: format!("growth-{}-{}", crate::fmt::slug(&g.phase), crate::fmt::slug(&g.series)),
+            title: format!("{}: {}", b.scenario, g.finding),
+            kind: ChartKind::Growth {
+                unit: match g.series.as_str() {
+                    "server_cpu" => "server CPU µs per file".into(),
+                    "time" => "µs per file".into(),
+                    s => format!("{} lines per file", s.trim_start_matches("log.")),
+                },
+                points: g.points.clone(),
+                exponent: g.exponent,
+            },
         });
     }
     let bars: Vec<Bar> = recording::recording_report(b, p)

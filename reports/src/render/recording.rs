@@ -165,6 +165,25 @@ pub struct ProvenanceSummary {
     pub digest: String,
 }
 
+/// One per-file series of a checkpointed phase and its growth fit (`reports::growth`), from
+/// the recording's medians.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct GrowthRow {
+    pub phase: String,
+    /// `log.NAME`, `server_cpu` or `time`.
+    pub series: String,
+    /// The one-line finding.
+    pub finding: String,
+    pub exponent: Option<f64>,
+    pub exponent_lo: Option<f64>,
+    pub exponent_hi: Option<f64>,
+    /// The whole import's class, where one is named (`O(n²)`).
+    pub class: Option<String>,
+    pub superlinear: bool,
+    /// (files on the server at the window's midpoint, cost per file), for the chart.
+    pub points: Vec<(f64, f64)>,
+}
+
 /// The whole report of one recording.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct RecordingReport {
@@ -182,6 +201,12 @@ pub struct RecordingReport {
     pub phase_routes: Vec<RouteRow>,
     pub route_load: Vec<LoadRow>,
     pub server: Vec<Row>,
+    /// How each per-file cost grows with the vault, per checkpointed phase (counts first).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub growth: Vec<GrowthRow>,
+    /// The target's own log counts (`PHASE.log.NAME`, `route.R.cN.log.NAME_per_request`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub log_counts: Vec<Row>,
     pub calibration: Calibration,
     pub not_claims: Vec<String>,
     pub metrics: Vec<Row>,
@@ -234,6 +259,12 @@ pub fn recording_report(b: &Baseline, p: &Provenance) -> RecordingReport {
             .filter(|r| r.key.starts_with("server."))
             .cloned()
             .collect(),
+        growth: growth(b),
+        log_counts: metrics
+            .iter()
+            .filter(|r| r.key.contains(".log.") && !r.key.contains(".checkpoint."))
+            .cloned()
+            .collect(),
         calibration,
         not_claims: Vec::new(),
         metrics,
@@ -259,6 +290,92 @@ pub fn recording_report(b: &Baseline, p: &Provenance) -> RecordingReport {
     };
     report.not_claims = not_claims(&report, b);
     report
+}
+
+/// The growth fits of every checkpointed phase, over the recording's medians.
+pub fn growth(b: &Baseline) -> Vec<GrowthRow> {
+    let keys = || b.metrics.iter().map(|(k, m)| (k.as_str(), m.value));
+    let mut out = Vec::new();
+    for phase in crate::growth::checkpointed_phases(b.metrics.keys().map(String::as_str)) {
+        for f in crate::growth::findings(&phase, keys()) {
+            let points = growth_points(b, &phase, &f.series);
+            let g = f.growth.as_ref();
+            out.push(GrowthRow {
+                phase: phase.clone(),
+                series: f.series.clone(),
+                finding: f.line.clone(),
+                exponent: g.map(|g| g.exponent),
+                exponent_lo: g.map(|g| g.lo),
+                exponent_hi: g.map(|g| g.hi),
+                class: g.and_then(|g| g.class).map(|c| c.import().to_owned()),
+                superlinear: g.is_some_and(|g| g.superlinear()),
+                points,
+            });
+        }
+    }
+    out
+}
+
+/// Per checkpointed phase and series: how many counted samples, each fitted on its own raw
+/// values, named a superlinear growth, of how many had a fit. Run against a server known to
+/// be linear, this is the fit's false-finding rate on the machine.
+pub fn superlinear_samples(b: &Baseline, p: &Provenance) -> Vec<(String, String, usize, usize)> {
+    let n = p.raw.values().map(Vec::len).max().unwrap_or(0);
+    let mut out: Vec<(String, String, usize, usize)> = Vec::new();
+    for phase in crate::growth::checkpointed_phases(b.metrics.keys().map(String::as_str)) {
+        for i in 0..n {
+            let keys = p
+                .raw
+                .iter()
+                .filter_map(|(k, v)| Some((k.as_str(), *v.get(i)?)));
+            for f in crate::growth::findings(&phase, keys) {
+                let row = match out.iter_mut().find(|r| r.0 == phase && r.1 == f.series) {
+                    Some(r) => r,
+                    None => {
+                        out.push((phase.clone(), f.series.clone(), 0, 0));
+                        out.last_mut().expect("just pushed")
+                    }
+                };
+                if let Some(g) = &f.growth {
+                    row.3 += 1;
+                    row.2 += usize::from(g.superlinear());
+                }
+            }
+        }
+    }
+    out
+}
+
+/// A series' (window midpoint, per-file value) points, as `growth::findings` reads them.
+fn growth_points(b: &Baseline, phase: &str, series: &str) -> Vec<(f64, f64)> {
+    let head = format!("{phase}.checkpoint.");
+    let stat = match series {
+        "server_cpu" => "server_cpu_us_per_file".to_owned(),
+        "time" => "files_per_s".to_owned(),
+        s => format!("{s}_per_file"),
+    };
+    let mut pts: Vec<(u64, f64)> = b
+        .metrics
+        .iter()
+        .filter_map(|(k, m)| {
+            let (files, st) = k.strip_prefix(&head)?.split_once('.')?;
+            (st == stat).then_some((files.parse().ok()?, m.value))
+        })
+        .collect();
+    pts.sort_by_key(|p| p.0);
+    let mut from = 0u64;
+    pts.into_iter()
+        .map(|(to, v)| {
+            let mid = (from + to) as f64 / 2.0;
+            from = to;
+            let y = if series == "time" && v > 0.0 {
+                1e6 / v
+            } else {
+                v
+            };
+            (mid, y)
+        })
+        .collect()
 }
 
 /// A metric's cell with the spread of its raw series.

@@ -106,3 +106,23 @@ fn golden_small_big() {
         "649f982c18d9eecc4de43aef035f4c490a5105d7aa2fcb570d555c7bad7aa968",
     );
 }
+
+#[test]
+fn golden_import() {
+    check(
+        "import",
+        10000,
+        24911558,
+        "16d60c3057113c9cc4bab1d14746971742501ab3699c8dca5dd87b523d8dd341",
+    );
+}
+
+#[test]
+fn golden_import_small() {
+    check(
+        "import-small",
+        2000,
+        5151297,
+        "219f069062a9f7564df789c55e768f5c57d0a26b4376f34370566277a2d74122",
+    );
+}

@@ -422,6 +422,20 @@ impl Writer {
         client: &CouchClient,
         dir: &Path,
     ) -> Result<(TransferReport, Written), CouchError> {
+        self.push_vault_with(client, dir, usize::MAX).await
+    }
+
+    /// [`Replica::push_vault`] that also replicates at every `checkpoint_every` files and
+    /// records a throughput checkpoint there (the server's cost is read at each).
+    pub async fn push_vault_with(
+        &mut self,
+        client: &CouchClient,
+        dir: &Path,
+        checkpoint_every: usize,
+    ) -> Result<(TransferReport, Written), CouchError> {
+        let every = checkpoint_every.max(1);
+        let mut checkpoints = Vec::new();
+        let mut last_cp = (0u64, std::time::Duration::ZERO);
         let rec = Recorder::new(false);
         let t0 = Instant::now();
         setup(client, &rec, &self.node, true).await?;
@@ -430,18 +444,31 @@ impl Writer {
         let mut docs = Vec::new();
         let mut total = Written::default();
         let mut cp_read = false;
-        for (rel, abs, _) in &files {
+        for (i, (rel, abs, _)) in files.iter().enumerate() {
             let body = std::fs::read(abs).map_err(|e| CouchError::io(abs, e))?;
             let times = file_times(abs);
             bytes += body.len() as u64;
             docs.extend(self.file_docs(rel, &body, times, &mut dedup));
-            if docs.len() >= BATCH * 4 {
+            let at_checkpoint = (i + 1) % every == 0;
+            if docs.len() >= BATCH * 4 || at_checkpoint {
                 if !cp_read {
                     self.read_checkpoint(client, &rec).await?;
                     cp_read = true;
                 }
                 total.add(self.replicate(client, &rec, &docs).await?);
                 docs.clear();
+            }
+            if at_checkpoint {
+                let (n, now) = ((i + 1) as u64, t0.elapsed());
+                let dt = (now - last_cp.1).as_secs_f64().max(1e-9);
+                checkpoints.push(crate::Checkpoint {
+                    files: n,
+                    elapsed_ms: now.as_millis() as u64,
+                    files_per_s: (n - last_cp.0) as f64 / dt,
+                    // Documents go in batches: no file has a latency of its own.
+                    p50_ms: None,
+                });
+                last_cp = (n, now);
             }
         }
         if !cp_read {
@@ -454,6 +481,7 @@ impl Writer {
         r.chunks_transferred = total.chunks;
         r.chunks_present = total.chunks_deduplicated;
         r.last_seq = self.local_seq;
+        r.checkpoints = checkpoints;
         Ok((r, total))
     }
 

@@ -38,7 +38,8 @@ pub use client::{DavClient, Depth};
 pub use error::DavError;
 pub use multistatus::{DavEntry, parse_multistatus, parse_multistatus_each};
 pub use ops::{
-    Listing, PollReport, poll_until_changed, pull_vault, push_vault, rename, resync, walk,
+    Listing, PollReport, poll_until_changed, pull_vault, push_vault, push_vault_with, rename,
+    resync, walk,
 };
 pub use presets::{RunningServer, ServerCommand, probe_ready};
 pub use route::{DavRoute, DavRouteLoadConfig, DavRouteLoadReport, run_dav_route_load};

@@ -49,19 +49,33 @@ impl Listing {
 /// Pushes every folder (MKCOL, parents first, one at a time) and file (PUT, [`IN_FLIGHT`]
 /// at once) under `dir` to the server's root.
 pub async fn push_vault(client: &DavClient, dir: &Path) -> Result<TransferReport, DavError> {
+    push_vault_with(client, dir, IN_FLIGHT, 1000).await
+}
+
+/// [`push_vault`] with `in_flight` PUTs at once and a throughput checkpoint every
+/// `checkpoint_every` files (an import probe uploads one at a time and reads the server's
+/// cost at every checkpoint).
+pub async fn push_vault_with(
+    client: &DavClient,
+    dir: &Path,
+    in_flight: usize,
+    checkpoint_every: usize,
+) -> Result<TransferReport, DavError> {
+    let (in_flight, every) = (in_flight.max(1), checkpoint_every.max(1) as u64);
     let rec = Recorder::new(false);
     let t0 = Instant::now();
     let (dirs, files) = local_tree(dir)?;
     for d in &dirs {
         client.mkcol(&rec, d).await?;
     }
-    let mut set: JoinSet<Result<u64, DavError>> = JoinSet::new();
+    let mut set: JoinSet<Result<(u64, Duration), DavError>> = JoinSet::new();
+    let mut lat = crate::transfer::WindowLatency::default();
     let (mut done, mut bytes) = (0u64, 0u64);
     let mut checkpoints = Vec::new();
     let mut last_cp = (0u64, Duration::ZERO);
     let mut queue = files.into_iter();
     loop {
-        while set.len() < IN_FLIGHT {
+        while set.len() < in_flight {
             let Some((rel, abs, _)) = queue.next() else {
                 break;
             };
@@ -71,22 +85,26 @@ pub async fn push_vault(client: &DavClient, dir: &Path) -> Result<TransferReport
                     .await
                     .map_err(|e| DavError::io(&abs, e))?;
                 let n = body.len() as u64;
+                let t = Instant::now();
                 c.put(&r, &rel, Bytes::from(body)).await?;
-                Ok(n)
+                Ok((n, t.elapsed()))
             });
         }
         let Some(res) = set.join_next().await else {
             break;
         };
-        bytes += join(res)??;
+        let (n, took) = join(res)??;
+        bytes += n;
+        lat.push(took);
         done += 1;
-        if done % 1000 == 0 {
+        if done % every == 0 {
             let el = t0.elapsed();
             let dt = (el - last_cp.1).as_secs_f64().max(1e-9);
             checkpoints.push(Checkpoint {
                 files: done,
                 elapsed_ms: el.as_millis() as u64,
                 files_per_s: (done - last_cp.0) as f64 / dt,
+                p50_ms: lat.take_p50(),
             });
             last_cp = (done, el);
         }

@@ -74,14 +74,14 @@ impl SyncClient for CouchSyncClient {
         &mut self,
         vault: &Path,
         _in_flight: usize,
-        _checkpoint_every: usize,
+        checkpoint_every: usize,
         _m: &mut Metrics,
     ) -> anyhow::Result<TransferReport> {
         // The replicator sends one batch at a time (LiveSync's batch_size), whatever the
         // scenario's in-flight figure.
         let (r, w) = self
             .a
-            .push_vault(&self.client, vault)
+            .push_vault_with(&self.client, vault, checkpoint_every)
             .await
             .context("cold push")?;
         self.pushed = w;

@@ -36,6 +36,7 @@ pub(super) async fn drive(
     let mut b_seq: Option<[u64; 2]> = None;
     let pull_dirs = dirs.map(|d| d.join("pull-b"));
     for phase in &plan.scenario.phases {
+        let logs = [a.server.log.read(), b.server.log.read()];
         let step = async {
             match phase {
                 Phase::ColdStart => {}
@@ -118,6 +119,7 @@ pub(super) async fn drive(
             Ok::<(), anyhow::Error>(())
         };
         crate::sample::phases::within_phase(plan, phase.name(), step).await?;
+        crate::sample::pairs::log_window(phase, logs, skipped, a, b);
     }
     Ok(())
 }

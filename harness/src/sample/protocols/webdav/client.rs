@@ -67,12 +67,11 @@ impl SyncClient for WebdavClient {
     async fn push(
         &mut self,
         vault: &Path,
-        _in_flight: usize,
-        _checkpoint_every: usize,
+        in_flight: usize,
+        checkpoint_every: usize,
         _m: &mut Metrics,
     ) -> anyhow::Result<TransferReport> {
-        // Files in flight are the plugin's (`loadgen::webdav::ops::IN_FLIGHT`), like the pull's.
-        loadgen::webdav::push_vault(&self.client, vault)
+        loadgen::webdav::push_vault_with(&self.client, vault, in_flight, checkpoint_every)
             .await
             .context("cold push")
     }

@@ -43,6 +43,7 @@ pub(super) async fn drive_dav(
     };
     let pull_dirs = dirs.map(|d| d.join("pull-b"));
     for phase in &plan.scenario.phases {
+        let logs = [a.server.log.read(), b.server.log.read()];
         let step = async {
             match phase {
                 Phase::ColdStart => {}
@@ -60,6 +61,7 @@ pub(super) async fn drive_dav(
             Ok::<(), anyhow::Error>(())
         };
         crate::sample::phases::within_phase(plan, phase.name(), step).await?;
+        crate::sample::pairs::log_window(phase, logs, skipped, a, b);
     }
     Ok(())
 }

@@ -337,7 +337,9 @@ async fn push_vault_inner(
     }
     let t0 = Instant::now();
     let mut walk = Walk::new(dir)?;
-    let mut set: JoinSet<Result<(Pushed, OneFile), LoadError>> = JoinSet::new();
+    // Each task also returns how long its file took, for the checkpoints' median latency.
+    let mut set: JoinSet<Result<(Pushed, OneFile, Duration), LoadError>> = JoinSet::new();
+    let mut lat = crate::transfer::WindowLatency::default();
     let (mut files, mut dirs, mut bytes, mut put, mut present, mut last_seq) = (0, 0, 0, 0, 0, 0);
     let mut checkpoints = Vec::new();
     let mut last_cp = (0u64, Duration::ZERO);
@@ -350,6 +352,7 @@ async fn push_vault_inner(
                 Some(Entry::Dir(rel)) => {
                     let (d, r) = (dev.clone(), rec.clone());
                     set.spawn(async move {
+                        let t = Instant::now();
                         let id = file_id_for(&rel);
                         let v = post_version(&d, &r, &rel, &id, vec![], vec![], 0, "", true, false)
                             .await?;
@@ -361,12 +364,14 @@ async fn push_vault_inner(
                                 put: 0,
                                 present: 0,
                             },
+                            t.elapsed(),
                         ))
                     });
                 }
                 Some(Entry::File(abs, rel)) => {
                     let (d, r) = (dev.clone(), rec.clone());
                     set.spawn(async move {
+                        let t = Instant::now();
                         if resume {
                             let p = abs.clone();
                             let (_, sha, _) = blocking(&abs, move || hash_file(&p)).await?;
@@ -375,12 +380,12 @@ async fn push_vault_inner(
                                 .get(&rel)
                                 .is_some_and(|s| s.sha256 == sha);
                             if synced {
-                                return Ok((Pushed::Skipped, OneFile::skipped()));
+                                return Ok((Pushed::Skipped, OneFile::skipped(), t.elapsed()));
                             }
                         }
                         push_one(&d, &r, abs, rel, resume)
                             .await
-                            .map(|f| (Pushed::File, f))
+                            .map(|f| (Pushed::File, f, t.elapsed()))
                     });
                 }
             }
@@ -388,7 +393,7 @@ async fn push_vault_inner(
         let Some(res) = set.join_next().await else {
             continue;
         };
-        let (kind, one) = match res.map_err(|e| LoadError::Invalid {
+        let (kind, one, took) = match res.map_err(|e| LoadError::Invalid {
             what: "push task".into(),
             reason: e.to_string(),
         }) {
@@ -413,15 +418,20 @@ async fn push_vault_inner(
         bytes += one.size;
         put += one.put;
         present += one.present;
+        lat.push(took);
         if files % opts.checkpoint_every as u64 == 0 {
             let now = t0.elapsed();
-            checkpoints.push(checkpoint(files, now, last_cp));
+            let mut cp = checkpoint(files, now, last_cp);
+            cp.p50_ms = lat.take_p50();
+            checkpoints.push(cp);
             last_cp = (files, now);
         }
     }
     let wall = t0.elapsed();
     if files > last_cp.0 {
-        checkpoints.push(checkpoint(files, wall, last_cp));
+        let mut cp = checkpoint(files, wall, last_cp);
+        cp.p50_ms = lat.take_p50();
+        checkpoints.push(cp);
     }
     let mut r = TransferReport::new(rec.snapshot(), wall);
     r.files = files;

@@ -330,7 +330,7 @@ pub fn profile(name: &str) -> Option<Profile> {
             )
         },
         "import" => Profile {
-            // calternal-notes-import-issue: a Markdown import of 10,000 notes into one
+            // The import report's case (docs/src/log-counts.md): a Markdown import of 10,000 notes into one
             // folder (`--folder Notes --extension md`), no attachments.
             folders: 1,
             max_depth: 1,

@@ -136,11 +136,19 @@ pub struct RunOpts {
     /// Count the target's log lines that match REGEX in each phase, as `PHASE.log.NAME` (and
     /// per file, per request): NAME=REGEX, repeatable; added to the scenario's `[[count]]`.
     /// Lines are read from the target's stdout and stderr as they come.
-    #[arg(help_heading = "Server's own numbers", long = "count", value_name = "NAME=REGEX")]
+    #[arg(
+        help_heading = "Server's own numbers",
+        long = "count",
+        value_name = "NAME=REGEX"
+    )]
     pub count: Vec<String>,
     /// Sum the named capture `value` of the target's log lines that match, per phase:
     /// NAME=REGEX with `(?P<value>...)`, e.g. `sql_ms=duration=(?P<value>[0-9.]+)ms`.
-    #[arg(help_heading = "Server's own numbers", long = "sum", value_name = "NAME=REGEX")]
+    #[arg(
+        help_heading = "Server's own numbers",
+        long = "sum",
+        value_name = "NAME=REGEX"
+    )]
     pub sum: Vec<String>,
     #[command(flatten, next_help_heading = "Git builds")]
     pub git: git::GitArgs,

@@ -91,21 +91,6 @@ pub fn vault_files(root: &Path) -> anyhow::Result<Vec<String>> {
     out.sort();
     Ok(out)
 }
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn vault_files_are_sorted_relative_paths() {
-        let d = tempfile::tempdir().unwrap();
-        std::fs::create_dir_all(d.path().join("z/y")).unwrap();
-        std::fs::write(d.path().join("z/y/a.md"), "a").unwrap();
-        std::fs::write(d.path().join("b.md"), "b").unwrap();
-        std::fs::write(d.path().join("a.md"), "a").unwrap();
-        assert_eq!(vault_files(d.path()).unwrap(), ["a.md", "b.md", "z/y/a.md"]);
-    }
-}
-
 /// Each arm's log counts over the phase just driven (its own server's log, so exact per arm
 /// however the phase interleaved the arms); `before` is each arm's reading at the phase's
 /// start. Nothing for a cold start or a phase the flow skipped.
@@ -131,5 +116,20 @@ pub fn log_window(
             .get(&format!("{name}.files"))
             .map(|m| m.value as u64);
         crate::sample::phases::log_keys(&format!("{name}.log"), &d, files, &mut arm.m);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn vault_files_are_sorted_relative_paths() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(d.path().join("z/y")).unwrap();
+        std::fs::write(d.path().join("z/y/a.md"), "a").unwrap();
+        std::fs::write(d.path().join("b.md"), "b").unwrap();
+        std::fs::write(d.path().join("a.md"), "a").unwrap();
+        assert_eq!(vault_files(d.path()).unwrap(), ["a.md", "b.md", "z/y/a.md"]);
     }
 }

@@ -212,7 +212,11 @@ fn recording_charts(b: &Baseline, p: &Provenance) -> Result<Vec<Chart>, ChartErr
             continue;
         }
         out.push(Chart {
-            slug: format!("growth-{}-{}", crate::fmt::slug(&g.phase), crate::fmt::slug(&g.series)),
+            slug: format!(
+                "growth-{}-{}",
+                crate::fmt::slug(&g.phase),
+                crate::fmt::slug(&g.series)
+            ),
             title: format!("{}: {}", b.scenario, g.finding),
             kind: ChartKind::Growth {
                 unit: match g.series.as_str() {

@@ -14,3 +14,4 @@ pub mod recording;
 pub mod render;
 pub mod schema;
 pub mod stats;
+pub mod trend;

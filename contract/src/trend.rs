@@ -88,12 +88,14 @@ pub struct TrendPoint {
 /// The hand-off of one change point to `vaultbench bisect`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TrendBisect {
-    /// `cost`, `paired` or `sequential`, as `bisect` chose it from the key.
-    pub mode: String,
-    /// Commits on the first-parent path from `before` to `after`.
+    /// `cost`, `paired` or `sequential`, as `bisect` chose it from the key; `None` when
+    /// bisect was not run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<String>,
+    /// Commits on the first-parent path from `before` to `after` (0 when not looked up).
     pub path_len: usize,
-    /// `None` when bisect was not run: the range is one commit (it is the answer), the point
-    /// is a drift or a machine change, or the entries have no commits.
+    /// How the search ended; a range of one commit is `found` without a search (that commit
+    /// is the answer). `None` when bisect was not run or failed (`note` says why).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub outcome: Option<BisectOutcome>,
     /// The first bad commit bisect named.

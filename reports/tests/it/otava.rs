@@ -32,10 +32,10 @@ for name, s in job["series"].items():
     floor = job["floors"][name]
     d, _ = compute_change_points(list(s), window_len=50, max_pvalue=0.001, min_magnitude=0.0)
     f, _ = compute_change_points(list(s), window_len=50, max_pvalue=0.001, min_magnitude=floor)
-    r = {"default": [c.index for c in d], "floored": [c.index for c in f]}
+    r = {"default": [int(c.index) for c in d], "floored": [int(c.index) for c in f]}
     if name in job["orig"]:
         o, _ = compute_change_points_orig(list(s), max_pvalue=0.001, seed=1)
-        r["orig"] = [c.index for c in o]
+        r["orig"] = [int(c.index) for c in o]
     out[name] = r
 print(json.dumps(out))
 "#;

@@ -134,7 +134,7 @@ fn setup(r: &TrendResult) -> String {
         .map(|(c, v)| format!("{c} {v} %"))
         .collect();
     format!(
-        "Scenario {} on machine class {}. E-Divisive means, {} permutations per test, p ≤ {}, at least {} entries either side, seed {:#x}. Minimum effect per class: {} (timing and resource keys: at least half their recorded spread).",
+        "Scenario {} on machine class {}. E-Divisive means, {} permutations per test, p ≤ {}, at least {} entries either side, seed {:#x}. Minimum effect per class: {} (every key: at least half its recorded spread).",
         r.scenario,
         r.machine_class,
         r.settings.permutations,

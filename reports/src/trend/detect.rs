@@ -16,12 +16,14 @@
 //!    its tolerance (`comparability::DEFAULT_TOLERANCE`) between the same two segments. The
 //!    channels' own splits are reported as machine changes under `calibration.<channel>`.
 //!
-//! Cost and exact keys are nearly deterministic, so their floors are small (any change for an
-//! exact key, 1 % for a cost key: the A/A spread of instruction counts was 0.56 % over 60 cost
-//! samples, docs/src/measured.md "The cost keys"). A timing or resource key's floor is its
-//! class's (5 %, `compare`'s default threshold) or half its typical recorded spread (the
-//! median over entries of `(high − low) / value`), whichever is larger: a step smaller than a
-//! recording's own spread is not told from noise.
+//! Cost and exact keys are nearly deterministic, so their class floors are small (any change
+//! for an exact key, 1 % for a cost key: the A/A spread of instruction counts was 0.56 % over
+//! 60 cost samples, docs/src/measured.md "The cost keys"); timing and resource keys get 5 %,
+//! `compare`'s default threshold. Every key's floor is at least half its typical recorded
+//! spread (the median over entries of `(high − low) / value`): a change smaller than one
+//! recording's own spread is not told from noise. That lifts the floor of a cost key whose
+//! cost samples disagree (a phase whose work depends on timing, such as a pull that batches)
+//! and of the syscall counts strace gives, and leaves a truly exact key at zero.
 
 use std::collections::BTreeMap;
 
@@ -236,13 +238,8 @@ fn series_of(entries: &[HistoryEntry], cfg: &Config) -> Vec<Series> {
     for (key, vals) in keys {
         let first = vals[0].1;
         let class_floor = cfg.min_effect_pct.get(&first.class).copied().unwrap_or(5.0);
-        let floor = match first.class {
-            MetricClass::Timing | MetricClass::Resource => {
-                let vs: Vec<&contract::history::HistoryValue> = vals.iter().map(|p| p.1).collect();
-                class_floor.max(spread_pct(&vs))
-            }
-            MetricClass::Exact | MetricClass::Cost => class_floor,
-        };
+        let vs: Vec<&contract::history::HistoryValue> = vals.iter().map(|p| p.1).collect();
+        let floor = class_floor.max(spread_pct(&vs));
         out.push(Series {
             key: key.to_owned(),
             unit: first.unit.clone(),

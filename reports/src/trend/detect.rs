@@ -8,9 +8,10 @@
 //!    weakest first, and its neighbours are measured again (the merge step of Fleming et al.,
 //!    "Hunter: Using Change Point Detection to Hunt for Performance Regressions", ICPE 2023,
 //!    with an effect floor per class in place of Hunter's one magnitude).
-//! 3. A split is a drift when a line through its two segments leaves a smaller residual sum
-//!    than two levels do; neighbouring drift splits of one direction become one drift, from
-//!    the first entry of the run to the last.
+//! 3. Neighbouring splits of one direction (no machine change between them) are a run; the
+//!    run is one drift, from its first entry to its last, when a line explains its entries at
+//!    least as well as its levels do by the Bayesian information criterion (a line has two
+//!    parameters; `k` splits have `k + 1` levels and `k` positions), else each split is a step.
 //! 4. A split of a key that depends on a calibration channel (timing and resource keys,
 //!    `comparability::depends_on`) is a machine change when a channel's median moved beyond
 //!    its tolerance (`comparability::DEFAULT_TOLERANCE`) between the same two segments. The
@@ -307,18 +308,9 @@ fn points_of(entries: &[HistoryEntry], s: &Series, cfg: &Config, stream: u64) ->
         return Vec::new();
     }
     let kept = keep_effective(s, splits);
-    // Classify, then join neighbouring drifts of one direction.
-    let mut out: Vec<TrendPoint> = Vec::new();
-    let mut run: Option<(usize, usize, f64, bool)> = None; // (from, to, min p, rising)
-    let flush_run = |run: &mut Option<(usize, usize, f64, bool)>, out: &mut Vec<TrendPoint>| {
-        if let Some((from, to, p, _)) = run.take() {
-            out.push(drift_point(entries, s, from, to, p));
-        }
-    };
-    for m in &kept {
+    let point = |m: &Measured, kind: PointKind, channels: Vec<String>| {
         let at = m.split.index;
-        let (l_idx, r_idx) = (&s.at[m.from..at], &s.at[at..m.to]);
-        let base = |kind: PointKind, channels: Vec<String>| TrendPoint {
+        TrendPoint {
             key: s.key.clone(),
             unit: s.unit.clone(),
             class: s.class,
@@ -333,48 +325,82 @@ fn points_of(entries: &[HistoryEntry], s: &Series, cfg: &Config, stream: u64) ->
             min_effect_pct: s.min_effect_pct,
             channels,
             bisect: None,
+        }
+    };
+    let mut out: Vec<TrendPoint> = Vec::new();
+    // Splits of the code (not of the machine), gathered into runs of one direction.
+    let mut run: Vec<&Measured> = Vec::new();
+    for m in &kept {
+        let at = m.split.index;
+        let machine = match &s.channel {
+            Some(ch) => {
+                let (a, b) = (
+                    fit::median(&x[m.from..at]).unwrap_or(1.0),
+                    fit::median(&x[at..m.to]).unwrap_or(1.0),
+                );
+                vec![format!("{ch} ×{}", ratio_text(b / a))]
+            }
+            None if !depends_on(s.class).is_empty() => {
+                moved_channels(entries, &s.at[m.from..at], &s.at[at..m.to])
+            }
+            None => Vec::new(),
         };
-        if let Some(ch) = &s.channel {
-            flush_run(&mut run, &mut out);
-            let (a, b) = (
-                fit::median(&x[m.from..at]).unwrap_or(1.0),
-                fit::median(&x[at..m.to]).unwrap_or(1.0),
-            );
-            out.push(base(
-                PointKind::Machine,
-                vec![format!("{ch} ×{}", ratio_text(b / a))],
-            ));
+        if !machine.is_empty() {
+            flush(&mut run, &mut out, entries, s, &point);
+            out.push(point(m, PointKind::Machine, machine));
             continue;
         }
-        if !depends_on(s.class).is_empty() {
-            let moved = moved_channels(entries, l_idx, r_idx);
-            if !moved.is_empty() {
-                flush_run(&mut run, &mut out);
-                out.push(base(PointKind::Machine, moved));
-                continue;
-            }
+        if run.last().is_some_and(|r| (r.pct > 0.0) != (m.pct > 0.0)) {
+            flush(&mut run, &mut out, entries, s, &point);
         }
-        let seg = &x[m.from..m.to];
-        let drift = fit::line_rss(seg) < fit::step_rss(seg, at - m.from);
-        if drift {
-            let rising = m.pct > 0.0;
-            match &mut run {
-                Some((_, to, p, r)) if *r == rising => {
-                    *to = m.to;
-                    *p = p.min(m.split.p_value);
-                }
-                _ => {
-                    flush_run(&mut run, &mut out);
-                    run = Some((m.from, m.to, m.split.p_value, rising));
-                }
-            }
-        } else {
-            flush_run(&mut run, &mut out);
-            out.push(base(PointKind::Step, Vec::new()));
-        }
+        run.push(m);
     }
-    flush_run(&mut run, &mut out);
+    flush(&mut run, &mut out, entries, s, &point);
     out
+}
+
+/// The Bayesian information criterion of a fit with `params` parameters leaving `rss` over
+/// `n` values (Gaussian errors; a floor keeps an exact fit finite).
+fn bic(n: usize, rss: f64, scale: f64, params: usize) -> f64 {
+    let nf = n as f64;
+    let rss = rss.max(1e-12 * scale.max(f64::MIN_POSITIVE));
+    nf * (rss / nf).ln() + params as f64 * nf.ln()
+}
+
+/// Ends a run of same-direction splits: one drift over the run's span when a line explains it
+/// at least as well as the run's levels do (by BIC: a line has 2 parameters, `k` splits have
+/// `k + 1` levels and `k` positions), else one step per split.
+fn flush(
+    run: &mut Vec<&Measured>,
+    out: &mut Vec<TrendPoint>,
+    entries: &[HistoryEntry],
+    s: &Series,
+    point: &dyn Fn(&Measured, PointKind, Vec<String>) -> TrendPoint,
+) {
+    let (Some(first), Some(last)) = (run.first(), run.last()) else {
+        return;
+    };
+    let (from, to) = (first.from, last.to);
+    let seg = &s.values[from..to];
+    let scale: f64 = seg.iter().map(|v| v * v).sum();
+    let mut cuts: Vec<usize> = vec![0];
+    cuts.extend(run.iter().map(|m| m.split.index - from));
+    cuts.push(seg.len());
+    let steps_rss: f64 = cuts
+        .windows(2)
+        .map(|w| fit::step_rss(&seg[w[0]..w[1]], w[1] - w[0]))
+        .sum();
+    let k = run.len();
+    let drift = seg.len() >= 3
+        && bic(seg.len(), fit::line_rss(seg), scale, 2)
+            <= bic(seg.len(), steps_rss, scale, 2 * k + 1);
+    if drift {
+        let p = run.iter().map(|m| m.split.p_value).fold(1.0, f64::min);
+        out.push(drift_point(entries, s, from, to, p));
+    } else {
+        out.extend(run.iter().map(|m| point(m, PointKind::Step, Vec::new())));
+    }
+    run.clear();
 }
 
 /// A drift over series positions `from..to`: the fitted line's change from its start to its

@@ -112,12 +112,8 @@ pub fn parse_lines(text: &str) -> Result<Vec<HistoryEntry>, HistoryLineError> {
         .enumerate()
         .filter(|(_, l)| !l.trim().is_empty())
         .map(|(i, l)| {
-            format::decode_slice(l.as_bytes(), KIND_HISTORY_ENTRY).map_err(|error| {
-                HistoryLineError {
-                    line: i + 1,
-                    error,
-                }
-            })
+            format::decode_slice(l.as_bytes(), KIND_HISTORY_ENTRY)
+                .map_err(|error| HistoryLineError { line: i + 1, error })
         })
         .collect()
 }
@@ -155,17 +151,33 @@ mod tests {
 
     #[test]
     fn lines_round_trip_and_a_bad_line_is_named() {
-        let text = format!("{}\n{}", entry("a", 1.0).to_line(), entry("b", 2.0).to_line());
+        let text = format!(
+            "{}\n{}",
+            entry("a", 1.0).to_line(),
+            entry("b", 2.0).to_line()
+        );
         let back = parse_lines(&text).unwrap();
         assert_eq!(back, vec![entry("a", 1.0), entry("b", 2.0)]);
-        let bad = format!("{}{{\"kind\":\"vaultbench.sample\"}}\n", entry("a", 1.0).to_line());
+        let bad = format!(
+            "{}{{\"kind\":\"vaultbench.sample\"}}\n",
+            entry("a", 1.0).to_line()
+        );
         let e = parse_lines(&bad).unwrap_err();
         assert_eq!(e.line, 2);
-        assert!(e.to_string().starts_with("line 2 is not a vaultbench.history-entry"), "{e}");
+        assert!(
+            e.to_string()
+                .starts_with("line 2 is not a vaultbench.history-entry"),
+            "{e}"
+        );
         let newer = entry("a", 1.0).to_line().replace(
             "\"format_version\":1",
             &format!("\"format_version\":{}", FORMAT_VERSION + 1),
         );
-        assert!(parse_lines(&newer).unwrap_err().to_string().contains("upgrade vaultbench"));
+        assert!(
+            parse_lines(&newer)
+                .unwrap_err()
+                .to_string()
+                .contains("upgrade vaultbench")
+        );
     }
 }

@@ -830,7 +830,10 @@ fn draw_trend<DB: DrawingBackend>(
             } else {
                 // A one-pixel-wide rectangle: a vertical line at the boundary of `to`.
                 Rectangle::new(
-                    [(SegmentValue::Exact(m.to), lo), (SegmentValue::Exact(m.to), hi)],
+                    [
+                        (SegmentValue::Exact(m.to), lo),
+                        (SegmentValue::Exact(m.to), hi),
+                    ],
                     color.stroke_width(2),
                 )
             }
@@ -851,7 +854,6 @@ fn draw_trend<DB: DrawingBackend>(
         .map_err(e2s)?;
     Ok(())
 }
-
 
 fn draw_rounds<DB: DrawingBackend>(
     root: &DrawingArea<DB, Shift>,

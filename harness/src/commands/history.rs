@@ -207,7 +207,9 @@ fn recordings_under(dir: &Path, depth: usize, out: &mut Vec<PathBuf>) -> anyhow:
             continue;
         }
         let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
-        if name.ends_with(".json") && !name.ends_with(".provenance.json") && sidecar_of(&p).is_file()
+        if name.ends_with(".json")
+            && !name.ends_with(".provenance.json")
+            && sidecar_of(&p).is_file()
         {
             out.push(p);
         }

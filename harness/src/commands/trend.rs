@@ -247,23 +247,23 @@ fn run_bisect(
     argv.push(out.display().to_string());
     argv.push("--repo".into());
     argv.push(a.repo.display().to_string());
-    let named = a
-        .bisect_flags
-        .iter()
-        .any(|f| f == "--scenario" || f == "--scenario-file" || f.starts_with("--scenario"));
+    // `--scenario NAME`, `--scenario=NAME`, `--scenario-file F` among the flags name it.
+    let named = a.bisect_flags.iter().any(|f| f.starts_with("--scenario"));
     if !named {
         argv.push("--scenario".into());
         argv.push(scenario.to_owned());
     }
     argv.extend(a.bisect_flags.iter().cloned());
     let cmd = BisectArgs::augment_args(clap::Command::new("bisect"));
-    let matches = cmd
-        .try_get_matches_from(&argv)
-        .map_err(|e| {
-            let text = e.to_string();
-            let first = text.lines().next().unwrap_or("").trim_start_matches("error: ");
-            anyhow::anyhow!("the flags after -- for bisect: {first}")
-        })?;
+    let matches = cmd.try_get_matches_from(&argv).map_err(|e| {
+        let text = e.to_string();
+        let first = text
+            .lines()
+            .next()
+            .unwrap_or("")
+            .trim_start_matches("error: ");
+        anyhow::anyhow!("the flags after -- for bisect: {first}")
+    })?;
     let args = BisectArgs::from_arg_matches(&matches)
         .map_err(|e| anyhow::anyhow!("the flags after -- for bisect: {e}"))?;
     bisect::run(args)?;

@@ -416,7 +416,11 @@ fn trend_detect_hands_a_step_range_to_bisect_which_names_the_commit() {
     let mut text = String::new();
     for (i, &c) in recorded.iter().enumerate() {
         let level = if c >= CHANGED { 1.2e6 } else { 1.0e6 };
-        text.push_str(&history_line(&ids[c], i, level * (1.0 + 0.001 * (i % 3) as f64)));
+        text.push_str(&history_line(
+            &ids[c],
+            i,
+            level * (1.0 + 0.001 * (i % 3) as f64),
+        ));
     }
     let history = home.path().join("posts.jsonl");
     std::fs::write(&history, text).unwrap();

@@ -76,7 +76,13 @@ fn append_writes_one_line_per_recording_and_skips_a_repeat() {
         .clone();
     let printed = String::from_utf8(o.stdout).unwrap();
     assert_eq!(printed.lines().count(), 2, "{printed}");
-    assert!(home.path().join("imported").join(CLASS).join("small.jsonl").is_file());
+    assert!(
+        home.path()
+            .join("imported")
+            .join(CLASS)
+            .join("small.jsonl")
+            .is_file()
+    );
 }
 
 #[test]
@@ -86,7 +92,9 @@ fn a_recording_that_does_not_verify_is_refused_and_nothing_is_appended() {
     std::fs::create_dir_all(&dir).unwrap();
     let text = std::fs::read_to_string(baseline()).unwrap();
     let mut doc: Value = serde_json::from_str(&text).unwrap();
-    let v = doc["metrics"]["cold_push.wall_ms"]["value"].as_f64().unwrap();
+    let v = doc["metrics"]["cold_push.wall_ms"]["value"]
+        .as_f64()
+        .unwrap();
     doc["metrics"]["cold_push.wall_ms"]["value"] = (v * 0.5).into();
     std::fs::write(dir.join("small.json"), doc.to_string()).unwrap();
     std::fs::copy(
@@ -102,7 +110,10 @@ fn a_recording_that_does_not_verify_is_refused_and_nothing_is_appended() {
             .arg(home.path().join("history")),
         6,
     );
-    assert!(err.contains("does not verify") && err.contains("nothing appended"), "{err}");
+    assert!(
+        err.contains("does not verify") && err.contains("nothing appended"),
+        "{err}"
+    );
     assert!(!home.path().join("history").exists());
 }
 
@@ -163,7 +174,10 @@ fn detect_reports_a_step_with_its_range_and_exits_1_and_refuses_what_it_cannot_r
     // Too short, mixed, or not a history: exit 2, one line naming the file.
     let short = history_of(&home.path().join("short"), 5);
     let err = one_line_error(vb!(home.path()).args(["trend", "detect"]).arg(&short), 2);
-    assert!(err.contains("small.jsonl") && err.contains("--min-segment 3"), "{err}");
+    assert!(
+        err.contains("small.jsonl") && err.contains("--min-segment 3"),
+        "{err}"
+    );
     let mut mixed = std::fs::read_to_string(&file).unwrap();
     mixed.push_str(&mixed.lines().next().unwrap().replace(CLASS, "other-class"));
     mixed.push('\n');
@@ -172,5 +186,8 @@ fn detect_reports_a_step_with_its_range_and_exits_1_and_refuses_what_it_cannot_r
     assert!(err.contains("mixed"), "{err}");
     std::fs::write(&file, "{\"kind\":\"vaultbench.sample\"}\n").unwrap();
     let err = one_line_error(vb!(home.path()).args(["trend", "detect"]).arg(&file), 2);
-    assert!(err.contains("line 1 is not a vaultbench.history-entry"), "{err}");
+    assert!(
+        err.contains("line 1 is not a vaultbench.history-entry"),
+        "{err}"
+    );
 }

@@ -13,7 +13,6 @@ mod recording;
 mod trend;
 
 pub use bisect::summary as bisect_summary;
-pub use trend::{MAX_CHARTS as TREND_MAX_CHARTS, entry_label, summary as trend_summary};
 pub use error::RenderError;
 pub use format::Format;
 pub use history::{
@@ -23,6 +22,7 @@ pub use recording::{
     Calibration, Cell, ChannelRow, KIND_REPORT, LoadRow, PhaseRow, ProvenanceSummary,
     RecordingReport, RouteRow, Row, recording_report,
 };
+pub use trend::{MAX_CHARTS as TREND_MAX_CHARTS, entry_label, summary as trend_summary};
 
 use crate::charts::{Chart, ChartError};
 use crate::schema::{Baseline, Provenance};

@@ -59,7 +59,9 @@ fn note(p: &TrendPoint) -> String {
                 "first bad commit {} ({} commit(s) in the range{})",
                 short(c),
                 b.path_len,
-                b.mode.as_deref().map_or_else(String::new, |m| format!(", bisect in {m} mode"))
+                b.mode
+                    .as_deref()
+                    .map_or_else(String::new, |m| format!(", bisect in {m} mode"))
             ),
             (Some(o), _) => format!(
                 "bisect over {} commit(s): {}",
@@ -79,7 +81,13 @@ fn note(p: &TrendPoint) -> String {
 }
 
 const HEADERS: [&str; 7] = [
-    "key", "kind", "commits", "change", "95 % interval", "p", "notes",
+    "key",
+    "kind",
+    "commits",
+    "change",
+    "95 % interval",
+    "p",
+    "notes",
 ];
 
 fn rows(r: &TrendResult) -> Vec<Vec<String>> {

@@ -160,7 +160,11 @@ fn strength(m: &Measured, s: &Series, x: &[f64]) -> f64 {
         } else {
             1.0 / ratio - 1.0
         };
-        return if within(ratio, t) { dev / t * 0.999 } else { 1.0 + dev };
+        return if within(ratio, t) {
+            dev / t * 0.999
+        } else {
+            1.0 + dev
+        };
     }
     let excludes_zero = m.ci.lo > 0.0 || m.ci.hi < 0.0;
     if !excludes_zero {
@@ -405,13 +409,7 @@ fn flush(
 
 /// A drift over series positions `from..to`: the fitted line's change from its start to its
 /// end, in percent of its start.
-fn drift_point(
-    entries: &[HistoryEntry],
-    s: &Series,
-    from: usize,
-    to: usize,
-    p: f64,
-) -> TrendPoint {
+fn drift_point(entries: &[HistoryEntry], s: &Series, from: usize, to: usize, p: f64) -> TrendPoint {
     let seg = &s.values[from..to];
     let (a, b, hw) = fit::line(seg).unwrap_or((seg[0], 0.0, 0.0));
     let len = (seg.len() - 1) as f64;

@@ -63,7 +63,10 @@ fn otava(h: &[HistoryEntry], orig: &[&str]) -> Found {
         floors.insert(k.clone(), cfg.min_effect_pct[&v.class] / 100.0);
     }
     for ch in ["cpu_ms", "io_ms", "rtt_ms"] {
-        let s: Vec<f64> = h.iter().filter_map(|e| e.calibration.get(ch).copied()).collect();
+        let s: Vec<f64> = h
+            .iter()
+            .filter_map(|e| e.calibration.get(ch).copied())
+            .collect();
         if s.len() == h.len() {
             series.insert(format!("calibration.{ch}"), s);
             floors.insert(format!("calibration.{ch}"), 0.5);

@@ -44,7 +44,10 @@ pub fn noise(pool: &[HistoryEntry], seed: u64, n: usize) -> Vec<HistoryEntry> {
 }
 
 fn scale(e: &mut HistoryEntry, key: &str, f: f64) {
-    let v = e.keys.get_mut(key).unwrap_or_else(|| panic!("no key {key}"));
+    let v = e
+        .keys
+        .get_mut(key)
+        .unwrap_or_else(|| panic!("no key {key}"));
     v.value *= f;
     v.low *= f;
     v.high *= f;
@@ -110,7 +113,11 @@ fn a_step_a_drift_and_a_machine_change_are_told_apart_and_nothing_else_is_found(
         let h = synthetic(&pool, seed);
         let r = detect(&h, &Config::default());
         let all = describe(&r);
-        let steps: Vec<_> = r.points.iter().filter(|p| p.kind == PointKind::Step).collect();
+        let steps: Vec<_> = r
+            .points
+            .iter()
+            .filter(|p| p.kind == PointKind::Step)
+            .collect();
         assert_eq!(steps.len(), 1, "seed {seed}: one step\n{all}");
         let s = steps[0];
         assert_eq!(s.key, STEP_KEY, "{all}");
@@ -125,7 +132,11 @@ fn a_step_a_drift_and_a_machine_change_are_told_apart_and_nothing_else_is_found(
             s.ci_pct.lo <= 2.05 && 1.95 <= s.ci_pct.hi && s.ci_pct.lo > 1.0,
             "seed {seed}: the interval holds +2 %\n{all}"
         );
-        let drifts: Vec<_> = r.points.iter().filter(|p| p.kind == PointKind::Drift).collect();
+        let drifts: Vec<_> = r
+            .points
+            .iter()
+            .filter(|p| p.kind == PointKind::Drift)
+            .collect();
         assert_eq!(drifts.len(), 1, "seed {seed}: one drift\n{all}");
         let d = drifts[0];
         assert_eq!(d.key, DRIFT_KEY, "{all}");
@@ -236,16 +247,26 @@ fn the_result_renders_as_markdown_json_and_html_with_marked_charts() {
     let md = render(&doc, Format::Md).unwrap();
     assert!(md.contains("| key | kind | commits |"), "{md}");
     assert!(md.contains("c30 (#30) → c31 (#31)"), "{md}");
-    assert!(md.contains("drift (worse)") && md.contains("machine change"), "{md}");
-    let json: serde_json::Value = serde_json::from_str(&render(&doc, Format::Json).unwrap()).unwrap();
+    assert!(
+        md.contains("drift (worse)") && md.contains("machine change"),
+        "{md}"
+    );
+    let json: serde_json::Value =
+        serde_json::from_str(&render(&doc, Format::Json).unwrap()).unwrap();
     assert_eq!(json["kind"], "vaultbench.trend");
     assert_eq!(json["settings"]["permutations"], 199);
     let back: TrendResult = serde_json::from_value(json).unwrap();
     assert_eq!(back, r);
     let html = render(&doc, Format::Html).unwrap();
-    assert!(html.contains("<svg") && html.contains("change point: step"), "a marked chart");
+    assert!(
+        html.contains("<svg") && html.contains("change point: step"),
+        "a marked chart"
+    );
     assert!(!html.contains("<script"), "self-contained, no scripts");
     let c = charts(&doc).unwrap();
     assert!(c.len() <= reports::render::TREND_MAX_CHARTS);
-    assert!(c.iter().any(|c| c.slug.contains("instructions-per-request")));
+    assert!(
+        c.iter()
+            .any(|c| c.slug.contains("instructions-per-request"))
+    );
 }

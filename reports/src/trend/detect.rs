@@ -464,3 +464,83 @@ pub fn detect(entries: &[HistoryEntry], cfg: &Config) -> TrendResult {
         points,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use contract::history::HistoryValue;
+
+    fn history(values: &[f64], io: impl Fn(usize) -> f64) -> Vec<HistoryEntry> {
+        values
+            .iter()
+            .enumerate()
+            .map(|(i, &v)| {
+                let keys = BTreeMap::from([(
+                    "k".to_owned(),
+                    HistoryValue {
+                        value: v,
+                        unit: "instructions".into(),
+                        class: MetricClass::Cost,
+                        better: Better::Lower,
+                        low: v,
+                        high: v,
+                        n: 1,
+                    },
+                )]);
+                HistoryEntry::new(
+                    Some(format!("c{i}")),
+                    None,
+                    format!("d{i:02}"),
+                    "m".into(),
+                    "s".into(),
+                    1,
+                    "v".into(),
+                    BTreeMap::from([("io_ms".to_owned(), io(i))]),
+                    keys,
+                )
+            })
+            .collect()
+    }
+
+    /// A small wobble that repeats, so no stretch of it looks like a change.
+    fn wobble(i: usize) -> f64 {
+        [0.0, 0.002, -0.001, 0.001, -0.002][i % 5]
+    }
+
+    #[test]
+    fn a_ramp_is_one_drift_a_jump_is_a_step_and_a_channel_jump_is_the_machine() {
+        let ramp: Vec<f64> = (0..40)
+            .map(|i| 100.0 * (1.0 + 0.002 * i as f64 + wobble(i)))
+            .collect();
+        let r = detect(&history(&ramp, |_| 1.0), &Config::default());
+        let kinds: Vec<(PointKind, usize, usize)> = r
+            .points
+            .iter()
+            .map(|p| (p.kind, p.before.index, p.after.index))
+            .collect();
+        assert_eq!(kinds, vec![(PointKind::Drift, 0, 39)], "{:?}", r.points);
+        assert!(r.points[0].worse);
+        let step: Vec<f64> = (0..40)
+            .map(|i| 100.0 * (if i < 22 { 1.0 } else { 1.03 } + wobble(i)))
+            .collect();
+        let r = detect(&history(&step, |_| 1.0), &Config::default());
+        let kinds: Vec<(PointKind, usize, usize)> = r
+            .points
+            .iter()
+            .map(|p| (p.kind, p.before.index, p.after.index))
+            .collect();
+        assert_eq!(kinds, vec![(PointKind::Step, 21, 22)], "{:?}", r.points);
+        let flat: Vec<f64> = (0..40).map(|i| 100.0 * (1.0 + wobble(i))).collect();
+        let r = detect(
+            &history(&flat, |i| if i < 25 { 1.0 } else { 2.5 }),
+            &Config::default(),
+        );
+        assert_eq!(r.points.len(), 1, "{:?}", r.points);
+        let p = &r.points[0];
+        assert_eq!(
+            (p.kind, p.key.as_str(), p.after.index),
+            (PointKind::Machine, "calibration.io_ms", 25)
+        );
+        assert_eq!(p.channels, vec!["io_ms ×2.50".to_owned()]);
+    }
+}

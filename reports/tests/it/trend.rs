@@ -178,6 +178,13 @@ fn a_step_a_drift_and_a_machine_change_are_told_apart_and_nothing_else_is_found(
             );
             if p.after.index.abs_diff(MACHINE_AT) > 2 {
                 elsewhere += 1;
+                eprintln!(
+                    "seed {seed}: away from {MACHINE_AT}: {} at {}→{} ({})",
+                    p.key,
+                    p.before.index,
+                    p.after.index,
+                    p.channels.join(", ")
+                );
             }
         }
         eprintln!(

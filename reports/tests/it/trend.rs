@@ -213,6 +213,7 @@ fn a_step_a_drift_and_a_machine_change_are_told_apart_and_nothing_else_is_found(
 /// recordings (the figures the book quotes): a step or drift there is a false regression; a
 /// machine change names a channel that moved between the drawn recordings.
 #[test]
+#[ignore = "slow: 20 histories of 382 keys, about 30 s in a debug build"]
 fn pure_noise_histories_give_no_false_regression() {
     let pool = pool();
     let (mut regressions, mut machine) = (Vec::new(), 0usize);

@@ -12,7 +12,7 @@
 //! interpreter `VAULTBENCH_OTAVA_PYTHON` names.
 
 use std::collections::BTreeMap;
-use std::io::Write;
+use std::io::{Read, Write};
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
@@ -94,13 +94,36 @@ fn otava(h: &[HistoryEntry], orig: &[&str]) -> Found {
         .unwrap()
         .write_all(job.to_string().as_bytes())
         .unwrap();
-    let out = child.wait_with_output().unwrap();
+    // Read both pipes while waiting, under a deadline: Otava over every key of a history takes
+    // seconds; ten minutes means it hangs.
+    let drain = |mut r: Box<dyn std::io::Read + Send>| {
+        std::thread::spawn(move || {
+            let mut b = Vec::new();
+            r.read_to_end(&mut b).map(|_| b)
+        })
+    };
+    let out_r = drain(Box::new(child.stdout.take().unwrap()));
+    let err_r = drain(Box::new(child.stderr.take().unwrap()));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(600);
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("otava did not answer within 600 s");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    let stdout = out_r.join().unwrap().unwrap();
+    let stderr = err_r.join().unwrap().unwrap();
     assert!(
-        out.status.success(),
+        status.success(),
         "otava failed: {}",
-        String::from_utf8_lossy(&out.stderr)
+        String::from_utf8_lossy(&stderr)
     );
-    serde_json::from_slice(&out.stdout).expect("otava's answer is JSON")
+    serde_json::from_slice(&stdout).expect("otava's answer is JSON")
 }
 
 fn count(found: &Found, variant: &str) -> usize {

@@ -5,7 +5,7 @@
 //! | code | meaning |
 //! |---|---|
 //! | 0 | success; `ab`: KEEP or no rule; `compare`: no regression; `verify`: every pair verifies |
-//! | 1 | `compare`: a regression beyond threshold; `ab`: the rule said REJECT |
+//! | 1 | `compare`: a regression beyond threshold; `ab`: the rule said REJECT; `trend detect`: a step or drift for the worse |
 //! | 2 | usage or runtime error (one line naming the input): a target that would not start, I/O failure, a scenario, target or `--protocol` that speak different protocols (refused before any sample) |
 //! | 3 | refused: the calibration gate judged the machine too noisy, a sample failed, or too few balanced `ab` rounds survived; no recording written (the attempt is counted in the ledger beside it only when git tracks nothing in `--out`) |
 //! | 4 | `ab`: INCONCLUSIVE, the rule could not decide at this sensitivity |
@@ -29,7 +29,8 @@
 
 /// Success.
 pub const OK: i32 = 0;
-/// `compare` found a regression beyond threshold; `ab`'s rule said REJECT.
+/// `compare` found a regression beyond threshold; `ab`'s rule said REJECT; `trend detect`
+/// found a step or drift for the worse.
 pub const REGRESSION: i32 = 1;
 /// Usage or runtime error.
 pub const ERROR: i32 = 2;

@@ -10,7 +10,7 @@
 //! - **Clipped.** At most [`MAX_QUOTED_BYTES`] of escaped text, then the count of the input's
 //!   bytes left out: a 30 MiB document id is one short line, and says how long it was.
 //!
-//! [`line`] is the last guard on a whole error line (the CLI's `vaultbench: …`): the same
+//! [`fn@line`] is the last guard on a whole error line (the CLI's `vaultbench: …`): the same
 //! escapes and at most [`MAX_LINE_BYTES`]. [`duration`] rounds a duration for a message
 //! (`35s`, not `34.999990897s`).
 //!

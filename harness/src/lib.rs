@@ -48,8 +48,8 @@ pub mod recording;
 pub mod commands;
 
 use commands::{
-    ab, bisect, calibrate, class, hlog, load, probe, record, report as report_cmd,
-    sample as sample_cmd, scenario_list, vault, verify,
+    ab, bisect, calibrate, class, history, hlog, load, probe, record, report as report_cmd,
+    sample as sample_cmd, scenario_list, trend, vault, verify,
 };
 
 /// Reproducible, gated performance numbers for self-hosted note-vault sync servers.
@@ -84,6 +84,14 @@ pub enum Command {
     /// Find the commit that made a key worse: build, cache and compare commits between
     /// --good and --bad.
     Bisect(bisect::BisectArgs),
+    /// Build the history a trend is found in: one line per accepted recording, kept in your
+    /// repository.
+    #[command(subcommand)]
+    History(history::HistoryCmd),
+    /// Find change points over a history: steps, drifts and machine changes; `--bisect`
+    /// hands each step's commit range to bisect.
+    #[command(subcommand)]
+    Trend(trend::TrendCmd),
     /// Render a recording, an A/B result or a baselines history (md, html, json, bmf, gab).
     Report(report_cmd::ReportArgs),
     /// Compare a recording against a baseline; exit 1 on a regression beyond threshold.
@@ -118,6 +126,8 @@ pub fn run(cli: Cli) -> i32 {
         Command::Hlog(cmd) => hlog::run(cmd),
         Command::Ab(args) => ab::run(args),
         Command::Bisect(args) => bisect::run(args),
+        Command::History(cmd) => history::run(cmd),
+        Command::Trend(cmd) => trend::run(cmd),
         Command::Report(args) => report_cmd::run_report(args),
         Command::Compare(args) => report_cmd::run_compare(args),
         Command::Sample(args) => sample_cmd::run(args),

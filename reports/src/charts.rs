@@ -99,6 +99,16 @@ pub struct TrendPoint {
     pub machine_differs: bool,
 }
 
+/// A change point on a trend chart, between point indices: a step or a machine change is a
+/// vertical line between `from` and `to` (neighbours); a drift shades `from..=to`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChangeMark {
+    pub from: usize,
+    pub to: usize,
+    /// `step`, `drift` or `machine change` (colours the mark and names it in the legend).
+    pub kind: String,
+}
+
 /// One A/B round: the A and B values and which ran first.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RoundPoint {
@@ -120,6 +130,8 @@ pub enum ChartKind {
     Trend {
         unit: String,
         points: Vec<TrendPoint>,
+        /// Change points to mark (empty in a baselines history).
+        marks: Vec<ChangeMark>,
     },
     Rounds {
         unit: String,
@@ -238,7 +250,11 @@ impl Chart {
             ChartKind::Percentiles(series) => draw_percentiles(root, &self.title, series),
             ChartKind::Bars { unit, bars } => draw_bars(root, &self.title, unit, bars),
             ChartKind::Forest(rows) => draw_forest(root, &self.title, rows),
-            ChartKind::Trend { unit, points } => draw_trend(root, &self.title, unit, points),
+            ChartKind::Trend {
+                unit,
+                points,
+                marks,
+            } => draw_trend(root, &self.title, unit, points, marks),
             ChartKind::Rounds { unit, rounds } => draw_rounds(root, &self.title, unit, rounds),
             ChartKind::Growth {
                 unit,
@@ -717,6 +733,7 @@ fn draw_trend<DB: DrawingBackend>(
     title: &str,
     unit: &str,
     points: &[TrendPoint],
+    marks: &[ChangeMark],
 ) -> DrawResult {
     let labels: Vec<String> = points.iter().map(|p| p.label.clone()).collect();
     let (lo, hi) = value_range(points.iter().flat_map(|p| [p.low, p.high, p.value]), false);
@@ -802,6 +819,44 @@ fn draw_trend<DB: DrawingBackend>(
             .map_err(e2s)?
             .label("calibration differs from the newest version's: not comparable")
             .legend(move |(x, y)| Circle::new((x + 9, y), 5, mark.stroke_width(2)));
+    }
+    // Change points: a step is a vertical line between its two neighbours in the palette's
+    // vermilion, a machine change the same in grey, a drift a shaded span; each kind is named
+    // once in the legend.
+    for (kind, color) in [
+        ("step", PALETTE[1]),
+        ("machine change", PALETTE[7]),
+        ("drift", PALETTE[5]),
+    ] {
+        let of_kind: Vec<&ChangeMark> = marks.iter().filter(|m| m.kind == kind).collect();
+        if of_kind.is_empty() {
+            continue;
+        }
+        let series = chart.draw_series(of_kind.iter().map(|m| {
+            if kind == "drift" {
+                Rectangle::new(
+                    [
+                        (SegmentValue::CenterOf(m.from), lo),
+                        (SegmentValue::CenterOf(m.to), hi),
+                    ],
+                    color.mix(0.22).filled(),
+                )
+            } else {
+                // A one-pixel-wide rectangle: a vertical line at the boundary of `to`.
+                Rectangle::new(
+                    [
+                        (SegmentValue::Exact(m.to), lo),
+                        (SegmentValue::Exact(m.to), hi),
+                    ],
+                    color.stroke_width(2),
+                )
+            }
+        }));
+        let label = format!("change point: {kind}");
+        series
+            .map_err(e2s)?
+            .label(label)
+            .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 18, y + 5)], color.filled()));
     }
     chart
         .configure_series_labels()

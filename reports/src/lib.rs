@@ -15,3 +15,4 @@ pub mod recording;
 pub mod render;
 pub mod schema;
 pub mod stats;
+pub mod trend;

@@ -5,6 +5,7 @@ pub mod ab;
 pub mod bisect;
 pub mod calibrate;
 pub mod class;
+pub mod history;
 pub mod hlog;
 pub mod load;
 pub mod probe;
@@ -12,6 +13,7 @@ pub mod record;
 pub mod report;
 pub mod sample;
 pub mod scenario_list;
+pub mod trend;
 pub mod vault;
 pub mod verify;
 

@@ -379,3 +379,84 @@ fn walk(dir: &Path) -> Vec<PathBuf> {
     }
     out
 }
+
+/// A history line of the test repository's commit `id` holding only [`KEY`] at `value`.
+fn history_line(id: &str, i: usize, value: f64) -> String {
+    let doc = serde_json::json!({
+        "kind": "vaultbench.history-entry",
+        "format_version": 1,
+        "commit": id,
+        "date": format!("2026-11-{:02}T12:00:00Z", i + 1),
+        "machine_class": "test-class",
+        "scenario": "posts",
+        "seed": 0x5eed,
+        "vault_digest": "d",
+        "calibration": {"cpu_ms": 25.0, "io_ms": 1.5, "rtt_ms": 0.05},
+        "keys": {KEY: {
+            "value": value, "unit": "instructions", "class": "cost", "better": "lower",
+            "low": value, "high": value, "n": 1
+        }}
+    });
+    format!("{doc}\n")
+}
+
+/// `trend detect --bisect` on a history that recorded only some of the test repository's
+/// commits: the step between the entries of commits 8 and 12 is handed to bisect, which builds
+/// and measures commits 9–12 and names commit 11.
+#[test]
+#[ignore = "slow: cost samples under callgrind of up to five commits' builds"]
+fn trend_detect_hands_a_step_range_to_bisect_which_names_the_commit() {
+    let home = tempfile::tempdir().unwrap();
+    let (gate, scen) = files(home.path());
+    let (repo, ids) = server_repo(home.path());
+    // The trend job ran on these commits only, the last three twice (a scheduled run records
+    // the head again); the values are the key's level before and after commit 11's extra
+    // work, with a little spread.
+    let recorded = [0usize, 1, 2, 3, 4, 5, 6, 8, 12, 13, 13, 14, 14, 15, 15];
+    let mut text = String::new();
+    for (i, &c) in recorded.iter().enumerate() {
+        let level = if c >= CHANGED { 1.2e6 } else { 1.0e6 };
+        text.push_str(&history_line(
+            &ids[c],
+            i,
+            level * (1.0 + 0.001 * (i % 3) as f64),
+        ));
+    }
+    let history = home.path().join("posts.jsonl");
+    std::fs::write(&history, text).unwrap();
+    let out = home.path().join("trend.json");
+    let o = vb!(home.path())
+        .args(["trend", "detect"])
+        .arg(&history)
+        .arg("--bisect")
+        .arg("--repo")
+        .arg(&repo)
+        .arg("--out")
+        .arg(&out)
+        .args(["--", "--build", "sh build.sh", "--bin", "bin/server"])
+        .args(["--cost-tau", "5%", "--scenario-file"])
+        .arg(&scen)
+        .arg("--gate-config")
+        .arg(&gate)
+        .timeout(std::time::Duration::from_secs(1800))
+        .assert()
+        .code(1)
+        .get_output()
+        .clone();
+    let err = String::from_utf8(o.stderr).unwrap();
+    let doc: Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+    assert_eq!(doc["kind"], "vaultbench.trend");
+    let points = doc["points"].as_array().unwrap();
+    assert_eq!(points.len(), 1, "{err}\n{doc}");
+    let p = &points[0];
+    assert_eq!(p["kind"], "step");
+    assert_eq!(p["before"]["commit"], ids[8].as_str());
+    assert_eq!(p["after"]["commit"], ids[12].as_str());
+    let b = &p["bisect"];
+    assert_eq!(b["mode"], "cost", "{err}\n{b}");
+    assert_eq!(b["path_len"], 4);
+    assert_eq!(b["outcome"], "found", "{err}\n{b}");
+    assert_eq!(b["first_bad"], ids[CHANGED].as_str(), "{err}");
+    let md = std::fs::read_to_string(out.with_extension("md")).unwrap();
+    assert!(md.contains(&ids[CHANGED][..12]), "{md}");
+}

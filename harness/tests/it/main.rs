@@ -20,6 +20,7 @@ mod scenarios_cmd;
 mod shard;
 mod user_vault;
 mod report;
+mod trend;
 mod twin;
 mod vault;
 mod webdav;

@@ -874,7 +874,7 @@ fn record_without_out_leaves_the_checkout_alone_and_compares_with_the_committed_
         )),
         "{err}"
     );
-    assert!(err.contains(&format!("--out {dir}")), "{err}");
+    assert!(err.contains(&format!("--out-dir {dir}")), "{err}");
     assert_eq!(
         std::fs::read_to_string(other.join("push-only.json")).unwrap(),
         "another machine's baseline\n"

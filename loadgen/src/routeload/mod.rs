@@ -1,5 +1,5 @@
 //! Route load, whatever the protocol: how requests are issued ([`Mode`]) and the one driver
-//! every protocol's route load runs through ([`drive`]: config check, closed and open loop,
+//! every protocol's route load runs through (`drive`: config check, closed and open loop,
 //! drain), a protocol supplying only its worker.
 
 use std::time::Duration;

@@ -306,6 +306,7 @@ pub(crate) fn charts(r: &HistoryReport) -> Vec<Chart> {
                 kind: ChartKind::Trend {
                     unit: k.unit.clone(),
                     points,
+                    marks: Vec::new(),
                 },
             });
         }

@@ -10,6 +10,7 @@ mod history;
 mod html;
 mod md;
 mod recording;
+mod trend;
 
 pub use bisect::summary as bisect_summary;
 pub use error::RenderError;
@@ -21,6 +22,7 @@ pub use recording::{
     Calibration, Cell, ChannelRow, GrowthRow, KIND_REPORT, LoadRow, PhaseRow, ProvenanceSummary,
     RecordingReport, RouteRow, Row, growth, recording_report, superlinear_samples,
 };
+pub use trend::{MAX_CHARTS as TREND_MAX_CHARTS, entry_label, summary as trend_summary};
 
 use crate::charts::{Chart, ChartError};
 use crate::schema::{Baseline, Provenance};
@@ -44,6 +46,12 @@ pub enum Document<'a> {
     Ab(&'a crate::schema::AbResult),
     /// A bisect result document (`kind: "vaultbench.bisect"`).
     Bisect(&'a contract::bisect::BisectResult),
+    /// A trend result (`kind: "vaultbench.trend"`) with the history it was found in (the
+    /// charts draw its values).
+    Trend {
+        result: &'a contract::trend::TrendResult,
+        entries: &'a [contract::history::HistoryEntry],
+    },
 }
 
 impl Document<'_> {
@@ -53,6 +61,7 @@ impl Document<'_> {
             Document::History { .. } => "a baselines history",
             Document::Ab(_) => "an a/b result",
             Document::Bisect(_) => "a bisect result",
+            Document::Trend { .. } => "a trend result",
         }
     }
 }
@@ -108,6 +117,11 @@ pub fn render(doc: &Document, format: Format) -> Result<String, RenderError> {
             Format::Json => Ok(pretty(result)),
             _ => Ok(bisect::html(result)),
         },
+        (Document::Trend { result, entries }, f) => match f {
+            Format::Md => Ok(trend::markdown(result)),
+            Format::Json => Ok(pretty(result)),
+            _ => trend::html(result, &trend::charts(result, entries)),
+        },
         (Document::Ab(result), f) => {
             let r = ab::AbView::read(result);
             match f {
@@ -129,6 +143,7 @@ pub fn charts(doc: &Document) -> Result<Vec<Chart>, RenderError> {
         Document::History { points, .. } => Ok(history::charts(&history_report(points)?)),
         Document::Ab(result) => Ok(ab::charts(&ab::AbView::read(result))),
         Document::Bisect(_) => Ok(Vec::new()),
+        Document::Trend { result, entries } => Ok(trend::charts(result, entries)),
     }
 }
 

@@ -4,7 +4,7 @@
 //! screenshots, and verifies; no test skips itself on an environment variable (slow ones are
 //! `#[ignore]`); perf-baseline.yml runs after merge and on manual dispatch with a scenario
 //! input, in one queueing (never cancelling) concurrency group, and uploads the recording and
-//! report.
+//! report; the trend workflows append the history with write access in one job only.
 
 use serde_yaml_ng::Value;
 use std::path::PathBuf;
@@ -302,4 +302,83 @@ fn the_reusable_trend_job_takes_a_servers_inputs_and_its_example_runs_after_merg
             "the example gives {input}"
         );
     }
+}
+
+/// The history: each accepted recording's line goes to a data branch. Only the small
+/// `history` job of each trend workflow may write, and it runs no code of the repository (it
+/// appends the line the recording job uploaded); the recording job keeps a read-only token.
+/// The example caller grants the write permission, bisects on a schedule, and names the branch.
+#[test]
+fn the_trend_workflows_append_the_history_with_write_access_in_one_job_only() {
+    for (name, record_job) in [("trend.yml", "trend"), ("perf-baseline.yml", "record")] {
+        let (_, v) = load(name);
+        assert_eq!(
+            v["permissions"]["contents"].as_str(),
+            Some("read"),
+            "{name}"
+        );
+        let jobs = v["jobs"].as_mapping().unwrap();
+        for (id, job) in jobs {
+            let id = id.as_str().unwrap();
+            let write = job["permissions"]["contents"].as_str() == Some("write");
+            assert_eq!(write, id == "history", "{name}: job {id}");
+        }
+        let history = &v["jobs"]["history"];
+        let steps = history["steps"].as_sequence().unwrap();
+        let text: String = steps
+            .iter()
+            .filter_map(|s| s.get("run").and_then(Value::as_str))
+            .collect();
+        assert!(
+            !text.contains("cargo") && !text.contains("$VB") && !text.contains("trend-job.sh"),
+            "{name}: the history job runs no code: {text}"
+        );
+        assert!(text.contains("git push"), "{name}");
+        let uploads: Vec<&Value> = v["jobs"][record_job]["steps"]
+            .as_sequence()
+            .unwrap()
+            .iter()
+            .filter(|s| {
+                s.get("with")
+                    .and_then(|w| w.get("name"))
+                    .and_then(Value::as_str)
+                    .is_some_and(|n| n.starts_with("history-line-"))
+            })
+            .collect();
+        assert_eq!(
+            uploads.len(),
+            1,
+            "{name}: the recording job uploads the line"
+        );
+    }
+    let (_, v) = load("trend.yml");
+    for input in ["history-branch", "history-dir", "bisect"] {
+        assert!(
+            v["on"]["workflow_call"]["inputs"].get(input).is_some(),
+            "trend.yml has no input {input}"
+        );
+    }
+    let script = std::fs::read_to_string(root().join("scripts/trend-job.sh")).unwrap();
+    for needle in ["history append", "trend detect", "--bisect"] {
+        assert!(script.contains(needle), "trend-job.sh lacks {needle:?}");
+    }
+    let (_, perf) = load("perf-baseline.yml");
+    let run = steps_text(&perf);
+    assert!(run.contains("history append") && run.contains("trend detect"));
+    let text = std::fs::read_to_string(root().join("docs/src/ci/server-trend.yml")).unwrap();
+    let ex: Value = serde_yaml_ng::from_str(&text).unwrap();
+    let job = &ex["jobs"]["trend"];
+    assert_eq!(job["permissions"]["contents"].as_str(), Some("write"));
+    assert!(
+        job["with"]["history-branch"]
+            .as_str()
+            .is_some_and(|b| !b.is_empty())
+    );
+    assert!(ex["on"].get("schedule").is_some(), "bisects on a schedule");
+    assert!(
+        job["with"]["bisect"]
+            .as_str()
+            .is_some_and(|b| b.contains("schedule")),
+        "bisect only on the scheduled runs"
+    );
 }

@@ -33,6 +33,25 @@ pub struct Run<'a> {
     pub bounds: &'a mut dyn phases::Boundary,
 }
 
+impl Run<'_> {
+    /// Drives the plan's phases against the run's server through `client` (what a protocol's
+    /// [`ProtocolImpl::drive`] does once its client is connected).
+    pub async fn phases<C: crate::sample::sync_client::SyncClient>(
+        self,
+        client: &mut C,
+    ) -> anyhow::Result<()> {
+        phases::drive(
+            self.plan,
+            self.server,
+            client,
+            self.dir,
+            self.m,
+            self.bounds,
+        )
+        .await
+    }
+}
+
 /// Debug shows the protocol's name.
 impl std::fmt::Debug for dyn ProtocolImpl {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

@@ -425,7 +425,7 @@ impl Writer {
         self.push_vault_with(client, dir, usize::MAX).await
     }
 
-    /// [`Replica::push_vault`] that also replicates at every `checkpoint_every` files and
+    /// [`Writer::push_vault`] that also replicates at every `checkpoint_every` files and
     /// records a throughput checkpoint there (the server's cost is read at each).
     pub async fn push_vault_with(
         &mut self,

@@ -1,9 +1,9 @@
 //! The signed obsync wire protocol v1 (`docs/src/protocol/obsync-v1.md`): enrolled devices that
-//! sign every request ([`client`], [`enroll`]), whole-vault operations ([`sync`]), the route
-//! load over its routes ([`route`]), the server's own counters ([`metrics`]), crash points
-//! inside a request body ([`midbody`]), and what only a signed protocol with a long-poll feed
+//! sign every request (`client`, `enroll`), whole-vault operations (`sync`), the route
+//! load over its routes (`route`), the server's own counters (`metrics`), crash points
+//! inside a request body (`midbody`), and what only a signed protocol with a long-poll feed
 //! has: many held devices ([`fanout`]), the generator as a Locust worker ([`locust`]) and the
-//! comparison with wrk ([`bench`]).
+//! comparison with wrk ([`mod@bench`]).
 
 pub mod bench;
 pub(crate) mod client;

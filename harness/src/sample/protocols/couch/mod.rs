@@ -3,7 +3,6 @@
 
 pub mod client;
 
-use crate::sample::phases;
 use crate::sample::protocols::seam::{Local, ProtocolImpl, Run, Support};
 
 /// The registry's entry.
@@ -35,15 +34,7 @@ impl ProtocolImpl for Impl {
     fn drive<'a>(&'a self, run: Run<'a>) -> Local<'a, ()> {
         Box::pin(async move {
             let mut client = client::CouchSyncClient::connect(run.plan, run.server)?;
-            phases::drive(
-                run.plan,
-                run.server,
-                &mut client,
-                run.dir,
-                run.m,
-                run.bounds,
-            )
-            .await
+            run.phases(&mut client).await
         })
     }
 }

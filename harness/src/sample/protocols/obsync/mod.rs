@@ -6,7 +6,6 @@ pub mod client;
 mod paired;
 
 use crate::sample::pairs::PairedJob;
-use crate::sample::phases;
 use crate::sample::protocols::seam::{Local, ProtocolImpl, Run, Support};
 
 /// The registry's entry.
@@ -37,15 +36,7 @@ impl ProtocolImpl for Impl {
         Box::pin(async move {
             let mut client =
                 client::ObsyncClient::connect(run.plan, run.server, run.bounds.scrapes()).await?;
-            phases::drive(
-                run.plan,
-                run.server,
-                &mut client,
-                run.dir,
-                run.m,
-                run.bounds,
-            )
-            .await
+            run.phases(&mut client).await
         })
     }
 

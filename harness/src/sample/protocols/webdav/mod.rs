@@ -5,7 +5,6 @@ pub mod client;
 mod paired;
 
 use crate::sample::pairs::PairedJob;
-use crate::sample::phases;
 use crate::sample::protocols::seam::{Local, ProtocolImpl, Run, Support};
 
 /// The registry's entry.
@@ -38,15 +37,7 @@ impl ProtocolImpl for Impl {
     fn drive<'a>(&'a self, run: Run<'a>) -> Local<'a, ()> {
         Box::pin(async move {
             let mut client = client::WebdavClient::connect(run.plan, run.server)?;
-            phases::drive(
-                run.plan,
-                run.server,
-                &mut client,
-                run.dir,
-                run.m,
-                run.bounds,
-            )
-            .await
+            run.phases(&mut client).await
         })
     }
 

@@ -37,15 +37,7 @@ impl ProtocolImpl for Impl {
     fn drive<'a>(&'a self, run: Run<'a>) -> Local<'a, ()> {
         Box::pin(async move {
             let mut client = client::S3SyncClient::connect(run.plan, run.server).await?;
-            crate::sample::phases::drive(
-                run.plan,
-                run.server,
-                &mut client,
-                run.dir,
-                run.m,
-                run.bounds,
-            )
-            .await
+            run.phases(&mut client).await
         })
     }
 

@@ -18,7 +18,8 @@ use std::path::{Path, PathBuf};
 use bytes::Bytes;
 use loadgen::Target;
 use loadgen::http::{Request as DavRequest, method};
-use loadgen::launch::{TargetDef, preset_names};
+use loadgen::launch::TargetDef;
+use loadgen::protocols::{preset, preset_names};
 use loadgen::webdav::client::Depth;
 use loadgen::webdav::{BasicAuth, DavClient, ServerCommand};
 
@@ -55,13 +56,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let presets: Vec<TargetDef> = if args.len() > 2 {
         args[2..]
             .iter()
-            .map(|a| TargetDef::preset(a).ok_or_else(|| format!("unknown preset {a:?}")))
+            .map(|a| preset(a).ok_or_else(|| format!("unknown preset {a:?}")))
             .collect::<Result<_, _>>()?
     } else {
-        preset_names()
-            .into_iter()
-            .filter_map(TargetDef::preset)
-            .collect()
+        preset_names().into_iter().filter_map(preset).collect()
     };
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

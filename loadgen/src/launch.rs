@@ -2,9 +2,10 @@
 //! files it needs in its fresh data dir, the protocol it speaks, its credentials and how to
 //! tell it is ready.
 //!
-//! A user's target file (`--target ./mine.toml`) and the built-in WebDAV presets
-//! (`loadgen/targets/*.toml`, embedded) are read by the same code: a preset is a named target
-//! file and nothing else. Placeholders, in the command line and in file templates:
+//! A user's target file (`--target ./mine.toml`) and the built-in presets
+//! (`loadgen/targets/*.toml`, embedded, listed by each protocol's spec in
+//! [`crate::protocols`]) are read by the same code: a preset is a named target file and
+//! nothing else. Placeholders, in the command line and in file templates:
 //! `{addr}` (`host:port`), `{host}`, `{port}`, `{data}` (the data dir, absolute), `{user}` and
 //! `{group}` (who runs the harness), `{auth_user}`, `{auth_pass}` and `{htpasswd}` (an
 //! htpasswd `{SHA}` line for the definition's credentials).
@@ -15,34 +16,6 @@ use std::path::{Component, Path, PathBuf};
 use std::time::Duration;
 
 use crate::http::BasicAuth;
-
-/// The built-in presets: name and file text.
-const PRESETS: [(&str, &str); 7] = [
-    (
-        "apache-webdav",
-        include_str!("../targets/apache-webdav.toml"),
-    ),
-    ("nginx-webdav", include_str!("../targets/nginx-webdav.toml")),
-    (
-        "rclone-webdav",
-        include_str!("../targets/rclone-webdav.toml"),
-    ),
-    (
-        "pouchdb-server",
-        include_str!("../targets/pouchdb-server.toml"),
-    ),
-    (
-        "pouchdb-memory",
-        include_str!("../targets/pouchdb-memory.toml"),
-    ),
-    ("moto-s3", include_str!("../targets/moto-s3.toml")),
-    ("s3rver", include_str!("../targets/s3rver.toml")),
-];
-
-/// The names of the built-in presets.
-pub fn preset_names() -> Vec<&'static str> {
-    PRESETS.iter().map(|(n, _)| *n).collect()
-}
 
 /// A target file's largest accepted size: a definition is a command line and a few
 /// configuration files.
@@ -77,9 +50,13 @@ pub struct TargetDef {
     pub packages: Option<String>,
     /// Files that must exist (modules a configuration loads).
     pub requires: Vec<String>,
-    /// The WebDAV collection the vault lives under (`/` unless given); for `couchdb`, the
-    /// database is its first segment (`/vaultbench/`).
+    /// The collection or path the vault lives under (`/` unless given); for a target that
+    /// names a `database`, `/DATABASE/`.
     pub webdav_root: Option<String>,
+    /// The database a target file named (`database = "..."`), checked against its protocol's
+    /// rule by [`crate::protocols::check_target`]; its root is `/DATABASE/`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub database: Option<String>,
     /// HTTP Basic credentials the client sends.
     pub auth: Option<BasicAuth>,
     /// The readiness check; `None`: the protocol's default.
@@ -119,7 +96,8 @@ struct DefFile {
     #[serde(default)]
     requires: Vec<String>,
     webdav_root: Option<String>,
-    /// A CouchDB target's database: its own name for what `webdav_root` is to WebDAV.
+    /// The database a server keeps the vault in, for a protocol that has them: its own name
+    /// for what `webdav_root` is to a path-addressed server.
     database: Option<String>,
     auth: Option<String>,
     ready: Option<String>,
@@ -211,13 +189,6 @@ fn check_relative(what: &str, name: &str) -> Result<(), LaunchError> {
 }
 
 impl TargetDef {
-    /// The preset named `name`, if there is one.
-    pub fn preset(name: &str) -> Option<TargetDef> {
-        let (_, text) = PRESETS.iter().find(|(n, _)| *n == name)?;
-        // The embedded files are checked by a unit test; a failure here is a build defect.
-        Some(TargetDef::parse(text, name).expect("built-in preset definitions parse"))
-    }
-
     /// Reads a target file (at most [`MAX_DEFINITION_BYTES`]).
     pub fn from_file(path: &Path) -> Result<TargetDef, LaunchError> {
         use std::io::Read;
@@ -266,32 +237,26 @@ impl TargetDef {
         }
         def.version = f.version.as_deref().map(split_command).transpose()?;
         def.packages = f.packages;
+        def.database = f.database.clone();
         def.requires = f.requires;
-        def.webdav_root = match (f.webdav_root, f.database) {
+        def.webdav_root = match (f.webdav_root, &f.database) {
             (Some(_), Some(_)) => {
                 return Err(invalid(
                     "database",
-                    "give `database` (a CouchDB target) or `webdav_root` (a WebDAV target), not both",
+                    "give `database` or `webdav_root`, not both",
                 ));
             }
             (None, Some(db)) => {
-                if def.protocol.as_ref().map(|p| p.name()) != Some("couchdb") {
+                if def.protocol.is_none() {
                     return Err(invalid(
                         "database",
-                        "is for a `protocol = \"couchdb\"` target; a WebDAV target takes `webdav_root`",
+                        "needs the `protocol` whose server keeps databases",
                     ));
                 }
-                // CouchDB's rule for database names (its API reference, "PUT /{db}").
-                let ok = db.starts_with(|c: char| c.is_ascii_lowercase())
-                    && db.chars().all(|c| {
-                        c.is_ascii_lowercase() || c.is_ascii_digit() || "_$()+-".contains(c)
-                    });
-                if !ok {
+                if db.is_empty() || db.contains(['/', '?', '#', '%']) || db == ".." {
                     return Err(invalid(
                         "database",
-                        format!(
-                            "{db:?} is not a CouchDB database name (a lower-case letter, then lower-case letters, digits and _$()+-)"
-                        ),
+                        format!("{db:?} must be one plain path segment"),
                     ));
                 }
                 Some(normalize_root(&format!("/{db}/"))?)
@@ -347,6 +312,7 @@ impl TargetDef {
             packages: None,
             requires: Vec::new(),
             webdav_root: None,
+            database: None,
             auth: None,
             ready: None,
             dirs: Vec::new(),
@@ -664,18 +630,19 @@ fn user_and_group() -> (String, String) {
 }
 
 /// Where this checkout's tool installs put the servers' commands (the workspace root is fixed
-/// at build time): `npm ci --prefix tools/pouchdb` and `--prefix tools/s3rver` into their
-/// `node_modules/.bin`, `tools/moto/install.sh` into its venv's `bin`.
+/// at build time): every `tools/NAME/node_modules/.bin` (`npm ci --prefix tools/NAME`) and
+/// `tools/NAME/.venv/bin` (a tool's `install.sh`), in name order.
 pub fn tools_bins() -> Vec<PathBuf> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tools");
-    [
-        "pouchdb/node_modules/.bin",
-        "s3rver/node_modules/.bin",
-        "moto/.venv/bin",
-    ]
-    .iter()
-    .map(|d| root.join(d))
-    .collect()
+    let mut tools: Vec<PathBuf> = std::fs::read_dir(&root)
+        .map(|d| d.filter_map(|e| e.ok().map(|e| e.path())).collect())
+        .unwrap_or_default();
+    tools.sort();
+    tools
+        .iter()
+        .flat_map(|t| [t.join("node_modules/.bin"), t.join(".venv/bin")])
+        .filter(|d| d.is_dir())
+        .collect()
 }
 
 /// `name` as a path (when it has a `/`), else on PATH, else in /usr/local/sbin, /usr/sbin
@@ -696,81 +663,6 @@ pub fn find_program(name: &str) -> Option<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn presets_parse_and_keep_everything_in_the_data_dir() {
-        let addr: SocketAddr = "127.0.0.1:4321".parse().unwrap();
-        for name in preset_names() {
-            let d = TargetDef::preset(name).unwrap();
-            assert_eq!(d.name, name);
-            assert!(
-                matches!(
-                    d.protocol.as_ref().map(|p| p.name()),
-                    Some("webdav" | "couchdb" | "s3")
-                ),
-                "{name}"
-            );
-            assert!(d.packages.is_some(), "{name} names its packages");
-            // A server that keeps nothing on disk still runs in its fresh data dir.
-            assert!(
-                d.has_address() && (d.has_data() || d.run_in_data_dir),
-                "{name}"
-            );
-            let v = d.vars(addr, Path::new("/d/x"));
-            let mut texts: Vec<String> = d.argv.iter().map(|a| v.render(a)).collect();
-            texts.extend(d.files.values().map(|t| v.render(t)));
-            // Comments may name other paths; what the server reads may not.
-            let all: String = texts
-                .join("\n")
-                .lines()
-                .filter(|l| !l.trim_start().starts_with('#'))
-                .collect::<Vec<_>>()
-                .join("\n");
-            assert!(
-                all.contains("127.0.0.1:4321")
-                    || (all.contains("127.0.0.1") && all.contains("4321")),
-                "{name}: {all}"
-            );
-            for word in all.split_whitespace().filter(|w| w.len() > 1) {
-                let path = word.trim_matches(['"', ';']).trim_start_matches("file:");
-                if path.starts_with('/') && !path.contains("/modules/") {
-                    assert!(
-                        path.starts_with("/d/x"),
-                        "{name}: a path outside the data dir: {word}"
-                    );
-                }
-            }
-            assert!(!all.contains("mod_unixd"), "{name}");
-        }
-        assert_eq!(TargetDef::preset("apache"), None);
-    }
-
-    #[test]
-    fn a_couchdb_target_names_its_database() {
-        let d = TargetDef::parse(
-            "command = \"srv {addr} {data}\"\nprotocol = \"couchdb\"\ndatabase = \"notes_1\"\n",
-            "mine",
-        )
-        .unwrap();
-        assert_eq!(d.root(), "/notes_1/");
-        for (text, want) in [
-            (
-                "command = \"srv {addr} {data}\"\nprotocol = \"webdav\"\ndatabase = \"db\"\n",
-                "a WebDAV target takes `webdav_root`",
-            ),
-            (
-                "command = \"srv {addr} {data}\"\nprotocol = \"couchdb\"\ndatabase = \"db\"\nwebdav_root = \"/db/\"\n",
-                "not both",
-            ),
-            (
-                "command = \"srv {addr} {data}\"\nprotocol = \"couchdb\"\ndatabase = \"Notes\"\n",
-                "not a CouchDB database name",
-            ),
-        ] {
-            let e = TargetDef::parse(text, "mine").unwrap_err().to_string();
-            assert!(e.contains(want), "{text:?}: {e}");
-        }
-    }
 
     #[test]
     fn a_user_file_is_read_like_a_preset_and_bad_ones_get_one_line() {

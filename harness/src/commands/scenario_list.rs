@@ -44,15 +44,7 @@ fn heading(imp: &dyn ProtocolImpl) -> String {
     if Protocol::named(spec.name).is_default() {
         targets.push("ref");
     }
-    for name in loadgen::launch::preset_names() {
-        let speaks = loadgen::launch::TargetDef::preset(name)
-            .and_then(|d| d.protocol)
-            .and_then(|p| crate::sample::protocols::lookup(p.name()).ok())
-            .is_some_and(|p| p.spec().name == spec.name);
-        if speaks {
-            targets.push(name);
-        }
-    }
+    targets.extend(spec.presets.iter().map(|p| p.name));
     targets.push("or your own server");
     format!(
         "{}: {} (target: {})",

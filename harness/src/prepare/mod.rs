@@ -211,15 +211,9 @@ pub fn target_protocol(t: &TargetSpec) -> anyhow::Result<Option<&'static dyn Pro
 
 /// The presets that speak `name`, for hints.
 fn presets_of(name: &str) -> Vec<&'static str> {
-    loadgen::launch::preset_names()
-        .into_iter()
-        .filter(|n| {
-            loadgen::launch::TargetDef::preset(n)
-                .and_then(|d| d.protocol)
-                .and_then(|p| protocols::lookup(p.name()).ok())
-                .is_some_and(|imp| imp.spec().name == name)
-        })
-        .collect()
+    protocols::lookup(name)
+        .map(|imp| imp.spec().presets.iter().map(|p| p.name).collect())
+        .unwrap_or_default()
 }
 
 /// The built-in scenarios that speak `name`, for hints.

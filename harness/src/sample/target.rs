@@ -61,11 +61,12 @@ impl TargetSpec {
             .map_err(|e| anyhow::anyhow!("target {given:?}: {e}"))?;
         let first = words[0].as_str();
         let mut def = if words.len() == 1
-            && let Some(d) = TargetDef::preset(first)
+            && let Some(d) = loadgen::protocols::preset(first)
         {
             d
         } else if words.len() == 1 && first.ends_with(".toml") {
             TargetDef::from_file(Path::new(first))
+                .and_then(|d| loadgen::protocols::check_target(&d).map(|()| d))
                 .map_err(|e| anyhow::anyhow!("target {given:?}: {e}"))?
         } else if first == "ref" {
             let exe = std::env::current_exe().context("cannot find the vaultbench executable")?;

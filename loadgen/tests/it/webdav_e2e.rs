@@ -6,7 +6,6 @@
 
 use std::time::{Duration, Instant};
 
-use loadgen::launch::TargetDef;
 use loadgen::webdav::client::Recorder;
 use loadgen::webdav::{
     BasicAuth, DavClient, DavRoute, DavRouteLoadConfig, Depth, RunningServer, ServerCommand,
@@ -21,7 +20,7 @@ fn start(name: &str, data: &std::path::Path, auth: &BasicAuth) -> RunningServer 
         .unwrap()
         .local_addr()
         .unwrap();
-    let mut def = TargetDef::preset(name).unwrap();
+    let mut def = loadgen::protocols::preset(name).unwrap();
     def.auth = Some(auth.clone());
     ServerCommand::prepare(&def, data, addr)
         .and_then(ServerCommand::start)

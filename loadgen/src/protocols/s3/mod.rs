@@ -45,6 +45,7 @@ pub use sign::Credentials;
 
 use crate::feed::FeedBounds;
 use crate::launch::{Ready, StatusMatch, TargetDef};
+use crate::protocols::spec::Preset;
 
 /// The bucket a target's vault lives in when its definition names none.
 pub const DEFAULT_BUCKET: &str = "vaultbench";
@@ -65,13 +66,24 @@ pub const LIST_DEFAULT: FeedBounds = FeedBounds {
 };
 
 /// What the rest of the generator and the harness's registry know of this protocol.
-pub const SPEC: crate::protocols::Spec = crate::protocols::Spec {
+pub const SPEC: crate::protocols::spec::Spec = crate::protocols::spec::Spec {
     name: "s3",
     aliases: &[],
     about: "S3-compatible object storage, as the Remotely Save plugin uses it",
     ready,
     feed: Some(LIST_DEFAULT),
     routes: || S3Route::ALL.iter().map(|r| r.name()).collect(),
+    presets: &[
+        Preset {
+            name: "moto-s3",
+            text: include_str!("../../../targets/moto-s3.toml"),
+        },
+        Preset {
+            name: "s3rver",
+            text: include_str!("../../../targets/s3rver.toml"),
+        },
+    ],
+    database: None,
 };
 
 /// `GET /` answered with any HTTP status: the server is up. An S3 server answers an

@@ -4,8 +4,8 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use loadgen::s3::listing::MAX_TEXT_BYTES;
-use loadgen::s3::parse_listing_each;
+use loadgen::protocols::s3::listing::MAX_TEXT_BYTES;
+use loadgen::protocols::s3::parse_listing_each;
 
 fuzz_target!(|data: &[u8]| {
     let mut objects = Vec::new();

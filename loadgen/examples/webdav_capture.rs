@@ -19,9 +19,9 @@ use bytes::Bytes;
 use loadgen::Target;
 use loadgen::http::{Request as DavRequest, method};
 use loadgen::launch::TargetDef;
+use loadgen::protocols::webdav::client::Depth;
+use loadgen::protocols::webdav::{BasicAuth, DavClient, ServerCommand};
 use loadgen::protocols::{preset, preset_names};
-use loadgen::webdav::client::Depth;
-use loadgen::webdav::{BasicAuth, DavClient, ServerCommand};
 
 /// Names beside the hazards profile's that exercise href escaping: a literal `%`, a
 /// literal `%20`, `#` and `?` (which would end the path if left unescaped), and the
@@ -98,7 +98,7 @@ async fn capture(
 
     let target = Target::parse(&format!("http://{port}"), false)?;
     let client = DavClient::new(target, Some(&auth));
-    let rec = loadgen::webdav::client::Recorder::new(false);
+    let rec = loadgen::protocols::webdav::client::Recorder::new(false);
     let mut refused = String::new();
     let (dirs, files) = tree(vault)?;
     let mut all_dirs = dirs;
@@ -158,7 +158,7 @@ async fn capture(
 
 async fn propfind(
     client: &DavClient,
-    rec: &loadgen::webdav::client::Recorder,
+    rec: &loadgen::protocols::webdav::client::Recorder,
     rel: &str,
     depth: Depth,
 ) -> Result<(u16, Bytes), Box<dyn std::error::Error>> {

@@ -1,4 +1,4 @@
-//! Reading a server's XML answer as a stream, whatever the protocol: WebDAV's multistatus and
+//! Reading a server's XML answer as a stream, whatever the protocol: a multistatus or
 //! S3's listings are grammars ([`Grammar`]) over the events of `quick-xml`'s
 //! namespace-resolving pull parser, driven here over a body held in memory ([`parse_each`])
 //! or over an HTTP body frame by frame ([`read_each`]).
@@ -17,7 +17,7 @@ use quick_xml::events::{BytesRef, Event};
 use quick_xml::name::ResolveResult;
 
 /// Longest single XML token (a tag with its attributes, a run of text, a comment) read. A
-/// real answer's longest token is one field's text (a WebDAV href, an S3 key); a server that
+/// real answer's longest token is one field's text (an href, a key); a server that
 /// sends one unbroken token of hundreds of MB is refused when it passes this, before it is
 /// held.
 pub const MAX_TOKEN_BYTES: u64 = 1024 * 1024;

@@ -265,8 +265,8 @@ impl RunOpts {
     }
 
     /// The WebDAV walk bounds the `--webdav-max-*` flags give; `None` when none is given.
-    fn walk_bounds(&self) -> Option<loadgen::webdav::WalkBounds> {
-        let d = loadgen::webdav::WalkBounds::DEFAULT;
+    fn walk_bounds(&self) -> Option<loadgen::protocols::webdav::WalkBounds> {
+        let d = loadgen::protocols::webdav::WalkBounds::DEFAULT;
         let given = [
             self.webdav_max_requests,
             self.webdav_max_entries,
@@ -276,7 +276,7 @@ impl RunOpts {
         given
             .iter()
             .any(Option::is_some)
-            .then(|| loadgen::webdav::WalkBounds {
+            .then(|| loadgen::protocols::webdav::WalkBounds {
                 max_requests: self.webdav_max_requests.unwrap_or(d.max_requests),
                 max_entries: self.webdav_max_entries.unwrap_or(d.max_entries),
                 max_depth: self.webdav_max_depth.unwrap_or(d.max_depth),

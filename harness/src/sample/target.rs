@@ -23,7 +23,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use loadgen::launch::{Ready, TargetDef};
-use loadgen::webdav::BasicAuth;
+use loadgen::protocols::webdav::BasicAuth;
 use reports::schema::TargetIdentity;
 
 /// A parsed target.
@@ -47,7 +47,7 @@ pub struct TargetOpts {
     pub auth: Option<BasicAuth>,
     pub ready: Option<Ready>,
     /// WebDAV walk bounds (`--webdav-max-*`); `None`: the defaults.
-    pub walk: Option<loadgen::webdav::WalkBounds>,
+    pub walk: Option<loadgen::protocols::webdav::WalkBounds>,
 }
 
 impl TargetSpec {
@@ -1123,16 +1123,16 @@ mod tests {
             webdav_root: Some("/dav/".into()),
             auth: Some(BasicAuth::new("u", "p")),
             ready: None,
-            walk: Some(loadgen::webdav::WalkBounds {
+            walk: Some(loadgen::protocols::webdav::WalkBounds {
                 max_depth: 3,
-                ..loadgen::webdav::WalkBounds::DEFAULT
+                ..loadgen::protocols::webdav::WalkBounds::DEFAULT
             }),
         };
         let mut t =
             TargetSpec::parse_with("rclone serve webdav {data} --addr {addr}", &opts).unwrap();
         assert_eq!(t.protocol(), Some("webdav"));
         assert_eq!(t.ready_check().to_string(), "tcp", "not settled yet");
-        t.speak(&loadgen::webdav::SPEC);
+        t.speak(&loadgen::protocols::webdav::SPEC);
         assert_eq!(t.ready_check().to_string(), "OPTIONS /dav/ 2xx");
         assert_eq!(t.def.auth, Some(BasicAuth::new("u", "p")));
         assert_eq!(t.def.walk.map(|w| w.max_depth), Some(3));

@@ -8,7 +8,7 @@ use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::Path;
 
-use loadgen::webdav::ServerCommand;
+use loadgen::protocols::webdav::ServerCommand;
 use serde_json::Value;
 use testkit::vb;
 

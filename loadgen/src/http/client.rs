@@ -30,7 +30,7 @@ use crate::target::Target;
 /// figure.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 /// Largest answer body read. The hazards profile's biggest attachment is 4.5 MiB and a
-/// listing of a 100,000-note vault in one answer is about 60 MB (a WebDAV server's allprop
+/// listing of a 100,000-note vault in one answer is about 60 MB (an allprop
 /// listing). A streamed answer ([`BodyReader`]) is never held whole, so this caps the time a
 /// listing can take rather than its memory; a collected body (a GET) is held, and a caller
 /// that knows a file's size lowers the cap to it ([`Request::max_body`]).
@@ -74,7 +74,7 @@ struct Inner {
     /// `Basic ...`, when the server wants credentials.
     auth: Option<String>,
     /// The collection the vault lives under, without its trailing `/` (`""` for `/`,
-    /// `/dav` for `/dav/`), put in front of every href on the wire.
+    /// `/v` for `/v/`), put in front of every href on the wire.
     prefix: String,
     client: Client<HttpConnector, Full<Bytes>>,
 }
@@ -141,7 +141,7 @@ impl HttpClient {
         HttpClient::with_root(target, auth, "/")
     }
 
-    /// A client for `target` whose vault lives under the collection `root` (`/dav/`; `/` is
+    /// A client for `target` whose vault lives under the collection `root` (`/v/`; `/` is
     /// the server's root). `root` is a plain path, already checked
     /// ([`crate::launch::normalize_root`]); its segments are percent-encoded here.
     pub fn with_root(target: Target, auth: Option<&BasicAuth>, root: &str) -> HttpClient {

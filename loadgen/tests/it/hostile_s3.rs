@@ -14,8 +14,8 @@ use std::time::{Duration, Instant};
 
 use loadgen::FeedBounds;
 use loadgen::Target;
-use loadgen::s3::client::Recorder;
-use loadgen::s3::{Credentials, Listing, S3Client, S3Error, pull_vault, resync, walk};
+use loadgen::protocols::s3::client::Recorder;
+use loadgen::protocols::s3::{Credentials, Listing, S3Client, S3Error, pull_vault, resync, walk};
 
 /// One request as the fake server read it.
 #[derive(Debug, Clone)]
@@ -394,7 +394,7 @@ fn a_300_mb_listing_stays_under_200_mib_peak_rss() {
 mod props {
     //! CI-sized properties of the listing parser (the fuzz target `s3_listing` runs the first
     //! at length).
-    use loadgen::s3::parse_listing_each;
+    use loadgen::protocols::s3::parse_listing_each;
     use proptest::prelude::*;
 
     /// One listed object: key, size, ETag.
@@ -439,7 +439,15 @@ mod props {
         x
     }
 
-    fn parse(body: &[u8]) -> Result<(Vec<loadgen::s3::Object>, loadgen::s3::PageEnd), String> {
+    fn parse(
+        body: &[u8],
+    ) -> Result<
+        (
+            Vec<loadgen::protocols::s3::Object>,
+            loadgen::protocols::s3::PageEnd,
+        ),
+        String,
+    > {
         let mut out = Vec::new();
         let end = parse_listing_each(body, "LIST", &mut |o| {
             out.push(o);

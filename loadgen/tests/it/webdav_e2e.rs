@@ -6,8 +6,8 @@
 
 use std::time::{Duration, Instant};
 
-use loadgen::webdav::client::Recorder;
-use loadgen::webdav::{
+use loadgen::protocols::webdav::client::Recorder;
+use loadgen::protocols::webdav::{
     BasicAuth, DavClient, DavRoute, DavRouteLoadConfig, Depth, RunningServer, ServerCommand,
     poll_until_changed, pull_vault, push_vault, rename, resync, run_dav_route_load, walk,
 };

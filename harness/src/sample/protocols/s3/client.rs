@@ -16,8 +16,8 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use loadgen::TransferReport;
-use loadgen::s3::client::Recorder;
-use loadgen::s3::{Listing, PushOpts, S3Client, S3Route, S3RouteLoadConfig};
+use loadgen::protocols::s3::client::Recorder;
+use loadgen::protocols::s3::{Listing, PushOpts, S3Client, S3Route, S3RouteLoadConfig};
 use reports::schema::Better;
 use scenarios::scenario::S3Options;
 
@@ -32,11 +32,11 @@ const EDIT_DEADLINE: Duration = Duration::from_secs(30);
 pub fn client_for(spec: &TargetSpec, server: &Server) -> anyhow::Result<S3Client> {
     let target = loadgen::Target::parse(&server.url(), false)?;
     let def = &spec.def;
-    let bounds = loadgen::s3::LIST_DEFAULT.with(def.feed.unwrap_or_default());
+    let bounds = loadgen::protocols::s3::LIST_DEFAULT.with(def.feed.unwrap_or_default());
     Ok(S3Client::new(
         target,
-        loadgen::s3::credentials_of(def),
-        &loadgen::s3::bucket_of(def),
+        loadgen::protocols::s3::credentials_of(def),
+        &loadgen::protocols::s3::bucket_of(def),
     )
     .with_bounds(bounds))
 }
@@ -95,14 +95,14 @@ impl SyncClient for S3SyncClient {
             checkpoint_every,
             folder_objects: self.opts.folder_objects,
         };
-        loadgen::s3::push_vault(&self.client, vault, opts)
+        loadgen::protocols::s3::push_vault(&self.client, vault, opts)
             .await
             .context("cold push")
     }
 
     async fn pull(&mut self, dir: &Path) -> anyhow::Result<TransferReport> {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-        let (r, listing) = loadgen::s3::pull_vault(&self.client, dir)
+        let (r, listing) = loadgen::protocols::s3::pull_vault(&self.client, dir)
             .await
             .context("cold pull")?;
         self.record = listing;
@@ -110,7 +110,7 @@ impl SyncClient for S3SyncClient {
     }
 
     async fn resync(&mut self, dir: &Path) -> anyhow::Result<TransferReport> {
-        loadgen::s3::resync(&self.client, dir, &self.record, self.opts.accurate_mtime)
+        loadgen::protocols::s3::resync(&self.client, dir, &self.record, self.opts.accurate_mtime)
             .await
             .context("idle resync")
     }
@@ -128,7 +128,7 @@ impl SyncClient for S3SyncClient {
     }
 
     async fn rename(&mut self, from: &str, to: &str, m: &mut Metrics) -> anyhow::Result<u64> {
-        let r = loadgen::s3::rename(&self.client, from, to)
+        let r = loadgen::protocols::s3::rename(&self.client, from, to)
             .await
             .context("folder rename")?;
         m.exact("folder_rename.objects_moved", r.files as f64, "count");
@@ -146,7 +146,7 @@ impl SyncClient for S3SyncClient {
     ) -> anyhow::Result<u64> {
         // B notices by walking (there is no feed) and moves its copy.
         let rec = Recorder::new(false);
-        let listing = loadgen::s3::walk(&self.client, &rec, "")
+        let listing = loadgen::protocols::s3::walk(&self.client, &rec, "")
             .await
             .context("folder rename: B's walk")?;
         let (old, new) = (format!("{from}/"), format!("{to}/"));
@@ -181,7 +181,7 @@ impl SyncClient for S3SyncClient {
             seed,
             folder: self.load_folder.clone(),
         };
-        let rep = loadgen::s3::run_s3_route_load(&self.client, &cfg).await?;
+        let rep = loadgen::protocols::s3::run_s3_route_load(&self.client, &cfg).await?;
         Ok(StepReport {
             requests: rep.requests,
             throughput_per_s: rep.throughput_per_s,
@@ -207,7 +207,7 @@ async fn edit_propagation(
     let rec = Recorder::new(false);
     let (mut lat, mut polls, mut poll_requests) = (Vec::with_capacity(job.rounds), 0u64, 0u64);
     for round in 0..job.rounds {
-        let before = loadgen::s3::walk(client, &rec, &prefix)
+        let before = loadgen::protocols::s3::walk(client, &rec, &prefix)
             .await
             .context("edit propagation: B's listing")?
             .objects
@@ -224,7 +224,7 @@ async fn edit_propagation(
             Instant::now(),
         );
         let waiter = tokio::spawn(async move {
-            loadgen::s3::poll_until_changed(
+            loadgen::protocols::s3::poll_until_changed(
                 &poller,
                 &p,
                 &r,

@@ -5,8 +5,8 @@ use anyhow::{Context, bail};
 use std::path::PathBuf;
 use std::time::Instant;
 
-use loadgen::s3::S3Client;
-use loadgen::s3::client::Recorder;
+use loadgen::protocols::s3::S3Client;
+use loadgen::protocols::s3::client::Recorder;
 use reports::schema::{Better, PairAggregate, PairSeries};
 use scenarios::scenario::Phase;
 
@@ -140,7 +140,7 @@ async fn pull_pairs(
     let mut sizes = Vec::new();
     for (i, c) in clients.iter().enumerate() {
         let arm = ["A", "B"][i];
-        let listing = loadgen::s3::walk(c, &rec, "")
+        let listing = loadgen::protocols::s3::walk(c, &rec, "")
             .await
             .with_context(|| format!("arm {arm}: cold pull: the listing"))?;
         let listed: Vec<&String> = listing.files().map(|(k, _)| k).collect();

@@ -50,9 +50,9 @@ pub struct TargetDef {
     pub packages: Option<String>,
     /// Files that must exist (modules a configuration loads).
     pub requires: Vec<String>,
-    /// The collection or path the vault lives under (`/` unless given); for a target that
-    /// names a `database`, `/DATABASE/`.
-    pub webdav_root: Option<String>,
+    /// The path the vault lives under (`/` unless given): a WebDAV collection, an S3 bucket
+    /// `/NAME/`; for a target that names a `database`, `/DATABASE/`.
+    pub root: Option<String>,
     /// The database a target file named (`database = "..."`), checked against its protocol's
     /// rule by [`crate::protocols::check_target`]; its root is `/DATABASE/`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -95,9 +95,11 @@ struct DefFile {
     packages: Option<String>,
     #[serde(default)]
     requires: Vec<String>,
-    webdav_root: Option<String>,
+    /// Its former name is accepted too.
+    #[serde(alias = "webdav_root")]
+    root: Option<String>,
     /// The database a server keeps the vault in, for a protocol that has them: its own name
-    /// for what `webdav_root` is to a path-addressed server.
+    /// for what `root` is to a path-addressed server.
     database: Option<String>,
     auth: Option<String>,
     ready: Option<String>,
@@ -239,12 +241,9 @@ impl TargetDef {
         def.packages = f.packages;
         def.database = f.database.clone();
         def.requires = f.requires;
-        def.webdav_root = match (f.webdav_root, &f.database) {
+        def.root = match (f.root, &f.database) {
             (Some(_), Some(_)) => {
-                return Err(invalid(
-                    "database",
-                    "give `database` or `webdav_root`, not both",
-                ));
+                return Err(invalid("database", "give `database` or `root`, not both"));
             }
             (None, Some(db)) => {
                 if def.protocol.is_none() {
@@ -311,7 +310,7 @@ impl TargetDef {
             version: None,
             packages: None,
             requires: Vec::new(),
-            webdav_root: None,
+            root: None,
             database: None,
             auth: None,
             ready: None,
@@ -338,7 +337,7 @@ impl TargetDef {
 
     /// The WebDAV root (`/`, or `/dav/` with both slashes).
     pub fn root(&self) -> &str {
-        self.webdav_root.as_deref().unwrap_or("/")
+        self.root.as_deref().unwrap_or("/")
     }
 
     /// The executable, found on PATH or in the sbin directories where Debian puts servers,
@@ -668,7 +667,7 @@ mod tests {
     fn a_user_file_is_read_like_a_preset_and_bad_ones_get_one_line() {
         let d = TargetDef::parse(
             "command = \"srv --port {port} --root '{data}/my root'\"\nprotocol = \"webdav\"\n\
-             webdav_root = \"dav\"\nauth = \"u:p\"\nready = \"tcp\"\n[files]\n\"conf/a.ini\" = \"port={port}\"\n",
+             root = \"dav\"\nauth = \"u:p\"\nready = \"tcp\"\n[files]\n\"conf/a.ini\" = \"port={port}\"\n",
             "mine",
         )
         .unwrap();
@@ -677,6 +676,10 @@ mod tests {
             ["srv", "--port", "{port}", "--root", "{data}/my root"]
         );
         assert_eq!(d.root(), "/dav/");
+        // The key's former name still reads.
+        let old =
+            TargetDef::parse("command = \"srv {addr}\"\nwebdav_root = \"/v/\"\n", "o").unwrap();
+        assert_eq!(old.root(), "/v/");
         assert_eq!(d.ready, Some(Ready::Tcp));
         assert_eq!(d.auth, Some(BasicAuth::new("u", "p")));
         for (text, want) in [
@@ -704,10 +707,7 @@ mod tests {
                 "command = \"srv\"\nprotocol = \"FTP!\"",
                 "not a protocol name",
             ),
-            (
-                "command = \"srv\"\nwebdav_root = \"/a/../b\"",
-                "webdav root",
-            ),
+            ("command = \"srv\"\nroot = \"/a/../b\"", "webdav root"),
             ("commnd = \"srv\"", "definition"),
         ] {
             let e = TargetDef::parse(text, "t").unwrap_err().to_string();

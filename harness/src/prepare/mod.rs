@@ -90,9 +90,16 @@ pub struct RunOpts {
     /// sample (exit 2), naming both.
     #[arg(help_heading = "Target", long, value_name = "NAME", value_parser = protocol_value_parser())]
     pub protocol: Option<Protocol>,
-    /// The WebDAV collection a command-line target serves the vault under (default `/`).
-    #[arg(help_heading = "Target", long, value_name = "PATH")]
-    pub webdav_root: Option<String>,
+    /// The path a command-line target serves the vault under (default `/`): a WebDAV
+    /// collection, an S3 bucket (`/NAME/`), a CouchDB database (`/NAME/`). `--webdav-root`
+    /// is its former spelling.
+    #[arg(
+        help_heading = "Target",
+        long,
+        value_name = "PATH",
+        alias = "webdav-root"
+    )]
+    pub root: Option<String>,
     /// HTTP Basic credentials a command-line target demands, as USER:PASS (default: none;
     /// the presets have their own).
     #[arg(help_heading = "Target", long, value_name = "USER:PASS")]
@@ -237,17 +244,17 @@ impl RunOpts {
             .collect()
     }
 
-    /// The target options these flags give (`--protocol`, `--webdav-root`, `--auth`,
+    /// The target options these flags give (`--protocol`, `--root`, `--auth`,
     /// `--ready`), checked.
     pub fn target_opts(&self) -> anyhow::Result<TargetOpts> {
         Ok(TargetOpts {
             protocol: self.protocol.clone(),
-            webdav_root: self
-                .webdav_root
+            root: self
+                .root
                 .as_deref()
                 .map(loadgen::launch::normalize_root)
                 .transpose()
-                .map_err(|e| anyhow::anyhow!("--webdav-root: {e}"))?,
+                .map_err(|e| anyhow::anyhow!("--root: {e}"))?,
             auth: self
                 .auth
                 .as_deref()

@@ -35,7 +35,7 @@ pub struct TargetSpec {
     pub def: TargetDef,
 }
 
-/// Target options given on the command line (`--protocol`, `--webdav-root`, `--auth`,
+/// Target options given on the command line (`--protocol`, `--root`, `--auth`,
 /// `--ready`): they set what a command line cannot say, and override a preset's or target
 /// file's own values when given.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -43,7 +43,8 @@ pub struct TargetOpts {
     /// The protocol a command line speaks (`--protocol`; a preset's or `ref`'s own is checked
     /// against the scenario instead).
     pub protocol: Option<contract::protocol::Protocol>,
-    pub webdav_root: Option<String>,
+    /// The path the vault lives under (`--root`).
+    pub root: Option<String>,
     pub auth: Option<BasicAuth>,
     pub ready: Option<Ready>,
     /// WebDAV walk bounds (`--webdav-max-*`); `None`: the defaults.
@@ -101,8 +102,8 @@ impl TargetSpec {
         if def.protocol.is_none() {
             def.protocol = opts.protocol.clone();
         }
-        if let Some(r) = &opts.webdav_root {
-            def.webdav_root = Some(r.clone());
+        if let Some(r) = &opts.root {
+            def.root = Some(r.clone());
         }
         if let Some(a) = &opts.auth {
             def.auth = Some(a.clone());
@@ -1120,7 +1121,7 @@ mod tests {
         assert_eq!(t.ready_check().to_string(), "OPTIONS / 2xx");
         let opts = TargetOpts {
             protocol: Some(contract::protocol::Protocol::named("webdav")),
-            webdav_root: Some("/dav/".into()),
+            root: Some("/dav/".into()),
             auth: Some(BasicAuth::new("u", "p")),
             ready: None,
             walk: Some(loadgen::protocols::webdav::WalkBounds {

@@ -60,7 +60,7 @@ pub fn check_target(def: &TargetDef) -> Result<(), LaunchError> {
         (Some(s), None) => Err(LaunchError::Invalid {
             what: "database".into(),
             reason: format!(
-                "is for a protocol whose server keeps the vault in a named database ({}); a {} target takes `webdav_root` for its path",
+                "is for a protocol whose server keeps the vault in a named database ({}); a {} target takes `root` for its path",
                 SPECS
                     .iter()
                     .filter(|s| s.database.is_some())
@@ -140,10 +140,10 @@ mod tests {
         for (text, want) in [
             (
                 "command = \"srv {addr} {data}\"\nprotocol = \"webdav\"\ndatabase = \"db\"\n",
-                "a webdav target takes `webdav_root`",
+                "a webdav target takes `root`",
             ),
             (
-                "command = \"srv {addr} {data}\"\nprotocol = \"couchdb\"\ndatabase = \"db\"\nwebdav_root = \"/db/\"\n",
+                "command = \"srv {addr} {data}\"\nprotocol = \"couchdb\"\ndatabase = \"db\"\nroot = \"/db/\"\n",
                 "not both",
             ),
             (
@@ -163,7 +163,7 @@ mod tests {
     fn a_target_without_a_check_gets_its_protocols_default() {
         let webdav = TargetDef {
             protocol: Some(contract::protocol::Protocol::named("webdav")),
-            webdav_root: Some("/dav/".into()),
+            root: Some("/dav/".into()),
             ..TargetDef::command(vec!["x".into()], "x").unwrap()
         };
         assert_eq!(

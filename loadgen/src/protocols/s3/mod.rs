@@ -97,7 +97,7 @@ fn ready(_def: &TargetDef) -> Ready {
     }
 }
 
-/// The bucket of `def`: the first segment of its root (`webdav_root = "/notes/"`), else
+/// The bucket of `def`: the first segment of its root (`root = "/notes/"`), else
 /// [`DEFAULT_BUCKET`].
 pub fn bucket_of(def: &TargetDef) -> String {
     def.root()

@@ -16,10 +16,10 @@ use std::time::{Duration, Instant};
 
 use contract::key::PhaseKey;
 use loadgen::TransferReport;
+use loadgen::http::client::Recorder;
 use loadgen::protocols::couch::{
     CouchClient, CouchRoute, CouchRouteLoadConfig, Replica, Writer, Written,
 };
-use loadgen::protocols::webdav::client::Recorder;
 
 use crate::sample::plan::{Metrics, SamplePlan};
 use crate::sample::sync_client::{EditJob, EditReport, StepReport, SyncClient};

@@ -21,7 +21,7 @@
 /// - a protocol whose feed pages or documents differ sets its own defaults in its
 ///   [`crate::protocols::Spec`].
 ///
-/// A pull that holds documents while it walks (CouchDB's: chunks until the file that lists
+/// A pull that holds documents while it walks (a replica's: chunks until the file that lists
 /// them is written, files waiting for chunks, what it keeps of each file written) has a byte
 /// budget too, `max_bytes` ([`FeedBounds::HELD_BYTES_DEFAULT`]); a pull that holds one page
 /// at a time (obsync's) does not read it.
@@ -54,7 +54,7 @@ impl FeedBounds {
     /// `vault100k`'s 100,000 files) and the chunks of the file being assembled (at most
     /// 0.44 MiB there, its largest file as carried); 64 MiB is 2.6 times their sum, and holds
     /// an answer of the 64 MiB cap only when the pull holds nothing else. (Counted by the
-    /// slow test `the_byte_budget_holds_vault100k` in `tests/it/hostile_couch.rs`.) Each
+    /// slow test `the_byte_budget_holds_vault100k` among the hostile-server tests.) Each
     /// answer is capped at what is left of the budget, so the pull's memory stays within
     /// about twice the budget whatever the server sends.
     pub const HELD_BYTES_DEFAULT: u64 = 64 << 20;

@@ -16,10 +16,12 @@ use serde::Serialize;
 
 use contract::exit;
 use loadgen::bench::BenchConfig;
-use loadgen::couch::{
+use loadgen::protocols::couch::{
     CouchClient, CouchRoute, CouchRouteLoadConfig, CouchRouteLoadReport, Replica, Writer,
 };
-use loadgen::webdav::{BasicAuth, DavClient, DavRoute, DavRouteLoadConfig, DavRouteLoadReport};
+use loadgen::protocols::webdav::{
+    BasicAuth, DavClient, DavRoute, DavRouteLoadConfig, DavRouteLoadReport,
+};
 use loadgen::{
     Device, HistSummary, Mode, PushOpts, Route, RouteLoadConfig, RouteLoadReport, StateFile,
     Target, TransferReport, enroll, pair, probe, pull_vault, push_vault, run_route_load,
@@ -619,9 +621,11 @@ fn basic_auth(conn: &ConnArgs) -> anyhow::Result<Option<BasicAuth>> {
 /// Whether the target answers an OPTIONS with a `DAV` header (with the credentials given).
 async fn speaks_webdav(target: &Target, auth: Option<&BasicAuth>) -> bool {
     let (addr, auth) = (target.addr(), auth.cloned());
-    tokio::task::spawn_blocking(move || loadgen::webdav::probe_ready(addr, auth.as_ref()))
-        .await
-        .unwrap_or(false)
+    tokio::task::spawn_blocking(move || {
+        loadgen::protocols::webdav::probe_ready(addr, auth.as_ref())
+    })
+    .await
+    .unwrap_or(false)
 }
 
 /// Checks, before any load request, that the target speaks `--protocol`: an obsync-v1
@@ -684,7 +688,7 @@ async fn run_dav_route(
         seed: a.conn.seed,
         folder: a.folder.clone(),
     };
-    let report = loadgen::webdav::run_dav_route_load(&client, &cfg).await?;
+    let report = loadgen::protocols::webdav::run_dav_route_load(&client, &cfg).await?;
     finish_route(RouteOut::of(a, target), &report, route.name(), |rss| {
         let mode = match mode {
             Mode::Closed { in_flight } => format!("closed loop, {in_flight} in flight"),
@@ -754,7 +758,7 @@ async fn run_couch_route(a: &RouteArgs) -> anyhow::Result<i32> {
         max_requests: a.max_requests,
         seed: a.conn.seed,
     };
-    let report = loadgen::couch::run_couch_route_load(&client, &cfg).await?;
+    let report = loadgen::protocols::couch::run_couch_route_load(&client, &cfg).await?;
     let target = client.target().clone();
     finish_route(RouteOut::of(a, &target), &report, route.name(), |rss| {
         let mut out = format!(
@@ -784,8 +788,8 @@ async fn run_couch_route(a: &RouteArgs) -> anyhow::Result<i32> {
 /// `load push|pull --protocol couchdb`: the vault replicated into (or out of) the database
 /// as Self-hosted LiveSync does.
 async fn run_couch_transfer(t: &TransferArgs, push: bool) -> anyhow::Result<i32> {
-    let client =
-        couch_client(&t.conn)?.with_feed_bounds(t.feed_bounds(loadgen::couch::FEED_DEFAULT));
+    let client = couch_client(&t.conn)?
+        .with_feed_bounds(t.feed_bounds(loadgen::protocols::couch::FEED_DEFAULT));
     let report = if push {
         match std::fs::metadata(&t.vault) {
             Ok(m) if m.is_dir() => {}
@@ -1279,18 +1283,18 @@ async fn transfer(t: TransferArgs, push: bool) -> anyhow::Result<i32> {
     if t.conn.protocol == WEBDAV {
         let client = dav_client(&target, &t.conn).await?;
         let report = if push {
-            loadgen::webdav::push_vault(&client, &t.vault)
+            loadgen::protocols::webdav::push_vault(&client, &t.vault)
                 .await
                 .with_context(|| format!("pushing {}", t.vault.display()))?
         } else {
             std::fs::create_dir_all(&t.vault)
                 .with_context(|| format!("--vault {}", t.vault.display()))?;
             let depth = if t.depth_infinity {
-                loadgen::webdav::Depth::Infinity
+                loadgen::protocols::webdav::Depth::Infinity
             } else {
-                loadgen::webdav::Depth::One
+                loadgen::protocols::webdav::Depth::One
             };
-            loadgen::webdav::pull_vault(&client, &t.vault, depth)
+            loadgen::protocols::webdav::pull_vault(&client, &t.vault, depth)
                 .await
                 .with_context(|| format!("pulling into {}", t.vault.display()))?
         };

@@ -37,11 +37,13 @@
 //!   duration, so a hung target ends the run near `--duration`.
 
 mod answer;
+mod clock;
 mod error;
 #[cfg(test)]
 mod fake;
 mod feed;
 mod h1;
+mod inflight;
 mod json_budget;
 mod lock;
 mod shard;

@@ -216,6 +216,27 @@ pub(crate) struct Sample {
     pub sign: Option<Duration>,
 }
 
+impl Sample {
+    /// The sample of a request sent at `sent` (meant for `intended` in open loop) with
+    /// `bytes_sent` body bytes and `sign` spent signing it, done now: given the bytes received.
+    pub(crate) fn done_now(
+        sent: Instant,
+        intended: Option<Instant>,
+        bytes_sent: u64,
+        sign: Option<Duration>,
+    ) -> impl Fn(u64) -> Sample {
+        let done = Instant::now();
+        move |bytes_received| Sample {
+            sent,
+            intended,
+            done,
+            bytes_sent,
+            bytes_received,
+            sign,
+        }
+    }
+}
+
 /// Per-route statistics behind a mutex, shared by every task of one operation. Recording
 /// takes the lock for a few hundred nanoseconds; it is never held across an await.
 #[derive(Clone)]

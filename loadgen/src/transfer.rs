@@ -193,17 +193,7 @@ pub(crate) fn report(
         files,
         dirs,
         bytes,
-        wall_ns: wall.as_nanos() as u64,
-        requests: m.requests(),
-        chunks_transferred: 0,
-        chunks_present: 0,
-        deleted: 0,
-        own_echo: 0,
-        mismatched: 0,
-        last_seq: 0,
-        checkpoints: Vec::<Checkpoint>::new(),
-        routes: m.routes,
-        signing: m.signing,
+        ..TransferReport::new(m, wall)
     }
 }
 

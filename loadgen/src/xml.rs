@@ -36,6 +36,71 @@ pub(crate) trait Grammar {
     fn event(&mut self, ns: &ResolveResult, ev: Event) -> Result<Step<Self::Item>, String>;
 }
 
+/// A grammar over elements, which [`Grammar`] drives: the root element and everything in it,
+/// text and references handed on as text, a DTD refused, the end of the body accepted only
+/// after the root element has closed.
+pub(crate) trait Elements {
+    type Item;
+    /// The deepest nesting of elements accepted; deeper is refused.
+    const MAX_NESTING: usize;
+    /// How many elements are open now.
+    fn depth(&self) -> usize;
+    /// Whether the root element has opened and closed.
+    fn root_closed(&self) -> bool;
+    /// An element opens (`ns` is its namespace, `local` its local name).
+    fn open(&mut self, ns: &ResolveResult, local: &str) -> Result<(), String>;
+    /// The innermost open element closes, perhaps completing an item.
+    fn close(&mut self) -> Result<Step<Self::Item>, String>;
+    /// Text inside the innermost open element.
+    fn push_text(&mut self, s: &str) -> Result<(), String>;
+}
+
+impl<G: Elements> Grammar for G {
+    type Item = G::Item;
+
+    fn event(&mut self, ns: &ResolveResult, ev: Event) -> Result<Step<G::Item>, String> {
+        match ev {
+            Event::Start(e) => self.open_checked(ns, e.local_name().as_ref())?,
+            Event::Empty(e) => {
+                self.open_checked(ns, e.local_name().as_ref())?;
+                return self.close();
+            }
+            Event::End(_) => return self.close(),
+            Event::Text(t) => self.push_text(&t.xml10_content())?,
+            Event::CData(t) => self.push_text(&t.xml10_content())?,
+            Event::GeneralRef(r) => {
+                let c = resolve_ref(&r)?;
+                self.push_text(c.encode_utf8(&mut [0; 4]))?;
+            }
+            Event::DocType(_) => return Err(DTD_REFUSED.into()),
+            Event::Eof => {
+                return match self.depth() {
+                    0 if self.root_closed() => Ok(Step::Done),
+                    0 => Err("no root element".into()),
+                    _ => Err("truncated: the body ended inside the root element".into()),
+                };
+            }
+            Event::Decl(_) | Event::PI(_) | Event::Comment(_) => {}
+        }
+        Ok(Step::More)
+    }
+}
+
+/// [`Elements::open`] under the grammar's bound on nesting.
+trait OpenChecked: Elements {
+    fn open_checked(&mut self, ns: &ResolveResult, local: &str) -> Result<(), String> {
+        if self.depth() >= Self::MAX_NESTING {
+            return Err(format!(
+                "elements nested deeper than {} (MAX_NESTING)",
+                Self::MAX_NESTING
+            ));
+        }
+        self.open(ns, local)
+    }
+}
+
+impl<G: Elements> OpenChecked for G {}
+
 /// Why a read stopped.
 #[derive(Debug)]
 pub(crate) enum Stop<E> {

@@ -18,7 +18,8 @@ use crate::sample::fanout;
 use crate::sample::plan::{Metrics, SamplePlan, ms};
 use crate::sample::server_cost::{PhaseCost, Work};
 use crate::sample::sync_client::{
-    EditJob, SyncClient, count_files, encode_histogram, first_note, largest_folder, nearest_rank,
+    EditJob, PushJob, RouteStep, SyncClient, count_files, encode_histogram, failures, first_note,
+    largest_folder, nearest_rank,
 };
 use crate::sample::target::Server;
 
@@ -165,9 +166,12 @@ async fn run_phase<C: SyncClient>(
                 checkpoint_every,
             } => {
                 let sampler = crate::sample::growth::Sampler::start(server.pid, server.log.clone());
-                let r = client
-                    .push(&plan.vault_dir, *in_flight, *checkpoint_every, m)
-                    .await?;
+                let job = PushJob {
+                    vault: &plan.vault_dir,
+                    in_flight: *in_flight,
+                    checkpoint_every: *checkpoint_every,
+                };
+                let r = client.push(job, m).await?;
                 bounds.end(&Scope::phase(name), transfer_work(&r), false, m)?;
                 transfer_metrics(client, name, &r, m);
                 for line in sampler.finish(name, &r, m) {
@@ -484,14 +488,15 @@ async fn route_load<C: SyncClient>(
         for &level in levels {
             let log0 = log.read();
             bounds.begin()?;
+            let step = RouteStep {
+                route,
+                in_flight: level,
+                duration: Duration::from_secs_f64(seconds),
+                max_requests,
+                seed,
+            };
             let rep = client
-                .route_step(
-                    route,
-                    level,
-                    Duration::from_secs_f64(seconds),
-                    max_requests,
-                    seed,
-                )
+                .route_step(step)
                 .await
                 .with_context(|| format!("route load {route} at {level} in flight"))?;
             let key = RouteLoadKey::new(route, level as u32, "p50_us");
@@ -522,18 +527,11 @@ async fn route_load<C: SyncClient>(
             let stats = &rep.stats;
             // A failed request is data for the load generator, but a recording of a target that
             // answers 5xx or drops connections is not a measurement of the build: fail the sample.
-            if stats.errors() > 0 {
-                let bad: Vec<String> = stats
-                    .status
-                    .iter()
-                    .filter(|(k, _)| !k.starts_with('2'))
-                    .map(|(k, v)| format!("{v} x {k}"))
-                    .collect();
+            if let Some(bad) = failures(stats) {
                 bail!(
-                    "route load {route} at {level} in flight: {} of {} requests failed ({})",
+                    "route load {route} at {level} in flight: {} of {} requests failed ({bad})",
                     stats.errors(),
                     stats.requests,
-                    bad.join(", ")
                 );
             }
             if let RouteBound::Requests(n) = bound

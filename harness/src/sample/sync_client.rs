@@ -11,6 +11,8 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use anyhow::Context;
+use loadgen::routeload::{RouteKey, RouteLoadConfig, RouteLoadReport};
 use loadgen::{RouteStats, TransferReport};
 
 use crate::sample::plan::{Metrics, SamplePlan};
@@ -35,11 +37,64 @@ pub struct EditReport {
     pub requests: u64,
 }
 
+/// How long B waits for one edit before the sample fails.
+pub const EDIT_DEADLINE: Duration = Duration::from_secs(30);
+
+/// What the cold push hands the client: the vault, the files in flight and how often a
+/// throughput checkpoint is taken.
+pub struct PushJob<'a> {
+    pub vault: &'a Path,
+    pub in_flight: usize,
+    pub checkpoint_every: usize,
+}
+
+/// One closed-loop route-load step: `route` at `in_flight` for at most `duration` or
+/// `max_requests`.
+pub struct RouteStep<'a> {
+    pub route: &'a str,
+    pub in_flight: usize,
+    pub duration: Duration,
+    pub max_requests: u64,
+    pub seed: u64,
+}
+
+impl RouteStep<'_> {
+    /// The step's config for its route, found by name among `all` (`what` names the kind of
+    /// route in the error: `S3 route`).
+    pub fn config<R: RouteKey>(&self, all: &[R], what: &str) -> anyhow::Result<RouteLoadConfig<R>> {
+        let route = all
+            .iter()
+            .copied()
+            .find(|r| r.key() == self.route)
+            .with_context(|| format!("route load: unknown {what} {:?}", self.route))?;
+        Ok(RouteLoadConfig {
+            route,
+            mode: loadgen::Mode::Closed {
+                in_flight: self.in_flight,
+            },
+            duration: self.duration,
+            max_requests: self.max_requests,
+            seed: self.seed,
+        })
+    }
+}
+
 /// One route-load step's result, whatever the protocol.
 pub struct StepReport {
     pub requests: u64,
     pub throughput_per_s: f64,
     pub stats: RouteStats,
+}
+
+impl StepReport {
+    /// The figures of a route load's report.
+    pub fn of<R, C>(r: RouteLoadReport<R, C>) -> StepReport {
+        StepReport {
+            requests: r.requests,
+            throughput_per_s: r.throughput_per_s,
+            stats: r.stats,
+        }
+    }
 }
 
 /// A sync client the phase flow drives: device A writes, device B reads (two enrolled
@@ -49,11 +104,18 @@ pub struct StepReport {
 // threads, so the futures need no `Send` bound.
 #[allow(async_fn_in_trait)]
 pub trait SyncClient {
+    /// The protocol's generator-side facts: its name and its routes.
+    fn spec(&self) -> &'static loadgen::protocols::Spec;
+
     /// The protocol's name, for messages (`obsync-v1`, `webdav`).
-    fn protocol(&self) -> &'static str;
+    fn protocol(&self) -> &'static str {
+        self.spec().name
+    }
 
     /// Route names the route load knows for this protocol.
-    fn routes(&self) -> Vec<&'static str>;
+    fn routes(&self) -> Vec<&'static str> {
+        (self.spec().routes)()
+    }
 
     /// A phase starts: read the server's own counters, where the protocol has them.
     async fn phase_started(&mut self) -> anyhow::Result<()> {
@@ -71,14 +133,9 @@ pub trait SyncClient {
         Ok(())
     }
 
-    /// Cold push: A uploads the whole vault under `vault` with `in_flight` files at once.
-    async fn push(
-        &mut self,
-        vault: &Path,
-        in_flight: usize,
-        checkpoint_every: usize,
-        m: &mut Metrics,
-    ) -> anyhow::Result<TransferReport>;
+    /// Cold push: A uploads the whole vault under `job.vault` with `job.in_flight` files at
+    /// once.
+    async fn push(&mut self, job: PushJob<'_>, m: &mut Metrics) -> anyhow::Result<TransferReport>;
 
     /// Keys of a push or pull report that only this protocol has (`chunks_transferred`).
     fn transfer_keys(&self, _phase: &str, _r: &TransferReport, _m: &mut Metrics) {}
@@ -134,19 +191,126 @@ pub trait SyncClient {
         )
     }
 
-    /// One closed-loop route-load step: `route` at `in_flight` for at most `duration` or
-    /// `max_requests`. The driver has checked `route` is one of [`SyncClient::routes`].
-    async fn route_step(
-        &mut self,
-        route: &str,
-        in_flight: usize,
-        duration: Duration,
-        max_requests: u64,
-        seed: u64,
-    ) -> anyhow::Result<StepReport>;
+    /// One closed-loop route-load step. The driver has checked its route is one of
+    /// [`SyncClient::routes`].
+    async fn route_step(&mut self, step: RouteStep<'_>) -> anyhow::Result<StepReport>;
 
     /// After the last phase: keys of the whole run (the fault hop's counts).
     fn finish(&mut self, _m: &mut Metrics) {}
+}
+
+/// What B's poll for an edit saw: the listings it made, the requests they took, and the
+/// note's size as listed, where the listing gives one.
+pub struct Polled {
+    pub polls: u64,
+    pub requests: u64,
+    pub size: Option<u64>,
+}
+
+/// A protocol whose B learns of an edit only by polling a listing at the scenario's interval
+/// (it has no change feed): the requests [`polled_edit`] makes through it.
+#[allow(async_fn_in_trait)]
+pub trait PolledEdit {
+    /// The note's entry as listed, which the poll compares each listing with.
+    type Listed: Send + 'static;
+
+    /// B's listing of the note before an edit.
+    async fn listed(&self, rec: &loadgen::Recorder, rel: &str) -> anyhow::Result<Self::Listed>;
+
+    /// B's poller, started before A writes: it lists the note's folder every `interval` until
+    /// the note differs from `before` and lists `want` bytes, giving up at `deadline`.
+    fn poll(
+        &self,
+        rel: &str,
+        before: Self::Listed,
+        want: u64,
+        interval: Duration,
+        deadline: std::time::Instant,
+    ) -> tokio::task::JoinHandle<anyhow::Result<Polled>>;
+
+    /// A writes the note.
+    async fn write(
+        &self,
+        rec: &loadgen::Recorder,
+        rel: &str,
+        body: bytes::Bytes,
+    ) -> anyhow::Result<()>;
+
+    /// B reads the note (`size` as the poll listed it).
+    async fn read(
+        &self,
+        rec: &loadgen::Recorder,
+        rel: &str,
+        size: Option<u64>,
+    ) -> anyhow::Result<bytes::Bytes>;
+}
+
+/// Edit propagation by polling: A edits the note (appending a line, so its size changes: not
+/// every server sends an ETag, and last-modified has one-second resolution); B polls the
+/// note's folder every `poll_ms` until the listing shows the change, then reads the note. The
+/// delay is from A's write to B's copy on disk. Returns the report (its requests: every
+/// listing, write, read and poll) and the polls.
+pub async fn polled_edit<P: PolledEdit>(
+    p: &P,
+    job: &EditJob<'_>,
+    poll_ms: u64,
+) -> anyhow::Result<(EditReport, u64)> {
+    let rel = job.rel;
+    let mut body = std::fs::read(job.plan.vault_dir.join(rel))
+        .with_context(|| format!("reading {rel} for editing"))?;
+    let interval = Duration::from_millis(poll_ms);
+    let rec = loadgen::Recorder::new(false);
+    let (mut lat, mut polls, mut poll_requests) = (Vec::with_capacity(job.rounds), 0u64, 0u64);
+    for round in 0..job.rounds {
+        let before = p.listed(&rec, rel).await?;
+        body.extend_from_slice(
+            format!("\nedit round {round}: vaultbench edit propagation\n").as_bytes(),
+        );
+        let start = std::time::Instant::now();
+        let waiter = p.poll(
+            rel,
+            before,
+            body.len() as u64,
+            interval,
+            start + EDIT_DEADLINE,
+        );
+        let t0 = std::time::Instant::now();
+        p.write(&rec, rel, body.clone().into()).await?;
+        let seen = waiter
+            .await
+            .context("edit propagation: B's poller")?
+            .with_context(|| format!("edit propagation: round {round}"))?;
+        polls += seen.polls;
+        poll_requests += seen.requests;
+        let got = p.read(&rec, rel, seen.size).await?;
+        std::fs::write(job.pull_dir.join(rel), &got)
+            .with_context(|| format!("edit propagation: writing B's copy of {rel}"))?;
+        lat.push(crate::sample::plan::ms(t0.elapsed()));
+        if got.as_ref() != body.as_slice() {
+            anyhow::bail!(
+                "edit propagation: B's copy of {rel} differs from A's after round {round}"
+            );
+        }
+    }
+    let report = EditReport {
+        latencies_ms: lat,
+        requests: rec.snapshot().requests() + poll_requests,
+    };
+    Ok((report, polls))
+}
+
+/// A route load's failed requests by status (`3 x 503, 1 x io`), `None` when none failed.
+pub fn failures(stats: &RouteStats) -> Option<String> {
+    if stats.errors() == 0 {
+        return None;
+    }
+    let bad: Vec<String> = stats
+        .status
+        .iter()
+        .filter(|(k, _)| !k.starts_with('2'))
+        .map(|(k, v)| format!("{v} x {k}"))
+        .collect();
+    Some(bad.join(", "))
 }
 
 /// Persists a histogram through the contract's codec (base64 of V2 + DEFLATE).

@@ -295,15 +295,7 @@ impl HttpClient {
             }
         })
         .await;
-        let done = Instant::now();
-        let sample = |received: u64| Sample {
-            sent,
-            intended: req.intended,
-            done,
-            bytes_sent,
-            bytes_received: received,
-            sign: None,
-        };
+        let sample = Sample::done_now(sent, req.intended, bytes_sent, None);
         match outcome {
             Ok(Ok((status, body, n, headers))) => {
                 rec.record(req.route, &status.to_string(), sample(n));
@@ -470,15 +462,7 @@ impl HttpClient {
             conn.roundtrip(req.method == Method::HEAD, req.max_body),
         )
         .await;
-        let done = Instant::now();
-        let sample = |received: u64| Sample {
-            sent,
-            intended: req.intended,
-            done,
-            bytes_sent: req.body.len() as u64,
-            bytes_received: received,
-            sign: None,
-        };
+        let sample = Sample::done_now(sent, req.intended, req.body.len() as u64, None);
         match outcome {
             Ok(Ok(reply)) => {
                 rec.record(
@@ -527,14 +511,36 @@ pub trait BodyReader: Send {
     /// Whether an answer with `status` is read by this reader (others are collected).
     fn reads(&self, status: u16) -> bool;
     /// Reads `body`, at most `cap` bytes of it; returns the bytes read.
-    fn read<'a>(
-        &'a mut self,
-        body: hyper::body::Incoming,
-        cap: u64,
-    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<u64, StreamError>> + Send + 'a>>;
+    fn read<'a>(&'a mut self, body: hyper::body::Incoming, cap: u64) -> BodyRead<'a>;
     /// Entries handed on so far, over every attempt: an answer that delivered some cannot
     /// be retried (they cannot be taken back).
     fn delivered(&self) -> u64;
+}
+
+/// The read of a streamed answer's body by a [`BodyReader`]: the bytes read.
+pub type BodyRead<'a> =
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<u64, StreamError>> + Send + 'a>>;
+
+/// A [`BodyReader`]'s visitor of the items it reads, counting those it hands on (what
+/// [`BodyReader::delivered`] answers).
+pub(crate) struct Counted<'v, T, E> {
+    visit: &'v mut (dyn FnMut(T) -> Result<(), E> + Send),
+    pub delivered: u64,
+}
+
+impl<'v, T, E> Counted<'v, T, E> {
+    pub(crate) fn new(visit: &'v mut (dyn FnMut(T) -> Result<(), E> + Send)) -> Self {
+        Counted {
+            visit,
+            delivered: 0,
+        }
+    }
+
+    /// Hands `item` on, and counts it.
+    pub(crate) fn visit(&mut self, item: T) -> Result<(), E> {
+        self.delivered += 1;
+        (self.visit)(item)
+    }
 }
 
 /// Where an attempt puts the answer's body: collected, or read by a [`BodyReader`].

@@ -1,12 +1,16 @@
 //! Route load, whatever the protocol: how requests are issued ([`Mode`]) and the one driver
 //! every protocol's route load runs through (`drive`: config check, closed and open loop,
-//! drain), a protocol supplying only its worker.
+//! drain), a protocol supplying only its worker, and what every route load is configured by
+//! and reports (`report`).
 
 use std::time::Duration;
 
 use serde::Serialize;
 
 pub(crate) mod drive;
+pub mod report;
+
+pub use report::{FolderRouteLoadConfig, LoadConfig, RouteKey, RouteLoadConfig, RouteLoadReport};
 
 /// Body size of route-load chunks, every protocol's: 1.5 KiB, the median note size of the
 /// vault profiles (the `fixture` profile's median, inside the real-vault range of

@@ -24,6 +24,9 @@ pub enum Support {
     No(&'static str),
 }
 
+/// What a protocol without devices or a long-poll feed cannot run.
+pub const NO_DEVICES: Support = Support::No("it has no signed devices or long-poll feed");
+
 /// One sample's run of the phases, handed to a protocol.
 pub struct Run<'a> {
     pub plan: &'a SamplePlan,
@@ -79,11 +82,17 @@ pub trait ProtocolImpl: Sync {
         false
     }
 
-    /// `[[fault]]` rules (the fault hop between devices and target) and crash phases.
-    fn faults(&self) -> Support;
+    /// `[[fault]]` rules (the fault hop between devices and target) and crash phases; by
+    /// default not, for a protocol without devices.
+    fn faults(&self) -> Support {
+        NO_DEVICES
+    }
 
-    /// Long-polling steps (`long_poll_fanout`, `concurrent_push`).
-    fn long_poll(&self) -> Support;
+    /// Long-polling steps (`long_poll_fanout`, `concurrent_push`); by default not, for a
+    /// protocol without a long-poll feed.
+    fn long_poll(&self) -> Support {
+        NO_DEVICES
+    }
 
     /// The scenario file's options table this protocol reads (`[webdav]`), if any.
     fn options_table(&self) -> Option<&'static str> {

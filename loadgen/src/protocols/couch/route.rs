@@ -6,7 +6,6 @@
 //! `vaultbench-load-<seed>`: 16 chunks of 1.5 KiB (the median note), and for `changes` enough
 //! more documents that every feed read returns a full page of 100.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
@@ -24,7 +23,9 @@ use crate::Mode;
 use crate::h1::H1Conn;
 use crate::http::Request;
 use crate::routeload::drive;
-use crate::stats::{HistSummary, Recorder, RouteStats, write_interval_log};
+use crate::routeload::report::run_prepared;
+use crate::routeload::{RouteKey, RouteLoadConfig, RouteLoadReport};
+use crate::stats::Recorder;
 
 pub use crate::routeload::LOAD_CHUNK_BYTES;
 /// Chunks stored before a read route starts.
@@ -77,47 +78,17 @@ impl CouchRoute {
     }
 }
 
-/// One CouchDB route load.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct CouchRouteLoadConfig {
-    pub route: CouchRoute,
-    pub mode: Mode,
-    /// In JSON `duration_s`, seconds as a float.
-    #[serde(rename = "duration_s", serialize_with = "crate::stats::ser_secs")]
-    pub duration: Duration,
-    pub max_requests: u64,
-    pub seed: u64,
+impl RouteKey for CouchRoute {
+    fn key(self) -> &'static str {
+        self.name()
+    }
 }
+
+/// One CouchDB route load.
+pub type CouchRouteLoadConfig = RouteLoadConfig<CouchRoute>;
 
 /// What a CouchDB route load measured.
-#[derive(Debug, Clone, Serialize)]
-pub struct CouchRouteLoadReport {
-    pub route: CouchRoute,
-    pub config: CouchRouteLoadConfig,
-    pub wall_ns: u64,
-    pub requests: u64,
-    /// Completed requests per second of wall time.
-    pub throughput_per_s: f64,
-    /// Open loop: requests that left more than 2 ms after their intended time.
-    pub late_starts: u64,
-    pub stats: RouteStats,
-    #[serde(skip)]
-    start_wall: std::time::SystemTime,
-}
-
-impl CouchRouteLoadReport {
-    /// Headline latency (corrected in open loop) in µs.
-    pub fn summary(&self) -> HistSummary {
-        self.stats.summary()
-    }
-
-    /// Writes the standard HdrHistogram interval log, tagged by route.
-    pub fn write_hdr_log<W: std::io::Write>(&self, w: &mut W) -> std::io::Result<()> {
-        let mut routes = std::collections::BTreeMap::new();
-        routes.insert(self.route.name().to_owned(), self.stats.clone());
-        write_interval_log(w, self.start_wall, &routes)
-    }
-}
+pub type CouchRouteLoadReport = RouteLoadReport<CouchRoute, CouchRouteLoadConfig>;
 
 /// Mixes a run's level into its seed, so one level's `bulk-docs` chunks never repeat
 /// another's (the golden ratio's odd constant, as the signed route load).
@@ -338,8 +309,7 @@ pub async fn run_couch_route_load(
         what: e.what.into(),
         reason: e.reason.into(),
     })?;
-    let open = matches!(cfg.mode, Mode::Open { .. });
-    let mut run = tokio::time::timeout(
+    let run = tokio::time::timeout(
         cfg.duration.max(Duration::from_secs(10)),
         prepare(client, cfg),
     )
@@ -351,37 +321,13 @@ pub async fn run_couch_route_load(
             cfg.duration.max(Duration::from_secs(10))
         ),
     })??;
-    let rec = Recorder::with_intervals(open);
-    let t0 = rec.start();
-    run.rec = rec.clone();
-    run.deadline = t0 + cfg.duration;
-    let run = Arc::new(run);
-    let bounds = drive::Bounds {
-        t0,
-        deadline: run.deadline,
-        max_requests: cfg.max_requests,
-        seed: cfg.seed,
-        stop: None,
+    let addr = client.target().addr();
+    let start = |rec, deadline| Run {
+        rec,
+        deadline,
+        ..run
     };
-    drive::run_mode(&run, &rec, cfg.mode, &bounds, |n| {
-        (0..n)
-            .map(|_| H1Conn::new(client.target().addr()))
-            .collect()
-    })
-    .await;
-    let wall = t0.elapsed();
-    let m = rec.snapshot();
-    let stats = drive::route_stats(&m, cfg.route.name(), open);
-    Ok(CouchRouteLoadReport {
-        route: cfg.route,
-        config: cfg.clone(),
-        wall_ns: wall.as_nanos() as u64,
-        requests: stats.requests,
-        throughput_per_s: stats.requests as f64 / wall.as_secs_f64().max(1e-9),
-        late_starts: m.late_starts,
-        stats,
-        start_wall: m.start_wall,
-    })
+    Ok(run_prepared(cfg, start, |n| (0..n).map(|_| H1Conn::new(addr)).collect()).await)
 }
 
 #[cfg(test)]

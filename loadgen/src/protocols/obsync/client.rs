@@ -26,18 +26,9 @@ use crate::lock::lock;
 use crate::stats::{Recorder, Sample};
 use crate::target::Target;
 
-/// Unix seconds for the `X-Obsync-Ts` header. A parameter so tests can pin it.
-pub type Clock = Arc<dyn Fn() -> i64 + Send + Sync>;
-
-/// The real wall clock in unix seconds (the protocol's signing rule: `ts` is the real wall clock; docs/src/protocol/obsync-v1.md).
-pub fn system_clock() -> Clock {
-    Arc::new(|| {
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_secs() as i64)
-            .unwrap_or(0)
-    })
-}
+/// Unix seconds for the `X-Obsync-Ts` header (the protocol's signing rule: `ts` is the real
+/// wall clock; docs/src/protocol/obsync-v1.md).
+pub use crate::clock::{Clock, system_clock};
 
 /// Default bound on one request (connect + answer); long polls add their `wait`.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
@@ -369,15 +360,7 @@ impl Device {
             Ok::<_, (&'static str, String)>((parts, body))
         })
         .await;
-        let done = Instant::now();
-        let sample = |received: u64| Sample {
-            sent,
-            intended: req.intended,
-            done,
-            bytes_sent,
-            bytes_received: received,
-            sign: sign_time,
-        };
+        let sample = Sample::done_now(sent, req.intended, bytes_sent, sign_time);
         match outcome {
             Ok(Ok((parts, body))) => {
                 let status = parts.status.as_u16();
@@ -691,15 +674,7 @@ fn finish_lean(
     sent: Instant,
     outcome: Result<h1::Reply, h1::Fail>,
 ) -> Result<u16, LoadError> {
-    let done = Instant::now();
-    let sample = |received: u64| Sample {
-        sent,
-        intended: req.intended,
-        done,
-        bytes_sent: req.body.len() as u64,
-        bytes_received: received,
-        sign,
-    };
+    let sample = Sample::done_now(sent, req.intended, req.body.len() as u64, sign);
     match outcome {
         Ok(reply) => {
             rec.record(

@@ -25,8 +25,8 @@ use crate::protocols::obsync::client::{Device, Outgoing, REQUEST_TIMEOUT, Worker
 use crate::protocols::obsync::sync::file_id_for;
 use crate::routeload::DRAIN_GRACE;
 pub use crate::routeload::Mode;
-use crate::routeload::drive;
-use crate::stats::{HistSummary, Recorder, RouteStats, write_interval_log};
+use crate::routeload::{self, RouteKey, drive, report};
+use crate::stats::{HistSummary, Recorder, RouteStats};
 
 mod paired;
 pub use paired::{
@@ -96,17 +96,14 @@ impl Route {
     }
 }
 
-/// One route load.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct RouteLoadConfig {
-    pub route: Route,
-    pub mode: Mode,
-    /// In JSON `duration_s`, seconds as a float (not serde's `{secs, nanos}`).
-    #[serde(rename = "duration_s", serialize_with = "crate::stats::ser_secs")]
-    pub duration: Duration,
-    pub max_requests: u64,
-    pub seed: u64,
+impl RouteKey for Route {
+    fn key(self) -> &'static str {
+        self.name()
+    }
 }
+
+/// One route load.
+pub type RouteLoadConfig = routeload::RouteLoadConfig<Route>;
 
 /// Data the run's requests refer to, prepared before the clock starts.
 #[derive(Debug, Clone, Default)]
@@ -157,9 +154,7 @@ impl RouteLoadReport {
 
     /// Writes the standard HdrHistogram interval log, tagged by route.
     pub fn write_hdr_log<W: std::io::Write>(&self, w: &mut W) -> std::io::Result<()> {
-        let mut routes = std::collections::BTreeMap::new();
-        routes.insert(self.route.name().to_owned(), self.stats.clone());
-        write_interval_log(w, self.start_wall, &routes)
+        report::write_hdr_log(w, self.route.name(), &self.stats, self.start_wall)
     }
 }
 
@@ -546,20 +541,18 @@ pub async fn run_route_load_until(
         }
     }
     drive::drain(&mut set, run.deadline, &slots, &stop).await;
-    let wall = t0.elapsed();
-    let m = rec.snapshot();
-    let stats = drive::route_stats(&m, cfg.route.name(), open);
+    let f = report::figures(&rec, t0, cfg.route.name(), open);
     Ok(RouteLoadReport {
         route: cfg.route,
         config: cfg.clone(),
         devices: devices.len(),
-        wall_ns: wall.as_nanos() as u64,
-        requests: stats.requests,
-        throughput_per_s: stats.requests as f64 / wall.as_secs_f64().max(1e-9),
-        late_starts: m.late_starts,
-        stats,
-        signing: m.signing,
-        start_wall: m.start_wall,
+        wall_ns: f.wall_ns,
+        requests: f.stats.requests,
+        throughput_per_s: f.throughput_per_s,
+        late_starts: f.measured.late_starts,
+        stats: f.stats,
+        signing: f.measured.signing,
+        start_wall: f.measured.start_wall,
     })
 }
 

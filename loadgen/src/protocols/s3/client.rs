@@ -13,24 +13,14 @@ use super::error::S3Error;
 use super::listing::{Object, PageEnd, read_listing};
 use super::sign::{self, Credentials, EMPTY_SHA256, REGION, ToSign};
 use crate::feed::FeedBounds;
+use crate::http::client::{BodyRead, Counted};
 use crate::http::{HttpClient, Request, StreamError};
 pub use crate::stats::Recorder;
 use crate::target::Target;
 use crate::xml::{Stop, clip, quoted};
 
-/// Seconds since the Unix epoch, read for every request's `x-amz-date` (a parameter, so
-/// signing can be tested at a fixed time).
-pub type Clock = Arc<dyn Fn() -> i64 + Send + Sync>;
-
-/// The system clock.
-pub fn system_clock() -> Clock {
-    Arc::new(|| {
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_secs() as i64)
-            .unwrap_or(0)
-    })
-}
+/// Seconds since the Unix epoch, read for every request's `x-amz-date`.
+pub use crate::clock::{Clock, system_clock};
 
 /// The header every request of Remotely Save's S3 client carries (its SDK middleware adds it,
 /// so no cache between plugin and server answers a listing from memory).
@@ -368,8 +358,7 @@ impl S3Client {
         let what = format!("ListObjectsV2 of {}/{}", self.bucket, clip(prefix, 120));
         let mut reader = Page {
             what: &what,
-            visit,
-            delivered: 0,
+            items: Counted::new(visit),
             end: None,
         };
         self.http
@@ -385,8 +374,7 @@ impl S3Client {
 /// A ListObjectsV2 answer read as it arrives.
 struct Page<'v> {
     what: &'v str,
-    visit: &'v mut (dyn FnMut(Object) -> Result<(), String> + Send),
-    delivered: u64,
+    items: Counted<'v, Object, String>,
     end: Option<PageEnd>,
 }
 
@@ -395,21 +383,11 @@ impl crate::http::BodyReader for Page<'_> {
         status == 200
     }
 
-    fn read<'a>(
-        &'a mut self,
-        body: hyper::body::Incoming,
-        cap: u64,
-    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<u64, StreamError>> + Send + 'a>>
-    {
+    fn read<'a>(&'a mut self, body: hyper::body::Incoming, cap: u64) -> BodyRead<'a> {
         Box::pin(async move {
-            let delivered = &mut self.delivered;
-            let visit = &mut self.visit;
-            let mut counting = |o: Object| {
-                *delivered += 1;
-                visit(o)
-            };
             let what = self.what;
-            let (n, end) = read_listing(body, cap, &mut counting)
+            let items = &mut self.items;
+            let (n, end) = read_listing(body, cap, &mut |o: Object| items.visit(o))
                 .await
                 .map_err(|e| match e {
                     Stop::Read(d) => StreamError::Read(d),
@@ -429,7 +407,7 @@ impl crate::http::BodyReader for Page<'_> {
     }
 
     fn delivered(&self) -> u64 {
-        self.delivered
+        self.items.delivered
     }
 }
 

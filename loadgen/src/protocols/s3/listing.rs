@@ -8,10 +8,9 @@
 //! optional in practice (s3rver omits it).
 
 use bytes::Bytes;
-use quick_xml::events::Event;
 use quick_xml::name::ResolveResult;
 
-use crate::xml::{self, Grammar, Step, Stop, clip, quoted};
+use crate::xml::{self, Elements, Step, Stop, clip, quoted};
 
 /// Deepest element nesting read: a listing is three levels deep
 /// (`ListBucketResult/Contents/Owner/ID` is the deepest); 16 stops a server's endless
@@ -130,44 +129,33 @@ struct Listing {
     end: PageEnd,
 }
 
-impl Grammar for Listing {
+impl Elements for Listing {
     type Item = Object;
+    const MAX_NESTING: usize = MAX_NESTING;
 
-    fn event(&mut self, _ns: &ResolveResult, ev: Event) -> Result<Step<Object>, String> {
-        match ev {
-            Event::Start(e) => self.open(e.local_name().as_ref())?,
-            Event::Empty(e) => {
-                self.open(e.local_name().as_ref())?;
-                return self.close();
-            }
-            Event::End(_) => return self.close(),
-            Event::Text(t) => self.push_text(&t.xml10_content())?,
-            Event::CData(t) => self.push_text(&t.xml10_content())?,
-            Event::GeneralRef(r) => {
-                let c = xml::resolve_ref(&r)?;
-                self.push_text(c.encode_utf8(&mut [0; 4]))?;
-            }
-            Event::DocType(_) => return Err(xml::DTD_REFUSED.into()),
-            Event::Eof => {
-                return match self.stack.last() {
-                    None if self.root_closed => Ok(Step::Done),
-                    Some(_) => Err("truncated: the body ended inside the root element".into()),
-                    None => Err("no root element".into()),
-                };
-            }
-            Event::Decl(_) | Event::PI(_) | Event::Comment(_) => {}
-        }
-        Ok(Step::More)
+    fn depth(&self) -> usize {
+        self.stack.len()
+    }
+
+    fn root_closed(&self) -> bool {
+        self.root_closed
+    }
+
+    fn open(&mut self, _ns: &ResolveResult, local: &str) -> Result<(), String> {
+        Listing::open(self, local)
+    }
+
+    fn close(&mut self) -> Result<Step<Object>, String> {
+        Listing::close(self)
+    }
+
+    fn push_text(&mut self, s: &str) -> Result<(), String> {
+        Listing::push_text(self, s)
     }
 }
 
 impl Listing {
     fn open(&mut self, local: &str) -> Result<(), String> {
-        if self.stack.len() >= MAX_NESTING {
-            return Err(format!(
-                "elements nested deeper than {MAX_NESTING} (MAX_NESTING)"
-            ));
-        }
         let tag = match self.stack.last() {
             None if self.root_seen => return Err("a second root element".into()),
             None if local == "ListBucketResult" => {

@@ -15,15 +15,15 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use tokio::task::JoinSet;
 
 use super::client::{Recorder, S3Client};
 use super::error::S3Error;
 use super::listing::Object;
+use crate::TransferReport;
+use crate::inflight::{Progress, each_in_flight};
 use crate::transfer::{local_tree, report};
 use crate::walk::WalkBounds;
 use crate::xml::{clip, quoted};
-use crate::{Checkpoint, TransferReport};
 
 /// Files in flight during pull and rename: the figure every protocol's whole-vault transfer
 /// uses (the signed client's four).
@@ -79,57 +79,34 @@ pub async fn push_vault(
             client.head(&rec, &key).await?;
         }
     }
-    let mut set: JoinSet<Result<(u64, Duration), S3Error>> = JoinSet::new();
-    let mut lat = crate::transfer::WindowLatency::default();
-    let (mut done, mut bytes) = (0u64, 0u64);
-    let mut checkpoints = Vec::new();
-    let mut last_cp = (0u64, Duration::ZERO);
-    let mut queue = files.into_iter();
-    let every = opts.checkpoint_every.max(1) as u64;
-    loop {
-        while set.len() < opts.in_flight.max(1) {
-            let Some((key, abs, _)) = queue.next() else {
-                break;
-            };
-            let (c, r) = (client.clone(), rec.clone());
-            set.spawn(async move {
-                let body = tokio::fs::read(&abs)
-                    .await
-                    .map_err(|e| S3Error::io(&abs, e))?;
-                let mtime = std::fs::metadata(&abs).map(|m| mtime_s(&m)).unwrap_or(0);
-                let n = body.len() as u64;
-                let t = Instant::now();
-                c.put(&r, &key, Bytes::from(body), mtime).await?;
-                c.head(&r, &key).await?;
-                Ok((n, t.elapsed()))
-            });
-        }
-        let Some(res) = set.join_next().await else {
-            break;
-        };
-        let (n, took) = join(res)??;
-        bytes += n;
-        lat.push(took);
-        done += 1;
-        if done % every == 0 {
-            let el = t0.elapsed();
-            let dt = (el - last_cp.1).as_secs_f64().max(1e-9);
-            checkpoints.push(Checkpoint {
-                files: done,
-                elapsed_ms: el.as_millis() as u64,
-                files_per_s: (done - last_cp.0) as f64 / dt,
-                p50_ms: lat.take_p50(),
-            });
-            last_cp = (done, el);
-        }
-    }
-    let mut r = report(rec.snapshot(), t0.elapsed(), done, dirs.len() as u64, bytes);
-    r.checkpoints = checkpoints;
+    let mut progress = Progress::new(t0, opts.checkpoint_every);
+    let start = |(key, abs, _): (String, PathBuf, u64)| {
+        let (c, r) = (client.clone(), rec.clone());
+        Ok::<_, S3Error>(async move {
+            let body = tokio::fs::read(&abs)
+                .await
+                .map_err(|e| S3Error::io(&abs, e))?;
+            let mtime = std::fs::metadata(&abs).map(|m| mtime_s(&m)).unwrap_or(0);
+            let n = body.len() as u64;
+            let t = Instant::now();
+            c.put(&r, &key, Bytes::from(body), mtime).await?;
+            c.head(&r, &key).await?;
+            Ok::<_, S3Error>((n, t.elapsed()))
+        })
+    };
+    let done = |(n, took)| {
+        progress.file_done(n, took);
+        Ok(())
+    };
+    each_in_flight(files, opts.in_flight, start, done, join_error).await?;
+    let (files, dirs) = (progress.files, dirs.len() as u64);
+    let mut r = report(rec.snapshot(), t0.elapsed(), files, dirs, progress.bytes);
+    r.checkpoints = progress.checkpoints;
     Ok(r)
 }
 
-fn join<T>(r: Result<T, tokio::task::JoinError>) -> Result<T, S3Error> {
-    r.map_err(|e| S3Error::invalid("s3 task", e.to_string()))
+fn join_error(e: tokio::task::JoinError) -> S3Error {
+    S3Error::invalid("s3 task", e.to_string())
 }
 
 /// Checks one listed key: inside `prefix`, a relative vault path with no empty, `.` or `..`
@@ -274,36 +251,30 @@ pub async fn pull_vault(
         }
     }
     let files: Vec<(String, u64)> = listing.files().map(|(k, o)| (k.clone(), o.size)).collect();
-    let mut queue = files.into_iter();
-    let mut set: JoinSet<Result<u64, S3Error>> = JoinSet::new();
     let (mut done, mut bytes) = (0u64, 0u64);
-    loop {
-        while set.len() < IN_FLIGHT {
-            let Some((key, size)) = queue.next() else {
-                break;
-            };
-            let target = local_path(dir, &key)?;
-            let (c, r) = (client.clone(), rec.clone());
-            set.spawn(async move {
-                let body = c.get_sized(&r, &key, Some(size)).await?;
-                if size != body.len() as u64 {
-                    return Err(S3Error::invalid(
-                        clip(&key, 120),
-                        format!("GET returned {} bytes, the listing said {size}", body.len()),
-                    ));
-                }
-                tokio::fs::write(&target, &body)
-                    .await
-                    .map_err(|e| S3Error::io(&target, e))?;
-                Ok(body.len() as u64)
-            });
-        }
-        let Some(res) = set.join_next().await else {
-            break;
-        };
-        bytes += join(res)??;
+    let start = |(key, size): (String, u64)| {
+        let target = local_path(dir, &key)?;
+        let (c, r) = (client.clone(), rec.clone());
+        Ok::<_, S3Error>(async move {
+            let body = c.get_sized(&r, &key, Some(size)).await?;
+            if size != body.len() as u64 {
+                return Err(S3Error::invalid(
+                    clip(&key, 120),
+                    format!("GET returned {} bytes, the listing said {size}", body.len()),
+                ));
+            }
+            tokio::fs::write(&target, &body)
+                .await
+                .map_err(|e| S3Error::io(&target, e))?;
+            Ok::<_, S3Error>(body.len() as u64)
+        })
+    };
+    let wrote = |n| {
+        bytes += n;
         done += 1;
-    }
+        Ok(())
+    };
+    each_in_flight(files, IN_FLIGHT, start, wrote, join_error).await?;
     let r = report(
         rec.snapshot(),
         t0.elapsed(),
@@ -382,24 +353,14 @@ pub async fn rename(client: &S3Client, from: &str, to: &str) -> Result<TransferR
         })
         .collect();
     let n = moves.len() as u64;
-    let mut queue = moves.into_iter();
-    let mut set: JoinSet<Result<(), S3Error>> = JoinSet::new();
-    loop {
-        while set.len() < IN_FLIGHT {
-            let Some((old, new)) = queue.next() else {
-                break;
-            };
-            let (c, r) = (client.clone(), rec.clone());
-            set.spawn(async move {
-                c.copy(&r, &old, &new).await?;
-                c.delete(&r, &old).await
-            });
-        }
-        let Some(res) = set.join_next().await else {
-            break;
-        };
-        join(res)??;
-    }
+    let start = |(old, new): (String, String)| {
+        let (c, r) = (client.clone(), rec.clone());
+        Ok::<_, S3Error>(async move {
+            c.copy(&r, &old, &new).await?;
+            c.delete(&r, &old).await
+        })
+    };
+    each_in_flight(moves, IN_FLIGHT, start, Ok, join_error).await?;
     Ok(report(rec.snapshot(), t0.elapsed(), n, 1, 0))
 }
 

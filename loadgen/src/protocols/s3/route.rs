@@ -7,9 +7,8 @@
 //! Requests refer to data prepared before the clock starts, under `vaultbench-load/<seed>/`
 //! in the bucket: objects to GET and HEAD.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use bytes::Bytes;
 use hyper::Method;
@@ -19,10 +18,11 @@ use serde::Serialize;
 
 use super::client::{Planned, S3Client};
 use super::error::S3Error;
-use crate::Mode;
 use crate::h1::H1Conn;
 use crate::routeload::drive;
-use crate::stats::{HistSummary, Recorder, RouteStats, write_interval_log};
+use crate::routeload::report::run_prepared;
+use crate::routeload::{FolderRouteLoadConfig, RouteKey, RouteLoadReport};
+use crate::stats::Recorder;
 
 /// Body of a PutObject under load: 2 KiB, the note size every protocol's route load uses.
 pub const PUT_BYTES: usize = 2048;
@@ -61,49 +61,17 @@ impl S3Route {
     }
 }
 
-/// One S3 route load.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct S3RouteLoadConfig {
-    pub route: S3Route,
-    pub mode: Mode,
-    /// In JSON `duration_s`, seconds as a float (not serde's `{secs, nanos}`).
-    #[serde(rename = "duration_s", serialize_with = "crate::stats::ser_secs")]
-    pub duration: Duration,
-    pub max_requests: u64,
-    pub seed: u64,
-    /// The folder `list-objects` lists (a vault path; "" is the whole bucket).
-    pub folder: String,
+impl RouteKey for S3Route {
+    fn key(self) -> &'static str {
+        self.name()
+    }
 }
+
+/// One S3 route load; its folder is the one `list-objects` lists ("" is the whole bucket).
+pub type S3RouteLoadConfig = FolderRouteLoadConfig<S3Route>;
 
 /// What an S3 route load measured.
-#[derive(Debug, Clone, Serialize)]
-pub struct S3RouteLoadReport {
-    pub route: S3Route,
-    pub config: S3RouteLoadConfig,
-    pub wall_ns: u64,
-    pub requests: u64,
-    /// Completed requests per second of wall time.
-    pub throughput_per_s: f64,
-    /// Open loop: requests that left more than 2 ms after their intended time.
-    pub late_starts: u64,
-    pub stats: RouteStats,
-    #[serde(skip)]
-    start_wall: std::time::SystemTime,
-}
-
-impl S3RouteLoadReport {
-    /// Headline latency (corrected in open loop) in µs.
-    pub fn summary(&self) -> HistSummary {
-        self.stats.summary()
-    }
-
-    /// Writes the standard HdrHistogram interval log, tagged by route.
-    pub fn write_hdr_log<W: std::io::Write>(&self, w: &mut W) -> std::io::Result<()> {
-        let mut routes = std::collections::BTreeMap::new();
-        routes.insert(self.route.name().to_owned(), self.stats.clone());
-        write_interval_log(w, self.start_wall, &routes)
-    }
-}
+pub type S3RouteLoadReport = RouteLoadReport<S3Route, S3RouteLoadConfig>;
 
 /// Printable text, as a note is: 64 lines of 31 letters and a newline.
 fn note_body(rng: &mut ChaCha8Rng) -> Bytes {
@@ -232,37 +200,12 @@ pub async fn run_s3_route_load(
 ) -> Result<S3RouteLoadReport, S3Error> {
     drive::check(cfg.duration, cfg.max_requests, cfg.mode)
         .map_err(|e| S3Error::invalid(e.what, e.reason))?;
-    let open = matches!(cfg.mode, Mode::Open { .. });
-    let mut run = prepare(client, cfg).await?;
-    let rec = Recorder::with_intervals(open);
-    let t0 = rec.start();
-    run.rec = rec.clone();
-    run.deadline = t0 + cfg.duration;
-    let run = Arc::new(run);
-    let bounds = drive::Bounds {
-        t0,
-        deadline: run.deadline,
-        max_requests: cfg.max_requests,
-        seed: cfg.seed,
-        stop: None,
+    let run = prepare(client, cfg).await?;
+    let addr = client.http().target().addr();
+    let start = |rec, deadline| Run {
+        rec,
+        deadline,
+        ..run
     };
-    drive::run_mode(&run, &rec, cfg.mode, &bounds, |n| {
-        (0..n)
-            .map(|_| H1Conn::new(client.http().target().addr()))
-            .collect()
-    })
-    .await;
-    let wall = t0.elapsed();
-    let m = rec.snapshot();
-    let stats = drive::route_stats(&m, cfg.route.name(), open);
-    Ok(S3RouteLoadReport {
-        route: cfg.route,
-        config: cfg.clone(),
-        wall_ns: wall.as_nanos() as u64,
-        requests: stats.requests,
-        throughput_per_s: stats.requests as f64 / wall.as_secs_f64().max(1e-9),
-        late_starts: m.late_starts,
-        stats,
-        start_wall: m.start_wall,
-    })
+    Ok(run_prepared(cfg, start, |n| (0..n).map(|_| H1Conn::new(addr)).collect()).await)
 }

@@ -235,52 +235,38 @@ mod tests {
         );
     }
 
+    /// The example's signature of `GET /` with the canonical query `q` and no body.
+    fn get_root(q: &str) -> String {
+        let headers = [
+            ("host", HOST),
+            ("x-amz-content-sha256", EMPTY_SHA256),
+            ("x-amz-date", DATE),
+        ];
+        let req = ToSign {
+            method: "GET",
+            path: "/",
+            query: q,
+            headers: &headers,
+            payload_sha256: EMPTY_SHA256,
+            amz_date: DATE,
+        };
+        sign(&example(), REGION, &req).signature
+    }
+
     /// "Example: GET Bucket Lifecycle" (a sub-resource with no value) and "Example: Get Bucket
     /// (List Objects)" (a query sorted by name).
     #[test]
     fn query_examples() {
         let q = canonical_query(&[("lifecycle", "")]);
         assert_eq!(q, "lifecycle=");
-        let s = sign(
-            &example(),
-            REGION,
-            &ToSign {
-                method: "GET",
-                path: "/",
-                query: &q,
-                headers: &[
-                    ("host", HOST),
-                    ("x-amz-content-sha256", EMPTY_SHA256),
-                    ("x-amz-date", DATE),
-                ],
-                payload_sha256: EMPTY_SHA256,
-                amz_date: DATE,
-            },
-        );
         assert_eq!(
-            s.signature,
+            get_root(&q),
             "fea454ca298b7da1c68078a5d1bdbfbbe0d65c699e0f91ac7a200a0136783543"
         );
         let q = canonical_query(&[("prefix", "J"), ("max-keys", "2")]);
         assert_eq!(q, "max-keys=2&prefix=J");
-        let s = sign(
-            &example(),
-            REGION,
-            &ToSign {
-                method: "GET",
-                path: "/",
-                query: &q,
-                headers: &[
-                    ("host", HOST),
-                    ("x-amz-content-sha256", EMPTY_SHA256),
-                    ("x-amz-date", DATE),
-                ],
-                payload_sha256: EMPTY_SHA256,
-                amz_date: DATE,
-            },
-        );
         assert_eq!(
-            s.signature,
+            get_root(&q),
             "34b48302e7b5fa45bde8084f4b7868a86f0a534bc59db6670ed5711ef69dc6f7"
         );
     }

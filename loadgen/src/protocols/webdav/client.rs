@@ -8,6 +8,7 @@ use hyper::Method;
 
 use super::error::DavError;
 use super::multistatus::{self, DavEntry, read_multistatus};
+use crate::http::client::{BodyRead, Counted};
 use crate::http::{BasicAuth, HttpClient, Request, StreamError, method};
 pub use crate::stats::Recorder;
 use crate::target::Target;
@@ -58,8 +59,7 @@ impl std::ops::Deref for DavClient {
 /// `</response>` is read.
 struct Multistatus<'v> {
     what: &'v str,
-    visit: &'v mut (dyn FnMut(DavEntry) -> Result<(), DavError> + Send),
-    delivered: u64,
+    items: Counted<'v, DavEntry, DavError>,
 }
 
 impl crate::http::BodyReader for Multistatus<'_> {
@@ -67,20 +67,10 @@ impl crate::http::BodyReader for Multistatus<'_> {
         status == 207
     }
 
-    fn read<'a>(
-        &'a mut self,
-        body: hyper::body::Incoming,
-        cap: u64,
-    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<u64, StreamError>> + Send + 'a>>
-    {
+    fn read<'a>(&'a mut self, body: hyper::body::Incoming, cap: u64) -> BodyRead<'a> {
         Box::pin(async move {
-            let delivered = &mut self.delivered;
-            let visit = &mut self.visit;
-            let mut counting = |e: DavEntry| {
-                *delivered += 1;
-                visit(e)
-            };
-            let (n, _) = read_multistatus(body, cap, self.what, &mut counting)
+            let items = &mut self.items;
+            let (n, _) = read_multistatus(body, cap, self.what, &mut |e: DavEntry| items.visit(e))
                 .await
                 .map_err(|e| match e {
                     multistatus::StreamError::Read(d) => StreamError::Read(d),
@@ -92,7 +82,7 @@ impl crate::http::BodyReader for Multistatus<'_> {
     }
 
     fn delivered(&self) -> u64 {
-        self.delivered
+        self.items.delivered
     }
 }
 
@@ -243,13 +233,12 @@ impl DavClient {
         let what = format!("PROPFIND {}", multistatus::clip(&href, 200));
         let mut reader = Multistatus {
             what: &what,
-            visit,
-            delivered: 0,
+            items: Counted::new(visit),
         };
         self.http
             .call_streamed(rec, &req, &[207], &mut reader)
             .await?;
-        Ok(reader.delivered)
+        Ok(reader.items.delivered)
     }
 
     /// `MOVE` of `from` to `to` (a folder when `collection`), overwriting as the `webdav`

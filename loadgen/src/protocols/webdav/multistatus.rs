@@ -21,12 +21,11 @@
 use std::borrow::Cow;
 
 use bytes::Bytes;
-use quick_xml::events::Event;
 use quick_xml::name::ResolveResult;
 
 use super::error::DavError;
 pub use crate::xml::MAX_TOKEN_BYTES;
-use crate::xml::{self, Grammar, Step, Stop};
+use crate::xml::{self, Elements, Step, Stop};
 pub(crate) use crate::xml::{clip, quoted};
 
 const DAV: &str = "DAV:";
@@ -231,49 +230,34 @@ struct Machine {
     entries: u64,
 }
 
-impl Grammar for Machine {
+impl Elements for Machine {
     type Item = Box<DavEntry>;
+    const MAX_NESTING: usize = MAX_NESTING;
 
-    fn event(&mut self, ns: &ResolveResult, ev: Event) -> Result<Step<Box<DavEntry>>, String> {
+    fn depth(&self) -> usize {
+        self.stack.len()
+    }
+
+    fn root_closed(&self) -> bool {
+        self.root_closed
+    }
+
+    fn open(&mut self, ns: &ResolveResult, local: &str) -> Result<(), String> {
         let dav = matches!(ns, ResolveResult::Bound(n) if n.as_ref() == DAV);
-        match ev {
-            Event::Start(e) => {
-                let local = e.local_name();
-                self.open(dav, local.as_ref())?;
-            }
-            Event::Empty(e) => {
-                let local = e.local_name();
-                self.open(dav, local.as_ref())?;
-                return self.close();
-            }
-            Event::End(_) => return self.close(),
-            Event::Text(t) => self.push_text(&t.xml10_content())?,
-            Event::CData(t) => self.push_text(&t.xml10_content())?,
-            Event::GeneralRef(r) => {
-                let c = xml::resolve_ref(&r)?;
-                self.push_text(c.encode_utf8(&mut [0; 4]))?;
-            }
-            Event::DocType(_) => return Err(xml::DTD_REFUSED.into()),
-            Event::Eof => {
-                return match self.stack.last() {
-                    None if self.root_closed => Ok(Step::Done),
-                    Some(_) => Err("truncated: the body ended inside the root element".into()),
-                    None => Err("no root element".into()),
-                };
-            }
-            Event::Decl(_) | Event::PI(_) | Event::Comment(_) => {}
-        }
-        Ok(Step::More)
+        Machine::open(self, dav, local)
+    }
+
+    fn close(&mut self) -> Result<Step<Box<DavEntry>>, String> {
+        Machine::close(self)
+    }
+
+    fn push_text(&mut self, s: &str) -> Result<(), String> {
+        Machine::push_text(self, s)
     }
 }
 
 impl Machine {
     fn open(&mut self, dav: bool, local: &str) -> Result<(), String> {
-        if self.stack.len() >= MAX_NESTING {
-            return Err(format!(
-                "elements nested deeper than {MAX_NESTING} (MAX_NESTING)"
-            ));
-        }
         let tag = match self.stack.last() {
             None if self.root_seen => return Err("a second root element".into()),
             None if dav && local == "multistatus" => {

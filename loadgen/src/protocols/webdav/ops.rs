@@ -12,17 +12,17 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use tokio::task::JoinSet;
 
 use std::collections::{BTreeSet, VecDeque};
 
 use super::client::{DavClient, Depth, Place};
 use super::error::DavError;
 use super::multistatus::{DavEntry, quoted};
+use crate::TransferReport;
+use crate::inflight::{Progress, each_in_flight};
 use crate::stats::Recorder;
 use crate::transfer::{local_tree, report};
 use crate::walk::WalkBounds;
-use crate::{Checkpoint, TransferReport};
 
 /// Files in flight during push and pull: the signed client's figure (design: "four files
 /// in flight").
@@ -61,64 +61,41 @@ pub async fn push_vault_with(
     in_flight: usize,
     checkpoint_every: usize,
 ) -> Result<TransferReport, DavError> {
-    let (in_flight, every) = (in_flight.max(1), checkpoint_every.max(1) as u64);
     let rec = Recorder::new(false);
     let t0 = Instant::now();
     let (dirs, files) = local_tree(dir)?;
     for d in &dirs {
         client.mkcol(&rec, d).await?;
     }
-    let mut set: JoinSet<Result<(u64, Duration), DavError>> = JoinSet::new();
-    let mut lat = crate::transfer::WindowLatency::default();
-    let (mut done, mut bytes) = (0u64, 0u64);
-    let mut checkpoints = Vec::new();
-    let mut last_cp = (0u64, Duration::ZERO);
-    let mut queue = files.into_iter();
-    loop {
-        while set.len() < in_flight {
-            let Some((rel, abs, _)) = queue.next() else {
-                break;
-            };
-            let (c, r) = (client.clone(), rec.clone());
-            set.spawn(async move {
-                let body = tokio::fs::read(&abs)
-                    .await
-                    .map_err(|e| DavError::io(&abs, e))?;
-                let n = body.len() as u64;
-                let t = Instant::now();
-                c.put(&r, &rel, Bytes::from(body)).await?;
-                Ok((n, t.elapsed()))
-            });
-        }
-        let Some(res) = set.join_next().await else {
-            break;
-        };
-        let (n, took) = join(res)??;
-        bytes += n;
-        lat.push(took);
-        done += 1;
-        if done % every == 0 {
-            let el = t0.elapsed();
-            let dt = (el - last_cp.1).as_secs_f64().max(1e-9);
-            checkpoints.push(Checkpoint {
-                files: done,
-                elapsed_ms: el.as_millis() as u64,
-                files_per_s: (done - last_cp.0) as f64 / dt,
-                p50_ms: lat.take_p50(),
-            });
-            last_cp = (done, el);
-        }
-    }
-    let mut r = report(rec.snapshot(), t0.elapsed(), done, dirs.len() as u64, bytes);
-    r.checkpoints = checkpoints;
+    let mut progress = Progress::new(t0, checkpoint_every);
+    let start = |(rel, abs, _): (String, PathBuf, u64)| {
+        let (c, r) = (client.clone(), rec.clone());
+        Ok::<_, DavError>(async move {
+            let body = tokio::fs::read(&abs)
+                .await
+                .map_err(|e| DavError::io(&abs, e))?;
+            let n = body.len() as u64;
+            let t = Instant::now();
+            c.put(&r, &rel, Bytes::from(body)).await?;
+            Ok::<_, DavError>((n, t.elapsed()))
+        })
+    };
+    let done = |(n, took)| {
+        progress.file_done(n, took);
+        Ok(())
+    };
+    each_in_flight(files, in_flight, start, done, join_error).await?;
+    let (files, dirs) = (progress.files, dirs.len() as u64);
+    let mut r = report(rec.snapshot(), t0.elapsed(), files, dirs, progress.bytes);
+    r.checkpoints = progress.checkpoints;
     Ok(r)
 }
 
-fn join<T>(r: Result<T, tokio::task::JoinError>) -> Result<T, DavError> {
-    r.map_err(|e| DavError::Invalid {
+fn join_error(e: tokio::task::JoinError) -> DavError {
+    DavError::Invalid {
         what: "webdav task".into(),
         reason: e.to_string(),
-    })
+    }
 }
 
 /// Lists the tree under folder `rel` ("" = root): one PROPFIND per folder at `Depth::One`
@@ -292,41 +269,32 @@ pub async fn pull_vault(
         .files()
         .map(|(rel, e)| (rel.clone(), e.size))
         .collect();
-    let mut queue = files.into_iter();
-    let mut set: JoinSet<Result<u64, DavError>> = JoinSet::new();
     let (mut done, mut bytes) = (0u64, 0u64);
-    loop {
-        while set.len() < IN_FLIGHT {
-            let Some((rel, size)) = queue.next() else {
-                break;
-            };
-            let target = local_path(dir, &rel)?;
-            let (c, r) = (client.clone(), rec.clone());
-            set.spawn(async move {
-                let body = c.get_sized(&r, &rel, size).await?;
-                if let Some(want) = size
-                    && want != body.len() as u64
-                {
-                    return Err(DavError::Invalid {
-                        what: rel,
-                        reason: format!(
-                            "GET returned {} bytes, the listing said {want}",
-                            body.len()
-                        ),
-                    });
-                }
-                tokio::fs::write(&target, &body)
-                    .await
-                    .map_err(|e| DavError::io(&target, e))?;
-                Ok(body.len() as u64)
-            });
-        }
-        let Some(res) = set.join_next().await else {
-            break;
-        };
-        bytes += join(res)??;
+    let start = |(rel, size): (String, Option<u64>)| {
+        let target = local_path(dir, &rel)?;
+        let (c, r) = (client.clone(), rec.clone());
+        Ok::<_, DavError>(async move {
+            let body = c.get_sized(&r, &rel, size).await?;
+            if let Some(want) = size
+                && want != body.len() as u64
+            {
+                return Err(DavError::Invalid {
+                    what: rel,
+                    reason: format!("GET returned {} bytes, the listing said {want}", body.len()),
+                });
+            }
+            tokio::fs::write(&target, &body)
+                .await
+                .map_err(|e| DavError::io(&target, e))?;
+            Ok::<_, DavError>(body.len() as u64)
+        })
+    };
+    let wrote = |n| {
+        bytes += n;
         done += 1;
-    }
+        Ok(())
+    };
+    each_in_flight(files, IN_FLIGHT, start, wrote, join_error).await?;
     Ok(report(rec.snapshot(), t0.elapsed(), done, dirs, bytes))
 }
 

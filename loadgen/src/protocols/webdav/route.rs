@@ -8,9 +8,8 @@
 //! `vaultbench-load/<seed>/` on the server: notes to GET, and one note per worker (closed
 //! loop) or per slot (open loop) that MOVE renames back and forth.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use bytes::Bytes;
 use hyper::Method;
@@ -24,7 +23,9 @@ use crate::Mode;
 use crate::h1::H1Conn;
 use crate::http::{Request, method};
 use crate::routeload::drive;
-use crate::stats::{HistSummary, Recorder, RouteStats, write_interval_log};
+use crate::routeload::report::run_prepared;
+use crate::routeload::{FolderRouteLoadConfig, RouteKey, RouteLoadReport};
+use crate::stats::Recorder;
 
 /// Body of a PUT under load: 2 KiB, the note size the obsync route load uses (a little
 /// above the vault profiles' 1.5 KiB median).
@@ -79,49 +80,17 @@ impl DavRoute {
     }
 }
 
-/// One WebDAV route load.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct DavRouteLoadConfig {
-    pub route: DavRoute,
-    pub mode: Mode,
-    /// In JSON `duration_s`, seconds as a float (not serde's `{secs, nanos}`).
-    #[serde(rename = "duration_s", serialize_with = "crate::stats::ser_secs")]
-    pub duration: Duration,
-    pub max_requests: u64,
-    pub seed: u64,
-    /// The folder the PROPFIND routes list (a vault path; "" is the root).
-    pub folder: String,
+impl RouteKey for DavRoute {
+    fn key(self) -> &'static str {
+        self.name()
+    }
 }
+
+/// One WebDAV route load; its folder is the one the PROPFIND routes list.
+pub type DavRouteLoadConfig = FolderRouteLoadConfig<DavRoute>;
 
 /// What a WebDAV route load measured.
-#[derive(Debug, Clone, Serialize)]
-pub struct DavRouteLoadReport {
-    pub route: DavRoute,
-    pub config: DavRouteLoadConfig,
-    pub wall_ns: u64,
-    pub requests: u64,
-    /// Completed requests per second of wall time.
-    pub throughput_per_s: f64,
-    /// Open loop: requests that left more than 2 ms after their intended time.
-    pub late_starts: u64,
-    pub stats: RouteStats,
-    #[serde(skip)]
-    start_wall: std::time::SystemTime,
-}
-
-impl DavRouteLoadReport {
-    /// Headline latency (corrected in open loop) in µs.
-    pub fn summary(&self) -> HistSummary {
-        self.stats.summary()
-    }
-
-    /// Writes the standard HdrHistogram interval log, tagged by route.
-    pub fn write_hdr_log<W: std::io::Write>(&self, w: &mut W) -> std::io::Result<()> {
-        let mut routes = std::collections::BTreeMap::new();
-        routes.insert(self.route.name().to_owned(), self.stats.clone());
-        write_interval_log(w, self.start_wall, &routes)
-    }
-}
+pub type DavRouteLoadReport = RouteLoadReport<DavRoute, DavRouteLoadConfig>;
 
 fn note_body(rng: &mut ChaCha8Rng) -> Bytes {
     // Printable text, as a note is: 64 lines of 31 letters and a newline.
@@ -352,37 +321,12 @@ pub async fn run_dav_route_load(
         Mode::Closed { in_flight } => in_flight,
         Mode::Open { .. } => MOVE_SLOTS,
     };
-    let open = matches!(cfg.mode, Mode::Open { .. });
-    let mut run = prepare(client, cfg, slots).await?;
-    let rec = Recorder::with_intervals(open);
-    let t0 = rec.start();
-    run.rec = rec.clone();
-    run.deadline = t0 + cfg.duration;
-    let run = Arc::new(run);
-    let bounds = drive::Bounds {
-        t0,
-        deadline: run.deadline,
-        max_requests: cfg.max_requests,
-        seed: cfg.seed,
-        stop: None,
+    let run = prepare(client, cfg, slots).await?;
+    let addr = client.target().addr();
+    let start = |rec, deadline| Run {
+        rec,
+        deadline,
+        ..run
     };
-    drive::run_mode(&run, &rec, cfg.mode, &bounds, |n| {
-        (0..n)
-            .map(|_| H1Conn::new(client.target().addr()))
-            .collect()
-    })
-    .await;
-    let wall = t0.elapsed();
-    let m = rec.snapshot();
-    let stats = drive::route_stats(&m, cfg.route.name(), open);
-    Ok(DavRouteLoadReport {
-        route: cfg.route,
-        config: cfg.clone(),
-        wall_ns: wall.as_nanos() as u64,
-        requests: stats.requests,
-        throughput_per_s: stats.requests as f64 / wall.as_secs_f64().max(1e-9),
-        late_starts: m.late_starts,
-        stats,
-        start_wall: m.start_wall,
-    })
+    Ok(run_prepared(cfg, start, |n| (0..n).map(|_| H1Conn::new(addr)).collect()).await)
 }

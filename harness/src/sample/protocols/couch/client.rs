@@ -12,21 +12,19 @@
 
 use anyhow::Context;
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use contract::key::PhaseKey;
 use loadgen::TransferReport;
 use loadgen::http::client::Recorder;
-use loadgen::protocols::couch::{
-    CouchClient, CouchRoute, CouchRouteLoadConfig, Replica, Writer, Written,
-};
+use loadgen::protocols::couch::{CouchClient, CouchRoute, Replica, Writer, Written};
 
 use crate::sample::plan::{Metrics, SamplePlan};
-use crate::sample::sync_client::{EditJob, EditReport, StepReport, SyncClient};
+use crate::sample::sync_client::{
+    EDIT_DEADLINE, EditJob, EditReport, PushJob, RouteStep, StepReport, SyncClient,
+};
 use crate::sample::target::Server;
 
-/// How long B waits for one edit before the sample fails.
-const EDIT_DEADLINE: Duration = Duration::from_secs(30);
 /// The database a target's root names when it names none.
 pub const DEFAULT_DB: &str = "vaultbench";
 
@@ -66,26 +64,16 @@ impl CouchSyncClient {
 }
 
 impl SyncClient for CouchSyncClient {
-    fn protocol(&self) -> &'static str {
-        "couchdb"
+    fn spec(&self) -> &'static loadgen::protocols::Spec {
+        &loadgen::protocols::couch::SPEC
     }
 
-    fn routes(&self) -> Vec<&'static str> {
-        CouchRoute::ALL.iter().map(|r| r.name()).collect()
-    }
-
-    async fn push(
-        &mut self,
-        vault: &Path,
-        _in_flight: usize,
-        checkpoint_every: usize,
-        _m: &mut Metrics,
-    ) -> anyhow::Result<TransferReport> {
+    async fn push(&mut self, job: PushJob<'_>, _m: &mut Metrics) -> anyhow::Result<TransferReport> {
         // The replicator sends one batch at a time (LiveSync's batch_size), whatever the
         // scenario's in-flight figure.
         let (r, w) = self
             .a
-            .push_vault_with(&self.client, vault, checkpoint_every)
+            .push_vault_with(&self.client, job.vault, job.checkpoint_every)
             .await
             .context("cold push")?;
         self.pushed = w;
@@ -213,29 +201,10 @@ impl SyncClient for CouchSyncClient {
         Ok(rec.snapshot().requests())
     }
 
-    async fn route_step(
-        &mut self,
-        route: &str,
-        in_flight: usize,
-        duration: Duration,
-        max_requests: u64,
-        seed: u64,
-    ) -> anyhow::Result<StepReport> {
-        let r = CouchRoute::parse(route)
-            .with_context(|| format!("route load: unknown CouchDB route {route:?}"))?;
-        let cfg = CouchRouteLoadConfig {
-            route: r,
-            mode: loadgen::Mode::Closed { in_flight },
-            duration,
-            max_requests,
-            seed,
-        };
+    async fn route_step(&mut self, step: RouteStep<'_>) -> anyhow::Result<StepReport> {
+        let cfg = step.config(&CouchRoute::ALL, "CouchDB route")?;
         let rep = loadgen::protocols::couch::run_couch_route_load(&self.client, &cfg).await?;
-        Ok(StepReport {
-            requests: rep.requests,
-            throughput_per_s: rep.throughput_per_s,
-            stats: rep.stats,
-        })
+        Ok(StepReport::of(rep))
     }
 }
 

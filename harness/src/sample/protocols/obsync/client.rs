@@ -15,7 +15,9 @@ use reports::schema::Better;
 use scenarios::scenario::Phase;
 
 use crate::sample::plan::{Metrics, SamplePlan, ms};
-use crate::sample::sync_client::{EditJob, EditReport, StepReport, SyncClient, edit_dir};
+use crate::sample::sync_client::{
+    EditJob, EditReport, PushJob, RouteStep, StepReport, SyncClient, edit_dir,
+};
 use crate::sample::target::Server;
 
 /// Signed devices on an obsync-v1 target.
@@ -111,12 +113,8 @@ impl ObsyncClient {
 }
 
 impl SyncClient for ObsyncClient {
-    fn protocol(&self) -> &'static str {
-        "obsync-v1"
-    }
-
-    fn routes(&self) -> Vec<&'static str> {
-        loadgen::Route::ALL.iter().map(|r| r.name()).collect()
+    fn spec(&self) -> &'static loadgen::protocols::Spec {
+        &loadgen::protocols::obsync::SPEC
     }
 
     async fn phase_started(&mut self) -> anyhow::Result<()> {
@@ -178,18 +176,12 @@ impl SyncClient for ObsyncClient {
         Ok(())
     }
 
-    async fn push(
-        &mut self,
-        vault: &Path,
-        in_flight: usize,
-        checkpoint_every: usize,
-        m: &mut Metrics,
-    ) -> anyhow::Result<TransferReport> {
+    async fn push(&mut self, job: PushJob<'_>, m: &mut Metrics) -> anyhow::Result<TransferReport> {
         let opts = PushOpts {
-            in_flight,
-            checkpoint_every,
+            in_flight: job.in_flight,
+            checkpoint_every: job.checkpoint_every,
         };
-        let (r, echo) = push_with_echo(self.a(), vault, &opts).await?;
+        let (r, echo) = push_with_echo(self.a(), job.vault, &opts).await?;
         m.timing(
             "cold_push.own_echo.answers",
             echo.answers as f64,
@@ -290,25 +282,8 @@ impl SyncClient for ObsyncClient {
         Ok(self.extra[..n].to_vec())
     }
 
-    async fn route_step(
-        &mut self,
-        route: &str,
-        in_flight: usize,
-        duration: Duration,
-        max_requests: u64,
-        seed: u64,
-    ) -> anyhow::Result<StepReport> {
-        let r = loadgen::Route::ALL
-            .into_iter()
-            .find(|r| r.name() == route)
-            .with_context(|| format!("route load: unknown route {route:?}"))?;
-        let cfg = loadgen::RouteLoadConfig {
-            route: r,
-            mode: loadgen::Mode::Closed { in_flight },
-            duration,
-            max_requests,
-            seed,
-        };
+    async fn route_step(&mut self, step: RouteStep<'_>) -> anyhow::Result<StepReport> {
+        let cfg = step.config(&loadgen::Route::ALL, "route")?;
         let rep = loadgen::run_route_load(&self.devices, &cfg).await?;
         Ok(StepReport {
             requests: rep.requests,

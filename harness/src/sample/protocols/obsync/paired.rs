@@ -13,9 +13,12 @@ use reports::schema::{Better, PairAggregate, PairSeries};
 use scenarios::scenario::{Phase, RouteBound};
 
 use super::client::ObsyncClient;
-use crate::sample::pairs::{Arm, COLD_PULL_WALL, COLD_PUSH_WALL, EDIT_P50, pulled, vault_files};
+use crate::sample::pairs::{
+    Arm, COLD_PULL_WALL, COLD_PUSH_WALL, EDIT_P50, file_series, in_turn, pulled, pushed,
+    vault_files,
+};
 use crate::sample::plan::{SamplePlan, ms};
-use crate::sample::sync_client::{SyncClient, encode_histogram};
+use crate::sample::sync_client::{SyncClient, encode_histogram, failures};
 
 pub(super) async fn drive(
     plan: &SamplePlan,
@@ -134,42 +137,26 @@ async fn push_pairs(
     b: &mut Arm,
 ) -> anyhow::Result<PairSeries> {
     let files = vault_files(&plan.vault_dir)?;
-    let (dev_a, dev_b) = (&da[0], &db[0]);
-    let mut s = PairSeries {
-        a: Vec::with_capacity(files.len()),
-        b: Vec::with_capacity(files.len()),
-        aggregate: PairAggregate::PairMedian,
-        slice: 1,
-    };
+    let devs = [&da[0], &db[0]];
+    let mut s = file_series(files.len());
     let (mut bytes, mut requests_a, mut requests_b) = (0u64, 0u64, 0u64);
     for (i, rel) in files.iter().enumerate() {
-        let first_a = loadgen::a_first_in(i as u64) == a_first;
-        let one = async |dev: &Device| -> anyhow::Result<(f64, u64, u64)> {
+        let ((ta, ra, by), (tb, rb, _)) = in_turn(i, a_first, async |k: usize| {
             let t = Instant::now();
-            let v = loadgen::push_file(dev, &plan.vault_dir, rel)
+            let v = loadgen::push_file(devs[k], &plan.vault_dir, rel)
                 .await
                 .with_context(|| format!("pushing {rel}"))?;
             Ok((ms(t.elapsed()), v.requests, v.bytes))
-        };
-        let ((ta, ra, by), (tb, rb, _)) = if first_a {
-            let x = one(dev_a).await.context("arm A")?;
-            (x, one(dev_b).await.context("arm B")?)
-        } else {
-            let y = one(dev_b).await.context("arm B")?;
-            (one(dev_a).await.context("arm A")?, y)
-        };
+        })
+        .await?;
         s.a.push(ta);
         s.b.push(tb);
         bytes += by;
         requests_a += ra;
         requests_b += rb;
     }
-    let (wa, wb): (f64, f64) = (s.a.iter().sum(), s.b.iter().sum());
-    a.m.timing(COLD_PUSH_WALL, wa, "ms", Better::Lower);
-    b.m.timing(COLD_PUSH_WALL, wb, "ms", Better::Lower);
-    for (arm, req) in [(&mut *a, requests_a), (&mut *b, requests_b)] {
-        arm.m.exact("cold_push.files", files.len() as f64, "count");
-        arm.m.exact("cold_push.bytes", bytes as f64, "bytes");
+    pushed(&s, files.len(), bytes, a, b);
+    for (arm, req) in [(a, requests_a), (b, requests_b)] {
         arm.m.exact("cold_push.requests", req as f64, "count");
     }
     Ok(s)
@@ -233,29 +220,17 @@ async fn pull_pairs(
             lb.1.len()
         );
     }
-    let mut s = PairSeries {
-        a: Vec::with_capacity(la.1.len()),
-        b: Vec::with_capacity(la.1.len()),
-        aggregate: PairAggregate::PairMedian,
-        slice: 1,
-    };
+    let mut s = file_series(la.1.len());
     for (i, (fid, ca)) in la.1.iter().enumerate() {
-        let cb = &lb.1[fid];
-        let first_a = loadgen::a_first_in(i as u64) == a_first;
-        let one = async |dev: &Device, dir: &Path, c: &loadgen::Change| -> anyhow::Result<f64> {
+        let arms = [(la.0, ca), (lb.0, &lb.1[fid])];
+        let (ta, tb) = in_turn(i, a_first, async |k: usize| {
             let t = Instant::now();
-            loadgen::fetch_and_write(dev, dir, c)
+            loadgen::fetch_and_write(arms[k].0, &pull_dirs[k], arms[k].1)
                 .await
                 .with_context(|| format!("fetching file {fid}"))?;
             Ok(ms(t.elapsed()))
-        };
-        let (ta, tb) = if first_a {
-            let x = one(la.0, &pull_dirs[0], ca).await.context("arm A")?;
-            (x, one(lb.0, &pull_dirs[1], cb).await.context("arm B")?)
-        } else {
-            let y = one(lb.0, &pull_dirs[1], cb).await.context("arm B")?;
-            (one(la.0, &pull_dirs[0], ca).await.context("arm A")?, y)
-        };
+        })
+        .await?;
         s.a.push(ta);
         s.b.push(tb);
     }
@@ -356,18 +331,11 @@ async fn route_pairs(
     let rep = loadgen::run_paired_route_load(da, db, &cfg).await?;
     let key = RouteLoadKey::new(route, level as u32, "p50_us");
     for (arm, stats, name) in [(&mut *a, &rep.a, "A"), (&mut *b, &rep.b, "B")] {
-        if stats.errors() > 0 {
-            let bad: Vec<String> = stats
-                .status
-                .iter()
-                .filter(|(k, _)| !k.starts_with('2'))
-                .map(|(k, v)| format!("{v} x {k}"))
-                .collect();
+        if let Some(bad) = failures(stats) {
             bail!(
-                "arm {name}: {} of {} requests failed ({})",
+                "arm {name}: {} of {} requests failed ({bad})",
                 stats.errors(),
                 stats.requests,
-                bad.join(", ")
             );
         }
         if stats.requests != requests {

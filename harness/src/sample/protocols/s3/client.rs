@@ -17,16 +17,16 @@ use std::time::{Duration, Instant};
 
 use loadgen::TransferReport;
 use loadgen::protocols::s3::client::Recorder;
-use loadgen::protocols::s3::{Listing, PushOpts, S3Client, S3Route, S3RouteLoadConfig};
+use loadgen::protocols::s3::{Listing, Object, PushOpts, S3Client, S3Route};
 use reports::schema::Better;
 use scenarios::scenario::S3Options;
 
 use crate::sample::plan::{Metrics, SamplePlan};
-use crate::sample::sync_client::{EditJob, EditReport, StepReport, SyncClient, largest_folder};
+use crate::sample::sync_client::{
+    EditJob, EditReport, Polled, PolledEdit, PushJob, RouteStep, StepReport, SyncClient,
+    largest_folder, polled_edit,
+};
 use crate::sample::target::{Server, TargetSpec};
-
-/// How long B waits for one edit before the sample fails.
-const EDIT_DEADLINE: Duration = Duration::from_secs(30);
 
 /// An S3 client of `server` for `spec`: its bucket, its credentials, its listing bounds.
 pub fn client_for(spec: &TargetSpec, server: &Server) -> anyhow::Result<S3Client> {
@@ -75,27 +75,17 @@ fn folder_prefix(rel: &str) -> String {
 }
 
 impl SyncClient for S3SyncClient {
-    fn protocol(&self) -> &'static str {
-        "s3"
+    fn spec(&self) -> &'static loadgen::protocols::Spec {
+        &loadgen::protocols::s3::SPEC
     }
 
-    fn routes(&self) -> Vec<&'static str> {
-        S3Route::ALL.iter().map(|r| r.name()).collect()
-    }
-
-    async fn push(
-        &mut self,
-        vault: &Path,
-        in_flight: usize,
-        checkpoint_every: usize,
-        _m: &mut Metrics,
-    ) -> anyhow::Result<TransferReport> {
+    async fn push(&mut self, job: PushJob<'_>, _m: &mut Metrics) -> anyhow::Result<TransferReport> {
         let opts = PushOpts {
-            in_flight,
-            checkpoint_every,
+            in_flight: job.in_flight,
+            checkpoint_every: job.checkpoint_every,
             folder_objects: self.opts.folder_objects,
         };
-        loadgen::protocols::s3::push_vault(&self.client, vault, opts)
+        loadgen::protocols::s3::push_vault(&self.client, job.vault, opts)
             .await
             .context("cold push")
     }
@@ -120,7 +110,7 @@ impl SyncClient for S3SyncClient {
         job: &EditJob<'_>,
         m: &mut Metrics,
     ) -> anyhow::Result<EditReport> {
-        let (r, polls) = edit_propagation(&self.client, job, &self.opts).await?;
+        let (r, polls) = polled_edit(&self.client, job, self.opts.poll_ms).await?;
         // The delay is poll-bounded: it cannot resolve below this interval.
         m.exact("edit.poll_interval_ms", self.opts.poll_ms as f64, "ms");
         m.timing("edit.polls", polls as f64, "count", Better::Lower);
@@ -161,111 +151,76 @@ impl SyncClient for S3SyncClient {
         Ok(rec.snapshot().requests())
     }
 
-    async fn route_step(
-        &mut self,
-        route: &str,
-        in_flight: usize,
-        duration: Duration,
-        max_requests: u64,
-        seed: u64,
-    ) -> anyhow::Result<StepReport> {
-        let r = S3Route::ALL
-            .into_iter()
-            .find(|r| r.name() == route)
-            .with_context(|| format!("route load: unknown S3 route {route:?}"))?;
-        let cfg = S3RouteLoadConfig {
-            route: r,
-            mode: loadgen::Mode::Closed { in_flight },
-            duration,
-            max_requests,
-            seed,
-            folder: self.load_folder.clone(),
-        };
+    async fn route_step(&mut self, step: RouteStep<'_>) -> anyhow::Result<StepReport> {
+        let cfg = step.config(&S3Route::ALL, "S3 route")?;
+        let cfg = cfg.in_folder(self.load_folder.clone());
         let rep = loadgen::protocols::s3::run_s3_route_load(&self.client, &cfg).await?;
-        Ok(StepReport {
-            requests: rep.requests,
-            throughput_per_s: rep.throughput_per_s,
-            stats: rep.stats,
-        })
+        Ok(StepReport::of(rep))
     }
 }
 
-/// A edits a note (appending a line, so its size changes); B lists the note's folder every
-/// `poll_ms` until the listing shows the change, then GETs the note. A writes as the plugin
-/// does, PutObject then HeadObject. The delay is from A's PUT to B's copy on disk. Returns
-/// the report (its requests: every listing, PUT, HEAD, GET and poll) and the polls.
-async fn edit_propagation(
-    client: &S3Client,
-    job: &EditJob<'_>,
-    opts: &S3Options,
-) -> anyhow::Result<(EditReport, u64)> {
-    let rel = job.rel;
-    let prefix = folder_prefix(rel);
-    let mut body = std::fs::read(job.plan.vault_dir.join(rel))
-        .with_context(|| format!("reading {rel} for editing"))?;
-    let interval = Duration::from_millis(opts.poll_ms);
-    let rec = Recorder::new(false);
-    let (mut lat, mut polls, mut poll_requests) = (Vec::with_capacity(job.rounds), 0u64, 0u64);
-    for round in 0..job.rounds {
-        let before = loadgen::protocols::s3::walk(client, &rec, &prefix)
+/// B polls the note's folder with ListObjectsV2; A writes as the plugin does, PutObject then
+/// HeadObject; B reads the note with GetObject.
+impl PolledEdit for S3Client {
+    type Listed = Object;
+
+    async fn listed(&self, rec: &Recorder, rel: &str) -> anyhow::Result<Object> {
+        loadgen::protocols::s3::walk(self, rec, &folder_prefix(rel))
             .await
             .context("edit propagation: B's listing")?
             .objects
             .remove(rel)
-            .with_context(|| format!("edit propagation: {rel} not listed"))?;
-        body.extend_from_slice(
-            format!("\nedit round {round}: vaultbench edit propagation\n").as_bytes(),
-        );
-        let want = body.len() as u64;
-        let (poller, p, r, start) = (
-            client.clone(),
-            prefix.clone(),
-            rel.to_owned(),
-            Instant::now(),
-        );
-        let waiter = tokio::spawn(async move {
-            loadgen::protocols::s3::poll_until_changed(
+            .with_context(|| format!("edit propagation: {rel} not listed"))
+    }
+
+    fn poll(
+        &self,
+        rel: &str,
+        before: Object,
+        want: u64,
+        interval: Duration,
+        deadline: Instant,
+    ) -> tokio::task::JoinHandle<anyhow::Result<Polled>> {
+        let (poller, p, r) = (self.clone(), folder_prefix(rel), rel.to_owned());
+        tokio::spawn(async move {
+            let seen = loadgen::protocols::s3::poll_until_changed(
                 &poller,
                 &p,
                 &r,
                 Some(&before),
                 Some(want),
                 interval,
-                start + EDIT_DEADLINE,
+                deadline,
             )
-            .await
-        });
-        let t0 = Instant::now();
-        client
-            .put(&rec, rel, body.clone().into(), 0)
+            .await?;
+            Ok(Polled {
+                polls: seen.polls,
+                requests: seen.requests,
+                size: Some(seen.object.size),
+            })
+        })
+    }
+
+    async fn write(&self, rec: &Recorder, rel: &str, body: bytes::Bytes) -> anyhow::Result<()> {
+        self.put(rec, rel, body, 0)
             .await
             .context("edit propagation: A's PutObject")?;
-        client
-            .head(&rec, rel)
+        self.head(rec, rel)
             .await
             .context("edit propagation: A's HeadObject")?;
-        let seen = waiter
-            .await
-            .context("edit propagation: B's poller")?
-            .with_context(|| format!("edit propagation: round {round}"))?;
-        polls += seen.polls;
-        poll_requests += seen.requests;
-        let got = client
-            .get_sized(&rec, rel, Some(seen.object.size))
-            .await
-            .context("edit propagation: B's GetObject")?;
-        std::fs::write(job.pull_dir.join(rel), &got)
-            .with_context(|| format!("edit propagation: writing B's copy of {rel}"))?;
-        lat.push(crate::sample::plan::ms(t0.elapsed()));
-        if got.as_ref() != body.as_slice() {
-            bail!("edit propagation: B's copy of {rel} differs from A's after round {round}");
-        }
+        Ok(())
     }
-    let report = EditReport {
-        latencies_ms: lat,
-        requests: rec.snapshot().requests() + poll_requests,
-    };
-    Ok((report, polls))
+
+    async fn read(
+        &self,
+        rec: &Recorder,
+        rel: &str,
+        size: Option<u64>,
+    ) -> anyhow::Result<bytes::Bytes> {
+        self.get_sized(rec, rel, size)
+            .await
+            .context("edit propagation: B's GetObject")
+    }
 }
 
 #[cfg(test)]

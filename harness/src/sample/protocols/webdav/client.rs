@@ -14,16 +14,16 @@ use std::time::{Duration, Instant};
 
 use loadgen::TransferReport;
 use loadgen::protocols::webdav::client::Recorder;
-use loadgen::protocols::webdav::{DavClient, DavRoute, DavRouteLoadConfig, Depth};
+use loadgen::protocols::webdav::{DavClient, DavEntry, DavRoute, Depth};
 use reports::schema::Better;
 use scenarios::scenario::WebdavOptions;
 
 use crate::sample::plan::{Metrics, SamplePlan};
-use crate::sample::sync_client::{EditJob, EditReport, StepReport, SyncClient, largest_folder};
+use crate::sample::sync_client::{
+    EditJob, EditReport, Polled, PolledEdit, PushJob, RouteStep, StepReport, SyncClient,
+    largest_folder, polled_edit,
+};
 use crate::sample::target::Server;
-
-/// How long B waits for one edit before the sample fails.
-const EDIT_DEADLINE: Duration = Duration::from_secs(30);
 
 /// A WebDAV client of a preset target, with the scenario's `[webdav]` options.
 pub struct WebdavClient {
@@ -56,29 +56,15 @@ impl WebdavClient {
 }
 
 impl SyncClient for WebdavClient {
-    fn protocol(&self) -> &'static str {
-        "webdav"
+    fn spec(&self) -> &'static loadgen::protocols::Spec {
+        &loadgen::protocols::webdav::SPEC
     }
 
-    fn routes(&self) -> Vec<&'static str> {
-        DavRoute::ALL.iter().map(|r| r.name()).collect()
-    }
-
-    async fn push(
-        &mut self,
-        vault: &Path,
-        in_flight: usize,
-        checkpoint_every: usize,
-        _m: &mut Metrics,
-    ) -> anyhow::Result<TransferReport> {
-        loadgen::protocols::webdav::push_vault_with(
-            &self.client,
-            vault,
-            in_flight,
-            checkpoint_every,
-        )
-        .await
-        .context("cold push")
+    async fn push(&mut self, job: PushJob<'_>, _m: &mut Metrics) -> anyhow::Result<TransferReport> {
+        let (c, every) = (&self.client, job.checkpoint_every);
+        loadgen::protocols::webdav::push_vault_with(c, job.vault, job.in_flight, every)
+            .await
+            .context("cold push")
     }
 
     async fn pull(&mut self, dir: &Path) -> anyhow::Result<TransferReport> {
@@ -99,7 +85,7 @@ impl SyncClient for WebdavClient {
         job: &EditJob<'_>,
         m: &mut Metrics,
     ) -> anyhow::Result<EditReport> {
-        let (r, polls) = edit_propagation(&self.client, job, &self.opts).await?;
+        let (r, polls) = polled_edit(&self.client, job, self.opts.poll_ms).await?;
         // The delay is poll-bounded: it cannot resolve below this interval.
         m.exact("edit.poll_interval_ms", self.opts.poll_ms as f64, "ms");
         m.timing("edit.polls", polls as f64, "count", Better::Lower);
@@ -136,106 +122,76 @@ impl SyncClient for WebdavClient {
         Ok(rec.snapshot().requests())
     }
 
-    async fn route_step(
-        &mut self,
-        route: &str,
-        in_flight: usize,
-        duration: Duration,
-        max_requests: u64,
-        seed: u64,
-    ) -> anyhow::Result<StepReport> {
-        let r = DavRoute::ALL
-            .into_iter()
-            .find(|r| r.name() == route)
-            .with_context(|| format!("route load: unknown WebDAV route {route:?}"))?;
-        let cfg = DavRouteLoadConfig {
-            route: r,
-            mode: loadgen::Mode::Closed { in_flight },
-            duration,
-            max_requests,
-            seed,
-            folder: self.load_folder.clone(),
-        };
+    async fn route_step(&mut self, step: RouteStep<'_>) -> anyhow::Result<StepReport> {
+        let cfg = step.config(&DavRoute::ALL, "WebDAV route")?;
+        let cfg = cfg.in_folder(self.load_folder.clone());
         let rep = loadgen::protocols::webdav::run_dav_route_load(&self.client, &cfg).await?;
-        Ok(StepReport {
-            requests: rep.requests,
-            throughput_per_s: rep.throughput_per_s,
-            stats: rep.stats,
-        })
+        Ok(StepReport::of(rep))
     }
 }
 
-/// A edits a note (appending a line, so its size changes: nginx sends no ETag and every
-/// server's last-modified has one-second resolution); B polls the note's folder with
-/// PROPFIND Depth 1 every `poll_ms` until the listing shows the change, then GETs the note.
-/// The delay is from A's PUT to B's copy on disk. Returns the report (its requests: every
-/// listing, PUT, GET and poll) and the polls.
-async fn edit_propagation(
-    client: &DavClient,
-    job: &EditJob<'_>,
-    opts: &WebdavOptions,
-) -> anyhow::Result<(EditReport, u64)> {
-    let rel = job.rel;
-    let folder = rel.rsplit_once('/').map_or("", |(d, _)| d).to_owned();
-    let mut body = std::fs::read(job.plan.vault_dir.join(rel))
-        .with_context(|| format!("reading {rel} for editing"))?;
-    let interval = Duration::from_millis(opts.poll_ms);
-    let rec = Recorder::new(false);
-    let (mut lat, mut polls) = (Vec::with_capacity(job.rounds), 0u64);
-    for round in 0..job.rounds {
-        let before = client
-            .propfind(&rec, &folder, Depth::One)
+/// B polls the note's folder with PROPFIND Depth 1 (one request a poll); A PUTs the note; B
+/// GETs it.
+impl PolledEdit for DavClient {
+    type Listed = DavEntry;
+
+    async fn listed(&self, rec: &Recorder, rel: &str) -> anyhow::Result<DavEntry> {
+        self.propfind(rec, folder_of(rel), Depth::One)
             .await
             .context("edit propagation: B's listing")?
             .into_iter()
-            .find(|e| client.rel(&e.path) == Some(rel))
-            .with_context(|| format!("edit propagation: {rel} not listed"))?;
-        body.extend_from_slice(
-            format!("\nedit round {round}: vaultbench edit propagation\n").as_bytes(),
-        );
-        let want = body.len() as u64;
-        let (poller, f, r, start) = (
-            client.clone(),
-            folder.clone(),
-            rel.to_owned(),
-            Instant::now(),
-        );
-        let waiter = tokio::spawn(async move {
-            loadgen::protocols::webdav::poll_until_changed(
+            .find(|e| self.rel(&e.path) == Some(rel))
+            .with_context(|| format!("edit propagation: {rel} not listed"))
+    }
+
+    fn poll(
+        &self,
+        rel: &str,
+        before: DavEntry,
+        want: u64,
+        interval: Duration,
+        deadline: Instant,
+    ) -> tokio::task::JoinHandle<anyhow::Result<Polled>> {
+        let (poller, f, r) = (self.clone(), folder_of(rel).to_owned(), rel.to_owned());
+        tokio::spawn(async move {
+            let seen = loadgen::protocols::webdav::poll_until_changed(
                 &poller,
                 &f,
                 &r,
                 Some(&before),
                 Some(want),
                 interval,
-                start + EDIT_DEADLINE,
+                deadline,
             )
-            .await
-        });
-        let t0 = Instant::now();
-        client
-            .put(&rec, rel, body.clone().into())
+            .await?;
+            Ok(Polled {
+                polls: seen.polls,
+                requests: seen.polls,
+                size: None,
+            })
+        })
+    }
+
+    async fn write(&self, rec: &Recorder, rel: &str, body: bytes::Bytes) -> anyhow::Result<()> {
+        self.put(rec, rel, body)
             .await
             .context("edit propagation: A's PUT")?;
-        let seen = waiter
-            .await
-            .context("edit propagation: B's poller")?
-            .with_context(|| format!("edit propagation: round {round}"))?;
-        polls += seen.polls;
-        let got = client
-            .get(&rec, rel)
-            .await
-            .context("edit propagation: B's GET")?;
-        std::fs::write(job.pull_dir.join(rel), &got)
-            .with_context(|| format!("edit propagation: writing B's copy of {rel}"))?;
-        lat.push(crate::sample::plan::ms(t0.elapsed()));
-        if got.as_ref() != body.as_slice() {
-            bail!("edit propagation: B's copy of {rel} differs from A's after round {round}");
-        }
+        Ok(())
     }
-    let report = EditReport {
-        latencies_ms: lat,
-        requests: rec.snapshot().requests() + polls,
-    };
-    Ok((report, polls))
+
+    async fn read(
+        &self,
+        rec: &Recorder,
+        rel: &str,
+        _size: Option<u64>,
+    ) -> anyhow::Result<bytes::Bytes> {
+        self.get(rec, rel)
+            .await
+            .context("edit propagation: B's GET")
+    }
+}
+
+/// The folder of vault path `rel` ("" at the root).
+fn folder_of(rel: &str) -> &str {
+    rel.rsplit_once('/').map_or("", |(d, _)| d)
 }

@@ -10,9 +10,6 @@ use crate::sample::protocols::seam::{Local, ProtocolImpl, Run, Support};
 /// The registry's entry.
 pub struct Impl;
 
-/// What a protocol without devices or a long-poll feed cannot run.
-const NO_DEVICES: &str = "it has no signed devices or long-poll feed";
-
 impl ProtocolImpl for Impl {
     fn spec(&self) -> &'static loadgen::protocols::Spec {
         &loadgen::protocols::webdav::SPEC
@@ -20,14 +17,6 @@ impl ProtocolImpl for Impl {
 
     fn paired(&self) -> Support {
         Support::Yes
-    }
-
-    fn faults(&self) -> Support {
-        Support::No(NO_DEVICES)
-    }
-
-    fn long_poll(&self) -> Support {
-        Support::No(NO_DEVICES)
     }
 
     fn options_table(&self) -> Option<&'static str> {
@@ -42,15 +31,6 @@ impl ProtocolImpl for Impl {
     }
 
     fn drive_paired<'a>(&'a self, job: PairedJob<'a>) -> Local<'a, ()> {
-        Box::pin(paired::drive_dav(
-            job.plan,
-            job.a_first,
-            job.specs,
-            job.dirs,
-            job.a,
-            job.b,
-            job.pairs,
-            job.skipped,
-        ))
+        Box::pin(paired::drive_dav(job))
     }
 }

@@ -2,33 +2,23 @@
 //! client of its own server; see `sample::paired` for the alternation.
 
 use anyhow::{Context, bail};
-use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use loadgen::protocols::webdav::client::Recorder as DavRecorder;
 use loadgen::protocols::webdav::{DavClient, Depth};
-use reports::schema::{Better, PairAggregate, PairSeries};
-use scenarios::scenario::Phase;
+use reports::schema::PairSeries;
 
-use crate::sample::pairs::{Arm, COLD_PULL_WALL, COLD_PUSH_WALL, pulled, vault_files};
-use crate::sample::plan::{SamplePlan, ms};
+use crate::sample::pairs::{
+    PairedJob, PushPullPairs, Turns, file_series, in_turn, lists_vault, pulled, push_and_pull,
+    pushed, vault_file, vault_files, write_pulled,
+};
+use crate::sample::plan::ms;
 use crate::sample::target::{Server, TargetSpec};
 
 /// The WebDAV flow: cold push and cold pull file by file (WebDAV has no devices: each arm is
 /// a client of its own server); edit propagation (poll-bounded there) and route loads are
 /// named as skipped.
-#[allow(clippy::too_many_arguments)]
-pub(super) async fn drive_dav(
-    plan: &SamplePlan,
-    a_first: bool,
-    specs: [&TargetSpec; 2],
-    dirs: [&Path; 2],
-    a: &mut Arm,
-    b: &mut Arm,
-    pairs: &mut BTreeMap<String, PairSeries>,
-    skipped: &mut Vec<String>,
-) -> anyhow::Result<()> {
+pub(super) async fn drive_dav(job: PairedJob<'_>) -> anyhow::Result<()> {
     let client = |spec: &TargetSpec, server: &Server| -> anyhow::Result<DavClient> {
         let target = loadgen::Target::parse(&server.url(), false)?;
         Ok(
@@ -36,168 +26,123 @@ pub(super) async fn drive_dav(
                 .with_walk_bounds(spec.def.walk.unwrap_or_default()),
         )
     };
-    let clients = [client(specs[0], &a.server)?, client(specs[1], &b.server)?];
-    let depth = match plan.scenario.webdav.as_ref().map(|o| o.depth.as_str()) {
+    let clients = [
+        client(job.specs[0], &job.a.server)?,
+        client(job.specs[1], &job.b.server)?,
+    ];
+    let depth = match job.plan.scenario.webdav.as_ref().map(|o| o.depth.as_str()) {
         Some("infinity") => Depth::Infinity,
         _ => Depth::One,
     };
-    let pull_dirs = dirs.map(|d| d.join("pull-b"));
-    for phase in &plan.scenario.phases {
-        let logs = [a.server.log.read(), b.server.log.read()];
-        let step = async {
-            match phase {
-                Phase::ColdStart => {}
-                Phase::ColdPush { .. } => {
-                    let s = dav_push_pairs(plan, a_first, &clients, a, b).await?;
-                    pairs.insert(COLD_PUSH_WALL.to_owned(), s);
-                }
-                Phase::ColdPull => {
-                    let s =
-                        dav_pull_pairs(plan, a_first, &clients, depth, &pull_dirs, a, b).await?;
-                    pairs.insert(COLD_PULL_WALL.to_owned(), s);
-                }
-                other => skipped.push(other.name().to_owned()),
-            }
-            Ok::<(), anyhow::Error>(())
-        };
-        crate::sample::phases::within_phase(plan, phase.name(), step).await?;
-        crate::sample::pairs::log_window(phase, logs, skipped, a, b);
-    }
-    Ok(())
+    push_and_pull(job, &Servers { clients, depth }).await
 }
 
-/// A WebDAV cold push, file by file: the folders are made on both arms first (MKCOL, not
-/// timed), then each file is PUT to both arms in turn, the first arm alternating ABBA.
-async fn dav_push_pairs(
-    plan: &SamplePlan,
-    a_first: bool,
-    clients: &[DavClient; 2],
-    a: &mut Arm,
-    b: &mut Arm,
-) -> anyhow::Result<PairSeries> {
-    let files = vault_files(&plan.vault_dir)?;
-    let folders: std::collections::BTreeSet<String> = files
-        .iter()
-        .flat_map(|f| {
-            let parts: Vec<&str> = f.split('/').collect();
-            (1..parts.len())
-                .map(|n| parts[..n].join("/"))
-                .collect::<Vec<_>>()
-        })
-        .collect();
-    let rec = DavRecorder::new(false);
-    // A BTreeSet of paths sorts a parent before its children.
-    for (i, c) in clients.iter().enumerate() {
-        for d in &folders {
-            c.mkcol(&rec, d)
-                .await
-                .with_context(|| format!("arm {}: cold push: MKCOL {d}", ["A", "B"][i]))?;
-        }
-    }
-    let mut s = PairSeries {
-        a: Vec::with_capacity(files.len()),
-        b: Vec::with_capacity(files.len()),
-        aggregate: PairAggregate::PairMedian,
-        slice: 1,
-    };
-    let mut bytes = 0u64;
-    for (i, rel) in files.iter().enumerate() {
-        let body = bytes::Bytes::from(
-            std::fs::read(plan.vault_dir.join(rel)).with_context(|| format!("reading {rel}"))?,
-        );
-        bytes += body.len() as u64;
-        let first_a = loadgen::a_first_in(i as u64) == a_first;
-        let one = async |c: &DavClient| -> anyhow::Result<f64> {
-            let t = Instant::now();
-            c.put(&rec, rel, body.clone())
-                .await
-                .with_context(|| format!("PUT {rel}"))?;
-            Ok(ms(t.elapsed()))
-        };
-        let (ta, tb) = if first_a {
-            let x = one(&clients[0]).await.context("arm A")?;
-            (x, one(&clients[1]).await.context("arm B")?)
-        } else {
-            let y = one(&clients[1]).await.context("arm B")?;
-            (one(&clients[0]).await.context("arm A")?, y)
-        };
-        s.a.push(ta);
-        s.b.push(tb);
-    }
-    for (arm, series) in [(&mut *a, &s.a), (&mut *b, &s.b)] {
-        arm.m
-            .timing(COLD_PUSH_WALL, series.iter().sum(), "ms", Better::Lower);
-        arm.m.exact("cold_push.files", files.len() as f64, "count");
-        arm.m.exact("cold_push.bytes", bytes as f64, "bytes");
-        arm.m.exact("cold_push.dirs", folders.len() as f64, "count");
-    }
-    Ok(s)
-}
-
-/// A WebDAV cold pull, file by file: each arm's tree is walked first (not timed) and must list
-/// the vault's files; then each file is fetched from both arms in turn (ABBA) into each arm's
-/// own copy, which must end byte-identical to the vault.
-async fn dav_pull_pairs(
-    plan: &SamplePlan,
-    a_first: bool,
-    clients: &[DavClient; 2],
+/// Each arm's client of its own server, and the depth its walk lists at.
+struct Servers {
+    clients: [DavClient; 2],
     depth: Depth,
-    pull_dirs: &[PathBuf; 2],
-    a: &mut Arm,
-    b: &mut Arm,
-) -> anyhow::Result<PairSeries> {
-    let files = vault_files(&plan.vault_dir)?;
-    let rec = DavRecorder::new(false);
-    for (i, c) in clients.iter().enumerate() {
-        let arm = ["A", "B"][i];
-        let listing = loadgen::protocols::webdav::walk(c, &rec, "", depth)
-            .await
-            .with_context(|| format!("arm {arm}: cold pull: the walk"))?;
-        let listed: Vec<&String> = listing.files().map(|(p, _)| p).collect();
-        if listed.len() != files.len() || listed.iter().zip(&files).any(|(l, f)| *l != f) {
-            bail!(
-                "arm {arm}: cold pull: the server lists {} files where the vault has {}",
-                listed.len(),
-                files.len()
-            );
-        }
-        std::fs::create_dir_all(&pull_dirs[i])
-            .with_context(|| format!("creating {}", pull_dirs[i].display()))?;
-    }
-    let mut s = PairSeries {
-        a: Vec::with_capacity(files.len()),
-        b: Vec::with_capacity(files.len()),
-        aggregate: PairAggregate::PairMedian,
-        slice: 1,
-    };
-    for (i, rel) in files.iter().enumerate() {
-        let first_a = loadgen::a_first_in(i as u64) == a_first;
-        let one = async |k: usize| -> anyhow::Result<f64> {
-            let t = Instant::now();
-            let body = clients[k]
-                .get(&rec, rel)
-                .await
-                .with_context(|| format!("arm {}: GET {rel}", ["A", "B"][k]))?;
-            let took = ms(t.elapsed());
-            // `rel` is the vault's own path, never the server's.
-            let dest = pull_dirs[k].join(rel);
-            if let Some(parent) = dest.parent() {
-                std::fs::create_dir_all(parent)
-                    .with_context(|| format!("creating {}", parent.display()))?;
+}
+
+impl PushPullPairs for Servers {
+    /// A WebDAV cold push, file by file: the folders are made on both arms first (MKCOL, not
+    /// timed), then each file is PUT to both arms in turn, the first arm alternating ABBA.
+    async fn push_pairs(&self, t: Turns<'_>) -> anyhow::Result<PairSeries> {
+        let Turns {
+            plan,
+            a_first,
+            a,
+            b,
+            ..
+        } = t;
+        let files = vault_files(&plan.vault_dir)?;
+        let folders: std::collections::BTreeSet<String> = files
+            .iter()
+            .flat_map(|f| {
+                let parts: Vec<&str> = f.split('/').collect();
+                (1..parts.len())
+                    .map(|n| parts[..n].join("/"))
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        let rec = DavRecorder::new(false);
+        // A BTreeSet of paths sorts a parent before its children.
+        for (i, c) in self.clients.iter().enumerate() {
+            for d in &folders {
+                c.mkcol(&rec, d)
+                    .await
+                    .with_context(|| format!("arm {}: cold push: MKCOL {d}", ["A", "B"][i]))?;
             }
-            std::fs::write(&dest, &body).with_context(|| format!("writing {}", dest.display()))?;
-            Ok(took)
-        };
-        let (ta, tb) = if first_a {
-            let x = one(0).await?;
-            (x, one(1).await?)
-        } else {
-            let y = one(1).await?;
-            (one(0).await?, y)
-        };
-        s.a.push(ta);
-        s.b.push(tb);
+        }
+        let mut s = file_series(files.len());
+        let mut bytes = 0u64;
+        for (i, rel) in files.iter().enumerate() {
+            let body = vault_file(plan, rel)?;
+            bytes += body.len() as u64;
+            let (ta, tb) = in_turn(i, a_first, async |k: usize| {
+                let t = Instant::now();
+                self.clients[k]
+                    .put(&rec, rel, body.clone())
+                    .await
+                    .with_context(|| format!("PUT {rel}"))?;
+                Ok(ms(t.elapsed()))
+            })
+            .await?;
+            s.a.push(ta);
+            s.b.push(tb);
+        }
+        pushed(&s, files.len(), bytes, a, b);
+        for arm in [a, b] {
+            arm.m.exact("cold_push.dirs", folders.len() as f64, "count");
+        }
+        Ok(s)
     }
-    pulled(plan, pull_dirs, &s, a, b)?;
-    Ok(s)
+
+    /// A WebDAV cold pull, file by file: each arm's tree is walked first (not timed) and must
+    /// list the vault's files; then each file is fetched from both arms in turn (ABBA) into
+    /// each arm's own copy, which must end byte-identical to the vault.
+    async fn pull_pairs(&self, t: Turns<'_>) -> anyhow::Result<PairSeries> {
+        let Turns {
+            plan,
+            a_first,
+            pull_dirs,
+            a,
+            b,
+        } = t;
+        let files = vault_files(&plan.vault_dir)?;
+        let rec = DavRecorder::new(false);
+        for (i, c) in self.clients.iter().enumerate() {
+            let arm = ["A", "B"][i];
+            let listing = loadgen::protocols::webdav::walk(c, &rec, "", self.depth)
+                .await
+                .with_context(|| format!("arm {arm}: cold pull: the walk"))?;
+            let listed: Vec<&String> = listing.files().map(|(p, _)| p).collect();
+            if !lists_vault(&listed, &files) {
+                bail!(
+                    "arm {arm}: cold pull: the server lists {} files where the vault has {}",
+                    listed.len(),
+                    files.len()
+                );
+            }
+            std::fs::create_dir_all(&pull_dirs[i])
+                .with_context(|| format!("creating {}", pull_dirs[i].display()))?;
+        }
+        let mut s = file_series(files.len());
+        for (i, rel) in files.iter().enumerate() {
+            let (ta, tb) = in_turn(i, a_first, async |k: usize| {
+                let t = Instant::now();
+                let body = self.clients[k]
+                    .get(&rec, rel)
+                    .await
+                    .with_context(|| format!("GET {rel}"))?;
+                let took = ms(t.elapsed());
+                write_pulled(&pull_dirs[k], rel, &body)?;
+                Ok(took)
+            })
+            .await?;
+            s.a.push(ta);
+            s.b.push(tb);
+        }
+        pulled(plan, pull_dirs, &s, a, b)?;
+        Ok(s)
+    }
 }

@@ -74,7 +74,7 @@ impl Progress {
         self.bytes += bytes;
         self.lat.push(took);
         self.files += 1;
-        if self.files % self.every == 0 {
+        if self.files.is_multiple_of(self.every) {
             let el = self.t0.elapsed();
             self.checkpoints.push(Checkpoint {
                 p50_ms: self.lat.take_p50(),

@@ -17,6 +17,17 @@ pub use report::{FolderRouteLoadConfig, LoadConfig, RouteKey, RouteLoadConfig, R
 /// docs/src/vaults/real-vaults.md).
 pub const LOAD_CHUNK_BYTES: usize = 1536;
 
+/// `len` bytes of printable text from `rng`, as a note is: lines of 31 letters and a newline.
+pub(crate) fn note_text(rng: &mut rand_chacha::ChaCha8Rng, len: usize) -> Vec<u8> {
+    use rand::Rng;
+    let mut buf = vec![0u8; len];
+    rng.fill_bytes(&mut buf);
+    for (i, b) in buf.iter_mut().enumerate() {
+        *b = if i % 32 == 31 { b'\n' } else { b'a' + *b % 26 };
+    }
+    buf
+}
+
 /// tokio's timer wheel has 1 ms resolution: an open-loop start more than 2 ms after its
 /// intended time counts as late.
 pub const LATE_START: Duration = Duration::from_millis(2);

@@ -96,11 +96,7 @@ const LEVEL_MIX: u64 = 0x9e37_79b9_7f4a_7c15;
 
 /// A printable 1.5 KiB note body: 48 lines of 31 letters and a newline.
 fn note_text(rng: &mut ChaCha8Rng) -> String {
-    let mut buf = vec![0u8; LOAD_CHUNK_BYTES];
-    rng.fill_bytes(&mut buf);
-    for (i, b) in buf.iter_mut().enumerate() {
-        *b = if i % 32 == 31 { b'\n' } else { b'a' + *b % 26 };
-    }
+    let buf = crate::routeload::note_text(rng, LOAD_CHUNK_BYTES);
     String::from_utf8(buf).expect("ASCII letters")
 }
 

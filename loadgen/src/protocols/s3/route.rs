@@ -75,12 +75,7 @@ pub type S3RouteLoadReport = RouteLoadReport<S3Route, S3RouteLoadConfig>;
 
 /// Printable text, as a note is: 64 lines of 31 letters and a newline.
 fn note_body(rng: &mut ChaCha8Rng) -> Bytes {
-    let mut buf = vec![0u8; PUT_BYTES];
-    rng.fill_bytes(&mut buf);
-    for (i, b) in buf.iter_mut().enumerate() {
-        *b = if i % 32 == 31 { b'\n' } else { b'a' + *b % 26 };
-    }
-    Bytes::from(buf)
+    Bytes::from(crate::routeload::note_text(rng, PUT_BYTES))
 }
 
 /// Shared state of one run's workers.

@@ -92,14 +92,9 @@ pub type DavRouteLoadConfig = FolderRouteLoadConfig<DavRoute>;
 /// What a WebDAV route load measured.
 pub type DavRouteLoadReport = RouteLoadReport<DavRoute, DavRouteLoadConfig>;
 
+/// Printable text, as a note is: 64 lines of 31 letters and a newline.
 fn note_body(rng: &mut ChaCha8Rng) -> Bytes {
-    // Printable text, as a note is: 64 lines of 31 letters and a newline.
-    let mut buf = vec![0u8; PUT_BYTES];
-    rng.fill_bytes(&mut buf);
-    for (i, b) in buf.iter_mut().enumerate() {
-        *b = if i % 32 == 31 { b'\n' } else { b'a' + *b % 26 };
-    }
-    Bytes::from(buf)
+    Bytes::from(crate::routeload::note_text(rng, PUT_BYTES))
 }
 
 /// Shared state of one run's workers.

@@ -39,13 +39,7 @@ impl PushPullPairs for Buckets {
     /// An S3 cold push, object by object: each file is written to both arms in turn as the
     /// plugin writes it (PutObject, then HeadObject), the first arm alternating ABBA.
     async fn push_pairs(&self, t: Turns<'_>) -> anyhow::Result<PairSeries> {
-        let Turns {
-            plan,
-            a_first,
-            a,
-            b,
-            ..
-        } = t;
+        let (plan, a_first) = (t.plan, t.a_first);
         let clients = &self.0;
         let files = vault_files(&plan.vault_dir)?;
         let rec = Recorder::new(false);
@@ -70,7 +64,7 @@ impl PushPullPairs for Buckets {
             s.a.push(ta);
             s.b.push(tb);
         }
-        pushed(&s, files.len(), bytes, a, b);
+        pushed(&s, files.len(), bytes, t.a, t.b);
         Ok(s)
     }
 
@@ -78,13 +72,7 @@ impl PushPullPairs for Buckets {
     /// must list the vault's files; then each object is fetched from both arms in turn (ABBA)
     /// into each arm's own copy, which must end byte-identical to the vault.
     async fn pull_pairs(&self, t: Turns<'_>) -> anyhow::Result<PairSeries> {
-        let Turns {
-            plan,
-            a_first,
-            pull_dirs,
-            a,
-            b,
-        } = t;
+        let (plan, a_first, pull_dirs) = (t.plan, t.a_first, t.pull_dirs);
         let clients = &self.0;
         let files = vault_files(&plan.vault_dir)?;
         let rec = Recorder::new(false);
@@ -124,7 +112,7 @@ impl PushPullPairs for Buckets {
             s.a.push(ta);
             s.b.push(tb);
         }
-        pulled(plan, pull_dirs, &s, a, b)?;
+        pulled(plan, pull_dirs, &s, t.a, t.b)?;
         Ok(s)
     }
 }

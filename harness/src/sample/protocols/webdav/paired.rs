@@ -47,13 +47,7 @@ impl PushPullPairs for Servers {
     /// A WebDAV cold push, file by file: the folders are made on both arms first (MKCOL, not
     /// timed), then each file is PUT to both arms in turn, the first arm alternating ABBA.
     async fn push_pairs(&self, t: Turns<'_>) -> anyhow::Result<PairSeries> {
-        let Turns {
-            plan,
-            a_first,
-            a,
-            b,
-            ..
-        } = t;
+        let (plan, a_first) = (t.plan, t.a_first);
         let files = vault_files(&plan.vault_dir)?;
         let folders: std::collections::BTreeSet<String> = files
             .iter()
@@ -90,8 +84,8 @@ impl PushPullPairs for Servers {
             s.a.push(ta);
             s.b.push(tb);
         }
-        pushed(&s, files.len(), bytes, a, b);
-        for arm in [a, b] {
+        pushed(&s, files.len(), bytes, t.a, t.b);
+        for arm in [t.a, t.b] {
             arm.m.exact("cold_push.dirs", folders.len() as f64, "count");
         }
         Ok(s)
@@ -101,13 +95,7 @@ impl PushPullPairs for Servers {
     /// list the vault's files; then each file is fetched from both arms in turn (ABBA) into
     /// each arm's own copy, which must end byte-identical to the vault.
     async fn pull_pairs(&self, t: Turns<'_>) -> anyhow::Result<PairSeries> {
-        let Turns {
-            plan,
-            a_first,
-            pull_dirs,
-            a,
-            b,
-        } = t;
+        let (plan, a_first, pull_dirs) = (t.plan, t.a_first, t.pull_dirs);
         let files = vault_files(&plan.vault_dir)?;
         let rec = DavRecorder::new(false);
         for (i, c) in self.clients.iter().enumerate() {
@@ -142,7 +130,7 @@ impl PushPullPairs for Servers {
             s.a.push(ta);
             s.b.push(tb);
         }
-        pulled(plan, pull_dirs, &s, a, b)?;
+        pulled(plan, pull_dirs, &s, t.a, t.b)?;
         Ok(s)
     }
 }

@@ -420,7 +420,7 @@ mod cli_tests {
         let Some(load::LoadCmd::Push(t)) = l.cmd else {
             panic!("load push")
         };
-        assert_eq!(t.conn.seed, 0x5eed);
+        assert_eq!(t.common.conn.seed, 0x5eed);
         // `vault gen|verify|bench --seed` keep the text and parse it with the same parser.
         let small = vault::lookup_profile("small").unwrap();
         assert_eq!(

@@ -97,6 +97,15 @@ pub struct RunOpts {
     /// the presets have their own).
     #[arg(help_heading = "Target", long, value_name = "USER:PASS")]
     pub auth: Option<String>,
+    /// A file whose first line is USER:PASS, for --auth (keeps the password out of the
+    /// process list).
+    #[arg(
+        help_heading = "Target",
+        long,
+        value_name = "FILE",
+        conflicts_with = "auth"
+    )]
+    pub auth_file: Option<PathBuf>,
     /// How to tell a started target is ready: `tcp` (a connect succeeds) or
     /// `METHOD PATH STATUS` (`GET /readyz 200`, `OPTIONS / 2xx`). Default: obsync-v1
     /// `GET /readyz 200`, WebDAV `OPTIONS <root> 2xx` with the credentials, CouchDB
@@ -177,6 +186,15 @@ pub fn parse_bytes(s: &str) -> Result<u64, String> {
     }
 }
 
+/// The credentials in `path` (`--auth-file`): USER:PASS on its first line.
+pub fn auth_from_file(path: &Path) -> anyhow::Result<loadgen::http::BasicAuth> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("--auth-file {}", path.display()))?;
+    let line = text.lines().next().unwrap_or("");
+    loadgen::launch::parse_auth(line)
+        .map_err(|e| anyhow::anyhow!("--auth-file {}: {e}", path.display()))
+}
+
 /// `--protocol` values: the registry's names and aliases, each read as its canonical name.
 pub fn protocol_value_parser() -> impl clap::builder::TypedValueParser<Value = Protocol> {
     use clap::builder::TypedValueParser as _;
@@ -243,8 +261,8 @@ impl RunOpts {
             .collect()
     }
 
-    /// The target options these flags give (`--protocol`, `--webdav-root`, `--auth`,
-    /// `--ready`), checked.
+    /// The target options these flags give (`--protocol`, `--webdav-root`, `--auth` or
+    /// `--auth-file`, `--ready`), checked.
     pub fn target_opts(&self) -> anyhow::Result<TargetOpts> {
         Ok(TargetOpts {
             protocol: self.protocol.clone(),
@@ -254,12 +272,13 @@ impl RunOpts {
                 .map(loadgen::launch::normalize_root)
                 .transpose()
                 .map_err(|e| anyhow::anyhow!("--webdav-root: {e}"))?,
-            auth: self
-                .auth
-                .as_deref()
-                .map(loadgen::launch::parse_auth)
-                .transpose()
-                .map_err(|e| anyhow::anyhow!("--auth: {e}"))?,
+            auth: match (&self.auth, &self.auth_file) {
+                (Some(s), _) => Some(
+                    loadgen::launch::parse_auth(s).map_err(|e| anyhow::anyhow!("--auth: {e}"))?,
+                ),
+                (None, Some(p)) => Some(auth_from_file(p)?),
+                (None, None) => None,
+            },
             ready: self
                 .ready
                 .as_deref()

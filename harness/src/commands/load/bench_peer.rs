@@ -6,21 +6,37 @@ use std::time::Duration;
 use contract::exit;
 use loadgen::bench::BenchConfig;
 
+use super::conn::note_renamed;
+
 /// `bench-peer` flags.
 #[derive(Debug, Clone, clap::Args)]
 pub struct BenchArgs {
-    /// Server to drive; default: start `vaultbench serve-ref` on a temp data dir.
-    #[arg(long)]
-    pub target: Option<String>,
+    /// Server to drive, e.g. http://127.0.0.1:8080; default: start `vaultbench serve-ref`
+    /// on a temp data dir.
+    #[arg(help_heading = "Target", long, value_name = "URL")]
+    pub url: Option<String>,
+    /// Deprecated spelling of --url.
+    #[arg(
+        long = "target",
+        hide = true,
+        value_name = "URL",
+        conflicts_with = "url"
+    )]
+    pub old_target: Option<String>,
     /// Allow a target outside loopback.
-    #[arg(long)]
+    #[arg(help_heading = "Target", long)]
     pub allow_remote: bool,
     /// Binary that serves the reference server as `BIN serve-ref --data DIR`
     /// (default: this executable).
-    #[arg(long, value_name = "BIN")]
+    #[arg(help_heading = "Target", long, value_name = "BIN")]
     pub server_bin: Option<PathBuf>,
     /// Requests in flight (one connection each) for both generators.
-    #[arg(long = "in-flight", value_name = "N", default_value_t = 8)]
+    #[arg(
+        help_heading = "Load",
+        long = "in-flight",
+        value_name = "N",
+        default_value_t = 8
+    )]
     pub connections: usize,
     /// Deprecated spelling of --in-flight.
     #[arg(
@@ -31,23 +47,37 @@ pub struct BenchArgs {
     )]
     pub old_connections: Option<usize>,
     /// Length of each run, whole seconds (wrk's resolution): e.g. 5s.
-    #[arg(long, default_value = "5s", value_parser = contract::parse::duration)]
+    #[arg(help_heading = "Load", long, default_value = "5s", value_parser = contract::parse::duration)]
     pub duration: Duration,
     /// Rounds; each runs both generators, order alternating.
-    #[arg(long, default_value_t = 3)]
+    #[arg(help_heading = "Load", long, default_value_t = 3)]
     pub rounds: usize,
     /// The wrk binary.
-    #[arg(long, default_value = "wrk")]
+    #[arg(help_heading = "Target", long, default_value = "wrk")]
     pub wrk: PathBuf,
     /// Print one JSON document on stdout.
-    #[arg(long)]
+    #[arg(help_heading = "Output", long)]
     pub json: bool,
+}
+
+impl BenchArgs {
+    /// The deprecated spellings: a note each, then their values in the new fields.
+    pub(super) fn take_deprecated(&mut self) {
+        if let Some(n) = self.old_connections.take() {
+            note_renamed("--connections", "--in-flight");
+            self.connections = n;
+        }
+        if let Some(url) = self.old_target.take() {
+            note_renamed("--target", "--url");
+            self.url = Some(url);
+        }
+    }
 }
 
 impl From<&BenchArgs> for BenchConfig {
     fn from(a: &BenchArgs) -> BenchConfig {
         BenchConfig {
-            target: a.target.clone(),
+            target: a.url.clone(),
             allow_remote: a.allow_remote,
             server_bin: a.server_bin.clone(),
             connections: a.connections,

@@ -1,7 +1,5 @@
-//! `load fanout`: many devices holding long polls while a few push.
-
-use super::conn::{ConnArgs, ensure_devices, ensure_shard_devices, parse_shard, target_of};
-use super::report::{fmt_summary, statuses};
+//! `load fanout`: many devices holding long polls while a few push, with the knobs and
+//! defaults of the scenario step `long_poll_fanout`.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -11,42 +9,68 @@ use serde::Serialize;
 
 use contract::exit;
 use loadgen::HistSummary;
+use scenarios::scenario::fanout_defaults as step;
 
-/// `load fanout` flags.
+use super::conn::{Checker, ConnArgs, note_renamed, parse_shard};
+use crate::sample::protocols::load::{fmt_summary, statuses};
+use crate::sample::protocols::{self, Support};
+
+/// `load fanout` flags: the scenario step `long_poll_fanout`'s knobs (`waiters`, `pushers`,
+/// `posts`, `interval_ms`, `wait_s`, `settle_ms`) with its defaults.
 #[derive(Debug, Clone, clap::Args)]
 pub struct FanoutArgs {
     #[command(flatten)]
     pub conn: ConnArgs,
-    /// Devices holding `GET /v1/changes?wait=` long polls.
-    #[arg(long, value_name = "N", default_value_t = 100)]
-    pub devices: usize,
-    /// Devices pushing at the same time, each its own files.
-    #[arg(long, value_name = "D", default_value_t = 1)]
+    /// Devices holding long polls on the changes feed (the step's `waiters`).
+    #[arg(help_heading = "Load", long, value_name = "N", default_value_t = step::WAITERS)]
+    pub waiters: usize,
+    /// Deprecated spelling of --waiters.
+    #[arg(
+        long = "devices",
+        hide = true,
+        value_name = "N",
+        conflicts_with = "waiters"
+    )]
+    pub old_devices: Option<usize>,
+    /// Devices pushing at the same time, each its own files (the step's `pushers`).
+    #[arg(help_heading = "Load", long, value_name = "D", default_value_t = step::PUSHERS)]
     pub pushers: usize,
-    /// Posts per pushing device.
-    #[arg(long, value_name = "M", default_value_t = 10)]
+    /// Posts per pushing device (the step's `posts`).
+    #[arg(help_heading = "Load", long, value_name = "M", default_value_t = step::POSTS)]
     pub posts: u32,
-    /// Between one pusher's posts: 1s, 200ms.
-    #[arg(long, default_value = "1s", value_parser = contract::parse::duration)]
+    /// Between one pusher's posts: 1s, 200ms (the step's `interval_ms`).
+    #[arg(help_heading = "Load", long, default_value = "200ms", value_parser = contract::parse::duration)]
     pub interval: Duration,
-    /// Each long poll's wait (at most 55s).
-    #[arg(long, default_value = "30s", value_parser = contract::parse::duration)]
+    /// Each long poll's wait, at most 55s (the step's `wait_s`).
+    #[arg(help_heading = "Load", long, default_value = "30s", value_parser = contract::parse::duration)]
     pub wait: Duration,
-    /// After the waiters' first polls are out, before the first post.
-    #[arg(long, default_value = "2s", value_parser = contract::parse::duration)]
+    /// After the waiters' first polls are out, before the first post (the step's
+    /// `settle_ms`).
+    #[arg(help_heading = "Load", long, default_value = "1s", value_parser = contract::parse::duration)]
     pub settle: Duration,
     /// The server's process id, to report its RSS and CPU per 1,000 held devices.
-    #[arg(long, value_name = "PID")]
+    #[arg(help_heading = "Output", long, value_name = "PID")]
     pub server_pid: Option<u32>,
     /// Run as shard I of N (devices I*(N+D) .. of the state file; see `load --shard`).
-    #[arg(long, value_name = "I/N", value_parser = parse_shard)]
+    #[arg(help_heading = "Distributed", long, value_name = "I/N", value_parser = parse_shard)]
     pub shard: Option<loadgen::Shard>,
     /// Where the pushers' files are written (default: the system temp dir).
-    #[arg(long, value_name = "DIR")]
+    #[arg(help_heading = "Load", long, value_name = "DIR")]
     pub work_dir: Option<PathBuf>,
     /// Print one JSON document on stdout instead of the summary.
-    #[arg(long)]
+    #[arg(help_heading = "Output", long)]
     pub json: bool,
+}
+
+impl FanoutArgs {
+    /// The deprecated spellings: a note each, then their values in the new fields.
+    pub(super) fn take_deprecated(&mut self) {
+        self.conn.take_deprecated();
+        if let Some(n) = self.old_devices.take() {
+            note_renamed("--devices", "--waiters");
+            self.waiters = n;
+        }
+    }
 }
 
 /// What `load fanout` read from `/proc` at one moment.
@@ -70,15 +94,23 @@ struct FanoutDoc<'a> {
     /// Server CPU during the posting phase, in % of one CPU, per 1,000 held devices.
     server_cpu_pct_per_1000_held: Option<f64>,
     generator_rss_kib_per_1000_held: Option<f64>,
-    /// `obsync_journal_flushes_total` over the posts (the reference server's /metrics).
+    /// The reference server's journal flushes over the posts (its `/metrics`).
     journal_flushes_per_post: Option<f64>,
     moments: [ProcAt; 3],
 }
 
 pub(super) async fn run_fanout(f: FanoutArgs) -> anyhow::Result<i32> {
-    let target = target_of(&f.conn)?;
-    if f.devices == 0 || f.pushers == 0 || f.posts == 0 {
-        bail!("--devices, --pushers and --posts must each be at least 1");
+    let imp = f.conn.protocol()?;
+    if let Support::No(why) = imp.load_devices_support() {
+        bail!(
+            "load fanout holds enrolled devices, which only {} targets have; {} cannot: {why}",
+            protocols::those_that(|p| p.load_devices_support()),
+            imp.spec().name
+        );
+    }
+    let target = f.conn.target()?;
+    if f.waiters == 0 || f.pushers == 0 || f.posts == 0 {
+        bail!("--waiters, --pushers and --posts must each be at least 1");
     }
     if f.wait.is_zero() || f.wait > Duration::from_secs(55) {
         bail!(
@@ -86,15 +118,15 @@ pub(super) async fn run_fanout(f: FanoutArgs) -> anyhow::Result<i32> {
             f.wait
         );
     }
-    let k = f.devices + f.pushers;
-    let devices = match f.shard {
-        Some(shard) => ensure_shard_devices(&target, &f.conn, k, shard).await?,
-        None => {
-            let mut d = ensure_devices(&target, &f.conn, k).await?;
-            d.truncate(k);
-            d
-        }
+    let k = f.waiters + f.pushers;
+    let auth = f.conn.credentials()?;
+    let check = Checker {
+        imp,
+        a: &f.conn,
+        auth: auth.as_ref(),
     };
+    let conn = f.conn.conn(auth.as_ref(), &check);
+    let devices = imp.load_devices(&conn, k, f.shard).await?;
     let (pushers, waiters) = devices.split_at(f.pushers);
     let work = tempfile::Builder::new()
         .prefix("vaultbench-fanout-")
@@ -110,7 +142,7 @@ pub(super) async fn run_fanout(f: FanoutArgs) -> anyhow::Result<i32> {
         parts: Vec::new(),
     };
     let flushes = |m: &std::collections::BTreeMap<String, f64>| {
-        m.get("obsync_journal_flushes_total").copied()
+        m.get(loadgen::fanout::JOURNAL_FLUSHES).copied()
     };
     let flushes_before = loadgen::scrape_metrics(&target)
         .await

@@ -1,97 +1,166 @@
-//! `load push|pull`: a whole-vault transfer as one device, and its output.
-
-use super::conn::{COUCHDB, ConnArgs, WEBDAV, couch_client, dav_client, ensure_devices, target_of};
-use super::report::{human_transfer, peak_rss_kib};
+//! `load push|pull`: a whole-vault transfer through the protocol's side of the seam, and its
+//! output. Push and pull share the connection and output flags; each shows only its own.
 
 use std::path::PathBuf;
 use std::time::Duration;
 
-use anyhow::{Context, bail};
+use anyhow::bail;
 use serde::Serialize;
 
 use contract::exit;
-use loadgen::couch::{Replica, Writer};
-use loadgen::{PushOpts, Target, TransferReport, pull_vault, push_vault};
+use loadgen::{FeedBounds, FeedOverrides, TransferReport};
 
-/// `load push|pull` flags.
+use super::conn::{Checker, ConnArgs};
+use super::report::{human_transfer, peak_rss_kib};
+use crate::sample::protocols::load::{Op, TransferJob};
+use crate::sample::protocols::{self, ProtocolImpl};
+
+/// The runtime of a pull is sized for this many connections (what `--in-flight` gave it
+/// when push and pull shared their flags).
+pub(super) const PULL_CONNECTIONS: usize = 4;
+
+/// What `load push` and `load pull` share.
 #[derive(Debug, Clone, clap::Args)]
 pub struct TransferArgs {
     #[command(flatten)]
     pub conn: ConnArgs,
     /// The vault directory (push: must exist; pull: created if missing).
-    #[arg(long, value_name = "DIR")]
+    #[arg(help_heading = "Load", long, value_name = "DIR")]
     pub vault: PathBuf,
-    /// Which enrolled device acts (default: 0 for push, 1 for pull).
-    #[arg(long, value_name = "I")]
+    /// Which enrolled device acts (protocols that enrol devices; default: 0 for push, 1 for
+    /// pull).
+    #[arg(help_heading = "Load", long, value_name = "I")]
     pub device: Option<usize>,
-    /// Push: files in flight.
-    #[arg(long, value_name = "N", default_value_t = 4)]
-    pub in_flight: usize,
-    /// Push: a throughput checkpoint every N files.
-    #[arg(long, value_name = "N", default_value_t = 1000)]
-    pub checkpoint_every: usize,
-    /// Pull: start after this change-feed seq (obsync-v1).
-    #[arg(long, default_value_t = 0)]
-    pub since: u64,
-    /// WebDAV pull: walk with one `Depth: infinity` PROPFIND instead of Depth 1 per folder.
-    #[arg(long)]
-    pub depth_infinity: bool,
-    /// Pull: most entries the walk of the changes feed (obsync `GET /v1/changes` pages,
-    /// CouchDB `_changes` pages) may list [default: obsync 1048576, CouchDB 4194304].
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
-    pub feed_max_entries: Option<u64>,
-    /// Pull: most pages the walk of the changes feed may ask for [default: obsync 4096,
-    /// CouchDB 131072].
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
-    pub feed_max_pages: Option<u64>,
-    /// CouchDB pull: most bytes of documents the pull may hold at once (chunks until their
-    /// file is written, files waiting for chunks, what is kept of each file); each answer is
-    /// capped at what is left [default: 64MiB].
-    #[arg(long, value_name = "BYTES", value_parser = crate::prepare::parse_bytes)]
-    pub feed_max_bytes: Option<u64>,
     /// Upper bound on the whole push or pull, every request included: `1h`, `90s` (sized
     /// from `vault100k`); past it the transfer stops with one line naming this flag.
-    #[arg(long, value_name = "DURATION", default_value = "1h", value_parser = contract::parse::duration)]
+    #[arg(help_heading = "Bounds", long, value_name = "DURATION", default_value = "1h", value_parser = contract::parse::duration)]
     pub transfer_timeout: Duration,
     /// Print one JSON document on stdout instead of the summary.
-    #[arg(long)]
+    #[arg(help_heading = "Output", long)]
     pub json: bool,
 }
 
-impl TransferArgs {
-    /// The changes feed walk bounds: `defaults` (the protocol's) with what `--feed-max-*` set.
-    fn feed_bounds(&self, defaults: loadgen::FeedBounds) -> loadgen::FeedBounds {
-        defaults.with(loadgen::FeedOverrides {
-            max_entries: self.feed_max_entries,
-            max_pages: self.feed_max_pages,
-            max_bytes: self.feed_max_bytes,
+/// `load push` flags.
+#[derive(Debug, Clone, clap::Args)]
+pub struct PushArgs {
+    #[command(flatten)]
+    pub common: TransferArgs,
+    /// Files in flight.
+    #[arg(help_heading = "Load", long, value_name = "N", default_value_t = 4)]
+    pub in_flight: usize,
+    /// A throughput checkpoint every N files.
+    #[arg(help_heading = "Load", long, value_name = "N", default_value_t = 1000)]
+    pub checkpoint_every: usize,
+}
+
+/// `load pull` flags.
+#[derive(Debug, Clone, clap::Args)]
+pub struct PullArgs {
+    #[command(flatten)]
+    pub common: TransferArgs,
+    /// Start after this change-feed seq (protocols whose feed counts by seq).
+    #[arg(help_heading = "Load", long, default_value_t = 0)]
+    pub since: u64,
+    /// List the vault with one recursive listing (`Depth: infinity`) instead of one per
+    /// folder (protocols that list folders).
+    #[arg(help_heading = "Load", long)]
+    pub depth_infinity: bool,
+    #[arg(help_heading = "Bounds", long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..), help = feed_help("Most entries the walk of the changes feed may list", |b| b.max_entries.to_string()))]
+    pub feed_max_entries: Option<u64>,
+    #[arg(help_heading = "Bounds", long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..), help = feed_help("Most pages the walk of the changes feed may ask for", |b| b.max_pages.to_string()))]
+    pub feed_max_pages: Option<u64>,
+    #[arg(help_heading = "Bounds", long, value_name = "BYTES", value_parser = crate::prepare::parse_bytes, help = format!("Most bytes of documents the pull may hold at once, for a protocol whose pull holds documents (chunks until their file is written, files waiting for chunks, what is kept of each file); each answer is capped at what is left [default: {}MiB]", FeedBounds::HELD_BYTES_DEFAULT >> 20))]
+    pub feed_max_bytes: Option<u64>,
+}
+
+/// A `--feed-max-*` help line with every registered feed's default, from the registry.
+fn feed_help(what: &str, value: fn(&FeedBounds) -> String) -> String {
+    let defaults: Vec<String> = protocols::REGISTRY
+        .iter()
+        .filter_map(|p| {
+            p.spec()
+                .feed
+                .map(|f| format!("{} {}", p.spec().name, value(&f)))
         })
+        .collect();
+    format!("{what} [default: {}]", defaults.join(", "))
+}
+
+impl PushArgs {
+    /// `load push`.
+    pub(super) async fn run(self) -> anyhow::Result<i32> {
+        if self.in_flight == 0 {
+            bail!("--in-flight 0: must be at least 1");
+        }
+        if self.checkpoint_every == 0 {
+            bail!("--checkpoint-every 0: must be at least 1");
+        }
+        let op = Op::Push {
+            in_flight: self.in_flight,
+            checkpoint_every: self.checkpoint_every,
+        };
+        run_transfer(&self.common, op, FeedOverrides::default()).await
     }
 }
 
-/// as Self-hosted LiveSync does.
-async fn run_couch_transfer(t: &TransferArgs, push: bool) -> anyhow::Result<i32> {
-    let client =
-        couch_client(&t.conn)?.with_feed_bounds(t.feed_bounds(loadgen::couch::FEED_DEFAULT));
-    let report = if push {
+impl PullArgs {
+    /// `load pull`.
+    pub(super) async fn run(self) -> anyhow::Result<i32> {
+        let op = Op::Pull {
+            since: self.since,
+            depth_infinity: self.depth_infinity,
+        };
+        let feed = FeedOverrides {
+            max_entries: self.feed_max_entries,
+            max_pages: self.feed_max_pages,
+            max_bytes: self.feed_max_bytes,
+        };
+        run_transfer(&self.common, op, feed).await
+    }
+}
+
+/// A push or pull within `--transfer-timeout`: past it, one line naming the flag.
+async fn run_transfer(t: &TransferArgs, op: Op, feed: FeedOverrides) -> anyhow::Result<i32> {
+    let limit = t.transfer_timeout;
+    let push = matches!(op, Op::Push { .. });
+    match tokio::time::timeout(limit, transfer(t, op, feed)).await {
+        Ok(r) => r,
+        Err(_) => bail!(
+            "the {} did not finish within {} (bound --transfer-timeout)",
+            if push { "push" } else { "pull" },
+            contract::quote::duration(limit)
+        ),
+    }
+}
+
+async fn transfer(t: &TransferArgs, op: Op, feed: FeedOverrides) -> anyhow::Result<i32> {
+    let imp: &'static dyn ProtocolImpl = t.conn.protocol()?;
+    let push = matches!(op, Op::Push { .. });
+    if push {
         match std::fs::metadata(&t.vault) {
             Ok(m) if m.is_dir() => {}
             Ok(_) => bail!("--vault {}: not a directory", t.vault.display()),
             Err(e) => bail!("--vault {}: {e}", t.vault.display()),
         }
-        Writer::new("vaultbench-load-a")
-            .push_vault(&client, &t.vault)
-            .await
-            .with_context(|| format!("pushing {}", t.vault.display()))?
-            .0
-    } else {
-        Replica::new("vaultbench-load-b")
-            .pull_vault(&client, &t.vault)
-            .await
-            .with_context(|| format!("pulling into {}", t.vault.display()))?
-    };
+    }
     let idx = t.device.unwrap_or(if push { 0 } else { 1 });
-    print_transfer(t, client.target(), push, idx, &report)
+    let auth = t.conn.credentials()?;
+    let check = Checker {
+        imp,
+        a: &t.conn,
+        auth: auth.as_ref(),
+    };
+    let conn = t.conn.conn(auth.as_ref(), &check);
+    let done = imp
+        .load_transfer(TransferJob {
+            conn: &conn,
+            vault: &t.vault,
+            device: idx,
+            op,
+            feed,
+        })
+        .await?;
+    print_transfer(t, &done.target, push, idx, &done.report)
 }
 
 #[derive(Serialize)]
@@ -105,79 +174,9 @@ struct TransferDoc<'a> {
     report: &'a TransferReport,
 }
 
-/// `load push|pull` within `--transfer-timeout`: past it, one line naming the flag.
-pub(super) async fn run_transfer(t: TransferArgs, push: bool) -> anyhow::Result<i32> {
-    let limit = t.transfer_timeout;
-    match tokio::time::timeout(limit, transfer(t, push)).await {
-        Ok(r) => r,
-        Err(_) => bail!(
-            "the {} did not finish within {} (bound --transfer-timeout)",
-            if push { "push" } else { "pull" },
-            contract::quote::duration(limit)
-        ),
-    }
-}
-
-async fn transfer(t: TransferArgs, push: bool) -> anyhow::Result<i32> {
-    if t.conn.protocol == COUCHDB {
-        return run_couch_transfer(&t, push).await;
-    }
-    let target = target_of(&t.conn)?.with_feed_bounds(t.feed_bounds(loadgen::FeedBounds::DEFAULT));
-    if push {
-        match std::fs::metadata(&t.vault) {
-            Ok(m) if m.is_dir() => {}
-            Ok(_) => bail!("--vault {}: not a directory", t.vault.display()),
-            Err(e) => bail!("--vault {}: {e}", t.vault.display()),
-        }
-        if t.in_flight == 0 {
-            bail!("--in-flight 0: must be at least 1");
-        }
-        if t.checkpoint_every == 0 {
-            bail!("--checkpoint-every 0: must be at least 1");
-        }
-    }
-    let idx = t.device.unwrap_or(if push { 0 } else { 1 });
-    if t.conn.protocol == WEBDAV {
-        let client = dav_client(&target, &t.conn).await?;
-        let report = if push {
-            loadgen::webdav::push_vault(&client, &t.vault)
-                .await
-                .with_context(|| format!("pushing {}", t.vault.display()))?
-        } else {
-            std::fs::create_dir_all(&t.vault)
-                .with_context(|| format!("--vault {}", t.vault.display()))?;
-            let depth = if t.depth_infinity {
-                loadgen::webdav::Depth::Infinity
-            } else {
-                loadgen::webdav::Depth::One
-            };
-            loadgen::webdav::pull_vault(&client, &t.vault, depth)
-                .await
-                .with_context(|| format!("pulling into {}", t.vault.display()))?
-        };
-        return print_transfer(&t, &target, push, idx, &report);
-    }
-    let devices = ensure_devices(&target, &t.conn, idx + 1).await?;
-    let dev = &devices[idx];
-    let report = if push {
-        let opts = PushOpts {
-            in_flight: t.in_flight,
-            checkpoint_every: t.checkpoint_every,
-        };
-        push_vault(dev, &t.vault, &opts)
-            .await
-            .with_context(|| format!("pushing {}", t.vault.display()))?
-    } else {
-        pull_vault(dev, &t.vault, t.since)
-            .await
-            .with_context(|| format!("pulling into {}", t.vault.display()))?
-    };
-    print_transfer(&t, &target, push, idx, &report)
-}
-
 fn print_transfer(
     t: &TransferArgs,
-    target: &Target,
+    target: &str,
     push: bool,
     idx: usize,
     report: &TransferReport,
@@ -187,7 +186,7 @@ fn print_transfer(
     if t.json {
         let doc = TransferDoc {
             op,
-            target: target.base(),
+            target,
             seed: t.conn.seed,
             vault: t.vault.display().to_string(),
             device: idx,

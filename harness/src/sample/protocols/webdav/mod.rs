@@ -1,10 +1,12 @@
 //! WebDAV's side of the sample: its phase client ([`client`], shaped like the Remotely Save
-//! plugin's sync) and its paired flow ([`paired`]).
+//! plugin's sync), its paired flow ([`paired`]) and its side of `vaultbench load` (`load`).
 
 pub mod client;
+mod load;
 mod paired;
 
 use crate::sample::pairs::PairedJob;
+use crate::sample::protocols::load::{RouteJob, RouteRun, TransferJob, Transferred};
 use crate::sample::protocols::seam::{Local, ProtocolImpl, Run, Support};
 
 /// The registry's entry.
@@ -52,5 +54,25 @@ impl ProtocolImpl for Impl {
             job.pairs,
             job.skipped,
         ))
+    }
+
+    fn load_probe_shows(&self) -> Option<&'static str> {
+        Some(load::PROBE_SHOWS)
+    }
+
+    fn load_probe<'a>(
+        &'a self,
+        target: &'a loadgen::Target,
+        auth: Option<&'a loadgen::http::BasicAuth>,
+    ) -> Local<'a, ()> {
+        Box::pin(load::probe(target, auth))
+    }
+
+    fn load_route<'a>(&'a self, job: RouteJob<'a>) -> Local<'a, RouteRun> {
+        Box::pin(load::route(job))
+    }
+
+    fn load_transfer<'a>(&'a self, job: TransferJob<'a>) -> Local<'a, Transferred> {
+        Box::pin(load::transfer(job))
     }
 }

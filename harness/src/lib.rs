@@ -67,7 +67,8 @@ pub enum Command {
     Vault(vault::VaultCmd),
     /// Run the reference obsync-v1 server (the default target).
     ServeRef(refserver::cli::ServeArgs),
-    /// Drive a server with signed requests: route load, or a whole-vault push/pull.
+    /// Drive a server over any registered protocol: route load, a whole-vault push/pull, many
+    /// held devices, or the comparison with wrk.
     Load(load::LoadArgs),
     /// Measure this machine's calibration channels while quiet and store the reference.
     Calibrate(calibrate::CalibrateArgs),

@@ -740,6 +740,28 @@ mod tests {
     use super::*;
 
     #[test]
+    fn auth_file_gives_the_credentials_of_its_first_line_as_auth_does() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("auth");
+        std::fs::write(&f, "bench user:s3cret pass\nignored\n").unwrap();
+        assert_eq!(
+            auth_from_file(&f).unwrap(),
+            loadgen::launch::parse_auth("bench user:s3cret pass").unwrap()
+        );
+        std::fs::write(&f, "no colon\n").unwrap();
+        let e = format!("{:#}", auth_from_file(&f).unwrap_err());
+        assert!(
+            e.starts_with("--auth-file ") && e.contains("USER:PASS"),
+            "{e}"
+        );
+        let e = format!(
+            "{:#}",
+            auth_from_file(&dir.path().join("none")).unwrap_err()
+        );
+        assert!(e.starts_with("--auth-file ") && !e.contains('\n'), "{e}");
+    }
+
+    #[test]
     fn a_protocol_mismatch_names_both_sides() {
         let small = scenarios::scenario::builtin("small").unwrap();
         let dav = scenarios::scenario::builtin("small-webdav").unwrap();

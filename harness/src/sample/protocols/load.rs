@@ -13,7 +13,6 @@ use anyhow::Context;
 use loadgen::http::BasicAuth;
 use loadgen::{FeedOverrides, HistSummary, Mode, RouteStats, Shard, Target, TransferReport};
 
-
 /// Where `load` connects and as whom.
 pub struct Conn<'a> {
     /// `--url` as given (a protocol may need more than the server's address, a database say).

@@ -330,3 +330,59 @@ fn bench_peer_runs_both_generators_at_one_connection() {
         assert!(x > 0.0 && x.is_finite(), "{k}: {v}");
     }
 }
+
+/// What varies by protocol comes from the registry: the routes a refusal lists, the protocol
+/// a mismatched target is found to speak, and which protocols have devices to hold.
+#[test]
+fn protocol_refusals_name_what_the_registry_says() {
+    let e = err_of(&[
+        "--url",
+        "http://127.0.0.1:1",
+        "--protocol",
+        "couchdb",
+        "--route",
+        "put-chunk",
+        "--in-flight",
+        "1",
+    ]);
+    assert!(
+        e.starts_with("--route: unknown couchdb route \"put-chunk\"") && e.contains("bulk-docs"),
+        "{e}"
+    );
+    let e = err_of(&["--url", "http://127.0.0.1:1", "--protocol", "webdav"]);
+    assert!(
+        e.contains("--route is required") && e.contains("propfind-depth1"),
+        "{e}"
+    );
+    let e = err_of(&[
+        "fanout",
+        "--url",
+        "http://127.0.0.1:1",
+        "--protocol",
+        "webdav",
+    ]);
+    assert!(
+        e.contains("only obsync-v1 targets") && e.contains("webdav cannot"),
+        "{e}"
+    );
+    let (srv, _data) = server();
+    let url = srv.url();
+    let e = err_of(&[
+        "--url",
+        &url,
+        "--protocol",
+        "webdav",
+        "--route",
+        "get-file",
+        "--in-flight",
+        "1",
+        "--max-requests",
+        "1",
+    ]);
+    assert_eq!(
+        e,
+        format!(
+            "protocol mismatch: --protocol webdav but target {url} speaks obsync-v1 (its readiness probe answers): drop --protocol webdav"
+        )
+    );
+}

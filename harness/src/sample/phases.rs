@@ -43,6 +43,15 @@ pub trait Boundary {
     }
     /// The server was restarted (a crash phase) and now runs as `pid`.
     fn restarted(&mut self, _pid: u32) {}
+    /// A cold push of `phase` with checkpoints starts (after [`Boundary::begin`]): a cost run
+    /// starts cutting it into checkpoint windows.
+    fn push_started(&mut self, _phase: &str) -> anyhow::Result<()> {
+        Ok(())
+    }
+    /// That push returned `r` (before [`Boundary::end`]).
+    fn push_ended(&mut self, _r: &loadgen::TransferReport) -> anyhow::Result<()> {
+        Ok(())
+    }
 }
 
 impl Boundary for PhaseCost {
@@ -165,9 +174,11 @@ async fn run_phase<C: SyncClient>(
                 checkpoint_every,
             } => {
                 let sampler = crate::sample::growth::Sampler::start(server.pid, server.log.clone());
+                bounds.push_started(name)?;
                 let r = client
                     .push(&plan.vault_dir, *in_flight, *checkpoint_every, m)
                     .await?;
+                bounds.push_ended(&r)?;
                 bounds.end(&Scope::phase(name), transfer_work(&r), false, m)?;
                 transfer_metrics(client, name, &r, m);
                 for line in sampler.finish(name, &r, m) {

@@ -1,6 +1,6 @@
 //! One sample, run inside a fresh `vaultbench sample` subprocess: calibration reading, a fresh
 //! server with a fresh data dir, the scenario's phases driven through the protocol seam with
-//! signed devices (or the WebDAV client, for a WebDAV scenario against a WebDAV preset), the server
+//! its protocol's devices or client (the registry's), the server
 //! stopped and reaped for its rusage, a second reading; one JSON result on stdout. The
 //! measured phases are bracketed by two `/proc` snapshots (in-sample contention), and the
 //! server and the generator run on disjoint CPU sets unless the plan says not to pin.
@@ -164,7 +164,7 @@ fn measure(
     let rt = loadgen::runtime(threads).context("building the tokio runtime")?;
     let window = Window::start();
     // One phase flow for every protocol; the per-phase server cost reads the target's whole
-    // process tree (a WebDAV preset's master and workers too).
+    // process tree (a forking server's master and workers too).
     let mut cost = crate::sample::server_cost::PhaseCost::new(server.pid);
     let driven = rt.block_on(drive(plan, &mut server, sample_dir, m, &mut cost));
     let mut reading = window

@@ -1,9 +1,9 @@
 //! The scenario's phases, driven once for every protocol over a [`SyncClient`] (the seam in
 //! `sample::sync_client`): cold push, cold pull verified against the vault digest, idle
-//! resync, edit propagation, folder rename, route load (and the crash phase, obsync-v1 only).
-//! Each phase's server cost (CPU, io per request or file) is read at its boundaries through a
-//! [`Boundary`]; the client adds its protocol's own keys (obsync's `/metrics` counters, its
-//! push echo; WebDAV's poll counts).
+//! resync, edit propagation, folder rename, route load (and the crash phase, where the
+//! protocol supports it). Each phase's server cost (CPU, io per request or file) is read at its
+//! boundaries through a [`Boundary`]; the client adds its protocol's own keys (a server's
+//! `/metrics` counters, a push echo, poll counts).
 
 use anyhow::{Context, bail};
 use std::path::Path;

@@ -3,9 +3,9 @@
 //! A target is a target definition ([`loadgen::launch::TargetDef`]) and the text it was given
 //! as. The text is `ref` (the embedded reference server: this very executable's `serve-ref`),
 //! `ref ARGS...` (the same with extra flags, e.g. `ref --group-commit`), a preset name
-//! (`apache-webdav`, `nginx-webdav`, `rclone-webdav`: embedded target files), a target file
-//! (`*.toml`), a bare path to an executable (which gets ` --listen {addr} --data {data}`
-//! appended, the obsync convention), or any command line with the placeholders `{addr}`,
+//! (embedded target files, listed by each protocol's spec), a target file (`*.toml`), a bare
+//! path to an executable (which gets ` --listen {addr} --data {data}` appended, the reference
+//! server's convention), or any command line with the placeholders `{addr}`,
 //! `{host}`, `{port}` and `{data}`, split by POSIX shell rules. Every target runs in its own
 //! process group, so a server's workers are measured and stopped with it, and, where one can
 //! be made, in a cgroup v2 leaf of its own, so nothing it forks escapes its teardown; a guard

@@ -5,7 +5,9 @@
 //! - Instructions: while the push runs, the callgrind run dumps a part every [`TICK`] (named
 //!   by [`tick_name`]); the parts add up to the instructions retired by then, and each
 //!   checkpoint's figure is interpolated between the two dumps around its time, as
-//!   `sample::growth` does with CPU. The tick parts are folded back into the phase's own
+//!   `sample::growth` does with CPU. A dump stops the server while it runs, so the count is
+//!   flat from a dump's start to its end and the push (which waits on the server) makes no
+//!   progress there: only the time between dumps is interpolated. The tick parts are folded back into the phase's own
 //!   part ([`fold_ticks`]), so the phase's keys and profile are what they were without ticks.
 //! - Syscalls: strace's calls whose entry time falls in each checkpoint's window (the push's
 //!   start on the harness's clock plus the checkpoint's offset), counted by `sample::cost`.
@@ -66,8 +68,8 @@ pub struct PushTrace {
     pub phase: String,
     /// The push's start on the wall clock, Unix seconds (strace's `-ttt` clock).
     pub started_unix: f64,
-    /// Each tick part's name and when its dump was taken, since the push began.
-    pub ticks: Vec<(String, Duration)>,
+    /// Each tick part's name and when its dump started and ended, since the push began.
+    pub ticks: Vec<(String, Duration, Duration)>,
     /// When the push returned, since it began.
     pub ended: Duration,
     /// Files done and milliseconds since the push began, at each checkpoint.
@@ -132,9 +134,10 @@ fn key(phase: &str, files: u64, stat: &str) -> PhaseKey {
 fn instructions_at(t: &PushTrace, ticks: &BTreeMap<String, u64>, total: u64, at: Duration) -> f64 {
     let mut points: Vec<(Duration, f64)> = vec![(Duration::ZERO, 0.0)];
     let mut sum = 0u64;
-    for (name, when) in &t.ticks {
+    for (name, from, to) in &t.ticks {
         sum += ticks.get(name).copied().unwrap_or(0);
-        points.push((*when, sum as f64));
+        points.push((*from, sum as f64));
+        points.push((*to, sum as f64));
     }
     points.push((
         t.ended.max(points.last().map_or(Duration::ZERO, |p| p.0)),
@@ -219,10 +222,8 @@ mod tests {
             started_unix: 1000.0,
             ticks: (1..=9)
                 .map(|k| {
-                    (
-                        tick_name("cold_push", k),
-                        Duration::from_millis(100 * u64::from(k)),
-                    )
+                    let at = Duration::from_millis(100 * u64::from(k));
+                    (tick_name("cold_push", k), at, at)
                 })
                 .collect(),
             ended: Duration::from_millis(1000),
@@ -256,7 +257,7 @@ mod tests {
         let ticks: BTreeMap<String, u64> = t
             .ticks
             .iter()
-            .map(|(n, at)| (n.clone(), if at.as_millis() <= 500 { 1000 } else { 3000 }))
+            .map(|(n, at, _)| (n.clone(), if at.as_millis() <= 500 { 1000 } else { 3000 }))
             .collect();
         let total = ticks.values().sum::<u64>() + 3000;
         let mut m = Metrics::default();
@@ -267,6 +268,26 @@ mod tests {
         assert_eq!(v(100), 25.0); // 2,500 instructions over 100 files
         assert_eq!(v(200), 25.0);
         assert_eq!(v(300), 150.0); // 15,000 over 100 files
+    }
+
+    #[test]
+    fn a_dump_holds_the_count_while_the_server_is_stopped() {
+        // Dumps from 400 to 600 ms: 4,000 instructions by then, none during the dump.
+        let t = PushTrace {
+            phase: "p".into(),
+            ticks: vec![(
+                tick_name("p", 1),
+                Duration::from_millis(400),
+                Duration::from_millis(600),
+            )],
+            ended: Duration::from_millis(1000),
+            ..PushTrace::default()
+        };
+        let ticks: BTreeMap<String, u64> = [(tick_name("p", 1), 4000)].into_iter().collect();
+        let at = |ms| instructions_at(&t, &ticks, 8000, Duration::from_millis(ms));
+        assert_eq!(at(200), 2000.0);
+        assert_eq!(at(500), 4000.0);
+        assert_eq!(at(800), 6000.0);
     }
 
     #[test]

@@ -167,8 +167,9 @@ struct Ticker {
     handle: Option<std::thread::JoinHandle<Ticks>>,
 }
 
-/// The tick parts dumped (name, when since the push began) and each dump's wall time in ms.
-type Ticks = (Vec<(String, Duration)>, Vec<f64>);
+/// The tick parts dumped (name, the dump's start and end since the push began) and each dump's
+/// wall time in ms.
+type Ticks = (Vec<(String, Duration, Duration)>, Vec<f64>);
 
 impl Ticker {
     fn start(root: u32, phase: &str) -> Ticker {
@@ -200,7 +201,7 @@ impl Ticker {
                         return (ticks, ms);
                     }
                     let b = Instant::now();
-                    ticks.push((part, (a - started) + (b - a) / 2));
+                    ticks.push((part, a - started, b - started));
                     ms.push((b - a).as_secs_f64() * 1e3);
                 }
                 (ticks, ms)

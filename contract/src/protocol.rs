@@ -8,7 +8,7 @@
 
 use std::borrow::Cow;
 
-/// A protocol's canonical name (`webdav`), or a name as given before the registry resolved it.
+/// A protocol's canonical name (`s3`), or a name as given before the registry resolved it.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
 #[serde(transparent)]
 pub struct Protocol(Cow<'static, str>);
@@ -89,14 +89,14 @@ mod tests {
 
     #[test]
     fn names_are_short_lower_case_words() {
-        assert_eq!(Protocol::parse("webdav").unwrap().name(), "webdav");
+        assert_eq!(Protocol::parse("s3").unwrap().name(), "s3");
         assert!(Protocol::default().is_default());
-        for bad in ["", "WebDAV", "a b", "x\u{1b}[2J", &"a".repeat(33)] {
+        for bad in ["", "S3", "a b", "x\u{1b}[2J", &"a".repeat(33)] {
             let e = Protocol::parse(bad).unwrap_err();
             assert!(!e.contains('\u{1b}') && e.len() < 200, "{e}");
         }
-        let p: Protocol = serde_json::from_str("\"couchdb\"").unwrap();
-        assert_eq!(serde_json::to_string(&p).unwrap(), "\"couchdb\"");
+        let p: Protocol = serde_json::from_str("\"s3\"").unwrap();
+        assert_eq!(serde_json::to_string(&p).unwrap(), "\"s3\"");
         assert!(serde_json::from_str::<Protocol>("\"No\"").is_err());
     }
 }

@@ -1,6 +1,6 @@
 //! Text a server supplied, made fit for an error line on a user's terminal: every protocol
-//! (obsync, WebDAV, CouchDB) and the harness put a server's ids, paths, positions and error
-//! bodies into their messages through these functions, never raw.
+//! and the harness put a server's ids, paths, positions and error bodies into their messages
+//! through these functions, never raw.
 //!
 //! - **Escaped.** Control characters (C0, DEL, C1), the Unicode bidirectional controls and
 //!   the line and paragraph separators are written as escapes: a newline as `\n`, ESC as

@@ -8,7 +8,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use loadgen::couch::{
+use loadgen::protocols::couch::{
     ops::{assemble_answer, follow_pages},
     wire::parse_any,
 };
@@ -20,7 +20,7 @@ fuzz_target!(|data: &[u8]| {
         assert!(!e.contains('\n'), "errors are one line: {e:?}");
     }
     match assemble_answer(data) {
-        Ok(n) => assert!(n <= loadgen::couch::chunk::MAX_FILE_BYTES * 1024, "{n}"),
+        Ok(n) => assert!(n <= loadgen::protocols::couch::chunk::MAX_FILE_BYTES * 1024, "{n}"),
         Err(e) => assert!(
             !e.contains('\n') && e.bytes().all(|b| b >= 0x20),
             "errors are one line of escaped text: {e:?}"

@@ -4,8 +4,8 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use loadgen::webdav::multistatus::decode_href;
-use loadgen::webdav::{parse_multistatus, parse_multistatus_each};
+use loadgen::protocols::webdav::multistatus::decode_href;
+use loadgen::protocols::webdav::{parse_multistatus, parse_multistatus_each};
 
 fuzz_target!(|data: &[u8]| {
     match parse_multistatus(data, "PROPFIND /") {

@@ -18,9 +18,10 @@ use std::path::{Path, PathBuf};
 use bytes::Bytes;
 use loadgen::Target;
 use loadgen::http::{Request as DavRequest, method};
-use loadgen::launch::{TargetDef, preset_names};
-use loadgen::webdav::client::Depth;
-use loadgen::webdav::{BasicAuth, DavClient, ServerCommand};
+use loadgen::launch::TargetDef;
+use loadgen::protocols::webdav::client::Depth;
+use loadgen::protocols::webdav::{BasicAuth, DavClient, ServerCommand};
+use loadgen::protocols::{preset, preset_names};
 
 /// Names beside the hazards profile's that exercise href escaping: a literal `%`, a
 /// literal `%20`, `#` and `?` (which would end the path if left unescaped), and the
@@ -55,13 +56,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let presets: Vec<TargetDef> = if args.len() > 2 {
         args[2..]
             .iter()
-            .map(|a| TargetDef::preset(a).ok_or_else(|| format!("unknown preset {a:?}")))
+            .map(|a| preset(a).ok_or_else(|| format!("unknown preset {a:?}")))
             .collect::<Result<_, _>>()?
     } else {
-        preset_names()
-            .into_iter()
-            .filter_map(TargetDef::preset)
-            .collect()
+        preset_names().into_iter().filter_map(preset).collect()
     };
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -100,7 +98,7 @@ async fn capture(
 
     let target = Target::parse(&format!("http://{port}"), false)?;
     let client = DavClient::new(target, Some(&auth));
-    let rec = loadgen::webdav::client::Recorder::new(false);
+    let rec = loadgen::protocols::webdav::client::Recorder::new(false);
     let mut refused = String::new();
     let (dirs, files) = tree(vault)?;
     let mut all_dirs = dirs;
@@ -160,7 +158,7 @@ async fn capture(
 
 async fn propfind(
     client: &DavClient,
-    rec: &loadgen::webdav::client::Recorder,
+    rec: &loadgen::protocols::webdav::client::Recorder,
     rel: &str,
     depth: Depth,
 ) -> Result<(u16, Bytes), Box<dyn std::error::Error>> {

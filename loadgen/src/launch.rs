@@ -2,9 +2,10 @@
 //! files it needs in its fresh data dir, the protocol it speaks, its credentials and how to
 //! tell it is ready.
 //!
-//! A user's target file (`--target ./mine.toml`) and the built-in WebDAV presets
-//! (`loadgen/targets/*.toml`, embedded) are read by the same code: a preset is a named target
-//! file and nothing else. Placeholders, in the command line and in file templates:
+//! A user's target file (`--target ./mine.toml`) and the built-in presets
+//! (`loadgen/targets/*.toml`, embedded, listed by each protocol's spec in
+//! [`crate::protocols`]) are read by the same code: a preset is a named target file and
+//! nothing else. Placeholders, in the command line and in file templates:
 //! `{addr}` (`host:port`), `{host}`, `{port}`, `{data}` (the data dir, absolute), `{user}` and
 //! `{group}` (who runs the harness), `{auth_user}`, `{auth_pass}` and `{htpasswd}` (an
 //! htpasswd `{SHA}` line for the definition's credentials).
@@ -15,32 +16,6 @@ use std::path::{Component, Path, PathBuf};
 use std::time::Duration;
 
 use crate::http::BasicAuth;
-
-/// The built-in presets: name and file text.
-const PRESETS: [(&str, &str); 5] = [
-    (
-        "apache-webdav",
-        include_str!("../targets/apache-webdav.toml"),
-    ),
-    ("nginx-webdav", include_str!("../targets/nginx-webdav.toml")),
-    (
-        "rclone-webdav",
-        include_str!("../targets/rclone-webdav.toml"),
-    ),
-    (
-        "pouchdb-server",
-        include_str!("../targets/pouchdb-server.toml"),
-    ),
-    (
-        "pouchdb-memory",
-        include_str!("../targets/pouchdb-memory.toml"),
-    ),
-];
-
-/// The names of the built-in presets.
-pub fn preset_names() -> Vec<&'static str> {
-    PRESETS.iter().map(|(n, _)| *n).collect()
-}
 
 /// A target file's largest accepted size: a definition is a command line and a few
 /// configuration files.
@@ -75,9 +50,13 @@ pub struct TargetDef {
     pub packages: Option<String>,
     /// Files that must exist (modules a configuration loads).
     pub requires: Vec<String>,
-    /// The WebDAV collection the vault lives under (`/` unless given); for `couchdb`, the
-    /// database is its first segment (`/vaultbench/`).
-    pub webdav_root: Option<String>,
+    /// The path the vault lives under (`/` unless given): a WebDAV collection, an S3 bucket
+    /// `/NAME/`; for a target that names a `database`, `/DATABASE/`.
+    pub root: Option<String>,
+    /// The database a target file named (`database = "..."`), checked against its protocol's
+    /// rule by [`crate::protocols::check_target`]; its root is `/DATABASE/`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub database: Option<String>,
     /// HTTP Basic credentials the client sends.
     pub auth: Option<BasicAuth>,
     /// The readiness check; `None`: the protocol's default.
@@ -99,6 +78,10 @@ pub struct TargetDef {
     /// `false`: it inherits the harness's, so relative paths on a typed command line work.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub run_in_data_dir: bool,
+    /// Environment variables the server starts with, beside the harness's own (a runtime's
+    /// switch such as Node's `NODE_OPTIONS`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub env: BTreeMap<String, String>,
 }
 
 /// A target file as written.
@@ -112,8 +95,11 @@ struct DefFile {
     packages: Option<String>,
     #[serde(default)]
     requires: Vec<String>,
-    webdav_root: Option<String>,
-    /// A CouchDB target's database: its own name for what `webdav_root` is to WebDAV.
+    /// Its former name is accepted too.
+    #[serde(alias = "webdav_root")]
+    root: Option<String>,
+    /// The database a server keeps the vault in, for a protocol that has them: its own name
+    /// for what `root` is to a path-addressed server.
     database: Option<String>,
     auth: Option<String>,
     ready: Option<String>,
@@ -123,6 +109,8 @@ struct DefFile {
     files: BTreeMap<String, String>,
     #[serde(default)]
     run_in_data_dir: bool,
+    #[serde(default)]
+    env: BTreeMap<String, String>,
 }
 
 /// A definition that cannot be used, or a server that cannot be started; one line.
@@ -137,10 +125,10 @@ pub enum LaunchError {
     Io { path: PathBuf, err: std::io::Error },
 }
 
-/// How to install what a definition's `packages` names: an npm command as written, else the
-/// Debian packages through apt-get.
+/// How to install what a definition's `packages` names: a command as written (`npm ...`,
+/// `bash tools/...`), else the Debian packages through apt-get.
 fn install_hint(packages: &str) -> String {
-    if packages.starts_with("npm ") {
+    if packages.starts_with("npm ") || packages.starts_with("bash ") {
         packages.to_owned()
     } else {
         format!("apt-get install {packages}")
@@ -203,13 +191,6 @@ fn check_relative(what: &str, name: &str) -> Result<(), LaunchError> {
 }
 
 impl TargetDef {
-    /// The preset named `name`, if there is one.
-    pub fn preset(name: &str) -> Option<TargetDef> {
-        let (_, text) = PRESETS.iter().find(|(n, _)| *n == name)?;
-        // The embedded files are checked by a unit test; a failure here is a build defect.
-        Some(TargetDef::parse(text, name).expect("built-in preset definitions parse"))
-    }
-
     /// Reads a target file (at most [`MAX_DEFINITION_BYTES`]).
     pub fn from_file(path: &Path) -> Result<TargetDef, LaunchError> {
         use std::io::Read;
@@ -258,32 +239,23 @@ impl TargetDef {
         }
         def.version = f.version.as_deref().map(split_command).transpose()?;
         def.packages = f.packages;
+        def.database = f.database.clone();
         def.requires = f.requires;
-        def.webdav_root = match (f.webdav_root, f.database) {
+        def.root = match (f.root, &f.database) {
             (Some(_), Some(_)) => {
-                return Err(invalid(
-                    "database",
-                    "give `database` (a CouchDB target) or `webdav_root` (a WebDAV target), not both",
-                ));
+                return Err(invalid("database", "give `database` or `root`, not both"));
             }
             (None, Some(db)) => {
-                if def.protocol.as_ref().map(|p| p.name()) != Some("couchdb") {
+                if def.protocol.is_none() {
                     return Err(invalid(
                         "database",
-                        "is for a `protocol = \"couchdb\"` target; a WebDAV target takes `webdav_root`",
+                        "needs the `protocol` whose server keeps databases",
                     ));
                 }
-                // CouchDB's rule for database names (its API reference, "PUT /{db}").
-                let ok = db.starts_with(|c: char| c.is_ascii_lowercase())
-                    && db.chars().all(|c| {
-                        c.is_ascii_lowercase() || c.is_ascii_digit() || "_$()+-".contains(c)
-                    });
-                if !ok {
+                if db.is_empty() || db.contains(['/', '?', '#', '%']) || db == ".." {
                     return Err(invalid(
                         "database",
-                        format!(
-                            "{db:?} is not a CouchDB database name (a lower-case letter, then lower-case letters, digits and _$()+-)"
-                        ),
+                        format!("{db:?} must be one plain path segment"),
                     ));
                 }
                 Some(normalize_root(&format!("/{db}/"))?)
@@ -301,6 +273,14 @@ impl TargetDef {
         def.dirs = f.dirs;
         def.files = f.files;
         def.run_in_data_dir = f.run_in_data_dir;
+        if let Some(k) = f
+            .env
+            .keys()
+            .find(|k| k.is_empty() || k.contains(['=', '\0']))
+        {
+            return Err(invalid(format!("env {k:?}"), "is not a variable name"));
+        }
+        def.env = f.env;
         Ok(def)
     }
 
@@ -330,7 +310,8 @@ impl TargetDef {
             version: None,
             packages: None,
             requires: Vec::new(),
-            webdav_root: None,
+            root: None,
+            database: None,
             auth: None,
             ready: None,
             dirs: Vec::new(),
@@ -338,6 +319,7 @@ impl TargetDef {
             walk: None,
             feed: None,
             run_in_data_dir: false,
+            env: BTreeMap::new(),
         })
     }
 
@@ -355,7 +337,7 @@ impl TargetDef {
 
     /// The WebDAV root (`/`, or `/dav/` with both slashes).
     pub fn root(&self) -> &str {
-        self.webdav_root.as_deref().unwrap_or("/")
+        self.root.as_deref().unwrap_or("/")
     }
 
     /// The executable, found on PATH or in the sbin directories where Debian puts servers,
@@ -457,6 +439,9 @@ pub enum StatusMatch {
     Code(u16),
     /// `2xx` is `Class(2)`.
     Class(u8),
+    /// `any`: whatever status, as long as the server answers HTTP (an S3 server answers an
+    /// unsigned request with an error).
+    Any,
 }
 
 impl StatusMatch {
@@ -464,6 +449,7 @@ impl StatusMatch {
         match self {
             StatusMatch::Code(c) => status == *c,
             StatusMatch::Class(k) => status / 100 == u16::from(*k),
+            StatusMatch::Any => (100..=599).contains(&status),
         }
     }
 }
@@ -489,7 +475,7 @@ impl std::str::FromStr for Ready {
         let bad = || {
             invalid(
                 format!("ready check {s:?}"),
-                "must be `tcp` or `METHOD PATH STATUS`, e.g. `GET /readyz 200` or `OPTIONS / 2xx`",
+                "must be `tcp` or `METHOD PATH STATUS`, e.g. `GET /readyz 200`, `OPTIONS / 2xx` or `GET / any`",
             )
         };
         let words: Vec<&str> = s.split_whitespace().collect();
@@ -499,7 +485,9 @@ impl std::str::FromStr for Ready {
                 if !method.chars().all(|c| c.is_ascii_uppercase()) || !path.starts_with('/') {
                     return Err(bad());
                 }
-                let status = if let Some(k) = status.strip_suffix("xx") {
+                let status = if *status == "any" {
+                    StatusMatch::Any
+                } else if let Some(k) = status.strip_suffix("xx") {
                     match k.parse::<u8>() {
                         Ok(k @ 1..=5) => StatusMatch::Class(k),
                         _ => return Err(bad()),
@@ -533,6 +521,7 @@ impl std::fmt::Display for Ready {
                 let s = match status {
                     StatusMatch::Code(c) => c.to_string(),
                     StatusMatch::Class(k) => format!("{k}xx"),
+                    StatusMatch::Any => "any".to_owned(),
                 };
                 write!(f, "{method} {path} {s}")
             }
@@ -639,14 +628,24 @@ fn user_and_group() -> (String, String) {
     }
 }
 
-/// Where `npm ci --prefix tools/pouchdb` puts the npm servers' commands: this checkout's
-/// `tools/pouchdb/node_modules/.bin` (the workspace root is fixed at build time).
-pub fn npm_tools_bin() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tools/pouchdb/node_modules/.bin")
+/// Where this checkout's tool installs put the servers' commands (the workspace root is fixed
+/// at build time): every `tools/NAME/node_modules/.bin` (`npm ci --prefix tools/NAME`) and
+/// `tools/NAME/.venv/bin` (a tool's `install.sh`), in name order.
+pub fn tools_bins() -> Vec<PathBuf> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tools");
+    let mut tools: Vec<PathBuf> = std::fs::read_dir(&root)
+        .map(|d| d.filter_map(|e| e.ok().map(|e| e.path())).collect())
+        .unwrap_or_default();
+    tools.sort();
+    tools
+        .iter()
+        .flat_map(|t| [t.join("node_modules/.bin"), t.join(".venv/bin")])
+        .filter(|d| d.is_dir())
+        .collect()
 }
 
 /// `name` as a path (when it has a `/`), else on PATH, else in /usr/local/sbin, /usr/sbin
-/// or /sbin (root's PATH has them, a user's may not), else in [`npm_tools_bin`].
+/// or /sbin (root's PATH has them, a user's may not), else in [`tools_bins`].
 pub fn find_program(name: &str) -> Option<PathBuf> {
     let p = Path::new(name);
     if p.components().count() > 1 {
@@ -655,7 +654,7 @@ pub fn find_program(name: &str) -> Option<PathBuf> {
     let path = std::env::var_os("PATH").unwrap_or_default();
     std::env::split_paths(&path)
         .chain(["/usr/local/sbin", "/usr/sbin", "/sbin"].map(PathBuf::from))
-        .chain(std::iter::once(npm_tools_bin()))
+        .chain(tools_bins())
         .map(|d| d.join(name))
         .find(|c| c.is_file())
 }
@@ -665,81 +664,10 @@ mod tests {
     use super::*;
 
     #[test]
-    fn presets_parse_and_keep_everything_in_the_data_dir() {
-        let addr: SocketAddr = "127.0.0.1:4321".parse().unwrap();
-        for name in preset_names() {
-            let d = TargetDef::preset(name).unwrap();
-            assert_eq!(d.name, name);
-            assert!(
-                matches!(
-                    d.protocol.as_ref().map(|p| p.name()),
-                    Some("webdav" | "couchdb")
-                ),
-                "{name}"
-            );
-            assert!(d.packages.is_some(), "{name} names its packages");
-            assert!(d.has_address() && d.has_data(), "{name}");
-            let v = d.vars(addr, Path::new("/d/x"));
-            let mut texts: Vec<String> = d.argv.iter().map(|a| v.render(a)).collect();
-            texts.extend(d.files.values().map(|t| v.render(t)));
-            // Comments may name other paths; what the server reads may not.
-            let all: String = texts
-                .join("\n")
-                .lines()
-                .filter(|l| !l.trim_start().starts_with('#'))
-                .collect::<Vec<_>>()
-                .join("\n");
-            assert!(
-                all.contains("127.0.0.1:4321")
-                    || (all.contains("127.0.0.1") && all.contains("4321")),
-                "{name}: {all}"
-            );
-            for word in all.split_whitespace().filter(|w| w.len() > 1) {
-                let path = word.trim_matches(['"', ';']).trim_start_matches("file:");
-                if path.starts_with('/') && !path.contains("/modules/") {
-                    assert!(
-                        path.starts_with("/d/x"),
-                        "{name}: a path outside the data dir: {word}"
-                    );
-                }
-            }
-            assert!(!all.contains("mod_unixd"), "{name}");
-        }
-        assert_eq!(TargetDef::preset("apache"), None);
-    }
-
-    #[test]
-    fn a_couchdb_target_names_its_database() {
-        let d = TargetDef::parse(
-            "command = \"srv {addr} {data}\"\nprotocol = \"couchdb\"\ndatabase = \"notes_1\"\n",
-            "mine",
-        )
-        .unwrap();
-        assert_eq!(d.root(), "/notes_1/");
-        for (text, want) in [
-            (
-                "command = \"srv {addr} {data}\"\nprotocol = \"webdav\"\ndatabase = \"db\"\n",
-                "a WebDAV target takes `webdav_root`",
-            ),
-            (
-                "command = \"srv {addr} {data}\"\nprotocol = \"couchdb\"\ndatabase = \"db\"\nwebdav_root = \"/db/\"\n",
-                "not both",
-            ),
-            (
-                "command = \"srv {addr} {data}\"\nprotocol = \"couchdb\"\ndatabase = \"Notes\"\n",
-                "not a CouchDB database name",
-            ),
-        ] {
-            let e = TargetDef::parse(text, "mine").unwrap_err().to_string();
-            assert!(e.contains(want), "{text:?}: {e}");
-        }
-    }
-
-    #[test]
     fn a_user_file_is_read_like_a_preset_and_bad_ones_get_one_line() {
         let d = TargetDef::parse(
             "command = \"srv --port {port} --root '{data}/my root'\"\nprotocol = \"webdav\"\n\
-             webdav_root = \"dav\"\nauth = \"u:p\"\nready = \"tcp\"\n[files]\n\"conf/a.ini\" = \"port={port}\"\n",
+             root = \"dav\"\nauth = \"u:p\"\nready = \"tcp\"\n[files]\n\"conf/a.ini\" = \"port={port}\"\n",
             "mine",
         )
         .unwrap();
@@ -748,6 +676,10 @@ mod tests {
             ["srv", "--port", "{port}", "--root", "{data}/my root"]
         );
         assert_eq!(d.root(), "/dav/");
+        // The key's former name still reads.
+        let old =
+            TargetDef::parse("command = \"srv {addr}\"\nwebdav_root = \"/v/\"\n", "o").unwrap();
+        assert_eq!(old.root(), "/v/");
         assert_eq!(d.ready, Some(Ready::Tcp));
         assert_eq!(d.auth, Some(BasicAuth::new("u", "p")));
         for (text, want) in [
@@ -775,10 +707,7 @@ mod tests {
                 "command = \"srv\"\nprotocol = \"FTP!\"",
                 "not a protocol name",
             ),
-            (
-                "command = \"srv\"\nwebdav_root = \"/a/../b\"",
-                "webdav root",
-            ),
+            ("command = \"srv\"\nroot = \"/a/../b\"", "webdav root"),
             ("commnd = \"srv\"", "definition"),
         ] {
             let e = TargetDef::parse(text, "t").unwrap_err().to_string();
@@ -819,6 +748,7 @@ mod tests {
             "GET /readyz 200",
             "OPTIONS / 2xx",
             "PROPFIND /dav/ 207",
+            "GET / any",
         ] {
             assert_eq!(s.parse::<Ready>().unwrap().to_string(), s);
         }

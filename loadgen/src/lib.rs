@@ -29,7 +29,7 @@
 //!   operations and the open loop use the per-device pooled hyper client.
 //! - Files are cut into fixed 1 MiB chunks; sid = SHA-256 of the chunk. Pulls read chunks
 //!   in batches of at most 3, pushes keep 4 files in flight (the real plugin's figures).
-//! - Every walk of a changes feed (a pull, a resync, a listing; the CouchDB replica's pass
+//! - Every walk of a changes feed (a pull, a resync, a listing; a replica's pass
 //!   too) is bounded by entries and pages ([`FeedBounds`], carried by the [`Target`]), so a
 //!   feed that keeps inventing entries ends at a bound named with its flag.
 //! - Every retry (transport error or 503; at most three attempts) is signed afresh, and the
@@ -49,6 +49,7 @@ mod stats;
 mod target;
 pub mod transfer;
 pub mod walk;
+mod xml;
 
 pub mod faulthop;
 pub mod hlog;
@@ -60,7 +61,6 @@ pub mod protocols;
 pub mod routeload;
 
 pub use protocols::obsync::{bench, fanout, locust};
-pub use protocols::{couch, webdav};
 
 use protocols::obsync::{client, enroll, metrics, midbody, route, sync};
 

@@ -1,8 +1,8 @@
-//! The bounds of a walk that lists a tree folder by folder or page by page (WebDAV's
-//! PROPFIND walk today; any listing protocol's tomorrow): a file of its own, below the
+//! The bounds of a walk that lists a tree folder by folder or page by page (a
+//! listing protocol's): a file of its own, below the
 //! protocols, so a target definition can carry them without importing a protocol.
 
-/// How far a PROPFIND walk may go before it stops with an error naming the bound (WebDAV's `DavError::Walk`): a server
+/// How far a folder-by-folder walk may go before it stops with an error naming the bound: a server
 /// that lists its folders in a cycle, nests them without end or invents members cannot keep
 /// a walk going, nor fill memory with its listing.
 ///

@@ -36,6 +36,9 @@ pub struct Scenario {
     /// WebDAV options (only with `protocol = "webdav"`; defaults when absent).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub webdav: Option<WebdavOptions>,
+    /// S3 options (only with `protocol = "s3"`; defaults when absent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub s3: Option<S3Options>,
     /// A fault hop between the devices and the target: each rule picks a seeded share of one
     /// route's requests (obsync-v1 only). None when empty.
     #[serde(default, rename = "fault", skip_serializing_if = "Vec::is_empty")]
@@ -182,6 +185,35 @@ fn default_depth() -> String {
 /// (at most ten PROPFINDs a second of one folder) stay a small load next to A's PUT.
 fn default_poll_ms() -> u64 {
     100
+}
+
+/// How the S3 client writes, resyncs and waits, in the terms of Remotely Save's S3 settings.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct S3Options {
+    /// Edit propagation: how often B lists the edited note's folder, in ms. S3 has no change
+    /// feed, so the measured delay is bounded below by this interval.
+    #[serde(default = "default_poll_ms")]
+    pub poll_ms: u64,
+    /// The plugin's "accurate mtime" setting: every listing walk of the idle resync also
+    /// reads each object with HeadObject (off by default in the plugin: each HEAD is a billed
+    /// request on a hosted S3).
+    #[serde(default)]
+    pub accurate_mtime: bool,
+    /// The plugin's "generate folder objects" setting: the push writes a zero-byte
+    /// `FOLDER/` object for every folder (off by default: folders are key prefixes only).
+    #[serde(default)]
+    pub folder_objects: bool,
+}
+
+impl Default for S3Options {
+    fn default() -> Self {
+        S3Options {
+            poll_ms: default_poll_ms(),
+            accurate_mtime: false,
+            folder_objects: false,
+        }
+    }
 }
 
 fn default_samples() -> u32 {
@@ -520,6 +552,8 @@ pub const BUILTIN: &[(&str, &str)] = &[
         "small-couchdb",
         include_str!("../scenarios/small-couchdb.toml"),
     ),
+    ("small-s3", include_str!("../scenarios/small-s3.toml")),
+    ("personal-s3", include_str!("../scenarios/personal-s3.toml")),
     (
         "personal-couchdb",
         include_str!("../scenarios/personal-couchdb.toml"),
@@ -656,6 +690,11 @@ pub fn parse(text: &str, origin: &str) -> Result<Scenario, ScenarioError> {
         if w.poll_ms == 0 || w.poll_ms > 60_000 {
             return invalid(format!("webdav poll_ms {} must be in 1..=60000", w.poll_ms));
         }
+    }
+    if let Some(o) = &s.s3
+        && (o.poll_ms == 0 || o.poll_ms > 60_000)
+    {
+        return invalid(format!("s3 poll_ms {} must be in 1..=60000", o.poll_ms));
     }
     for f in &s.faults {
         if !(f.rate.is_finite() && (0.0..=1.0).contains(&f.rate)) {

@@ -52,7 +52,7 @@ pub fn target_help(what: &str) -> String {
         "{what}: `ref` (the reference server), `ref FLAGS`, an executable (it gets `--listen {{addr}} \
          --data {{data}}`), a command line using {{addr}}, {{host}}, {{port}} and {{data}}, a target \
          file (TOML), or a preset: {}",
-        loadgen::launch::preset_names().join(", ")
+        loadgen::protocols::preset_names().join(", ")
     )
 }
 

@@ -90,9 +90,16 @@ pub struct RunOpts {
     /// sample (exit 2), naming both.
     #[arg(help_heading = "Target", long, value_name = "NAME", value_parser = protocol_value_parser())]
     pub protocol: Option<Protocol>,
-    /// The WebDAV collection a command-line target serves the vault under (default `/`).
-    #[arg(help_heading = "Target", long, value_name = "PATH")]
-    pub webdav_root: Option<String>,
+    /// The path a command-line target serves the vault under (default `/`): a WebDAV
+    /// collection, an S3 bucket (`/NAME/`), a CouchDB database (`/NAME/`). `--webdav-root`
+    /// is its former spelling.
+    #[arg(
+        help_heading = "Target",
+        long,
+        value_name = "PATH",
+        alias = "webdav-root"
+    )]
+    pub root: Option<String>,
     /// HTTP Basic credentials a command-line target demands, as USER:PASS (default: none;
     /// the presets have their own).
     #[arg(help_heading = "Target", long, value_name = "USER:PASS")]
@@ -229,15 +236,9 @@ pub fn target_protocol(t: &TargetSpec) -> anyhow::Result<Option<&'static dyn Pro
 
 /// The presets that speak `name`, for hints.
 fn presets_of(name: &str) -> Vec<&'static str> {
-    loadgen::launch::preset_names()
-        .into_iter()
-        .filter(|n| {
-            loadgen::launch::TargetDef::preset(n)
-                .and_then(|d| d.protocol)
-                .and_then(|p| protocols::lookup(p.name()).ok())
-                .is_some_and(|imp| imp.spec().name == name)
-        })
-        .collect()
+    protocols::lookup(name)
+        .map(|imp| imp.spec().presets.iter().map(|p| p.name).collect())
+        .unwrap_or_default()
 }
 
 /// The built-in scenarios that speak `name`, for hints.
@@ -261,17 +262,17 @@ impl RunOpts {
             .collect()
     }
 
-    /// The target options these flags give (`--protocol`, `--webdav-root`, `--auth` or
+    /// The target options these flags give (`--protocol`, `--root`, `--auth` or
     /// `--auth-file`, `--ready`), checked.
     pub fn target_opts(&self) -> anyhow::Result<TargetOpts> {
         Ok(TargetOpts {
             protocol: self.protocol.clone(),
-            webdav_root: self
-                .webdav_root
+            root: self
+                .root
                 .as_deref()
                 .map(loadgen::launch::normalize_root)
                 .transpose()
-                .map_err(|e| anyhow::anyhow!("--webdav-root: {e}"))?,
+                .map_err(|e| anyhow::anyhow!("--root: {e}"))?,
             auth: match (&self.auth, &self.auth_file) {
                 (Some(s), _) => Some(
                     loadgen::launch::parse_auth(s).map_err(|e| anyhow::anyhow!("--auth: {e}"))?,
@@ -290,8 +291,8 @@ impl RunOpts {
     }
 
     /// The WebDAV walk bounds the `--webdav-max-*` flags give; `None` when none is given.
-    fn walk_bounds(&self) -> Option<loadgen::webdav::WalkBounds> {
-        let d = loadgen::webdav::WalkBounds::DEFAULT;
+    fn walk_bounds(&self) -> Option<loadgen::protocols::webdav::WalkBounds> {
+        let d = loadgen::protocols::webdav::WalkBounds::DEFAULT;
         let given = [
             self.webdav_max_requests,
             self.webdav_max_entries,
@@ -301,7 +302,7 @@ impl RunOpts {
         given
             .iter()
             .any(Option::is_some)
-            .then(|| loadgen::webdav::WalkBounds {
+            .then(|| loadgen::protocols::webdav::WalkBounds {
                 max_requests: self.webdav_max_requests.unwrap_or(d.max_requests),
                 max_entries: self.webdav_max_entries.unwrap_or(d.max_entries),
                 max_depth: self.webdav_max_depth.unwrap_or(d.max_depth),

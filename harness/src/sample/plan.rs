@@ -44,7 +44,7 @@ pub struct SamplePlan {
 
 /// The default of `--phase-timeout` (and of `load push|pull --transfer-timeout`), 1 h: sized
 /// from the largest built-in scenario, `vault100k`. Its slowest phase is a cold push or pull
-/// over CouchDB, 1,167,567 documents; `personal-couchdb` moved 20,366 documents in 9.3 s
+/// as replication documents, 1,167,567 of them; that protocol's `personal` scenario moved 20,366 documents in 9.3 s
 /// (push) and 8.0 s (pull) on the quiet 2-CPU VM (the measured chapter), 2,200 to 2,500
 /// documents a second, so `vault100k` takes about 8 to 9 minutes a transfer: 1 h is 6.5
 /// times that, room for a busy machine and a slower server.

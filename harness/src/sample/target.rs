@@ -3,9 +3,9 @@
 //! A target is a target definition ([`loadgen::launch::TargetDef`]) and the text it was given
 //! as. The text is `ref` (the embedded reference server: this very executable's `serve-ref`),
 //! `ref ARGS...` (the same with extra flags, e.g. `ref --group-commit`), a preset name
-//! (`apache-webdav`, `nginx-webdav`, `rclone-webdav`: embedded target files), a target file
-//! (`*.toml`), a bare path to an executable (which gets ` --listen {addr} --data {data}`
-//! appended, the obsync convention), or any command line with the placeholders `{addr}`,
+//! (embedded target files, listed by each protocol's spec), a target file (`*.toml`), a bare
+//! path to an executable (which gets ` --listen {addr} --data {data}` appended, the reference
+//! server's convention), or any command line with the placeholders `{addr}`,
 //! `{host}`, `{port}` and `{data}`, split by POSIX shell rules. Every target runs in its own
 //! process group, so a server's workers are measured and stopped with it, and, where one can
 //! be made, in a cgroup v2 leaf of its own, so nothing it forks escapes its teardown; a guard
@@ -23,7 +23,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use loadgen::launch::{Ready, TargetDef};
-use loadgen::webdav::BasicAuth;
+use loadgen::protocols::webdav::BasicAuth;
 use reports::schema::TargetIdentity;
 
 /// A parsed target.
@@ -35,7 +35,7 @@ pub struct TargetSpec {
     pub def: TargetDef,
 }
 
-/// Target options given on the command line (`--protocol`, `--webdav-root`, `--auth`,
+/// Target options given on the command line (`--protocol`, `--root`, `--auth`,
 /// `--ready`): they set what a command line cannot say, and override a preset's or target
 /// file's own values when given.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -43,11 +43,12 @@ pub struct TargetOpts {
     /// The protocol a command line speaks (`--protocol`; a preset's or `ref`'s own is checked
     /// against the scenario instead).
     pub protocol: Option<contract::protocol::Protocol>,
-    pub webdav_root: Option<String>,
+    /// The path the vault lives under (`--root`).
+    pub root: Option<String>,
     pub auth: Option<BasicAuth>,
     pub ready: Option<Ready>,
     /// WebDAV walk bounds (`--webdav-max-*`); `None`: the defaults.
-    pub walk: Option<loadgen::webdav::WalkBounds>,
+    pub walk: Option<loadgen::protocols::webdav::WalkBounds>,
 }
 
 impl TargetSpec {
@@ -61,11 +62,12 @@ impl TargetSpec {
             .map_err(|e| anyhow::anyhow!("target {given:?}: {e}"))?;
         let first = words[0].as_str();
         let mut def = if words.len() == 1
-            && let Some(d) = TargetDef::preset(first)
+            && let Some(d) = loadgen::protocols::preset(first)
         {
             d
         } else if words.len() == 1 && first.ends_with(".toml") {
             TargetDef::from_file(Path::new(first))
+                .and_then(|d| loadgen::protocols::check_target(&d).map(|()| d))
                 .map_err(|e| anyhow::anyhow!("target {given:?}: {e}"))?
         } else if first == "ref" {
             let exe = std::env::current_exe().context("cannot find the vaultbench executable")?;
@@ -100,8 +102,8 @@ impl TargetSpec {
         if def.protocol.is_none() {
             def.protocol = opts.protocol.clone();
         }
-        if let Some(r) = &opts.webdav_root {
-            def.webdav_root = Some(r.clone());
+        if let Some(r) = &opts.root {
+            def.root = Some(r.clone());
         }
         if let Some(a) = &opts.auth {
             def.auth = Some(a.clone());
@@ -193,7 +195,7 @@ impl TargetSpec {
                 cmd = Command::new(&version_argv[0]);
             }
         }
-        cmd.args(&version_argv[1..]);
+        cmd.args(&version_argv[1..]).envs(&self.def.env);
         let asked = version_argv.join(" ");
         let (version, note) = match probe_version(cmd, &self.given, VERSION_TIMEOUT)? {
             // A defined version command may print on either stream (nginx uses stderr); the
@@ -650,6 +652,7 @@ impl Server {
         };
         let mut cmd = Command::new(&argv[0]);
         cmd.args(&argv[1..])
+            .envs(&spec.def.env)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
@@ -1118,19 +1121,19 @@ mod tests {
         assert_eq!(t.ready_check().to_string(), "OPTIONS / 2xx");
         let opts = TargetOpts {
             protocol: Some(contract::protocol::Protocol::named("webdav")),
-            webdav_root: Some("/dav/".into()),
+            root: Some("/dav/".into()),
             auth: Some(BasicAuth::new("u", "p")),
             ready: None,
-            walk: Some(loadgen::webdav::WalkBounds {
+            walk: Some(loadgen::protocols::webdav::WalkBounds {
                 max_depth: 3,
-                ..loadgen::webdav::WalkBounds::DEFAULT
+                ..loadgen::protocols::webdav::WalkBounds::DEFAULT
             }),
         };
         let mut t =
             TargetSpec::parse_with("rclone serve webdav {data} --addr {addr}", &opts).unwrap();
         assert_eq!(t.protocol(), Some("webdav"));
         assert_eq!(t.ready_check().to_string(), "tcp", "not settled yet");
-        t.speak(&loadgen::webdav::SPEC);
+        t.speak(&loadgen::protocols::webdav::SPEC);
         assert_eq!(t.ready_check().to_string(), "OPTIONS /dav/ 2xx");
         assert_eq!(t.def.auth, Some(BasicAuth::new("u", "p")));
         assert_eq!(t.def.walk.map(|w| w.max_depth), Some(3));

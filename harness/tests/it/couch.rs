@@ -8,8 +8,7 @@ use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::Path;
 
-use loadgen::launch::TargetDef;
-use loadgen::webdav::ServerCommand;
+use loadgen::protocols::webdav::ServerCommand;
 use serde_json::Value;
 use testkit::vb;
 
@@ -70,7 +69,7 @@ fn a_pushed_vault_is_livesync_documents_on_the_server_and_pulls_back_identical()
     let png: Vec<u8> = (0..40_000u32).map(|i| (i * 7919 % 251) as u8).collect();
     write(&vault, "Assets/img.png", &png);
 
-    let def = TargetDef::preset("pouchdb-memory").unwrap();
+    let def = loadgen::protocols::preset("pouchdb-memory").unwrap();
     let addr = free_addr();
     let server = ServerCommand::prepare(&def, &home.path().join("server"), addr)
         .unwrap()

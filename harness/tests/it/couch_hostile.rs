@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use loadgen::couch::chunk::{self, Kind};
+use loadgen::protocols::couch::chunk::{self, Kind};
 use serde_json::{Value, json};
 
 /// One request as the fake reads it.

@@ -14,6 +14,7 @@ mod git;
 mod load;
 mod locust;
 mod record;
+mod s3;
 mod reference_pages;
 mod scenarios_cmd;
 mod shard;

@@ -230,7 +230,7 @@ fn a_webdav_server_typed_as_a_command_line_records_byte_identical() {
     let res = record_loose(home.path(), &["small-webdav", "--samples", "1"])
         .arg("--target")
         .arg(target)
-        .args(["--protocol", "webdav", "--webdav-root", "/vault/"])
+        .args(["--protocol", "webdav", "--root", "/vault/"])
         .args(["--auth", "bench user:s3cret pass"])
         .arg("--out")
         .arg(&out)

@@ -30,7 +30,7 @@ use crate::target::Target;
 /// figure.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 /// Largest answer body read. The hazards profile's biggest attachment is 4.5 MiB and a
-/// listing of a 100,000-note vault in one answer is about 60 MB (a WebDAV server's allprop
+/// listing of a 100,000-note vault in one answer is about 60 MB (an allprop
 /// listing). A streamed answer ([`BodyReader`]) is never held whole, so this caps the time a
 /// listing can take rather than its memory; a collected body (a GET) is held, and a caller
 /// that knows a file's size lowers the cap to it ([`Request::max_body`]).
@@ -48,6 +48,19 @@ const SEGMENT: &AsciiSet = &NON_ALPHANUMERIC
 pub struct Answer {
     pub status: u16,
     pub body: Bytes,
+    /// The answer's headers the request asked to keep ([`Request::keep_headers`]), in the
+    /// order asked, each the first of its name.
+    pub headers: Vec<(&'static str, String)>,
+}
+
+impl Answer {
+    /// The kept header `name` (as asked, lower case).
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| *k == name)
+            .map(|(_, v)| v.as_str())
+    }
 }
 
 /// A plain HTTP client for one server: cheap to clone (shared pool).
@@ -61,7 +74,7 @@ struct Inner {
     /// `Basic ...`, when the server wants credentials.
     auth: Option<String>,
     /// The collection the vault lives under, without its trailing `/` (`""` for `/`,
-    /// `/dav` for `/dav/`), put in front of every href on the wire.
+    /// `/v` for `/v/`), put in front of every href on the wire.
     prefix: String,
     client: Client<HttpConnector, Full<Bytes>>,
 }
@@ -92,6 +105,11 @@ pub struct Request<'a> {
     pub max_body: u64,
     /// The cap's name in messages (`MAX_ANSWER_BYTES`).
     pub cap_name: &'static str,
+    /// Answer headers to keep (lower-case names; an ETag, a HEAD's length).
+    pub keep_headers: &'static [&'static str],
+    /// Statuses [`HttpClient::call`] retries (503 unless the protocol's own client retries
+    /// more, as the AWS SDKs retry every 5xx).
+    pub retry_on: &'static [u16],
 }
 
 impl<'a> Request<'a> {
@@ -106,6 +124,8 @@ impl<'a> Request<'a> {
             intended: None,
             max_body: MAX_ANSWER_BYTES,
             cap_name: "MAX_ANSWER_BYTES",
+            keep_headers: &[],
+            retry_on: &[503],
         }
     }
 }
@@ -121,7 +141,7 @@ impl HttpClient {
         HttpClient::with_root(target, auth, "/")
     }
 
-    /// A client for `target` whose vault lives under the collection `root` (`/dav/`; `/` is
+    /// A client for `target` whose vault lives under the collection `root` (`/v/`; `/` is
     /// the server's root). `root` is a plain path, already checked
     /// ([`crate::launch::normalize_root`]); its segments are percent-encoded here.
     pub fn with_root(target: Target, auth: Option<&BasicAuth>, root: &str) -> HttpClient {
@@ -236,7 +256,17 @@ impl HttpClient {
                 .await
                 .map_err(|e| Fail::Transport(if e.is_connect() { "connect" } else { "io" }, chain(&e)))?;
             let status = resp.status().as_u16();
-            if let Some(n) = declared_length(resp.headers())
+            let kept: Vec<(&'static str, String)> = req
+                .keep_headers
+                .iter()
+                .filter_map(|k| {
+                    let v = resp.headers().get(*k)?.to_str().ok()?;
+                    Some((*k, v.chars().take(1024).collect()))
+                })
+                .collect();
+            // A HEAD's Content-Length is the resource's size; its answer has no body.
+            if req.method != Method::HEAD
+                && let Some(n) = declared_length(resp.headers())
                 && n > cap
             {
                 return Err(Fail::TooLarge(format!(
@@ -253,14 +283,14 @@ impl HttpClient {
                         StreamError::TooLarge(d) => Fail::TooLarge(d),
                         StreamError::Answer(e) => Fail::Answer(HttpError::Refused(e)),
                     })?;
-                    Ok((status, Bytes::new(), n))
+                    Ok((status, Bytes::new(), n, kept))
                 }
                 _ => {
                     // An error answer is read for its message only: its first 64 KiB.
                     let keep = if (200..300).contains(&status) { None } else { Some(64 * 1024) };
                     let body = collect(body, cap, req.cap_name, keep).await?;
                     let n = body.len() as u64;
-                    Ok((status, body, n))
+                    Ok((status, body, n, kept))
                 }
             }
         })
@@ -275,9 +305,13 @@ impl HttpClient {
             sign: None,
         };
         match outcome {
-            Ok(Ok((status, body, n))) => {
+            Ok(Ok((status, body, n, headers))) => {
                 rec.record(req.route, &status.to_string(), sample(n));
-                Ok(Answer { status, body })
+                Ok(Answer {
+                    status,
+                    body,
+                    headers,
+                })
             }
             Ok(Err(Fail::Transport(kind, detail))) => {
                 rec.record(req.route, kind, sample(0));
@@ -320,7 +354,8 @@ impl HttpClient {
         }
     }
 
-    /// [`HttpClient::send`] with retries (transport error or 503, [`ATTEMPTS`] attempts,
+    /// [`HttpClient::send`] with retries (transport error or a status of `req.retry_on`, 503
+    /// unless set, [`ATTEMPTS`] attempts,
     /// 50/100 ms back-off) that share ONE deadline, `req.timeout` from the first attempt:
     /// a server that answers slowly cannot stretch an exchange to three times its bound.
     /// Then a check that the status is one of `ok`. An answer over the cap, a malformed one
@@ -364,7 +399,7 @@ impl HttpClient {
             let res = self.attempt(rec, req, deadline, sink, &note).await;
             let retry = match &res {
                 Err(HttpError::Transport { kind, .. }) => *kind != "timeout",
-                Ok(a) => a.status == 503,
+                Ok(a) => req.retry_on.contains(&a.status),
                 Err(_) => false,
             };
             // Entries already handed on cannot be taken back: such an answer is not retried.

@@ -1,5 +1,5 @@
-//! The plain HTTP client every protocol without request signing shares (WebDAV, CouchDB and
-//! later ones): Basic credentials ([`auth`]), one request sent and counted ([`client`]), and
+//! The plain HTTP client every protocol without request signing shares (see
+//! [`crate::protocols`]): Basic credentials ([`auth`]), one request sent and counted ([`client`]), and
 //! its error ([`HttpError`]). Signed protocols have their own client beside their folder.
 
 pub mod auth;

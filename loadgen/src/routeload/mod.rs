@@ -8,6 +8,11 @@ use serde::Serialize;
 
 pub(crate) mod drive;
 
+/// Body size of route-load chunks, every protocol's: 1.5 KiB, the median note size of the
+/// vault profiles (the `fixture` profile's median, inside the real-vault range of
+/// docs/src/vaults/real-vaults.md).
+pub const LOAD_CHUNK_BYTES: usize = 1536;
+
 /// tokio's timer wheel has 1 ms resolution: an open-loop start more than 2 ms after its
 /// intended time counts as late.
 pub const LATE_START: Duration = Duration::from_millis(2);

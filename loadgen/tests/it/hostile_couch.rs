@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use loadgen::couch::{CouchClient, Replica};
+use loadgen::protocols::couch::{CouchClient, Replica};
 use loadgen::{FeedBounds, Target};
 
 /// A fake CouchDB on 127.0.0.1:0 with database `vault`: `GET /` welcomes, documents are
@@ -166,7 +166,7 @@ async fn a_changes_feed_that_never_ends_stops_at_its_entry_bound() {
     let fake = Fake::start(25);
     let bounds = FeedBounds {
         max_entries: 100,
-        ..loadgen::couch::FEED_DEFAULT
+        ..loadgen::protocols::couch::FEED_DEFAULT
     };
     let (e, took, root) = pull_error(&fake, bounds).await;
     assert_eq!(
@@ -185,7 +185,7 @@ async fn a_changes_feed_that_never_ends_stops_at_its_entry_bound() {
 #[ignore]
 async fn a_feed_of_one_row_pages_stops_at_the_default_page_bound() {
     let fake = Fake::start(1);
-    let (e, took, root) = pull_error(&fake, loadgen::couch::FEED_DEFAULT).await;
+    let (e, took, root) = pull_error(&fake, loadgen::protocols::couch::FEED_DEFAULT).await;
     assert_eq!(
         e,
         "GET _changes: server's changes feed went on past 131072 pages in one walk (bound --feed-max-pages)"
@@ -201,7 +201,7 @@ async fn a_feed_of_one_row_pages_stops_at_the_default_page_bound() {
 #[test]
 #[ignore = "slow: generates and cuts the vault100k vault (about 20 s)"]
 fn the_default_bounds_hold_personal_couchdb_and_vault100k() {
-    use loadgen::couch::chunk::{Kind, split};
+    use loadgen::protocols::couch::chunk::{Kind, split};
     use std::io::Read as _;
     let docs = |name: &str| {
         let p = scenarios::profile(name).unwrap();
@@ -214,7 +214,7 @@ fn the_default_bounds_hold_personal_couchdb_and_vault100k() {
         }
         files + chunks.len() as u64
     };
-    let d = loadgen::couch::FEED_DEFAULT;
+    let d = loadgen::protocols::couch::FEED_DEFAULT;
     let personal = docs("personal");
     assert_eq!(personal, 20_366);
     assert!(personal.div_ceil(25) * 5 <= d.max_pages);
@@ -232,7 +232,7 @@ fn the_default_bounds_hold_personal_couchdb_and_vault100k() {
 #[test]
 #[ignore = "slow: generates and cuts the vault100k vault (about 20 s)"]
 fn the_byte_budget_holds_vault100k() {
-    use loadgen::couch::chunk::{Kind, doc_id, split};
+    use loadgen::protocols::couch::chunk::{Kind, doc_id, split};
     use std::io::Read as _;
     let p = scenarios::profile("vault100k").unwrap();
     let (mut kept, mut largest) = (0u64, 0u64);
@@ -260,7 +260,7 @@ fn the_byte_budget_holds_vault100k() {
 /// written as a file's content: the assembly's checks run before a byte is written.
 #[test]
 fn assembly_checks_every_chunk_before_writing() {
-    use loadgen::couch::chunk::{Flaw, Kind, assemble, check, chunk_id};
+    use loadgen::protocols::couch::chunk::{Flaw, Kind, assemble, check, chunk_id};
     let good = "hello world\n".to_owned();
     let id = chunk_id(&good);
     assert_eq!(check(&id, &good), Ok(()));

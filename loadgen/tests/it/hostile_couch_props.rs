@@ -6,9 +6,9 @@
 //! refuses any chunk changed by a byte.
 
 use loadgen::FeedBounds;
-use loadgen::couch::chunk::{Kind, decode, split};
-use loadgen::couch::ops::{assemble_answer, follow_pages, follow_pages_within};
-use loadgen::couch::wire::parse_any;
+use loadgen::protocols::couch::chunk::{Kind, decode, split};
+use loadgen::protocols::couch::ops::{assemble_answer, follow_pages, follow_pages_within};
+use loadgen::protocols::couch::wire::parse_any;
 use proptest::prelude::*;
 use serde_json::{Value, json};
 

@@ -14,8 +14,8 @@ use std::time::{Duration, Instant};
 use hyper::Method;
 use loadgen::Target;
 use loadgen::http::{HttpError, Request as DavRequest, method};
-use loadgen::webdav::client::Recorder;
-use loadgen::webdav::{
+use loadgen::protocols::webdav::client::Recorder;
+use loadgen::protocols::webdav::{
     DavClient, DavError, DavRoute, DavRouteLoadConfig, Depth, WalkBounds, probe_ready, pull_vault,
     run_dav_route_load, walk,
 };
@@ -632,7 +632,7 @@ fn a_huge_multistatus_stays_under_200_mib_peak_rss() {
 mod props {
     //! CI-sized properties of the multistatus parser (the fuzz target `multistatus` runs the
     //! first at length).
-    use loadgen::webdav::{DavClient, parse_multistatus};
+    use loadgen::protocols::webdav::{DavClient, parse_multistatus};
     use proptest::prelude::*;
 
     /// One listed resource: path segments, collection or file, size, ETag.

@@ -11,6 +11,7 @@ mod hostile_couch_props;
 mod hostile_dav;
 mod hostile_obsync;
 mod hostile_obsync_props;
+mod hostile_s3;
 mod locust_props;
 mod rss;
 mod webdav_e2e;

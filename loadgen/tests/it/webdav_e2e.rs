@@ -6,9 +6,8 @@
 
 use std::time::{Duration, Instant};
 
-use loadgen::launch::TargetDef;
-use loadgen::webdav::client::Recorder;
-use loadgen::webdav::{
+use loadgen::protocols::webdav::client::Recorder;
+use loadgen::protocols::webdav::{
     BasicAuth, DavClient, DavRoute, DavRouteLoadConfig, Depth, RunningServer, ServerCommand,
     poll_until_changed, pull_vault, push_vault, rename, resync, run_dav_route_load, walk,
 };
@@ -21,7 +20,7 @@ fn start(name: &str, data: &std::path::Path, auth: &BasicAuth) -> RunningServer 
         .unwrap()
         .local_addr()
         .unwrap();
-    let mut def = TargetDef::preset(name).unwrap();
+    let mut def = loadgen::protocols::preset(name).unwrap();
     def.auth = Some(auth.clone());
     ServerCommand::prepare(&def, data, addr)
         .and_then(ServerCommand::start)

@@ -6,7 +6,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 
-use loadgen::webdav::{DavClient, DavEntry, parse_multistatus};
+use loadgen::protocols::webdav::{DavClient, DavEntry, parse_multistatus};
 
 const SERVERS: [&str; 3] = ["apache-webdav", "nginx-webdav", "rclone-webdav"];
 /// The capture's extra folder and names, as `examples/webdav_capture.rs` writes them.

@@ -1,5 +1,5 @@
 //! The book's scenario chapter (docs/src/scenarios.md) against the scenario types: every
-//! phase kind, every field of every kind, every scenario and `[webdav]` field, every
+//! phase kind, every field of every kind, every scenario, `[webdav]` and `[s3]` field, every
 //! `[[fault]]` field and kind, and every `kill_at` value is documented. The lists come from the
 //! types themselves (serde's "expected one of" when it meets an unknown name), so a new kind or
 //! field fails this test until the chapter has it.
@@ -105,6 +105,14 @@ fn the_chapter_documents_every_phase_kind_and_field() {
     for f in &webdav {
         if !has_row(&lines, f) {
             missing.push(format!("[webdav] field {f}"));
+        }
+    }
+    let s3 = expected(&format!("{BASE}protocol = \"s3\"\n[s3]\nzzz = 1\n"));
+    assert!(s3.len() >= 3, "s3 fields from serde: {s3:?}");
+    let lines = section(&doc, "### `[s3]`");
+    for f in &s3 {
+        if !has_row(&lines, f) {
+            missing.push(format!("[s3] field {f}"));
         }
     }
 

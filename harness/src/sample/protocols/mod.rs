@@ -1,8 +1,8 @@
 //! The protocol registry: every protocol a sample can speak, in one table ([`REGISTRY`]).
 //! A protocol is one folder in `loadgen/src/protocols/<name>/` (its client, whole-vault
-//! operations, route load and `SPEC`) and one here (its side of the phase seam
-//! `sync_client::SyncClient`, its paired flow if it has one), plus one line in the table
-//! below. Everything else that varies by protocol — `--protocol` values, help text, the
+//! operations, route load, presets and `SPEC`, listed in `loadgen::protocols::SPECS`) and
+//! one here (its side of the phase seam `sync_client::SyncClient`, its paired flow if it has
+//! one), plus one line in the table below, in the order of `SPECS`. Everything else that varies by protocol — `--protocol` values, help text, the
 //! scenario list grouped by protocol, the refusals of what a protocol cannot run, readiness
 //! and feed defaults — is read from the table, never matched on a name.
 
@@ -13,13 +13,15 @@ use scenarios::scenario::{Phase, Scenario};
 mod couch;
 pub mod load;
 mod obsync;
+mod s3;
 mod seam;
 mod webdav;
 
 pub use seam::{Local, ProtocolImpl, Run, Support};
 
 /// The registered protocols, the default first.
-pub static REGISTRY: &[&dyn ProtocolImpl] = &[&obsync::Impl, &webdav::Impl, &couch::Impl];
+pub static REGISTRY: &[&dyn ProtocolImpl] =
+    &[&obsync::Impl, &webdav::Impl, &couch::Impl, &s3::Impl];
 
 /// The canonical names of the registered protocols.
 pub fn names() -> Vec<&'static str> {
@@ -85,8 +87,12 @@ pub fn check_scenario(s: &mut Scenario, origin: &str) -> anyhow::Result<&'static
             ),
         }
     };
-    if s.webdav.is_some() && imp.options_table() != Some("webdav") {
-        bail!("{origin}: [webdav] options need protocol = \"webdav\" (the scenario speaks {name})");
+    for (table, given) in [("webdav", s.webdav.is_some()), ("s3", s.s3.is_some())] {
+        if given && imp.options_table() != Some(table) {
+            bail!(
+                "{origin}: [{table}] options need protocol = \"{table}\" (the scenario speaks {name})"
+            );
+        }
     }
     if !s.faults.is_empty() {
         refuse("fault rules", imp.faults())?;
@@ -104,6 +110,12 @@ pub fn check_scenario(s: &mut Scenario, origin: &str) -> anyhow::Result<&'static
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_registry_pairs_every_generator_spec_in_its_order() {
+        let specs: Vec<&str> = loadgen::protocols::SPECS.iter().map(|s| s.name).collect();
+        assert_eq!(names(), specs);
+    }
 
     #[test]
     fn every_protocol_has_one_name_and_unknown_names_list_the_known_ones() {

@@ -93,7 +93,7 @@ pub trait ProtocolImpl: Sync {
     /// Long-polling steps (`long_poll_fanout`, `concurrent_push`).
     fn long_poll(&self) -> Support;
 
-    /// The scenario file's options table this protocol reads (`[webdav]`), if any.
+    /// The scenario file's options table this protocol reads (its name in brackets), if any.
     fn options_table(&self) -> Option<&'static str> {
         None
     }

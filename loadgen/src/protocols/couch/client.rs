@@ -1,5 +1,5 @@
 //! One CouchDB request: a JSON body sent to the database (or the server's root) over the
-//! plain HTTP client with Basic auth that WebDAV uses too ([`HttpClient`]: one deadline per
+//! plain HTTP client with Basic auth that every unsigned protocol shares ([`HttpClient`]: one deadline per
 //! exchange shared by its retries, answers capped before they are read, counted per route in
 //! a [`Recorder`]), and its answer parsed as the message it should be ([`super::wire`]).
 

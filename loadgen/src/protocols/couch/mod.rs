@@ -25,6 +25,7 @@ pub use route::{CouchRoute, CouchRouteLoadConfig, CouchRouteLoadReport, run_couc
 
 use crate::feed::FeedBounds;
 use crate::launch::{Ready, StatusMatch, TargetDef};
+use crate::protocols::spec::Preset;
 
 /// The `_changes` feed's walk bounds. The replicator reads 25 rows a page (LiveSync's `batch_size`), and a file is a metadata document and its
 /// chunks. `vault100k` through CouchDB lists 1,167,567 documents (1,067,567 chunks) in
@@ -42,14 +43,41 @@ pub const FEED_DEFAULT: FeedBounds = FeedBounds {
 };
 
 /// What the rest of the generator and the harness's registry know of this protocol.
-pub const SPEC: crate::protocols::Spec = crate::protocols::Spec {
+pub const SPEC: crate::protocols::spec::Spec = crate::protocols::spec::Spec {
     name: "couchdb",
     aliases: &[],
     about: "CouchDB replication, as Self-hosted LiveSync uses it",
     ready,
     feed: Some(FEED_DEFAULT),
     routes: || CouchRoute::ALL.iter().map(|r| r.name()).collect(),
+    presets: &[
+        Preset {
+            name: "pouchdb-server",
+            text: include_str!("../../../targets/pouchdb-server.toml"),
+        },
+        Preset {
+            name: "pouchdb-memory",
+            text: include_str!("../../../targets/pouchdb-memory.toml"),
+        },
+    ],
+    database: Some(database_name),
 };
+
+/// CouchDB's rule for database names (its API reference, "PUT /{db}"): a lower-case letter,
+/// then lower-case letters, digits and `_$()+-`.
+fn database_name(db: &str) -> Result<(), String> {
+    let ok = db.starts_with(|c: char| c.is_ascii_lowercase())
+        && db
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || "_$()+-".contains(c));
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "{db:?} is not a CouchDB database name (a lower-case letter, then lower-case letters, digits and _$()+-)"
+        ))
+    }
+}
 
 /// CouchDB's welcome at the server's root.
 fn ready(_: &TargetDef) -> Ready {

@@ -26,9 +26,7 @@ use crate::http::Request;
 use crate::routeload::drive;
 use crate::stats::{HistSummary, Recorder, RouteStats, write_interval_log};
 
-/// Chunk body under load: 1.5 KiB, the vault profiles' median note (the signed route load's
-/// figure).
-pub const LOAD_CHUNK_BYTES: usize = crate::protocols::obsync::route::LOAD_CHUNK_BYTES;
+pub use crate::routeload::LOAD_CHUNK_BYTES;
 /// Chunks stored before a read route starts.
 pub const PREP_CHUNKS: usize = 16;
 /// Documents in the feed before a `changes` load, and the page it reads.

@@ -19,13 +19,15 @@ pub(crate) mod sync;
 use crate::launch::{Ready, StatusMatch, TargetDef};
 
 /// What the rest of the generator and the harness's registry know of this protocol.
-pub const SPEC: crate::protocols::Spec = crate::protocols::Spec {
+pub const SPEC: crate::protocols::spec::Spec = crate::protocols::spec::Spec {
     name: contract::protocol::DEFAULT_NAME,
     aliases: &["obsync"],
     about: "the signed obsync wire protocol v1 (the reference server's)",
     ready,
     feed: Some(crate::feed::FeedBounds::DEFAULT),
     routes: || route::Route::ALL.iter().map(|r| r.name()).collect(),
+    presets: &[],
+    database: None,
 };
 
 /// The protocol's readiness route.

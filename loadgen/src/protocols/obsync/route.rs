@@ -33,9 +33,7 @@ pub use paired::{
     PairedRouteConfig, PairedRouteReport, a_first_in, default_slice, run_paired_route_load,
 };
 
-/// Body size of route-load chunks: 1.5 KiB, the median note size of the vault profiles
-/// (the `fixture` profile's median, inside the real-vault range of docs/src/vaults/real-vaults.md).
-pub const LOAD_CHUNK_BYTES: usize = 1536;
+pub use crate::routeload::LOAD_CHUNK_BYTES;
 /// Chunks uploaded before a read route starts, so reads hit real stored data.
 pub const PREP_CHUNKS: usize = 16;
 /// Versions posted before a `changes` load, so each feed read returns a full page.

@@ -67,5 +67,3 @@ impl From<crate::transfer::TreeError> for DavError {
         }
     }
 }
-
-pub(crate) use crate::http::fmt_bytes;

@@ -45,15 +45,31 @@ pub use presets::{RunningServer, ServerCommand, probe_ready};
 pub use route::{DavRoute, DavRouteLoadConfig, DavRouteLoadReport, run_dav_route_load};
 
 use crate::launch::{Ready, StatusMatch, TargetDef};
+use crate::protocols::spec::Preset;
 
 /// What the rest of the generator and the harness's registry know of this protocol.
-pub const SPEC: crate::protocols::Spec = crate::protocols::Spec {
+pub const SPEC: crate::protocols::spec::Spec = crate::protocols::spec::Spec {
     name: "webdav",
     aliases: &[],
     about: "WebDAV, as the Remotely Save plugin uses it",
     ready,
     feed: None,
     routes: || DavRoute::ALL.iter().map(|r| r.name()).collect(),
+    presets: &[
+        Preset {
+            name: "apache-webdav",
+            text: include_str!("../../../targets/apache-webdav.toml"),
+        },
+        Preset {
+            name: "nginx-webdav",
+            text: include_str!("../../../targets/nginx-webdav.toml"),
+        },
+        Preset {
+            name: "rclone-webdav",
+            text: include_str!("../../../targets/rclone-webdav.toml"),
+        },
+    ],
+    database: None,
 };
 
 /// `OPTIONS` of the vault's collection (with the credentials), any 2xx.

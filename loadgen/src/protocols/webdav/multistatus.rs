@@ -19,15 +19,15 @@
 //! normalised would merge them).
 
 use std::borrow::Cow;
-use std::pin::Pin;
-use std::task::{Context, Poll, ready};
 
-use bytes::{Buf, Bytes};
-use quick_xml::NsReader;
+use bytes::Bytes;
 use quick_xml::events::Event;
 use quick_xml::name::ResolveResult;
 
 use super::error::DavError;
+pub use crate::xml::MAX_TOKEN_BYTES;
+use crate::xml::{self, Grammar, Step, Stop};
+pub(crate) use crate::xml::{clip, quoted};
 
 const DAV: &str = "DAV:";
 
@@ -41,12 +41,6 @@ pub const MAX_NESTING: usize = 64;
 /// longest vault path a pull can write is 4,096 bytes (`PATH_MAX`), at most 12 KiB once
 /// percent-encoded; 64 KiB leaves room for a long server prefix.
 pub const MAX_TEXT_BYTES: usize = 64 * 1024;
-/// Longest single XML token (a tag with its attributes, a run of text, a comment) read. A
-/// real answer's longest token is an href's text (see [`MAX_TEXT_BYTES`]); a server that
-/// sends one unbroken token of hundreds of MB is refused when it passes this, before it is
-/// held.
-pub const MAX_TOKEN_BYTES: u64 = 1024 * 1024;
-
 /// One resource in a multistatus answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DavEntry {
@@ -95,25 +89,19 @@ pub fn parse_multistatus_each(
     what: &str,
     visit: &mut dyn FnMut(DavEntry) -> Result<(), DavError>,
 ) -> Result<u64, DavError> {
-    let bad = |reason: String| DavError::BadMultistatus {
-        what: what.to_owned(),
-        reason,
-    };
-    let mut reader = NsReader::from_reader(Counted::new(body));
     let mut machine = Machine::default();
-    let mut buf = Vec::new();
-    loop {
-        buf.clear();
-        reader.get_mut().mark();
-        let (ns, ev) = reader
-            .read_resolved_event_into(&mut buf)
-            .map_err(|e| bad(xml_error(&e)))?;
-        match machine.event(&ns, ev).map_err(bad)? {
-            Step::More => {}
-            Step::Entry(e) => visit(*e)?,
-            Step::Done => return Ok(machine.entries),
-        }
-    }
+    xml::parse_each(body, &mut machine, &mut |e: Box<DavEntry>| visit(*e)).map_err(
+        |s| match s {
+            Stop::Visit(e) => e,
+            Stop::Bad(reason) | Stop::Read(reason) | Stop::TooLarge(reason) => {
+                DavError::BadMultistatus {
+                    what: what.to_owned(),
+                    reason,
+                }
+            }
+        },
+    )?;
+    Ok(machine.entries)
 }
 
 /// Reads a `207 Multi-Status` answer's body frame by frame, at most `cap` bytes of it, handing
@@ -129,44 +117,25 @@ where
     B: hyper::body::Body<Data = Bytes> + Unpin,
     B::Error: std::fmt::Display,
 {
-    let bad = |reason: String| {
-        StreamError::Answer(DavError::BadMultistatus {
+    let mut machine = Machine::default();
+    let n = xml::read_each(
+        body,
+        cap,
+        "MAX_ANSWER_BYTES",
+        &mut machine,
+        &mut |e: Box<DavEntry>| visit(*e),
+    )
+    .await
+    .map_err(|s| match s {
+        Stop::Read(d) => StreamError::Read(d),
+        Stop::TooLarge(d) => StreamError::TooLarge(d),
+        Stop::Bad(reason) => StreamError::Answer(DavError::BadMultistatus {
             what: what.to_owned(),
             reason,
-        })
-    };
-    let mut reader = NsReader::from_reader(BodyReader {
-        body,
-        frame: Bytes::new(),
-        cap,
-        count: Counter::default(),
-        failure: None,
-        done: false,
-    });
-    let mut machine = Machine::default();
-    let mut buf = Vec::new();
-    loop {
-        buf.clear();
-        reader.get_mut().count.mark();
-        let res = reader.read_resolved_event_into_async(&mut buf).await;
-        let (ns, ev) = match res {
-            Ok(x) => x,
-            Err(e) => {
-                // A failure of the body itself (or the cap) is the reader's, not the XML's.
-                return Err(match reader.get_mut().failure.take() {
-                    Some(Failure::Read(d)) => StreamError::Read(d),
-                    Some(Failure::TooLarge(d)) => StreamError::TooLarge(d),
-                    Some(Failure::Token(d)) => bad(d),
-                    None => bad(xml_error(&e)),
-                });
-            }
-        };
-        match machine.event(&ns, ev).map_err(bad)? {
-            Step::More => {}
-            Step::Entry(e) => visit(*e).map_err(StreamError::Answer)?,
-            Step::Done => return Ok((reader.get_ref().count.total, machine.entries)),
-        }
-    }
+        }),
+        Stop::Visit(e) => StreamError::Answer(e),
+    })?;
+    Ok((n, machine.entries))
 }
 
 /// Why a streamed multistatus stopped.
@@ -178,175 +147,6 @@ pub(crate) enum StreamError {
     TooLarge(String),
     /// The answer was malformed, or the caller's visitor refused an entry.
     Answer(DavError),
-}
-
-/// Bytes consumed in total, and since the current token began.
-#[derive(Default)]
-struct Counter {
-    total: u64,
-    at_mark: u64,
-}
-
-impl Counter {
-    fn mark(&mut self) {
-        self.at_mark = self.total;
-    }
-
-    /// An error when the current token has passed [`MAX_TOKEN_BYTES`].
-    fn check(&self) -> Result<(), String> {
-        if self.total.saturating_sub(self.at_mark) > MAX_TOKEN_BYTES {
-            return Err(format!(
-                "one XML token is over {MAX_TOKEN_BYTES} bytes (MAX_TOKEN_BYTES)"
-            ));
-        }
-        Ok(())
-    }
-}
-
-/// A `BufRead` over a slice that refuses a token over [`MAX_TOKEN_BYTES`] (the in-memory
-/// parse applies the same bounds as the streamed one).
-struct Counted<'a> {
-    rest: &'a [u8],
-    count: Counter,
-}
-
-impl<'a> Counted<'a> {
-    fn new(rest: &'a [u8]) -> Counted<'a> {
-        Counted {
-            rest,
-            count: Counter::default(),
-        }
-    }
-
-    fn mark(&mut self) {
-        self.count.mark();
-    }
-}
-
-impl std::io::Read for Counted<'_> {
-    fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
-        let n = std::io::BufRead::fill_buf(self)?.len().min(out.len());
-        out[..n].copy_from_slice(&self.rest[..n]);
-        std::io::BufRead::consume(self, n);
-        Ok(n)
-    }
-}
-
-impl std::io::BufRead for Counted<'_> {
-    fn fill_buf(&mut self) -> std::io::Result<&[u8]> {
-        self.count.check().map_err(std::io::Error::other)?;
-        // Hand out at most 64 KiB at a time, so a long token is noticed near the bound.
-        Ok(&self.rest[..self.rest.len().min(64 * 1024)])
-    }
-
-    fn consume(&mut self, amt: usize) {
-        let amt = amt.min(self.rest.len());
-        self.rest = &self.rest[amt..];
-        self.count.total = self.count.total.saturating_add(amt as u64);
-    }
-}
-
-/// A tokio `AsyncBufRead` over an HTTP body's data frames: holds one frame at a time, stops
-/// at `cap` bytes and at a token over [`MAX_TOKEN_BYTES`]. Why it stopped is kept in
-/// `failure`, since the XML reader only passes an `io::Error` on.
-struct BodyReader<B> {
-    body: B,
-    frame: Bytes,
-    cap: u64,
-    count: Counter,
-    failure: Option<Failure>,
-    done: bool,
-}
-
-/// Why a [`BodyReader`] stopped.
-enum Failure {
-    Read(String),
-    TooLarge(String),
-    Token(String),
-}
-
-impl<B> tokio::io::AsyncRead for BodyReader<B>
-where
-    B: hyper::body::Body<Data = Bytes> + Unpin,
-    B::Error: std::fmt::Display,
-{
-    fn poll_read(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        out: &mut tokio::io::ReadBuf<'_>,
-    ) -> Poll<std::io::Result<()>> {
-        let data = ready!(tokio::io::AsyncBufRead::poll_fill_buf(self.as_mut(), cx))?;
-        let n = data.len().min(out.remaining());
-        out.put_slice(&data[..n]);
-        tokio::io::AsyncBufRead::consume(self, n);
-        Poll::Ready(Ok(()))
-    }
-}
-
-impl<B> tokio::io::AsyncBufRead for BodyReader<B>
-where
-    B: hyper::body::Body<Data = Bytes> + Unpin,
-    B::Error: std::fmt::Display,
-{
-    fn poll_fill_buf(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<&[u8]>> {
-        let this = self.get_mut();
-        if let Err(e) = this.count.check() {
-            this.failure = Some(Failure::Token(e.clone()));
-            return Poll::Ready(Err(std::io::Error::other(e)));
-        }
-        while this.frame.is_empty() && !this.done {
-            match ready!(Pin::new(&mut this.body).poll_frame(cx)) {
-                None => this.done = true,
-                Some(Err(e)) => {
-                    let detail = format!("reading the answer: {e}");
-                    this.failure = Some(Failure::Read(detail.clone()));
-                    return Poll::Ready(Err(std::io::Error::other(detail)));
-                }
-                Some(Ok(frame)) => {
-                    let Ok(data) = frame.into_data() else {
-                        continue; // trailers
-                    };
-                    let seen = this.count.total.saturating_add(data.len() as u64);
-                    if seen > this.cap {
-                        let detail = format!(
-                            "the answer's body passed the {} cap (MAX_ANSWER_BYTES)",
-                            super::error::fmt_bytes(this.cap)
-                        );
-                        this.failure = Some(Failure::TooLarge(detail.clone()));
-                        return Poll::Ready(Err(std::io::Error::other(detail)));
-                    }
-                    this.frame = data;
-                }
-            }
-        }
-        Poll::Ready(Ok(&this.frame[..]))
-    }
-
-    fn consume(self: Pin<&mut Self>, amt: usize) {
-        let this = self.get_mut();
-        let amt = amt.min(this.frame.len());
-        this.frame.advance(amt);
-        this.count.total = this.count.total.saturating_add(amt as u64);
-    }
-}
-
-/// quick-xml's error on one line, without its byte position when it has none to say.
-fn xml_error(e: &quick_xml::Error) -> String {
-    let s = e.to_string().replace(['\n', '\r'], " ");
-    format!("not well-formed XML: {}", clip(&s, 200))
-}
-
-/// `s` on one line, escaped, and at most `max` bytes of it with the count left out
-/// ([`contract::quote::text_within`]): a server's text in a message must not make the
-/// message long, nor reach the terminal as control characters.
-pub(crate) fn clip(s: &str, max: usize) -> String {
-    contract::quote::text_within(s, max)
-}
-
-/// A server's string (an href, a path) for a message: quoted, escaped, at most `max` bytes
-/// of it ([`contract::quote::quote_within`]).
-pub(crate) fn quoted(s: &str, max: usize) -> String {
-    contract::quote::quote_within(s, max)
 }
 
 /// What one element is, by its place in the answer (only the `DAV:` names matter).
@@ -418,12 +218,6 @@ struct Resp {
     last_modified: Option<String>,
 }
 
-enum Step {
-    More,
-    Entry(Box<DavEntry>),
-    Done,
-}
-
 /// The multistatus grammar over the reader's events: a stack of the open elements' roles,
 /// the text of the field being read, the response and propstat being built.
 #[derive(Default)]
@@ -437,8 +231,10 @@ struct Machine {
     entries: u64,
 }
 
-impl Machine {
-    fn event(&mut self, ns: &ResolveResult, ev: Event) -> Result<Step, String> {
+impl Grammar for Machine {
+    type Item = Box<DavEntry>;
+
+    fn event(&mut self, ns: &ResolveResult, ev: Event) -> Result<Step<Box<DavEntry>>, String> {
         let dav = matches!(ns, ResolveResult::Bound(n) if n.as_ref() == DAV);
         match ev {
             Event::Start(e) => {
@@ -454,25 +250,10 @@ impl Machine {
             Event::Text(t) => self.push_text(&t.xml10_content())?,
             Event::CData(t) => self.push_text(&t.xml10_content())?,
             Event::GeneralRef(r) => {
-                let c = match r.resolve_char_ref() {
-                    Ok(Some(c)) => c,
-                    Ok(None) => match r.as_ref() {
-                        "amp" => '&',
-                        "lt" => '<',
-                        "gt" => '>',
-                        "apos" => '\'',
-                        "quot" => '"',
-                        other => {
-                            return Err(format!("undefined entity &{};", clip(other, 40)));
-                        }
-                    },
-                    Err(_) => return Err(format!("bad character reference &{};", clip(&r, 40))),
-                };
+                let c = xml::resolve_ref(&r)?;
                 self.push_text(c.encode_utf8(&mut [0; 4]))?;
             }
-            Event::DocType(_) => {
-                return Err("has a DTD (refused: an answer may not define entities)".into());
-            }
+            Event::DocType(_) => return Err(xml::DTD_REFUSED.into()),
             Event::Eof => {
                 return match self.stack.last() {
                     None if self.root_closed => Ok(Step::Done),
@@ -484,7 +265,9 @@ impl Machine {
         }
         Ok(Step::More)
     }
+}
 
+impl Machine {
     fn open(&mut self, dav: bool, local: &str) -> Result<(), String> {
         if self.stack.len() >= MAX_NESTING {
             return Err(format!(
@@ -552,7 +335,7 @@ impl Machine {
         Ok(())
     }
 
-    fn close(&mut self) -> Result<Step, String> {
+    fn close(&mut self) -> Result<Step<Box<DavEntry>>, String> {
         let Some(tag) = self.stack.pop() else {
             return Err("an end tag without a start".into());
         };
@@ -628,7 +411,7 @@ impl Machine {
                 let r = self.resp.take().unwrap_or_default();
                 let entry = finish(r)?;
                 self.entries = self.entries.saturating_add(1);
-                return Ok(Step::Entry(Box::new(entry)));
+                return Ok(Step::Item(Box::new(entry)));
             }
             Tag::Prop | Tag::ResourceType | Tag::Other => {}
         }

@@ -109,6 +109,7 @@ impl ServerCommand {
         let err = out.try_clone().map_err(|e| DavError::io(&out_path, e))?;
         let mut cmd = std::process::Command::new(&self.program);
         cmd.args(&self.args)
+            .envs(&self.def.env)
             .stdin(std::process::Stdio::null())
             .stdout(out)
             .stderr(err)

@@ -216,6 +216,8 @@ impl Run {
             intended,
             max_body: crate::http::MAX_ANSWER_BYTES,
             cap_name: "MAX_ANSWER_BYTES",
+            keep_headers: &[],
+            retry_on: &[503],
         }
     }
 }

@@ -16,8 +16,10 @@ use std::time::{Duration, Instant};
 
 use contract::key::PhaseKey;
 use loadgen::TransferReport;
-use loadgen::couch::{CouchClient, CouchRoute, CouchRouteLoadConfig, Replica, Writer, Written};
-use loadgen::webdav::client::Recorder;
+use loadgen::http::client::Recorder;
+use loadgen::protocols::couch::{
+    CouchClient, CouchRoute, CouchRouteLoadConfig, Replica, Writer, Written,
+};
 
 use crate::sample::plan::{Metrics, SamplePlan};
 use crate::sample::sync_client::{EditJob, EditReport, StepReport, SyncClient};
@@ -51,7 +53,9 @@ impl CouchSyncClient {
         let target = loadgen::Target::parse(&server.url(), false)?;
         let def = &plan.target.def;
         let client = CouchClient::new(target, db_of(def.root()), def.auth.as_ref())?
-            .with_feed_bounds(loadgen::couch::FEED_DEFAULT.with(def.feed.unwrap_or_default()));
+            .with_feed_bounds(
+                loadgen::protocols::couch::FEED_DEFAULT.with(def.feed.unwrap_or_default()),
+            );
         Ok(CouchSyncClient {
             client,
             a: Writer::new("vaultbench-a"),
@@ -226,7 +230,7 @@ impl SyncClient for CouchSyncClient {
             max_requests,
             seed,
         };
-        let rep = loadgen::couch::run_couch_route_load(&self.client, &cfg).await?;
+        let rep = loadgen::protocols::couch::run_couch_route_load(&self.client, &cfg).await?;
         Ok(StepReport {
             requests: rep.requests,
             throughput_per_s: rep.throughput_per_s,

@@ -3,7 +3,7 @@
 //! replicated into or out of the database as Self-hosted LiveSync does.
 
 use anyhow::Context;
-use loadgen::couch::{
+use loadgen::protocols::couch::{
     CouchClient, CouchRoute, CouchRouteLoadConfig, CouchRouteLoadReport, Replica, Writer,
 };
 
@@ -38,7 +38,7 @@ pub async fn route(job: RouteJob<'_>) -> anyhow::Result<RouteRun> {
         max_requests: job.max_requests,
         seed: job.conn.seed,
     };
-    let report = loadgen::couch::run_couch_route_load(&client, &cfg).await?;
+    let report = loadgen::protocols::couch::run_couch_route_load(&client, &cfg).await?;
     Ok(RouteRun {
         target: client.target().base().to_owned(),
         report: Box::new(Loaded {
@@ -82,9 +82,9 @@ impl RouteReport for Loaded {
 
 /// The vault replicated into (or out of) the database.
 pub async fn transfer(job: TransferJob<'_>) -> anyhow::Result<Transferred> {
-    let feed = loadgen::couch::SPEC
+    let feed = loadgen::protocols::couch::SPEC
         .feed
-        .unwrap_or(loadgen::couch::FEED_DEFAULT)
+        .unwrap_or(loadgen::protocols::couch::FEED_DEFAULT)
         .with(job.feed);
     let client = client(job.conn)?.with_feed_bounds(feed);
     let vault = job.vault;

@@ -13,8 +13,8 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use loadgen::TransferReport;
-use loadgen::webdav::client::Recorder;
-use loadgen::webdav::{DavClient, DavRoute, DavRouteLoadConfig, Depth};
+use loadgen::protocols::webdav::client::Recorder;
+use loadgen::protocols::webdav::{DavClient, DavRoute, DavRouteLoadConfig, Depth};
 use reports::schema::Better;
 use scenarios::scenario::WebdavOptions;
 
@@ -71,20 +71,25 @@ impl SyncClient for WebdavClient {
         checkpoint_every: usize,
         _m: &mut Metrics,
     ) -> anyhow::Result<TransferReport> {
-        loadgen::webdav::push_vault_with(&self.client, vault, in_flight, checkpoint_every)
-            .await
-            .context("cold push")
+        loadgen::protocols::webdav::push_vault_with(
+            &self.client,
+            vault,
+            in_flight,
+            checkpoint_every,
+        )
+        .await
+        .context("cold push")
     }
 
     async fn pull(&mut self, dir: &Path) -> anyhow::Result<TransferReport> {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-        loadgen::webdav::pull_vault(&self.client, dir, self.depth)
+        loadgen::protocols::webdav::pull_vault(&self.client, dir, self.depth)
             .await
             .context("cold pull")
     }
 
     async fn resync(&mut self, dir: &Path) -> anyhow::Result<TransferReport> {
-        loadgen::webdav::resync(&self.client, dir, self.depth)
+        loadgen::protocols::webdav::resync(&self.client, dir, self.depth)
             .await
             .context("idle resync")
     }
@@ -102,7 +107,7 @@ impl SyncClient for WebdavClient {
     }
 
     async fn rename(&mut self, from: &str, to: &str, _m: &mut Metrics) -> anyhow::Result<u64> {
-        let r = loadgen::webdav::rename(&self.client, from, to)
+        let r = loadgen::protocols::webdav::rename(&self.client, from, to)
             .await
             .context("folder rename")?;
         if self.load_folder == from {
@@ -119,7 +124,7 @@ impl SyncClient for WebdavClient {
     ) -> anyhow::Result<u64> {
         // B notices by walking (there is no feed) and moves its copy.
         let rec = Recorder::new(false);
-        let listing = loadgen::webdav::walk(&self.client, &rec, "", self.depth)
+        let listing = loadgen::protocols::webdav::walk(&self.client, &rec, "", self.depth)
             .await
             .context("folder rename: B's walk")?;
         let seen = listing.dirs().any(|(p, _)| *p == to) && !listing.entries.contains_key(from);
@@ -151,7 +156,7 @@ impl SyncClient for WebdavClient {
             seed,
             folder: self.load_folder.clone(),
         };
-        let rep = loadgen::webdav::run_dav_route_load(&self.client, &cfg).await?;
+        let rep = loadgen::protocols::webdav::run_dav_route_load(&self.client, &cfg).await?;
         Ok(StepReport {
             requests: rep.requests,
             throughput_per_s: rep.throughput_per_s,
@@ -196,7 +201,7 @@ async fn edit_propagation(
             Instant::now(),
         );
         let waiter = tokio::spawn(async move {
-            loadgen::webdav::poll_until_changed(
+            loadgen::protocols::webdav::poll_until_changed(
                 &poller,
                 &f,
                 &r,

@@ -3,7 +3,7 @@
 
 use anyhow::Context;
 use loadgen::http::BasicAuth;
-use loadgen::webdav::{DavClient, DavRoute, DavRouteLoadConfig, DavRouteLoadReport};
+use loadgen::protocols::webdav::{DavClient, DavRoute, DavRouteLoadConfig, DavRouteLoadReport};
 use loadgen::{FeedBounds, Target};
 
 use crate::sample::protocols::load::{
@@ -17,10 +17,11 @@ pub const PROBE_SHOWS: &str = "OPTIONS answers with a DAV header";
 /// Whether the target answers an OPTIONS with a `DAV` header (with the credentials given).
 pub async fn probe(target: &Target, auth: Option<&BasicAuth>) -> anyhow::Result<()> {
     let (addr, owned) = (target.addr(), auth.cloned());
-    let speaks =
-        tokio::task::spawn_blocking(move || loadgen::webdav::probe_ready(addr, owned.as_ref()))
-            .await
-            .unwrap_or(false);
+    let speaks = tokio::task::spawn_blocking(move || {
+        loadgen::protocols::webdav::probe_ready(addr, owned.as_ref())
+    })
+    .await
+    .unwrap_or(false);
     anyhow::ensure!(
         speaks,
         "target {} does not answer OPTIONS with a 2xx and a DAV header: not a WebDAV server, or --auth is missing or wrong",
@@ -55,7 +56,7 @@ pub async fn route(job: RouteJob<'_>) -> anyhow::Result<RouteRun> {
         seed: job.conn.seed,
         folder: job.folder.to_owned(),
     };
-    let report = loadgen::webdav::run_dav_route_load(&client, &cfg).await?;
+    let report = loadgen::protocols::webdav::run_dav_route_load(&client, &cfg).await?;
     Ok(RouteRun {
         target,
         report: Box::new(report),
@@ -95,25 +96,25 @@ impl RouteReport for DavRouteLoadReport {
 
 /// Push or pull the vault (a pull walks with Depth 1 per folder, or one `Depth: infinity`).
 pub async fn transfer(job: TransferJob<'_>) -> anyhow::Result<Transferred> {
-    let feed = loadgen::webdav::SPEC
+    let feed = loadgen::protocols::webdav::SPEC
         .feed
         .unwrap_or(FeedBounds::DEFAULT)
         .with(job.feed);
     let (client, target) = client(job.conn, Some(feed)).await?;
     let vault = job.vault;
     let report = match job.op {
-        Op::Push { .. } => loadgen::webdav::push_vault(&client, vault)
+        Op::Push { .. } => loadgen::protocols::webdav::push_vault(&client, vault)
             .await
             .with_context(|| format!("pushing {}", vault.display()))?,
         Op::Pull { depth_infinity, .. } => {
             std::fs::create_dir_all(vault)
                 .with_context(|| format!("--vault {}", vault.display()))?;
             let depth = if depth_infinity {
-                loadgen::webdav::Depth::Infinity
+                loadgen::protocols::webdav::Depth::Infinity
             } else {
-                loadgen::webdav::Depth::One
+                loadgen::protocols::webdav::Depth::One
             };
-            loadgen::webdav::pull_vault(&client, vault, depth)
+            loadgen::protocols::webdav::pull_vault(&client, vault, depth)
                 .await
                 .with_context(|| format!("pulling into {}", vault.display()))?
         }

@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use loadgen::webdav::client::Recorder as DavRecorder;
-use loadgen::webdav::{DavClient, Depth};
+use loadgen::protocols::webdav::client::Recorder as DavRecorder;
+use loadgen::protocols::webdav::{DavClient, Depth};
 use reports::schema::{Better, PairAggregate, PairSeries};
 use scenarios::scenario::Phase;
 
@@ -150,7 +150,7 @@ async fn dav_pull_pairs(
     let rec = DavRecorder::new(false);
     for (i, c) in clients.iter().enumerate() {
         let arm = ["A", "B"][i];
-        let listing = loadgen::webdav::walk(c, &rec, "", depth)
+        let listing = loadgen::protocols::webdav::walk(c, &rec, "", depth)
             .await
             .with_context(|| format!("arm {arm}: cold pull: the walk"))?;
         let listed: Vec<&String> = listing.files().map(|(p, _)| p).collect();

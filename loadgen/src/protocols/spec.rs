@@ -26,8 +26,11 @@ pub struct Spec {
     pub presets: &'static [Preset],
     /// A target file's `database` key, for a protocol whose server keeps the vault in a named
     /// database: the rule a name must follow (`Err`: why not). `None`: the key is refused.
-    pub database: Option<fn(&str) -> Result<(), String>>,
+    pub database: Option<DatabaseRule>,
 }
+
+/// A database name's rule: `Err` says why a name is refused.
+pub type DatabaseRule = fn(&str) -> Result<(), String>;
 
 /// A built-in target: a named target file.
 #[derive(Debug, Clone, Copy)]

@@ -103,7 +103,7 @@ pub fn snapshot(src: &Path, dest: &Path) -> anyhow::Result<Snapshot> {
             };
             if name.contains('\\') {
                 skip(
-                    "its name has a backslash (obsync-v1 refuses it; WebDAV servers disagree on it)",
+                    "its name has a backslash (the signed protocol refuses it; path-addressed servers disagree on it)",
                 );
                 continue;
             }

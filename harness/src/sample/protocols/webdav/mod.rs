@@ -76,3 +76,40 @@ impl ProtocolImpl for Impl {
         Box::pin(load::transfer(job))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn presets_are_target_definitions_and_options_override() {
+        let t = crate::sample::target::TargetSpec::parse("nginx-webdav").unwrap();
+        assert_eq!(t.protocol(), Some("webdav"));
+        assert_eq!(t.ready_check().to_string(), "OPTIONS / 2xx");
+        let opts = crate::sample::target::TargetOpts {
+            protocol: Some(contract::protocol::Protocol::named("webdav")),
+            root: Some("/dav/".into()),
+            auth: Some(loadgen::http::BasicAuth::new("u", "p")),
+            ready: None,
+            walk: Some(loadgen::protocols::webdav::WalkBounds {
+                max_depth: 3,
+                ..loadgen::protocols::webdav::WalkBounds::DEFAULT
+            }),
+        };
+        let mut t = crate::sample::target::TargetSpec::parse_with(
+            "rclone serve webdav {data} --addr {addr}",
+            &opts,
+        )
+        .unwrap();
+        assert_eq!(t.protocol(), Some("webdav"));
+        assert_eq!(t.ready_check().to_string(), "tcp", "not settled yet");
+        t.speak(&loadgen::protocols::webdav::SPEC);
+        assert_eq!(t.ready_check().to_string(), "OPTIONS /dav/ 2xx");
+        assert_eq!(t.def.auth, Some(loadgen::http::BasicAuth::new("u", "p")));
+        assert_eq!(t.def.walk.map(|w| w.max_depth), Some(3));
+        let r = crate::sample::target::TargetSpec::parse_with("ref", &opts).unwrap();
+        assert_eq!(
+            r.protocol(),
+            Some("obsync-v1"),
+            "ref keeps its own protocol"
+        );
+    }
+}

@@ -583,6 +583,11 @@ pub const BUILTIN: &[(&str, &str)] = &[
         "import-small-couchdb",
         include_str!("../scenarios/import-small-couchdb.toml"),
     ),
+    ("import-s3", include_str!("../scenarios/import-s3.toml")),
+    (
+        "import-small-s3",
+        include_str!("../scenarios/import-small-s3.toml"),
+    ),
 ];
 
 /// Names of the built-in scenarios.

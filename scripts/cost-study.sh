@@ -73,7 +73,7 @@ ticks() { awk '{ sub(/.*\) /, ""); print $12 + $13 }' "/proc/$1/stat"; }
 metrics_fsyncs() { case "$MODE" in callgrind|cachegrind|idle|cg-sys) echo 0; return;; esac; curl -s "$T/metrics" | awk '/^obsync_fsyncs_total/ { s += $2 } END { print s + 0 }'; }
 
 load() {
-  "$VB" load --target "$T" --setup-token-file "$WORK/data/setup-token" --state "$WORK/state.json" \
+  "$VB" load --url "$T" --setup-token-file "$WORK/data/setup-token" --state "$WORK/state.json" \
     --route post-version --in-flight 1 --max-requests "$1" --duration 10m --json > "$WORK/load.json"
 }
 
@@ -88,7 +88,7 @@ case "$MODE" in
     "$VB" vault gen small --out "$WORK/vault" > /dev/null
     m0=$(metrics_fsyncs)
     mark push-start; P0=$(now)
-    "$VB" load push --target "$T" --setup-token-file "$WORK/data/setup-token" --state "$WORK/state.json" \
+    "$VB" load push --url "$T" --setup-token-file "$WORK/data/setup-token" --state "$WORK/state.json" \
       --vault "$WORK/vault" --json > "$WORK/push.json"
     P1=$(now); mark push-end
     echo "metrics fsyncs during push $(( $(metrics_fsyncs) - m0 ))"

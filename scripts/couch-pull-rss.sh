@@ -52,7 +52,7 @@ done
 url="http://127.0.0.1:$port/vault"
 
 t0=$(date +%s)
-"$PUSH_VB" load push --protocol couchdb --target "$url" --vault "$WORK/vault" \
+"$PUSH_VB" load push --protocol couchdb --url "$url" --vault "$WORK/vault" \
   --transfer-timeout 6h >"$WORK/push.txt" 2>&1 || { cat "$WORK/push.txt" >&2; exit 1; }
 echo "push by $PUSH_VB: $(( $(date +%s) - t0 )) s; $(head -1 "$WORK/push.txt")"
 
@@ -65,7 +65,7 @@ for vb in "$@"; do
   # pull on a busy machine.
   extra=()
   "$vb" load pull --help | grep -q -- --transfer-timeout && extra=(--transfer-timeout 6h)
-  /usr/bin/time -v -o "$WORK/time-$i.txt" "$vb" load pull --protocol couchdb --target "$url" \
+  /usr/bin/time -v -o "$WORK/time-$i.txt" "$vb" load pull --protocol couchdb --url "$url" \
     --vault "$out" "${extra[@]}" >"$WORK/pull-$i.txt" 2>&1 \
     || { echo "pull by $vb failed:"; tail -3 "$WORK/pull-$i.txt"; continue; }
   rss=$(awk -F': ' '/Maximum resident set size/{printf "%.1f", $2/1024}' "$WORK/time-$i.txt")

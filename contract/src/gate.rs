@@ -224,8 +224,8 @@ impl Default for GateConfig {
                 reference_tolerance: 0.5,
             },
             // CV 0.70, not the published 0.45: on a 2-vCPU cloud VM quiet recordings of
-            // multi-process WebDAV servers read up to 0.53 from the disk alone, and the
-            // fsync contender is refused by `foreign_io` on its own
+            // multi-process servers (Apache's workers) read up to 0.53 from the disk alone,
+            // and the fsync contender is refused by `foreign_io` on its own
             // (docs/src/decisions/io-cv.md).
             io_ms: ChannelBounds {
                 max_cv: 0.70,

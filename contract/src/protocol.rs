@@ -8,7 +8,7 @@
 
 use std::borrow::Cow;
 
-/// A protocol's canonical name (`webdav`), or a name as given before the registry resolved it.
+/// A protocol's canonical name (`s3`), or a name as given before the registry resolved it.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
 #[serde(transparent)]
 pub struct Protocol(Cow<'static, str>);

@@ -67,7 +67,8 @@ pub enum Command {
     Vault(vault::VaultCmd),
     /// Run the reference obsync-v1 server (the default target).
     ServeRef(refserver::cli::ServeArgs),
-    /// Drive a server with signed requests: route load, or a whole-vault push/pull.
+    /// Drive a server over any registered protocol: route load, a whole-vault push/pull, many
+    /// held devices, or the comparison with wrk.
     Load(load::LoadArgs),
     /// Measure this machine's calibration channels while quiet and store the reference.
     Calibrate(calibrate::CalibrateArgs),
@@ -420,7 +421,7 @@ mod cli_tests {
         let Some(load::LoadCmd::Push(t)) = l.cmd else {
             panic!("load push")
         };
-        assert_eq!(t.conn.seed, 0x5eed);
+        assert_eq!(t.common.conn.seed, 0x5eed);
         // `vault gen|verify|bench --seed` keep the text and parse it with the same parser.
         let small = vault::lookup_profile("small").unwrap();
         assert_eq!(

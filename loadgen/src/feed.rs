@@ -12,10 +12,10 @@
 /// real-vault shape, 4 folders per 100 notes), with headroom for a user's own vault and its
 /// history (every version of a file is a feed entry, and real vaults see bulk changes of
 /// 1,000–6,600 files):
-/// - entries: `vault100k` lists 104,000 (100,000 files and 4,000 folders) on the obsync feed;
-///   2^20 = 1,048,576 is ten times that. The obsync pull holds one page at a time, so the
-///   bound is about time, not memory;
-/// - pages: the obsync feed pages by 1,000 (the protocol's largest `limit`), so `vault100k`
+/// - entries: `vault100k` lists 104,000 (100,000 files and 4,000 folders) on the signed
+///   protocol's feed; 2^20 = 1,048,576 is ten times that. Its pull holds one page at a time,
+///   so the bound is about time, not memory;
+/// - pages: that feed pages by 1,000 (the protocol's largest `limit`), so `vault100k`
 ///   takes 104 pages and the entry bound 1,049; 4,096 pages is 39 times the first and 4 times
 ///   the second, and stops a feed of one-entry pages after 4,096 requests, not 1,048,576;
 /// - a protocol whose feed pages or documents differ sets its own defaults in its
@@ -24,7 +24,7 @@
 /// A pull that holds documents while it walks (a replica's: chunks until the file that lists
 /// them is written, files waiting for chunks, what it keeps of each file written) has a byte
 /// budget too, `max_bytes` ([`FeedBounds::HELD_BYTES_DEFAULT`]); a pull that holds one page
-/// at a time (obsync's) does not read it.
+/// at a time (the signed protocol's) does not read it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct FeedBounds {
     /// Entries (changes, rows) one walk may list.

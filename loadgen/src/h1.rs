@@ -32,7 +32,7 @@ use tokio::net::TcpStream;
 pub mod probe;
 
 /// Largest response head (status line + headers) accepted; hyper's default is ~400 KiB,
-/// but the obsync answers have a handful of short headers.
+/// but the signed protocol's answers have a handful of short headers.
 pub(crate) const MAX_HEAD_BYTES: usize = 64 * 1024;
 /// Bytes asked of the socket per read: a `/livez` or JSON answer fits in one read.
 const READ_CHUNK: usize = 16 * 1024;
@@ -472,7 +472,7 @@ impl H1Conn {
     }
 }
 
-/// Headers read from one answer head; the obsync answers carry a handful.
+/// Headers read from one answer head; the signed protocol's answers carry a handful.
 const MAX_HEADERS: usize = 64;
 
 /// Parses the answer head at the start of `buf` with `httparse` (status line, headers; lines

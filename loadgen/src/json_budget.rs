@@ -1,7 +1,7 @@
 //! A bound on how many JSON values a target's answer may hold, checked before the answer is
 //! parsed into its typed form.
 //!
-//! The byte cap on an answer (32 MiB for obsync) does not bound the memory its parse takes:
+//! The byte cap on an answer (32 MiB for the signed protocol) does not bound the memory its parse takes:
 //! `["","",…]` is 3 bytes per element on the wire and a 24-byte `String` per element in a
 //! `Vec<String>`, more while the vector doubles, so a 32 MiB feed page of empty version ids
 //! would take several hundred MiB. A first pass counts the values (every array element,

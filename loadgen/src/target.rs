@@ -5,15 +5,15 @@ use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 use crate::error::LoadError;
 use crate::feed::FeedBounds;
 
-/// A validated target. Only plain HTTP/1.1 is spoken (the reference server and a local
-/// obsync build both listen in the clear on loopback).
+/// A validated target. Only plain HTTP/1.1 is spoken (the reference server and the servers
+/// measured beside it listen in the clear on loopback).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Target {
     /// `http://host:port` without a trailing slash, as given (host spelling kept).
     base: String,
     /// The address the name resolved to when parsed (first one).
     addr: SocketAddr,
-    /// How far one walk of this target's obsync changes feed may go (a pull, a resync, a
+    /// How far one walk of this target's changes feed may go (a pull, a resync, a
     /// listing): carried by every device of the target.
     feed: FeedBounds,
 }

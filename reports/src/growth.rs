@@ -343,8 +343,9 @@ pub struct Finding {
 }
 
 /// Per-file series of a checkpointed phase, read from its keys: `PHASE.checkpoint.NNNNNNN.`
-/// `log.NAME_per_file` (counts first: a count's growth is the evidence, time confirms it),
-/// `server_cpu_us_per_file`, and `files_per_s` (as time per file). Each is fitted over its
+/// `log.NAME_per_file`, and from a cost sample `server_instructions_per_file` and
+/// `server_syscalls_per_file` (counts first: a count's growth is the evidence, time confirms
+/// it), `server_cpu_us_per_file`, and `files_per_s` (as time per file). Each is fitted over its
 /// checkpoints, the first window starting at no files.
 pub fn findings<'a>(phase: &str, keys: impl IntoIterator<Item = (&'a str, f64)>) -> Vec<Finding> {
     use std::collections::BTreeMap;
@@ -366,6 +367,10 @@ pub fn findings<'a>(phase: &str, keys: impl IntoIterator<Item = (&'a str, f64)>)
             .and_then(|s| s.strip_suffix("_per_file"))
         {
             (0, format!("log.{n}"), v)
+        } else if stat == "server_instructions_per_file" {
+            (0, "server_instructions".to_owned(), v)
+        } else if stat == "server_syscalls_per_file" {
+            (0, "server_syscalls".to_owned(), v)
         } else if stat == "server_cpu_us_per_file" {
             (1, "server_cpu".to_owned(), v)
         } else if stat == "files_per_s" && v > 0.0 {
@@ -381,6 +386,8 @@ pub fn findings<'a>(phase: &str, keys: impl IntoIterator<Item = (&'a str, f64)>)
         .map(|((_, series), pts)| {
             let what = match series.as_str() {
                 "server_cpu" => "server CPU".to_owned(),
+                "server_instructions" => "server instructions".to_owned(),
+                "server_syscalls" => "server syscalls (traced)".to_owned(),
                 "time" => "time".to_owned(),
                 s => format!("log {}", s.trim_start_matches("log.")),
             };

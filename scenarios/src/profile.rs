@@ -336,7 +336,7 @@ pub fn profile(name: &str) -> Option<Profile> {
             max_depth: 1,
             ..base(
                 "import",
-                "calternal notes import: 10,000 Markdown notes in one folder, no attachments",
+                "a notes server's Markdown import: 10,000 Markdown notes in one folder, no attachments",
                 10_000,
             )
         },

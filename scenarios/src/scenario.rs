@@ -326,20 +326,31 @@ pub const MAX_PUSHERS: usize = 1_000;
 /// The longest `wait` of a long poll, in seconds (the protocol's bound).
 pub const MAX_WAIT_S: u64 = 55;
 
+/// `long_poll_fanout`'s defaults (`vaultbench load fanout` has the same knobs and defaults).
+pub mod fanout_defaults {
+    /// Devices holding long polls (the step has no default; `load fanout`'s).
+    pub const WAITERS: usize = 100;
+    pub const PUSHERS: usize = 1;
+    pub const POSTS: u32 = 5;
+    pub const INTERVAL_MS: u64 = 200;
+    pub const WAIT_S: u64 = 30;
+    pub const SETTLE_MS: u64 = 1000;
+}
+
 fn default_pushers() -> usize {
-    1
+    fanout_defaults::PUSHERS
 }
 fn default_posts() -> u32 {
-    5
+    fanout_defaults::POSTS
 }
 fn default_interval_ms() -> u64 {
-    200
+    fanout_defaults::INTERVAL_MS
 }
 fn default_wait_s() -> u64 {
-    30
+    fanout_defaults::WAIT_S
 }
 fn default_settle_ms() -> u64 {
-    1000
+    fanout_defaults::SETTLE_MS
 }
 
 /// How a validated `route_load` step is bounded.
@@ -571,6 +582,11 @@ pub const BUILTIN: &[(&str, &str)] = &[
     (
         "import-small-couchdb",
         include_str!("../scenarios/import-small-couchdb.toml"),
+    ),
+    ("import-s3", include_str!("../scenarios/import-s3.toml")),
+    (
+        "import-small-s3",
+        include_str!("../scenarios/import-small-s3.toml"),
     ),
 ];
 

@@ -52,7 +52,8 @@ pub struct AbArgs {
     /// generator between them (request by request at 1 in flight, short slices at N, file by
     /// file in the cold push and pull, round by round in edit propagation), so host drift
     /// lands on both arms. Default threshold 1 % (or this machine's stored paired A/A noise
-    /// floor). Over WebDAV it runs the cold push and pull; phases it does not run are named.
+    /// floor). Each protocol pairs the phases its registry entry says; phases it does not run are
+    /// named.
     #[arg(help_heading = "A/B", long)]
     pub paired: bool,
     /// Practical threshold, e.g. `3%` (default: this machine's stored A/A noise floor, else 5%).

@@ -104,6 +104,15 @@ pub struct RunOpts {
     /// the presets have their own).
     #[arg(help_heading = "Target", long, value_name = "USER:PASS")]
     pub auth: Option<String>,
+    /// A file whose first line is USER:PASS, for --auth (keeps the password out of the
+    /// process list).
+    #[arg(
+        help_heading = "Target",
+        long,
+        value_name = "FILE",
+        conflicts_with = "auth"
+    )]
+    pub auth_file: Option<PathBuf>,
     /// How to tell a started target is ready: `tcp` (a connect succeeds) or
     /// `METHOD PATH STATUS` (`GET /readyz 200`, `OPTIONS / 2xx`). Default: obsync-v1
     /// `GET /readyz 200`, WebDAV `OPTIONS <root> 2xx` with the credentials, CouchDB
@@ -184,6 +193,15 @@ pub fn parse_bytes(s: &str) -> Result<u64, String> {
     }
 }
 
+/// The credentials in `path` (`--auth-file`): USER:PASS on its first line.
+pub fn auth_from_file(path: &Path) -> anyhow::Result<loadgen::http::BasicAuth> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("--auth-file {}", path.display()))?;
+    let line = text.lines().next().unwrap_or("");
+    loadgen::launch::parse_auth(line)
+        .map_err(|e| anyhow::anyhow!("--auth-file {}: {e}", path.display()))
+}
+
 /// `--protocol` values: the registry's names and aliases, each read as its canonical name.
 pub fn protocol_value_parser() -> impl clap::builder::TypedValueParser<Value = Protocol> {
     use clap::builder::TypedValueParser as _;
@@ -244,8 +262,8 @@ impl RunOpts {
             .collect()
     }
 
-    /// The target options these flags give (`--protocol`, `--root`, `--auth`,
-    /// `--ready`), checked.
+    /// The target options these flags give (`--protocol`, `--root`, `--auth` or
+    /// `--auth-file`, `--ready`), checked.
     pub fn target_opts(&self) -> anyhow::Result<TargetOpts> {
         Ok(TargetOpts {
             protocol: self.protocol.clone(),
@@ -255,12 +273,13 @@ impl RunOpts {
                 .map(loadgen::launch::normalize_root)
                 .transpose()
                 .map_err(|e| anyhow::anyhow!("--root: {e}"))?,
-            auth: self
-                .auth
-                .as_deref()
-                .map(loadgen::launch::parse_auth)
-                .transpose()
-                .map_err(|e| anyhow::anyhow!("--auth: {e}"))?,
+            auth: match (&self.auth, &self.auth_file) {
+                (Some(s), _) => Some(
+                    loadgen::launch::parse_auth(s).map_err(|e| anyhow::anyhow!("--auth: {e}"))?,
+                ),
+                (None, Some(p)) => Some(auth_from_file(p)?),
+                (None, None) => None,
+            },
             ready: self
                 .ready
                 .as_deref()
@@ -720,6 +739,28 @@ pub fn progress(msg: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn auth_file_gives_the_credentials_of_its_first_line_as_auth_does() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("auth");
+        std::fs::write(&f, "bench user:s3cret pass\nignored\n").unwrap();
+        assert_eq!(
+            auth_from_file(&f).unwrap(),
+            loadgen::launch::parse_auth("bench user:s3cret pass").unwrap()
+        );
+        std::fs::write(&f, "no colon\n").unwrap();
+        let e = format!("{:#}", auth_from_file(&f).unwrap_err());
+        assert!(
+            e.starts_with("--auth-file ") && e.contains("USER:PASS"),
+            "{e}"
+        );
+        let e = format!(
+            "{:#}",
+            auth_from_file(&dir.path().join("none")).unwrap_err()
+        );
+        assert!(e.starts_with("--auth-file ") && !e.contains('\n'), "{e}");
+    }
 
     #[test]
     fn a_protocol_mismatch_names_both_sides() {

@@ -4,9 +4,9 @@
 //! run's work dir (deleted with it), and the samples push, pull and edit that copy. The
 //! recording keeps the copy's manifest digest, its file count and bytes, and how many entries
 //! were skipped: never a name or a byte of content. A file the protocol cannot carry (not a
-//! regular file, a name that is not UTF-8, a path with a backslash, which obsync-v1 refuses
-//! and WebDAV servers map differently, or vaultbench's own temp-file prefix) is listed once on
-//! stderr, with its reason, and skipped; nothing is skipped silently.
+//! regular file, a name that is not UTF-8, a path with a backslash, which the signed protocol
+//! refuses and path-addressed servers map differently, or vaultbench's own temp-file prefix) is
+//! listed once on stderr, with its reason, and skipped; nothing is skipped silently.
 
 use anyhow::{Context, bail};
 use std::collections::BTreeMap;
@@ -103,7 +103,7 @@ pub fn snapshot(src: &Path, dest: &Path) -> anyhow::Result<Snapshot> {
             };
             if name.contains('\\') {
                 skip(
-                    "its name has a backslash (obsync-v1 refuses it; WebDAV servers disagree on it)",
+                    "its name has a backslash (the signed protocol refuses it; path-addressed servers disagree on it)",
                 );
                 continue;
             }

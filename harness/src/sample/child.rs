@@ -1,6 +1,6 @@
 //! One sample, run inside a fresh `vaultbench sample` subprocess: calibration reading, a fresh
 //! server with a fresh data dir, the scenario's phases driven through the protocol seam with
-//! signed devices (or the WebDAV client, for a WebDAV scenario against a WebDAV preset), the server
+//! its protocol's devices or client (the registry's), the server
 //! stopped and reaped for its rusage, a second reading; one JSON result on stdout. The
 //! measured phases are bracketed by two `/proc` snapshots (in-sample contention), and the
 //! server and the generator run on disjoint CPU sets unless the plan says not to pin.
@@ -164,7 +164,7 @@ fn measure(
     let rt = loadgen::runtime(threads).context("building the tokio runtime")?;
     let window = Window::start();
     // One phase flow for every protocol; the per-phase server cost reads the target's whole
-    // process tree (a WebDAV preset's master and workers too).
+    // process tree (a forking server's master and workers too).
     let mut cost = crate::sample::server_cost::PhaseCost::new(server.pid);
     let driven = rt.block_on(drive(plan, &mut server, sample_dir, m, &mut cost));
     let mut reading = window
@@ -278,6 +278,7 @@ fn cost_run(
     sample_dir: &Path,
     tool: crate::sample::cost::CostTool,
 ) -> anyhow::Result<(Metrics, u32)> {
+    use crate::sample::checkpoint_cost;
     use crate::sample::cost::{self, CallgrindMarks, CostTool, StraceMarks};
     let name = match tool {
         CostTool::Callgrind => "callgrind",
@@ -317,8 +318,15 @@ fn cost_run(
     );
     match tool {
         CostTool::Callgrind => {
-            let counts = cost::read_callgrind_dir(&out)?;
+            let mut counts = cost::read_callgrind_dir(&out)?;
+            let ticks = checkpoint_cost::fold_ticks(&mut counts);
             cost::instruction_keys(&counts, &cg.work, &mut m)?;
+            for t in &cg.pushes {
+                let total = counts.get(&t.phase).copied().unwrap_or(0);
+                checkpoint_cost::instruction_keys(t, &ticks, total, &mut m);
+                // The findings are the recording's to print, from these keys.
+                checkpoint_cost::fit(&t.phase, &mut m);
+            }
             m.profiles = cost::read_profiles_dir(&out, &cg.work)?;
             let d = &cg.dump_ms;
             if let (Some(max), Some(median)) = (
@@ -334,6 +342,11 @@ fn cost_run(
             let text = std::fs::read_to_string(&log)
                 .with_context(|| format!("reading {}", log.display()))?;
             cost::syscall_keys(&cost::parse_strace(&text, &st.windows), &st.timed, &mut m);
+            for t in &st.pushes {
+                let counts = cost::parse_strace(&text, &t.strace_windows());
+                checkpoint_cost::syscall_keys(t, &counts, &mut m);
+                checkpoint_cost::fit(&t.phase, &mut m);
+            }
             m.blocked = cost::blocked_tables(
                 &cost::parse_strace_times(&text, &st.windows),
                 &st.windows,

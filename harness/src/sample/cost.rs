@@ -20,6 +20,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use contract::key::{SYSCALLS as SYSCALLS_GROUP, Scope, ServerKey};
 
+use crate::sample::checkpoint_cost::{PushTrace, TICK, tick_name};
 use crate::sample::phases::Boundary;
 use crate::sample::plan::Metrics;
 use crate::sample::server_cost::Work;
@@ -152,6 +153,93 @@ pub struct CallgrindMarks {
     pub work: BTreeMap<Scope, Work>,
     /// Wall time of each dump, ms.
     pub dump_ms: Vec<f64>,
+    /// The dumper of the checkpointed push running now.
+    ticker: Option<Ticker>,
+    /// Every checkpointed push of the run, with its tick dumps.
+    pub pushes: Vec<PushTrace>,
+}
+
+/// Dumps a part every [`TICK`] while a checkpointed push runs (`sample::checkpoint_cost`).
+struct Ticker {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    started: Instant,
+    trace: PushTrace,
+    handle: Option<std::thread::JoinHandle<Ticks>>,
+}
+
+/// The tick parts dumped (name, the dump's start and end since the push began) and each dump's
+/// wall time in ms.
+type Ticks = (Vec<(String, Duration, Duration)>, Vec<f64>);
+
+impl Ticker {
+    fn start(root: u32, phase: &str) -> Ticker {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let stop = std::sync::Arc::new(AtomicBool::new(false));
+        let started = Instant::now();
+        let (s, name) = (stop.clone(), phase.to_owned());
+        let handle = std::thread::Builder::new()
+            .name("vb-tick".into())
+            .spawn(move || {
+                let (mut ticks, mut ms) = (Vec::new(), Vec::new());
+                for k in 1u32.. {
+                    let next = Instant::now() + TICK;
+                    while Instant::now() < next {
+                        if s.load(Ordering::Relaxed) {
+                            return (ticks, ms);
+                        }
+                        std::thread::sleep(Duration::from_millis(10));
+                    }
+                    let part = tick_name(&name, k);
+                    let a = Instant::now();
+                    let pids: Vec<u32> = match procstat::Snapshot::capture(root) {
+                        Ok(snap) => snap.processes.keys().copied().collect(),
+                        Err(_) => vec![root],
+                    };
+                    // A failed dump ends the ticks; the windows are then read from fewer
+                    // points (the phase's own dump still closes the push).
+                    if pids.iter().any(|&pid| vgdb_dump(pid, &part).is_err()) {
+                        return (ticks, ms);
+                    }
+                    let b = Instant::now();
+                    ticks.push((part, a - started, b - started));
+                    ms.push((b - a).as_secs_f64() * 1e3);
+                }
+                (ticks, ms)
+            })
+            .ok();
+        Ticker {
+            stop,
+            started,
+            trace: PushTrace {
+                phase: phase.to_owned(),
+                ..PushTrace::default()
+            },
+            handle,
+        }
+    }
+
+    /// Stops the dumps (waiting for one under way) and returns the push's trace so far.
+    fn finish(mut self) -> (PushTrace, Vec<f64>) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let (ticks, ms) = self
+            .handle
+            .take()
+            .and_then(|h| h.join().ok())
+            .unwrap_or_default();
+        let mut trace = std::mem::take(&mut self.trace);
+        trace.ticks = ticks;
+        trace.ended = self.started.elapsed();
+        (trace, ms)
+    }
+}
+
+impl Drop for Ticker {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Some(h) = self.handle.take() {
+            let _ = h.join();
+        }
+    }
 }
 
 impl CallgrindMarks {
@@ -161,6 +249,8 @@ impl CallgrindMarks {
             started: false,
             work: BTreeMap::new(),
             dump_ms: Vec::new(),
+            ticker: None,
+            pushes: Vec::new(),
         }
     }
 
@@ -227,12 +317,27 @@ impl Boundary for CallgrindMarks {
         Ok(())
     }
     fn end(&mut self, scope: &Scope, work: Work, _: bool, _: &mut Metrics) -> anyhow::Result<()> {
+        // A push that failed before `push_ended` still stops its dumps first.
+        drop(self.ticker.take());
         self.dump(&scope.to_string())?;
         self.work.insert(scope.clone(), work);
         Ok(())
     }
     fn scrapes(&self) -> bool {
         false
+    }
+    fn push_started(&mut self, phase: &str) -> anyhow::Result<()> {
+        self.ticker = Some(Ticker::start(self.root, phase));
+        Ok(())
+    }
+    fn push_ended(&mut self, r: &loadgen::TransferReport) -> anyhow::Result<()> {
+        if let Some(t) = self.ticker.take() {
+            let (mut trace, ms) = t.finish();
+            trace.checkpoints_of(r);
+            self.dump_ms.extend(ms);
+            self.pushes.push(trace);
+        }
+        Ok(())
     }
 }
 
@@ -250,6 +355,10 @@ pub struct StraceMarks {
     pub timed: BTreeSet<Scope>,
     /// Per part, on-CPU, run-queue and blocked time per thread name.
     pub threads: BTreeMap<Scope, Vec<contract::profile::ThreadTime>>,
+    /// The checkpointed push running now.
+    push: Option<PushTrace>,
+    /// Every checkpointed push of the run.
+    pub pushes: Vec<PushTrace>,
 }
 
 fn unix_now() -> f64 {
@@ -279,6 +388,22 @@ impl Boundary for StraceMarks {
         }
         if work.timed {
             self.timed.insert(scope.clone());
+        }
+        Ok(())
+    }
+    fn push_started(&mut self, phase: &str) -> anyhow::Result<()> {
+        self.push = Some(PushTrace {
+            phase: phase.to_owned(),
+            started_unix: unix_now(),
+            ..PushTrace::default()
+        });
+        Ok(())
+    }
+    fn push_ended(&mut self, r: &loadgen::TransferReport) -> anyhow::Result<()> {
+        if let Some(mut t) = self.push.take() {
+            t.ended = Duration::from_secs_f64((unix_now() - t.started_unix).max(0.0));
+            t.checkpoints_of(r);
+            self.pushes.push(t);
         }
         Ok(())
     }
@@ -649,6 +774,20 @@ pub fn read_profiles_dir(
             std::fs::read_to_string(&p).with_context(|| format!("reading {}", p.display()))?;
         for (part, fns) in parse_callgrind_functions(&text) {
             all.entry(part).or_default().add(fns);
+        }
+    }
+    // The parts dumped during a checkpointed push belong to its phase.
+    let ticks: Vec<String> = all
+        .keys()
+        .filter(|k| crate::sample::checkpoint_cost::tick_phase(k).is_some())
+        .cloned()
+        .collect();
+    for t in ticks {
+        if let (Some(f), Some(phase)) = (
+            all.remove(&t),
+            crate::sample::checkpoint_cost::tick_phase(&t),
+        ) {
+            all.entry(phase.to_owned()).or_default().add(f);
         }
     }
     let mut out = BTreeMap::new();

@@ -261,8 +261,8 @@ fn write_keys(
                 .map(|a| a - before.get(name).copied().unwrap_or(0.0))
         };
         let (flushes, records) = (
-            delta("obsync_journal_flushes_total"),
-            delta("obsync_journal_records_total"),
+            delta(loadgen::fanout::JOURNAL_FLUSHES),
+            delta(loadgen::fanout::JOURNAL_RECORDS),
         );
         let posts = r.posts as f64;
         if let Some(rec) = records {
@@ -409,14 +409,14 @@ mod tests {
     fn journal_flushes_are_exact_only_when_no_flush_was_shared() {
         let counters = |flushes: f64, records: f64| {
             let before: BTreeMap<String, f64> = [
-                ("obsync_journal_flushes_total".to_owned(), 5.0),
-                ("obsync_journal_records_total".to_owned(), 5.0),
+                (loadgen::fanout::JOURNAL_FLUSHES.to_owned(), 5.0),
+                (loadgen::fanout::JOURNAL_RECORDS.to_owned(), 5.0),
             ]
             .into_iter()
             .collect();
             let after: BTreeMap<String, f64> = [
-                ("obsync_journal_flushes_total".to_owned(), 5.0 + flushes),
-                ("obsync_journal_records_total".to_owned(), 5.0 + records),
+                (loadgen::fanout::JOURNAL_FLUSHES.to_owned(), 5.0 + flushes),
+                (loadgen::fanout::JOURNAL_RECORDS.to_owned(), 5.0 + records),
             ]
             .into_iter()
             .collect();

@@ -6,6 +6,7 @@
 //! disjoint CPUs; `logtap` counts the target's log lines per phase and `growth` reads the
 //! server's cost at every checkpoint of a cold push.
 
+pub mod checkpoint_cost;
 pub mod child;
 pub mod contention;
 pub mod cost;

@@ -1,9 +1,9 @@
 //! The scenario's phases, driven once for every protocol over a [`SyncClient`] (the seam in
 //! `sample::sync_client`): cold push, cold pull verified against the vault digest, idle
-//! resync, edit propagation, folder rename, route load (and the crash phase, obsync-v1 only).
-//! Each phase's server cost (CPU, io per request or file) is read at its boundaries through a
-//! [`Boundary`]; the client adds its protocol's own keys (obsync's `/metrics` counters, its
-//! push echo; WebDAV's poll counts).
+//! resync, edit propagation, folder rename, route load (and the crash phase, where the
+//! protocol supports it). Each phase's server cost (CPU, io per request or file) is read at its
+//! boundaries through a [`Boundary`]; the client adds its protocol's own keys (a server's
+//! `/metrics` counters, a push echo, poll counts).
 
 use anyhow::{Context, bail};
 use std::path::Path;
@@ -44,6 +44,15 @@ pub trait Boundary {
     }
     /// The server was restarted (a crash phase) and now runs as `pid`.
     fn restarted(&mut self, _pid: u32) {}
+    /// A cold push of `phase` with checkpoints starts (after [`Boundary::begin`]): a cost run
+    /// starts cutting it into checkpoint windows.
+    fn push_started(&mut self, _phase: &str) -> anyhow::Result<()> {
+        Ok(())
+    }
+    /// That push returned `r` (before [`Boundary::end`]).
+    fn push_ended(&mut self, _r: &loadgen::TransferReport) -> anyhow::Result<()> {
+        Ok(())
+    }
 }
 
 impl Boundary for PhaseCost {
@@ -171,7 +180,9 @@ async fn run_phase<C: SyncClient>(
                     in_flight: *in_flight,
                     checkpoint_every: *checkpoint_every,
                 };
+                bounds.push_started(name)?;
                 let r = client.push(job, m).await?;
+                bounds.push_ended(&r)?;
                 bounds.end(&Scope::phase(name), transfer_work(&r), false, m)?;
                 transfer_metrics(client, name, &r, m);
                 for line in sampler.finish(name, &r, m) {

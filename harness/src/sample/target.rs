@@ -3,9 +3,9 @@
 //! A target is a target definition ([`loadgen::launch::TargetDef`]) and the text it was given
 //! as. The text is `ref` (the embedded reference server: this very executable's `serve-ref`),
 //! `ref ARGS...` (the same with extra flags, e.g. `ref --group-commit`), a preset name
-//! (`apache-webdav`, `nginx-webdav`, `rclone-webdav`: embedded target files), a target file
-//! (`*.toml`), a bare path to an executable (which gets ` --listen {addr} --data {data}`
-//! appended, the obsync convention), or any command line with the placeholders `{addr}`,
+//! (embedded target files, listed by each protocol's spec), a target file (`*.toml`), a bare
+//! path to an executable (which gets ` --listen {addr} --data {data}` appended, the reference
+//! server's convention), or any command line with the placeholders `{addr}`,
 //! `{host}`, `{port}` and `{data}`, split by POSIX shell rules. Every target runs in its own
 //! process group, so a server's workers are measured and stopped with it, and, where one can
 //! be made, in a cgroup v2 leaf of its own, so nothing it forks escapes its teardown; a guard
@@ -22,8 +22,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use loadgen::http::BasicAuth;
 use loadgen::launch::{Ready, TargetDef};
-use loadgen::protocols::webdav::BasicAuth;
 use reports::schema::TargetIdentity;
 
 /// A parsed target.
@@ -47,8 +47,8 @@ pub struct TargetOpts {
     pub root: Option<String>,
     pub auth: Option<BasicAuth>,
     pub ready: Option<Ready>,
-    /// WebDAV walk bounds (`--webdav-max-*`); `None`: the defaults.
-    pub walk: Option<loadgen::protocols::webdav::WalkBounds>,
+    /// A listing walk's bounds (the walk flags of `prepare`); `None`: the defaults.
+    pub walk: Option<loadgen::walk::WalkBounds>,
 }
 
 impl TargetSpec {
@@ -1112,37 +1112,6 @@ mod tests {
         let t =
             TargetSpec::parse(r"python3 srv.py --port {port} --root '{data}/a b' x\ y").unwrap();
         assert_eq!(t.def.argv[5..], ["{data}/a b", "x y"]);
-    }
-
-    #[test]
-    fn presets_are_target_definitions_and_options_override() {
-        let t = TargetSpec::parse("nginx-webdav").unwrap();
-        assert_eq!(t.protocol(), Some("webdav"));
-        assert_eq!(t.ready_check().to_string(), "OPTIONS / 2xx");
-        let opts = TargetOpts {
-            protocol: Some(contract::protocol::Protocol::named("webdav")),
-            root: Some("/dav/".into()),
-            auth: Some(BasicAuth::new("u", "p")),
-            ready: None,
-            walk: Some(loadgen::protocols::webdav::WalkBounds {
-                max_depth: 3,
-                ..loadgen::protocols::webdav::WalkBounds::DEFAULT
-            }),
-        };
-        let mut t =
-            TargetSpec::parse_with("rclone serve webdav {data} --addr {addr}", &opts).unwrap();
-        assert_eq!(t.protocol(), Some("webdav"));
-        assert_eq!(t.ready_check().to_string(), "tcp", "not settled yet");
-        t.speak(&loadgen::protocols::webdav::SPEC);
-        assert_eq!(t.ready_check().to_string(), "OPTIONS /dav/ 2xx");
-        assert_eq!(t.def.auth, Some(BasicAuth::new("u", "p")));
-        assert_eq!(t.def.walk.map(|w| w.max_depth), Some(3));
-        let r = TargetSpec::parse_with("ref", &opts).unwrap();
-        assert_eq!(
-            r.protocol(),
-            Some("obsync-v1"),
-            "ref keeps its own protocol"
-        );
     }
 
     #[test]

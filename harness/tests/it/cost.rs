@@ -218,3 +218,85 @@ fn cost_without_the_tools_names_the_packages() {
     assert!(err.contains("valgrind") && err.contains("strace"), "{err}");
     assert!(err.contains("apt-get install"), "{err}");
 }
+
+/// A checkpointed push of `small` at one file in flight, a checkpoint every 10 files.
+const CHECKPOINTED: &str = "name = \"cp-push\"\ndoc = \"test\"\nprofile = \"small\"\nsamples = 1\n\
+    [[phase]]\nkind = \"cold_start\"\n[[phase]]\nkind = \"cold_push\"\nin_flight = 1\ncheckpoint_every = 10\n";
+
+#[test]
+#[ignore = "slow: a real recording with a cost sample under valgrind and strace"]
+fn a_cost_sample_reads_instructions_and_syscalls_per_checkpoint_window() {
+    let home = tempfile::tempdir().unwrap();
+    let (_, scen) = loose_files(home.path());
+    std::fs::write(&scen, CHECKPOINTED).unwrap();
+    let out = home.path().join("out");
+    // Every version post re-reads every stored version: the server's work per file grows
+    // with the files already pushed.
+    let res = record_loose(
+        home.path(),
+        &[
+            "--cost",
+            "--samples",
+            "1",
+            "--target",
+            "ref --inject-reindex",
+        ],
+    )
+    .arg("--scenario-file")
+    .arg(&scen)
+    .arg("--out-dir")
+    .arg(&out)
+    .timeout(std::time::Duration::from_secs(1200))
+    .output()
+    .unwrap();
+    let err = String::from_utf8_lossy(&res.stderr);
+    assert!(res.status.success(), "{err}");
+    let side: Value =
+        serde_json::from_slice(&std::fs::read(out.join("cp-push.provenance.json")).unwrap())
+            .unwrap();
+    let c = side["cost"]["metrics"].as_object().unwrap();
+    let series = |stat: &str| -> Vec<(u64, f64)> {
+        let mut v: Vec<(u64, f64)> = c
+            .iter()
+            .filter_map(|(k, x)| {
+                let rest = k.strip_prefix("cold_push.checkpoint.")?;
+                let (files, s) = rest.split_once('.')?;
+                (s == stat).then(|| (files.parse().unwrap(), x.as_f64().unwrap()))
+            })
+            .collect();
+        v.sort_by_key(|p| p.0);
+        v
+    };
+    let ins = series("server_instructions_per_file");
+    let sys = series("server_syscalls_per_file");
+    assert!(ins.len() >= 5, "{ins:?}\n{err}");
+    assert_eq!(
+        ins.iter().map(|p| p.0).collect::<Vec<_>>(),
+        sys.iter().map(|p| p.0).collect::<Vec<_>>()
+    );
+    assert!(ins.iter().all(|p| p.1 > 0.0), "{ins:?}");
+    // The re-reads open every stored version: the last window's traced calls per file are
+    // several times the first's, and both series are fitted as growing.
+    let (first, last) = (sys[0].1, sys[sys.len() - 1].1);
+    assert!(last > 3.0 * first, "{sys:?}");
+    assert!(ins[ins.len() - 1].1 > ins[0].1, "{ins:?}");
+    let e = |s: &str| {
+        c[&format!("cold_push.growth.{s}.import_exponent")]
+            .as_f64()
+            .unwrap_or_else(|| panic!("no {s} exponent: {err}"))
+    };
+    // Per file: the re-reads grow as n plus a constant part (the post's own fsyncs and
+    // writes), so over 10 to 110 files the whole import's exponent lies between 1 and 2.
+    assert!(e("server_syscalls") > 1.2, "{}", e("server_syscalls"));
+    assert!(
+        e("server_instructions") > 1.1,
+        "{}",
+        e("server_instructions")
+    );
+    for series in ["server instructions", "server syscalls (traced)"] {
+        assert!(
+            err.contains(&format!("growth: cold_push: {series} per file grows as")),
+            "{err}"
+        );
+    }
+}

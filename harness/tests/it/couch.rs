@@ -82,7 +82,7 @@ fn a_pushed_vault_is_livesync_documents_on_the_server_and_pulls_back_identical()
             "push",
             "--protocol",
             "couchdb",
-            "--target",
+            "--url",
             &url,
             "--vault",
         ])
@@ -159,7 +159,7 @@ fn a_pushed_vault_is_livesync_documents_on_the_server_and_pulls_back_identical()
             "pull",
             "--protocol",
             "couchdb",
-            "--target",
+            "--url",
             &url,
             "--vault",
         ])
@@ -186,7 +186,7 @@ fn a_couchdb_target_without_a_database_is_refused_in_one_line() {
             "push",
             "--protocol",
             "couchdb",
-            "--target",
+            "--url",
             "http://127.0.0.1:9/",
             "--vault",
         ])

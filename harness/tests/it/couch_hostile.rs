@@ -281,7 +281,7 @@ fn pull(addr: SocketAddr, extra: &[&str]) -> Run {
     let bin = assert_cmd::cargo::cargo_bin!("vaultbench");
     let t0 = Instant::now();
     let mut child = std::process::Command::new(bin)
-        .args(["load", "pull", "--protocol", "couchdb", "--target"])
+        .args(["load", "pull", "--protocol", "couchdb", "--url"])
         .arg(format!("http://{addr}/vault"))
         .arg("--vault")
         .arg(&vault)

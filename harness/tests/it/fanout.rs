@@ -107,8 +107,8 @@ fn fanout_shards_count_only_their_own_posts() {
     let shard = |s: &str| {
         let mut c = std::process::Command::new(assert_cmd::cargo::cargo_bin!("vaultbench"));
         c.env("XDG_STATE_HOME", home.path().join("state-home"))
-            .args(["load", "fanout", "--target", &srv.url()])
-            .args(["--devices", "4", "--pushers", "1", "--posts", "3"])
+            .args(["load", "fanout", "--url", &srv.url()])
+            .args(["--waiters", "4", "--pushers", "1", "--posts", "3"])
             .args(["--interval", "100ms", "--wait", "5s", "--settle", "1s"])
             .args(["--json", "--shard", s, "--work-dir"])
             .arg(home.path())

@@ -307,3 +307,188 @@ fn flags_mean_one_thing_and_do_something() {
     }
     assert!(bad.is_empty(), "{}", bad.join("\n"));
 }
+
+/// `load` names the server `--url` (`--target` is a server command elsewhere), takes the
+/// credentials as `record` and `ab` do (`--auth`, `--auth-file`), gives `load fanout` the
+/// scenario step's knob names and defaults, shows push-only and pull-only flags only where
+/// they apply, and sorts its flags under headings. The old spellings still work, with a note.
+#[test]
+fn load_names_each_concept_once_and_groups_its_flags() {
+    let mut bad = Vec::new();
+    let all = all();
+    let find = |p: &[&str]| {
+        all.iter()
+            .find(|(path, _)| path.iter().map(String::as_str).eq(p.iter().copied()))
+            .map(|(_, c)| c.clone())
+            .unwrap_or_else(|| panic!("{p:?} is not a command"))
+    };
+    let visible =
+        |c: &clap::Command| -> Vec<String> { flags(c).into_iter().map(|f| f.0).collect() };
+    for p in [
+        &["load"][..],
+        &["load", "push"],
+        &["load", "pull"],
+        &["load", "fanout"],
+        &["load", "bench-peer"],
+    ] {
+        let cmd = find(p);
+        let v = visible(&cmd);
+        if !v.iter().any(|f| f == "url") || v.iter().any(|f| f == "target") {
+            bad.push(format!("{p:?}: the server is --url ({v:?})"));
+        }
+        for a in cmd
+            .get_arguments()
+            .filter(|a| !a.is_hide_set() && a.get_long().is_some_and(|l| l != "help"))
+        {
+            if a.get_help_heading().is_none() {
+                bad.push(format!("{p:?}: --{} has no heading", a.get_long().unwrap()));
+            }
+        }
+        let out = Command::new(assert_cmd::cargo::cargo_bin!("vaultbench"))
+            .args(p)
+            .arg("--help")
+            .output()
+            .unwrap();
+        let help = String::from_utf8(out.stdout).unwrap();
+        for h in ["Target:", "Output:"] {
+            if !help.lines().any(|l| l == h) {
+                bad.push(format!("{p:?}: --help prints no {h:?} heading"));
+            }
+        }
+        if p != ["load", "bench-peer"] {
+            for want in ["auth", "auth-file"] {
+                if !v.iter().any(|f| f == want) {
+                    bad.push(format!("{p:?}: no --{want}"));
+                }
+            }
+            if v.iter().any(|f| f == "basic-auth-file") {
+                bad.push(format!("{p:?}: --basic-auth-file is spelled --auth-file"));
+            }
+        }
+    }
+    for p in [&["record"][..], &["ab"]] {
+        let v = visible(&find(p));
+        if !(v.iter().any(|f| f == "auth") && v.iter().any(|f| f == "auth-file")) {
+            bad.push(format!("{p:?}: --auth and --auth-file"));
+        }
+    }
+    let push = visible(&find(&["load", "push"]));
+    let pull = visible(&find(&["load", "pull"]));
+    for f in [
+        "since",
+        "depth-infinity",
+        "feed-max-entries",
+        "feed-max-pages",
+        "feed-max-bytes",
+    ] {
+        if push.iter().any(|v| v == f) || !pull.iter().any(|v| v == f) {
+            bad.push(format!("--{f} is a pull flag: shown by pull only"));
+        }
+    }
+    for f in ["checkpoint-every", "in-flight"] {
+        if pull.iter().any(|v| v == f) || !push.iter().any(|v| v == f) {
+            bad.push(format!("--{f} is a push flag: shown by push only"));
+        }
+    }
+    // `load fanout` and the step `long_poll_fanout`: one set of names, one set of defaults.
+    let fanout = find(&["load", "fanout"]);
+    let default = |long: &str| {
+        fanout
+            .get_arguments()
+            .find(|a| a.get_long() == Some(long))
+            .and_then(|a| a.get_default_values().first())
+            .map(|v| v.to_string_lossy().into_owned())
+            .unwrap_or_else(|| panic!("load fanout --{long} has no default"))
+    };
+    let ms = |long: &str| {
+        contract::parse::duration(&default(long))
+            .unwrap()
+            .as_millis() as u64
+    };
+    use scenarios::scenario::fanout_defaults as step;
+    let want = [
+        ("waiters", default("waiters") == step::WAITERS.to_string()),
+        ("pushers", default("pushers") == step::PUSHERS.to_string()),
+        ("posts", default("posts") == step::POSTS.to_string()),
+        ("interval", ms("interval") == step::INTERVAL_MS),
+        ("wait", ms("wait") == step::WAIT_S * 1000),
+        ("settle", ms("settle") == step::SETTLE_MS),
+    ];
+    for (long, same) in want {
+        if !same {
+            bad.push(format!("load fanout --{long}: not the step's default"));
+        }
+    }
+    if visible(&fanout).iter().any(|f| f == "devices") {
+        bad.push("load fanout: --devices is spelled --waiters".into());
+    }
+    // The old spellings parse, work and say what to write instead.
+    let dir = tempfile::tempdir().unwrap();
+    let auth = dir.path().join("auth");
+    std::fs::write(&auth, "u:p\n").unwrap();
+    let state = dir.path().join("state.json");
+    let auth_arg = auth.to_str().unwrap();
+    let state_arg = state.to_str().unwrap();
+    for (args, notes) in [
+        (
+            vec![
+                "load",
+                "--target",
+                "http://127.0.0.1:1",
+                "--route",
+                "livez",
+                "--in-flight",
+                "1",
+            ],
+            vec!["--target is deprecated", "write --url"],
+        ),
+        (
+            vec![
+                "load",
+                "pull",
+                "--protocol",
+                "webdav",
+                "--target",
+                "http://127.0.0.1:1",
+                "--basic-auth-file",
+                auth_arg,
+                "--vault",
+                state_arg,
+            ],
+            vec![
+                "--basic-auth-file is deprecated",
+                "write --auth-file",
+                "--target is deprecated",
+            ],
+        ),
+        (
+            vec![
+                "load",
+                "fanout",
+                "--target",
+                "http://127.0.0.1:1",
+                "--devices",
+                "2",
+            ],
+            vec!["--devices is deprecated", "write --waiters"],
+        ),
+    ] {
+        let out = Command::new(assert_cmd::cargo::cargo_bin!("vaultbench"))
+            .env("XDG_STATE_HOME", dir.path())
+            .args(&args)
+            .args(["--state", state_arg])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        for n in notes {
+            if !err.contains(n) {
+                bad.push(format!("{args:?}: no note {n:?} in {err:?}"));
+            }
+        }
+        // It went on to the target (nothing listens there): the old spelling still works.
+        if !err.contains("127.0.0.1:1") {
+            bad.push(format!("{args:?}: did not reach the target: {err:?}"));
+        }
+    }
+    assert!(bad.is_empty(), "{}", bad.join("\n"));
+}

@@ -23,7 +23,7 @@ fn err_of(args: &[&str]) -> String {
 #[test]
 fn remote_target_refused_without_flag() {
     let e = err_of(&[
-        "--target",
+        "--url",
         "http://10.20.30.40:8080",
         "--route",
         "livez",
@@ -40,7 +40,7 @@ fn remote_target_refused_without_flag() {
 #[test]
 fn bad_input_gets_one_line_errors() {
     let e = parse(&[
-        "--target",
+        "--url",
         "http://127.0.0.1:1",
         "--route",
         "livez",
@@ -54,7 +54,7 @@ fn bad_input_gets_one_line_errors() {
     .to_string();
     assert!(e.contains("no unit"), "{e}");
     let e = err_of(&[
-        "--target",
+        "--url",
         "http://127.0.0.1:1",
         "--route",
         "livez",
@@ -63,7 +63,7 @@ fn bad_input_gets_one_line_errors() {
     ]);
     assert_eq!(e, "--in-flight 0: must be at least 1");
     let e = err_of(&[
-        "--target",
+        "--url",
         "http://127.0.0.1:1",
         "--route",
         "livez",
@@ -71,11 +71,11 @@ fn bad_input_gets_one_line_errors() {
         "0",
     ]);
     assert!(e.starts_with("--rate 0"), "{e}");
-    let e = err_of(&["--target", "http://127.0.0.1:1", "--route", "livez"]);
+    let e = err_of(&["--url", "http://127.0.0.1:1", "--route", "livez"]);
     assert!(e.contains("--in-flight") && e.contains("--rate"), "{e}");
     assert!(
         parse(&[
-            "--target",
+            "--url",
             "x",
             "--route",
             "livez",
@@ -88,7 +88,7 @@ fn bad_input_gets_one_line_errors() {
     );
     let e = err_of(&[
         "push",
-        "--target",
+        "--url",
         "http://127.0.0.1:1",
         "--vault",
         "/nonexistent/vault",
@@ -97,7 +97,7 @@ fn bad_input_gets_one_line_errors() {
     let state = tempfile::tempdir().unwrap();
     let sp = state.path().join("s.json");
     let e = err_of(&[
-        "--target",
+        "--url",
         "http://127.0.0.1:1",
         "--route",
         "livez",
@@ -121,12 +121,7 @@ fn push_and_pull_in_separate_invocations_share_a_state_file() {
     std::fs::create_dir(&src).unwrap();
     write_small_vault(&src);
     let s = |p: &std::path::Path| p.to_str().unwrap().to_owned();
-    let common = [
-        "--target".to_owned(),
-        url.clone(),
-        "--state".into(),
-        s(&state),
-    ];
+    let common = ["--url".to_owned(), url.clone(), "--state".into(), s(&state)];
     let mut push: Vec<String> = vec![
         "push".into(),
         "--vault".into(),
@@ -264,7 +259,7 @@ fn load_pull_stops_a_feed_that_never_ends_at_its_bound() {
     let started = std::time::Instant::now();
     let out = testkit::vb!(dir.path())
         .args(["load", "pull", "--device", "0", "--feed-max-pages", "20"])
-        .args(["--target", &url, "--vault"])
+        .args(["--url", &url, "--vault"])
         .arg(&vault)
         .arg("--setup-token-file")
         .arg(&token)
@@ -334,4 +329,60 @@ fn bench_peer_runs_both_generators_at_one_connection() {
         let x = v[k].as_f64().unwrap();
         assert!(x > 0.0 && x.is_finite(), "{k}: {v}");
     }
+}
+
+/// What varies by protocol comes from the registry: the routes a refusal lists, the protocol
+/// a mismatched target is found to speak, and which protocols have devices to hold.
+#[test]
+fn protocol_refusals_name_what_the_registry_says() {
+    let e = err_of(&[
+        "--url",
+        "http://127.0.0.1:1",
+        "--protocol",
+        "couchdb",
+        "--route",
+        "put-chunk",
+        "--in-flight",
+        "1",
+    ]);
+    assert!(
+        e.starts_with("--route: unknown couchdb route \"put-chunk\"") && e.contains("bulk-docs"),
+        "{e}"
+    );
+    let e = err_of(&["--url", "http://127.0.0.1:1", "--protocol", "webdav"]);
+    assert!(
+        e.contains("--route is required") && e.contains("propfind-depth1"),
+        "{e}"
+    );
+    let e = err_of(&[
+        "fanout",
+        "--url",
+        "http://127.0.0.1:1",
+        "--protocol",
+        "webdav",
+    ]);
+    assert!(
+        e.contains("only obsync-v1 targets") && e.contains("webdav cannot"),
+        "{e}"
+    );
+    let (srv, _data) = server();
+    let url = srv.url();
+    let e = err_of(&[
+        "--url",
+        &url,
+        "--protocol",
+        "webdav",
+        "--route",
+        "get-file",
+        "--in-flight",
+        "1",
+        "--max-requests",
+        "1",
+    ]);
+    assert_eq!(
+        e,
+        format!(
+            "protocol mismatch: --protocol webdav but target {url} speaks obsync-v1 (its readiness probe answers): drop --protocol webdav"
+        )
+    );
 }

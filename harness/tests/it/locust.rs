@@ -74,7 +74,7 @@ fn worker(home: &Path, url: &str, token: &Path, port: u16, log: &Path) -> Child 
         .env("XDG_STATE_HOME", home.join("state-home"))
         .args([
             "load",
-            "--target",
+            "--url",
             url,
             "--route",
             "get-chunk",

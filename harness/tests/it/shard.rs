@@ -12,7 +12,7 @@ use crate::common::{hlog_merge, json_of};
 fn shard_cmd(home: &Path, url: &str, token: &Path, shard: &str, log: &Path) -> Command {
     let mut c = Command::new(assert_cmd::cargo::cargo_bin!("vaultbench"));
     c.env("XDG_STATE_HOME", home.join("state-home"))
-        .args(["load", "--target", url, "--route", "put-chunk"])
+        .args(["load", "--url", url, "--route", "put-chunk"])
         .args([
             "--in-flight",
             "2",

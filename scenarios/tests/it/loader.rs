@@ -30,6 +30,29 @@ fn every_builtin_round_trips_through_toml() {
     }
 }
 
+#[test]
+fn no_builtin_names_a_report_outside_the_repository() {
+    // A scenario's doc is shown by `vaultbench scenarios`: it says what a report measured,
+    // not the report's file name, which a user does not have.
+    for (name, text) in BUILTIN {
+        for word in [
+            "calternal",
+            "trip2g",
+            "obsync-speed-report",
+            "mcp-server-perf",
+        ] {
+            assert!(!text.contains(word), "{name} names {word}");
+        }
+    }
+    for p in scenarios::PROFILE_NAMES {
+        let d = scenarios::profile(p).unwrap().doc;
+        assert!(
+            !d.contains("calternal") && !d.contains("trip2g"),
+            "{p}: {d}"
+        );
+    }
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(256))]
 

@@ -11,6 +11,7 @@ use contract::protocol::Protocol;
 use scenarios::scenario::{Phase, Scenario};
 
 mod couch;
+pub mod load;
 mod obsync;
 mod s3;
 mod seam;

@@ -11,6 +11,9 @@ use anyhow::bail;
 use crate::sample::pairs::PairedJob;
 use crate::sample::phases;
 use crate::sample::plan::{Metrics, SamplePlan};
+use crate::sample::protocols::load::{
+    Conn, LocustJob, RouteJob, RouteRun, TransferJob, Transferred,
+};
 use crate::sample::target::Server;
 
 /// A future on the sample's one runtime thread (never sent between threads).
@@ -26,6 +29,11 @@ pub enum Support {
 
 /// What a protocol without devices or a long-poll feed cannot run.
 pub const NO_DEVICES: Support = Support::No("it has no signed devices or long-poll feed");
+
+/// `bail!` inside a [`Local`]: what a protocol without a part of `load` answers.
+fn refuse<'a, T: 'a>(name: &'static str, what: &'static str) -> Local<'a, T> {
+    Box::pin(async move { bail!("--protocol {name}: `vaultbench load` has no {what} for it") })
+}
 
 /// One sample's run of the phases, handed to a protocol.
 pub struct Run<'a> {
@@ -94,7 +102,7 @@ pub trait ProtocolImpl: Sync {
         NO_DEVICES
     }
 
-    /// The scenario file's options table this protocol reads (`[webdav]`), if any.
+    /// The scenario file's options table this protocol reads (its name in brackets), if any.
     fn options_table(&self) -> Option<&'static str> {
         None
     }
@@ -106,5 +114,53 @@ pub trait ProtocolImpl: Sync {
     fn drive_paired<'a>(&'a self, _job: PairedJob<'a>) -> Local<'a, ()> {
         let name = self.spec().name;
         Box::pin(async move { bail!("ab --paired does not drive {name} scenarios") })
+    }
+
+    /// How a target shows it speaks this protocol, for the message naming the protocol a
+    /// target speaks instead of the one asked for ("its readiness probe answers"); `None`:
+    /// it has no probe cheap enough to try on a target that may speak another.
+    fn load_probe_shows(&self) -> Option<&'static str> {
+        None
+    }
+
+    /// Whether `target` answers as this protocol (with `auth`); the error says why not.
+    fn load_probe<'a>(
+        &'a self,
+        _target: &'a loadgen::Target,
+        _auth: Option<&'a loadgen::http::BasicAuth>,
+    ) -> Local<'a, ()> {
+        refuse(self.spec().name, "probe")
+    }
+
+    /// `load`'s route load (`--route`), the route name already found in the spec's list.
+    fn load_route<'a>(&'a self, _job: RouteJob<'a>) -> Local<'a, RouteRun> {
+        refuse(self.spec().name, "route load")
+    }
+
+    /// `load push|pull`: a whole-vault transfer.
+    fn load_transfer<'a>(&'a self, _job: TransferJob<'a>) -> Local<'a, Transferred> {
+        refuse(self.spec().name, "transfer")
+    }
+
+    /// Whether it has enrolled devices for `load` to hold (`load fanout`, a Locust worker).
+    fn load_devices_support(&self) -> Support {
+        Support::No("it enrols no devices")
+    }
+
+    /// `k` enrolled devices (or `shard`'s part of `k` per shard), enrolled when missing;
+    /// only called where [`ProtocolImpl::load_devices_support`] is `Yes`.
+    fn load_devices<'a>(
+        &'a self,
+        _conn: &'a Conn<'a>,
+        _k: usize,
+        _shard: Option<loadgen::Shard>,
+    ) -> Local<'a, Vec<loadgen::Device>> {
+        refuse(self.spec().name, "devices")
+    }
+
+    /// `load --locust-master`: the route load as a Locust worker, returning the exit code;
+    /// only called where [`ProtocolImpl::load_devices_support`] is `Yes`.
+    fn load_locust<'a>(&'a self, _job: LocustJob<'a>) -> Local<'a, i32> {
+        refuse(self.spec().name, "Locust worker")
     }
 }

@@ -19,6 +19,11 @@ use crate::protocols::obsync::client::Device;
 use crate::protocols::obsync::sync::{file_id_for, push_file, wait_changes};
 use crate::stats::{HistSummary, latency_histogram};
 
+/// The reference server's `/metrics` counter of journal flushes, read around the posts.
+pub const JOURNAL_FLUSHES: &str = "obsync_journal_flushes_total";
+/// The reference server's `/metrics` counter of journal records.
+pub const JOURNAL_RECORDS: &str = "obsync_journal_records_total";
+
 /// Body size of a pushed note: 1.5 KiB, the median note of the vault profiles.
 const NOTE_BYTES: usize = 1536;
 

@@ -1,5 +1,5 @@
 //! The signed obsync wire protocol v1 (`docs/src/protocol/obsync-v1.md`): enrolled devices that
-//! sign every request (`client`, `enroll`), whole-vault operations (`sync`), the route
+//! sign every request (`client`, `enroll`; a load run's devices from its state file: [`devices`]), whole-vault operations (`sync`), the route
 //! load over its routes (`route`), the server's own counters (`metrics`), crash points
 //! inside a request body (`midbody`), and what only a signed protocol with a long-poll feed
 //! has: many held devices ([`fanout`]), the generator as a Locust worker ([`locust`]) and the
@@ -7,6 +7,7 @@
 
 pub mod bench;
 pub(crate) mod client;
+pub mod devices;
 pub(crate) mod enroll;
 pub mod fanout;
 pub mod locust;

@@ -1,8 +1,11 @@
 //! CouchDB's side of the sample: its phase client ([`client`], shaped like Self-hosted
-//! LiveSync's replication). It has no paired flow and no cost sample.
+//! LiveSync's replication) and its side of `vaultbench load` (`load`). It has no paired flow
+//! and no cost sample.
 
 pub mod client;
+mod load;
 
+use crate::sample::protocols::load::{RouteJob, RouteRun, TransferJob, Transferred};
 use crate::sample::protocols::seam::{Local, ProtocolImpl, Run, Support};
 
 /// The registry's entry.
@@ -36,5 +39,13 @@ impl ProtocolImpl for Impl {
             let mut client = client::CouchSyncClient::connect(run.plan, run.server)?;
             run.phases(&mut client).await
         })
+    }
+
+    fn load_route<'a>(&'a self, job: RouteJob<'a>) -> Local<'a, RouteRun> {
+        Box::pin(load::route(job))
+    }
+
+    fn load_transfer<'a>(&'a self, job: TransferJob<'a>) -> Local<'a, Transferred> {
+        Box::pin(load::transfer(job))
     }
 }

@@ -190,24 +190,6 @@ pub fn syscall_keys(
     }
 }
 
-/// Fits each per-file series of `phase` among `m`'s keys and writes its exponent; returns the
-/// one-line findings (the recording prints them from the keys).
-pub fn fit(phase: &str, m: &mut Metrics) -> Vec<String> {
-    let keys: Vec<(String, f64)> = m.map.iter().map(|(k, v)| (k.clone(), v.value)).collect();
-    let mut lines = Vec::new();
-    for f in reports::growth::findings(phase, keys.iter().map(|(k, v)| (k.as_str(), *v))) {
-        if let Some(g) = &f.growth {
-            m.cost(
-                PhaseKey::new(phase, &format!("growth.{}.import_exponent", f.series)),
-                round3(g.import_exponent()),
-                "exponent",
-            );
-        }
-        lines.push(f.line);
-    }
-    lines
-}
-
 fn round3(v: f64) -> f64 {
     (v * 1e3).round() / 1e3
 }
@@ -323,7 +305,7 @@ mod tests {
                 "instructions/file",
             );
         }
-        let lines = fit("cold_push", &mut m);
+        let lines = crate::sample::growth::fit("cold_push", &mut m);
         assert_eq!(lines.len(), 1, "{lines:?}");
         let e = m.map["cold_push.growth.server_instructions.import_exponent"].value;
         assert!((e - 2.0).abs() < 0.15, "{e}");

@@ -325,7 +325,7 @@ fn cost_run(
                 let total = counts.get(&t.phase).copied().unwrap_or(0);
                 checkpoint_cost::instruction_keys(t, &ticks, total, &mut m);
                 // The findings are the recording's to print, from these keys.
-                checkpoint_cost::fit(&t.phase, &mut m);
+                crate::sample::growth::fit(&t.phase, &mut m);
             }
             m.profiles = cost::read_profiles_dir(&out, &cg.work)?;
             let d = &cg.dump_ms;
@@ -345,7 +345,7 @@ fn cost_run(
             for t in &st.pushes {
                 let counts = cost::parse_strace(&text, &t.strace_windows());
                 checkpoint_cost::syscall_keys(t, &counts, &mut m);
-                checkpoint_cost::fit(&t.phase, &mut m);
+                crate::sample::growth::fit(&t.phase, &mut m);
             }
             m.blocked = cost::blocked_tables(
                 &cost::parse_strace_times(&text, &st.windows),

@@ -185,6 +185,12 @@ fn write_keys(phase: &str, points: &[Point], r: &TransferReport, m: &mut Metrics
         }
         cum.push((cp.files, cpu, logs));
     }
+    fit(phase, m)
+}
+
+/// Fits each per-file series of `phase` among `m`'s checkpoint keys and writes its exponent
+/// as `PHASE.growth.SERIES.import_exponent`; returns the one-line findings.
+pub fn fit(phase: &str, m: &mut Metrics) -> Vec<String> {
     let keys: Vec<(String, f64)> = m.map.iter().map(|(k, v)| (k.clone(), v.value)).collect();
     let mut found = Vec::new();
     for f in reports::growth::findings(phase, keys.iter().map(|(k, v)| (k.as_str(), *v))) {

@@ -330,11 +330,15 @@ impl Delta {
     /// while the task's exact time includes it, so the difference can only fall short); the
     /// other is the CPU of every other process seen (short-lived ones that exited in between
     /// are missed). Kernel threads' CPU is taken out of both (`OtherSample::kernel_thread`).
+    /// The tree's own time is the larger of its live threads' exact time and its processes'
+    /// `stat` time, which also holds the threads that exited in the window: a server that
+    /// answers each request in a thread of its own (Python's threaded servers) would otherwise
+    /// have its work counted as somebody else's.
     pub fn foreign_cpu_share(&self) -> Option<f64> {
         let total = self.system_ticks?;
         let busy = self.machine_busy_ticks?;
         let tick_ns = 1_000_000_000 / clock_ticks_per_second();
-        let own = self.cpu_ns / tick_ns;
+        let own = self.cpu_ns.max(self.process_cpu_ns_ticks) / tick_ns;
         let foreign = busy
             .saturating_sub(own)
             .saturating_sub(self.kernel_thread_ticks)
@@ -652,6 +656,26 @@ mod tests {
         // busy - own - kernel threads = 100 ticks (the tree used nothing) beats the
         // per-process 60.
         assert!((d.foreign_cpu_share().unwrap() - 100.0 / 400.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn threads_that_exited_in_the_window_are_the_trees_own_cpu() {
+        // 300 busy ticks of 400; the live threads account for 100 ticks, the processes'
+        // `stat` (exited threads included) for 250: only 50 are somebody else's.
+        let tick_ns = 1_000_000_000 / clock_ticks_per_second();
+        let d = Delta {
+            system_ticks: Some(400),
+            machine_busy_ticks: Some(300),
+            cpu_ns: 100 * tick_ns,
+            process_cpu_ns_ticks: 250 * tick_ns,
+            ..Delta::default()
+        };
+        assert!((d.foreign_cpu_share().unwrap() - 50.0 / 400.0).abs() < 1e-9);
+        let live = Delta {
+            process_cpu_ns_ticks: 0,
+            ..d
+        };
+        assert!((live.foreign_cpu_share().unwrap() - 200.0 / 400.0).abs() < 1e-9);
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! The protocol seam: what the scenario's phases ask of a sync client, whatever protocol it
-//! speaks. `phases::drive` runs the phase flow once over a [`SyncClient`]; the obsync-v1
-//! client (signed devices, `sample::obsync_client`) and the WebDAV client
-//! (`sample::webdav_client`) implement it. Keys the flow writes keep one name across
+//! speaks. `phases::drive` runs the phase flow once over a [`SyncClient`]; each protocol's
+//! client (in its folder under `sample::protocols`) implements it. Keys the flow writes keep
+//! one name across
 //! protocols where the meaning carries over (`cold_push.wall_ms`, `edit.p50_ms`); a client
 //! adds the keys only its protocol has (`cold_push.own_echo.answers`, `edit.polls`).
 //!
@@ -98,7 +98,7 @@ impl StepReport {
 }
 
 /// A sync client the phase flow drives: device A writes, device B reads (two enrolled
-/// devices for obsync, two clients of the same server for WebDAV). Methods write their
+/// devices for the signed protocol, two clients of the same server otherwise). Methods write their
 /// protocol's own keys into `m`; the driver writes the shared ones from what they return.
 // Driven through a generic on one runtime thread (`block_on`), never boxed or sent between
 // threads, so the futures need no `Send` bound.
@@ -107,7 +107,7 @@ pub trait SyncClient {
     /// The protocol's generator-side facts: its name and its routes.
     fn spec(&self) -> &'static loadgen::protocols::Spec;
 
-    /// The protocol's name, for messages (`obsync-v1`, `webdav`).
+    /// The protocol's name, for messages (its spec's name).
     fn protocol(&self) -> &'static str {
         self.spec().name
     }

@@ -86,7 +86,13 @@ fn the_quadratic_reference_server_is_named_quadratic_and_the_plain_one_is_not() 
     assert!(rows.iter().all(|r| !r.superlinear), "{rows:?}");
     for r in rows.iter().filter(|r| r.exponent.is_some()) {
         let holds_zero = r.exponent_lo.unwrap() <= 0.0 && r.exponent_hi.unwrap() >= 0.0;
-        assert!(holds_zero || r.class.as_deref() == Some("O(n)"), "{r:?}");
+        // A drift under the materiality rule (at most 25 % over the windows) names no class:
+        // on a busy machine a time series can drift a few per cent without a finding.
+        let immaterial = r.class.is_none() && r.finding.contains("less than the 25 %");
+        assert!(
+            holds_zero || immaterial || r.class.as_deref() == Some("O(n)"),
+            "{r:?}"
+        );
     }
     assert!(!err.contains("quadratic"), "{err}");
 }

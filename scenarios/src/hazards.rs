@@ -191,6 +191,24 @@ pub(crate) fn name_footprint(h: HazardNames) -> (u64, Vec<u64>) {
     (notes, by_depth)
 }
 
+/// The names (file stems) of the hazard-named notes `h` adds: a twin takes them out of the
+/// measured names before it draws the planner's titles, so they are not counted twice.
+pub(crate) fn name_stems(h: HazardNames) -> Vec<String> {
+    let p = Profile {
+        hazard_names: Some(h),
+        ..crate::profile::base("footprint", "", 0)
+    };
+    extras(&p)
+        .iter()
+        .filter(|e| e.is_name())
+        .filter_map(|e| {
+            let path = e.path();
+            let base = path.rsplit('/').next().unwrap_or(&path);
+            base.strip_suffix(".md").map(str::to_owned)
+        })
+        .collect()
+}
+
 /// A clipped-article name whose file name is exactly 255 bytes (the usual filesystem
 /// limit), with a multi-byte dash so a byte-counting bug cuts a character in half.
 pub fn long_name() -> String {

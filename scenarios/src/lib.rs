@@ -16,6 +16,7 @@ mod note;
 mod plan;
 mod profile;
 mod rng;
+pub mod script;
 pub mod scenario;
 pub mod shape;
 mod text;
@@ -26,9 +27,9 @@ pub use generate::{FileReader, Files, GenFile, generate};
 pub use manifest::{Difference, Manifest, ManifestEntry, entry, hash_reader, manifest};
 pub use profile::{
     DEFAULT_SEED, Fanout, HazardNames, ImageSizes, LinkStyle, ObsidianConfig, PROFILE_NAMES,
-    Profile, profile,
+    Profile, TitleNames, profile,
 };
 pub use rng::civil_from_days;
-pub use shape::{Measure, Shape, ShapeError};
+pub use shape::{Measure, NameStats, Shape, ShapeError};
 pub use text::percent_decode;
 pub use twin::TWIN_NAME;

@@ -103,6 +103,7 @@ impl Plan {
             titles.insert("Index".to_owned());
         }
         let mut notes = Vec::with_capacity(n);
+        let twin_titles = p.title_names.as_ref().map(|t| title_specs(&mut rng, t, n));
         for i in 0..n {
             let folder = if i < folders.len() {
                 Some(i)
@@ -113,13 +114,22 @@ impl Plan {
             } else {
                 Some(below(&mut rng, folders.len()))
             };
-            let mut title = text::title(&mut rng, p.non_ascii_share);
+            let mut title = match &twin_titles {
+                Some(specs) => text::title_in(&mut rng, specs[i]),
+                None => text::title(&mut rng, p.non_ascii_share),
+            };
             if titles.contains(&title) {
+                // A twin's title without spaces stays without: `東京-2`, not `東京 2`.
+                let sep = if twin_titles.is_some() && !title.contains(' ') {
+                    "-"
+                } else {
+                    " "
+                };
                 let mut k = 2;
-                while titles.contains(&format!("{title} {k}")) {
+                while titles.contains(&format!("{title}{sep}{k}")) {
                     k += 1;
                 }
-                title = format!("{title} {k}");
+                title = format!("{title}{sep}{k}");
             }
             titles.insert(title.clone());
             let (kind, size) = if chance(&mut rng, p.empty_share) {
@@ -311,8 +321,15 @@ fn attachments(p: &Profile, seed: u64) -> (Vec<AttachmentPlan>, Vec<u32>) {
         .image_sizes
         .as_ref()
         .map(|q| quantile_sizes(&mut rng, q, n_images as usize));
+    let twin_names = p
+        .attachment_names
+        .as_ref()
+        .map(|t| title_specs(&mut rng, t, n_images as usize));
     for i in 0..n_images as usize {
-        let mut name = text::title(&mut rng, 0.0);
+        let mut name = match &twin_names {
+            Some(specs) => text::title_in(&mut rng, specs[i]),
+            None => text::title(&mut rng, 0.0),
+        };
         while names.contains(&name) {
             name.push('_');
         }
@@ -368,41 +385,8 @@ fn quantile_sizes(
     if n == 0 || q.points.is_empty() {
         return vec![MIN_PNG_BYTES; n];
     }
-    let mut ranks: Vec<usize> = (0..n).collect();
-    for i in (1..n).rev() {
-        ranks.swap(i, below(rng, i + 1));
-    }
-    let pts: Vec<(f64, f64)> = q
-        .points
-        .iter()
-        .map(|&(p, b)| (p, (b.max(1) as f64).ln()))
-        .collect();
-    let slope = |a: (f64, f64), b: (f64, f64)| {
-        if b.0 > a.0 {
-            (b.1 - a.1) / (b.0 - a.0)
-        } else {
-            0.0
-        }
-    };
-    let at = |u: f64| -> f64 {
-        let (first, last) = (pts[0], pts[pts.len() - 1]);
-        let ln = if u <= first.0 {
-            let s = pts.get(1).map_or(0.0, |&b| slope(first, b));
-            first.1 - (first.0 - u) * s
-        } else if u >= last.0 {
-            let s = pts
-                .len()
-                .checked_sub(2)
-                .map_or(0.0, |i| slope(pts[i], last));
-            last.1 + (u - last.0) * s
-        } else {
-            let k = pts.windows(2).position(|w| u <= w[1].0).unwrap_or(0);
-            let (a, b) = (pts[k], pts[k + 1]);
-            a.1 + (u - a.0) * slope(a, b)
-        };
-        ln.exp().clamp(1.0, IMAGE_MAX_BYTES as f64)
-    };
-    let us: Vec<f64> = ranks.iter().map(|&r| (r as f64 + 0.5) / n as f64).collect();
+    let (us, pts) = (stratified(rng, n), log_points(&q.points));
+    let at = |u: f64| -> f64 { log_linear(&pts, u).clamp(1.0, IMAGE_MAX_BYTES as f64) };
     let mut sizes: Vec<f64> = us.iter().map(|&u| at(u)).collect();
     let tail_from = last_point_q(&pts).min(us.iter().copied().fold(0.0, f64::max));
     let tail: Vec<usize> = (0..n).filter(|&i| us[i] >= tail_from).collect();
@@ -416,6 +400,134 @@ fn quantile_sizes(
         }
     }
     sizes.into_iter().map(|s| s.round() as u64).collect()
+}
+
+/// `(r + 0.5) / n` for each of `n` items, `r` its rank in a seeded permutation: quantile
+/// levels that cover `[0, 1]` evenly, in a seeded order.
+fn stratified(rng: &mut rand_chacha::ChaCha8Rng, n: usize) -> Vec<f64> {
+    let mut ranks: Vec<usize> = (0..n).collect();
+    for i in (1..n).rev() {
+        ranks.swap(i, below(rng, i + 1));
+    }
+    ranks.iter().map(|&r| (r as f64 + 0.5) / n as f64).collect()
+}
+
+/// Measured quantile points `(q, value)` as `(q, ln value)`.
+fn log_points(points: &[(f64, u64)]) -> Vec<(f64, f64)> {
+    points
+        .iter()
+        .map(|&(p, b)| (p, (b.max(1) as f64).ln()))
+        .collect()
+}
+
+/// The value at quantile level `u`, read off `pts` (from [`log_points`]) by log-linear
+/// interpolation, extrapolated past the first and last point by the neighbouring segment's
+/// slope.
+fn log_linear(pts: &[(f64, f64)], u: f64) -> f64 {
+    let slope = |a: (f64, f64), b: (f64, f64)| {
+        if b.0 > a.0 {
+            (b.1 - a.1) / (b.0 - a.0)
+        } else {
+            0.0
+        }
+    };
+    let (first, last) = (pts[0], pts[pts.len() - 1]);
+    let ln = if u <= first.0 {
+        let s = pts.get(1).map_or(0.0, |&b| slope(first, b));
+        first.1 - (first.0 - u) * s
+    } else if u >= last.0 {
+        let s = pts
+            .len()
+            .checked_sub(2)
+            .map_or(0.0, |i| slope(pts[i], last));
+        last.1 + (u - last.0) * s
+    } else {
+        let k = pts.windows(2).position(|w| u <= w[1].0).unwrap_or(0);
+        let (a, b) = (pts[k], pts[k + 1]);
+        a.1 + (u - a.0) * slope(a, b)
+    };
+    ln.exp()
+}
+
+/// The longest title a twin writes, in characters (a measured p99 beyond it is cut here),
+/// and in bytes: far from the 240-byte long-name class, whose count a twin holds exactly.
+const TITLE_MAX_CHARS: f64 = 120.0;
+pub(crate) const TITLE_MAX_BYTES: usize = 180;
+
+/// The script, length and spacing of each of `n` twin titles: each script's count is its
+/// share of `n` rounded by largest remainder, the lengths are stratified over the measured
+/// quantiles, and the titles with spaces are the share asked of those whose script spaces
+/// its words, all in a seeded order.
+fn title_specs(
+    rng: &mut rand_chacha::ChaCha8Rng,
+    t: &crate::profile::TitleNames,
+    n: usize,
+) -> Vec<text::TitleSpec> {
+    let scripts = spread(rng, &t.scripts, n);
+    let pts = log_points(&t.chars);
+    let lengths: Vec<usize> = if pts.is_empty() {
+        vec![20; n]
+    } else {
+        stratified(rng, n)
+            .into_iter()
+            .map(|u| log_linear(&pts, u).round().clamp(1.0, TITLE_MAX_CHARS) as usize)
+            .collect()
+    };
+    let spaced_ones: Vec<usize> = (0..n)
+        .filter(|&i| crate::script::spaced(scripts[i]))
+        .collect();
+    let want = (t.space_share.clamp(0.0, 1.0) * spaced_ones.len() as f64).round() as usize;
+    let mut with_space = vec![false; n];
+    for (k, u) in stratified(rng, spaced_ones.len()).into_iter().enumerate() {
+        // The titles whose seeded level falls in the lowest `want` of them get spaces.
+        with_space[spaced_ones[k]] = (u * spaced_ones.len() as f64) < want as f64;
+    }
+    (0..n)
+        .map(|i| text::TitleSpec {
+            script: scripts[i],
+            chars: lengths[i],
+            spaces: with_space[i],
+        })
+        .collect()
+}
+
+/// `n` labels, each `shares`' label as often as its share of `n` (largest remainder), in a
+/// seeded order.
+fn spread(
+    rng: &mut rand_chacha::ChaCha8Rng,
+    shares: &[(&'static str, f64)],
+    n: usize,
+) -> Vec<&'static str> {
+    let total: f64 = shares.iter().map(|s| s.1.max(0.0)).sum();
+    if shares.is_empty() || total <= 0.0 {
+        return vec!["ascii"; n];
+    }
+    let exact: Vec<f64> = shares
+        .iter()
+        .map(|s| s.1.max(0.0) / total * n as f64)
+        .collect();
+    let mut counts: Vec<usize> = exact.iter().map(|e| e.floor() as usize).collect();
+    let mut left = n - counts.iter().sum::<usize>();
+    let mut order: Vec<usize> = (0..shares.len()).collect();
+    order.sort_by(|&a, &b| {
+        let (ra, rb) = (exact[a] - exact[a].floor(), exact[b] - exact[b].floor());
+        rb.total_cmp(&ra).then(a.cmp(&b))
+    });
+    for &k in order.iter().cycle() {
+        if left == 0 {
+            break;
+        }
+        counts[k] += 1;
+        left -= 1;
+    }
+    let mut out: Vec<&'static str> = Vec::with_capacity(n);
+    for (k, &c) in counts.iter().enumerate() {
+        out.extend(std::iter::repeat_n(shares[k].0, c));
+    }
+    for i in (1..out.len()).rev() {
+        out.swap(i, below(rng, i + 1));
+    }
+    out
 }
 
 /// The highest measured quantile (the tail above it is what the total is matched with).

@@ -105,6 +105,25 @@ pub struct Profile {
     /// The size of the largest heavy note (a measured vault's twin); 0 lets the planner draw
     /// every heavy note between 38 and 560 KB.
     pub heavy_max_bytes: u32,
+    /// How a measured vault names its notes (a twin): when set, the planner's titles are
+    /// drawn in these scripts, to these lengths, with spaces in this share; `None`: English
+    /// nouns, non-ASCII with `non_ascii_share` like the words of the text.
+    pub title_names: Option<TitleNames>,
+    /// How a measured vault names its image-sized attachments (a twin), the same way; `None`:
+    /// English nouns.
+    pub attachment_names: Option<TitleNames>,
+}
+
+/// Notes' names as a measured vault writes them (`[names.notes]` of a shape file).
+#[derive(Clone, Debug, PartialEq)]
+pub struct TitleNames {
+    /// Each script (`script.rs`) and its share of the titles; the shares add up to 1.
+    pub scripts: Vec<(&'static str, f64)>,
+    /// Quantiles of a title's length in characters: `(q, chars)`, `q` increasing.
+    pub chars: Vec<(f64, u64)>,
+    /// The share of titles in a script written with spaces (Chinese and Japanese titles
+    /// have none) that hold a space.
+    pub space_share: f64,
 }
 
 /// How many names of each hazard class of `hazards.rs` a vault holds (a twin copies a
@@ -226,6 +245,8 @@ pub(crate) fn base(name: &'static str, doc: &'static str, notes: u32) -> Profile
         root_notes: 0,
         attachment_extensions: BTreeMap::new(),
         heavy_max_bytes: 0,
+        title_names: None,
+        attachment_names: None,
     }
 }
 

@@ -20,8 +20,13 @@ use crate::links::{LinkIndex, headings, links};
 
 /// The `kind` of a shape file.
 pub const KIND: &str = "vaultbench.vault-shape";
-/// The shape format version this build writes and the newest it reads.
-pub const FORMAT_VERSION: u32 = 1;
+/// The shape format version this build writes and the newest it reads. Version 2 added
+/// `[names.notes]` (notes' names by script, their lengths and spaces); a version 1 file,
+/// which has none, still reads, and its twin draws titles as the built-in profiles do.
+pub const FORMAT_VERSION: u32 = 2;
+
+/// The longest note name the length quantiles may name, in characters.
+pub const MAX_NAME_CHARS: u64 = 255;
 
 /// The most notes (and attachments, and config files) a shape may hold.
 pub const MAX_FILES: u64 = 1_000_000;
@@ -205,6 +210,27 @@ pub struct Names {
     pub non_utf8: u64,
     /// Symbolic links and special files, never followed or read.
     pub skipped: u64,
+    /// Notes' own names (their file stems, folders and extension aside): absent in a
+    /// version 1 file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub notes: Option<NameStats>,
+    /// Attachments' own names (their stems, without the extension), the same way.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attachments: Option<NameStats>,
+}
+
+/// What a twin needs to write names like the vault's: their scripts, lengths and spaces
+/// (`script.rs` says how a name's script is decided).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NameStats {
+    /// Names by script (`ascii`, `punct`, `latin`, `cyrillic`, ...; scripts with none left
+    /// out).
+    pub scripts: BTreeMap<String, u64>,
+    /// Quantiles of a name's length in characters (Unicode scalar values).
+    pub chars: Quantiles,
+    /// Names holding a space.
+    pub spaces: u64,
 }
 
 /// Why a shape file was refused. One line, naming the file and the field.
@@ -370,8 +396,50 @@ impl Shape {
             MAX_SAME_BASENAME,
         )?;
         count("names.skipped", names.skipped, MAX_FILES)?;
+        name_stats("names.notes", names.notes.as_ref(), n.count)?;
+        name_stats("names.attachments", names.attachments.as_ref(), a.count)?;
         Ok(())
     }
+}
+
+/// Checks `[names.notes]` or `[names.attachments]`: known scripts, at most `files` names,
+/// lengths in order and within [`MAX_NAME_CHARS`]. The fields are named by `table`.
+fn name_stats(
+    table: &'static str,
+    stats: Option<&NameStats>,
+    files: u64,
+) -> Result<(), (&'static str, String)> {
+    let Some(m) = stats else { return Ok(()) };
+    let (scripts, chars, spaces) = match table {
+        "names.notes" => (
+            "names.notes.scripts",
+            "names.notes.chars",
+            "names.notes.spaces",
+        ),
+        _ => (
+            "names.attachments.scripts",
+            "names.attachments.chars",
+            "names.attachments.spaces",
+        ),
+    };
+    let mut total = 0u64;
+    for (script, &k) in &m.scripts {
+        if !crate::script::SCRIPTS.contains(&script.as_str()) {
+            return Err((
+                scripts,
+                format!(
+                    "names an unknown script {script:?} (known: {})",
+                    crate::script::SCRIPTS.join(", ")
+                ),
+            ));
+        }
+        total += k;
+    }
+    count(scripts, total, files)?;
+    quantiles(chars, &m.chars)?;
+    count(chars, m.chars.p99, MAX_NAME_CHARS)?;
+    count(spaces, m.spaces, files)?;
+    Ok(())
 }
 
 fn line_of(text: &str, byte: usize) -> usize {
@@ -491,6 +559,9 @@ pub struct Measure {
     config: Config,
     non_utf8: u64,
     skipped: u64,
+    /// Each note's name (its stem), and each attachment's.
+    note_names: Vec<String>,
+    attachment_names: Vec<String>,
 }
 
 impl Measure {
@@ -501,6 +572,9 @@ impl Measure {
     /// A file of class [`FileClass::Note`] and its bytes.
     pub fn note(&mut self, path: &str, bytes: &[u8]) {
         self.paths.push(path.to_owned());
+        let base = path.rsplit('/').next().unwrap_or(path);
+        self.note_names
+            .push(base.strip_suffix(".md").unwrap_or(base).to_owned());
         self.notes += 1;
         match path.rsplit_once('/') {
             Some((dir, _)) => *self.note_folders.entry(dir.to_owned()).or_default() += 1,
@@ -571,6 +645,11 @@ impl Measure {
             _ => "none".to_owned(),
         };
         *self.extensions.entry(ext).or_default() += 1;
+        let stem = match base.rsplit_once('.') {
+            Some((stem, _)) if !stem.is_empty() => stem,
+            _ => base,
+        };
+        self.attachment_names.push(stem.to_owned());
         self.paths.push(path.to_owned());
         self.att_bytes += size;
         if size > crate::plan::IMAGE_MAX_BYTES {
@@ -648,7 +727,9 @@ impl Measure {
         self.sizes.sort_unstable();
         self.att_sizes.sort_unstable();
         self.large.sort_unstable();
-        let names = names(&self.paths, self.non_utf8, self.skipped);
+        let mut names = names(&self.paths, self.non_utf8, self.skipped);
+        names.notes = Some(name_stats_of(&self.note_names));
+        names.attachments = Some(name_stats_of(&self.attachment_names));
         Shape {
             kind: KIND.to_owned(),
             format_version: FORMAT_VERSION,
@@ -779,6 +860,8 @@ fn names(paths: &[String], non_utf8: u64, skipped: u64) -> Names {
         non_ascii: 0,
         non_utf8,
         skipped,
+        notes: None,
+        attachments: None,
     };
     let mut folded: BTreeMap<String, u64> = BTreeMap::new();
     let mut basenames: BTreeMap<&str, u64> = BTreeMap::new();
@@ -804,4 +887,24 @@ fn names(paths: &[String], non_utf8: u64, skipped: u64) -> Names {
         .max()
         .unwrap_or(0);
     n
+}
+
+/// Names by script, their lengths in characters and how many hold a space.
+fn name_stats_of(stems: &[String]) -> NameStats {
+    let mut scripts: BTreeMap<String, u64> = BTreeMap::new();
+    let mut chars: Vec<u64> = Vec::with_capacity(stems.len());
+    let mut spaces = 0;
+    for s in stems {
+        *scripts
+            .entry(crate::script::script_of(s).to_owned())
+            .or_default() += 1;
+        chars.push(s.chars().count() as u64);
+        spaces += u64::from(s.contains(' '));
+    }
+    chars.sort_unstable();
+    NameStats {
+        scripts,
+        chars: quantiles_of(&chars),
+        spaces,
+    }
 }

@@ -130,6 +130,69 @@ pub(crate) fn title(rng: &mut ChaCha8Rng, non_ascii_share: f64) -> String {
     t
 }
 
+/// What one twin title is to be: its script, its length in characters, and whether its words
+/// are separated by spaces.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct TitleSpec {
+    pub script: &'static str,
+    pub chars: usize,
+    pub spaces: bool,
+}
+
+/// A twin's note title: words of `spec.script` (the first capitalised) until it is
+/// `spec.chars` characters long, cut there. Words are joined by a space, or else by `-`
+/// (nothing in Chinese and Japanese, an en dash in `punct`); the cut never leaves a
+/// separator at the end, and the title stays under [`crate::plan::TITLE_MAX_BYTES`].
+pub(crate) fn title_in(rng: &mut ChaCha8Rng, spec: TitleSpec) -> String {
+    let words = crate::script::words(spec.script);
+    let sep = match spec.script {
+        "punct" => "\u{2013}",
+        s if !crate::script::spaced(s) => "",
+        _ if spec.spaces => " ",
+        _ => "-",
+    };
+    let want = spec.chars.max(1);
+    let mut t = String::with_capacity(want * 2);
+    let mut len = 0usize;
+    while len < want {
+        if !t.is_empty() {
+            t.push_str(sep);
+        }
+        let w = pick(rng, words);
+        if t.is_empty() {
+            push_capitalised(&mut t, w);
+        } else {
+            t.push_str(w);
+        }
+        len = t.chars().count();
+    }
+    let mut out: String = t.chars().take(want).collect();
+    while out.len() > crate::plan::TITLE_MAX_BYTES {
+        out.pop();
+    }
+    let trimmed = out.trim_end_matches([' ', '-', '\u{2013}']).len();
+    if trimmed > 0 {
+        out.truncate(trimmed);
+    }
+    if spec.script == "punct" && out.is_ascii() {
+        // Too short to reach a separator: the dash ends it instead.
+        out.pop();
+        out.push('\u{2013}');
+    }
+    if spec.spaces && !out.contains(' ') && out.chars().count() >= 3 {
+        // One word filled it: two words fit only if the space is made inside it.
+        let at = out
+            .char_indices()
+            .nth(out.chars().count() / 2)
+            .map_or(0, |(i, _)| i);
+        out.replace_range(
+            at..at + out[at..].chars().next().map_or(0, char::len_utf8),
+            " ",
+        );
+    }
+    out
+}
+
 /// A folder name: one or two capitalised words.
 pub(crate) fn folder_name(rng: &mut ChaCha8Rng) -> String {
     let mut t = String::new();

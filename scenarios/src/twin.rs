@@ -10,7 +10,8 @@
 
 use crate::plan::NOTE_MAX_BYTES;
 use crate::profile::{
-    DEFAULT_SEED, Fanout, HazardNames, ImageSizes, LinkStyle, ObsidianConfig, Profile, base,
+    DEFAULT_SEED, Fanout, HazardNames, ImageSizes, LinkStyle, ObsidianConfig, Profile, TitleNames,
+    base,
 };
 use crate::shape::Shape;
 
@@ -51,6 +52,12 @@ impl Profile {
         // planner's notes carry them all.
         let non_empty = n.count - n.empty;
         let per_planned = ratio(non_empty, non_empty.saturating_sub(extra_notes)).max(1.0);
+        let hazard_stems = names.map(crate::hazards::name_stems).unwrap_or_default();
+        let titles = s
+            .names
+            .notes
+            .as_ref()
+            .map(|m| title_names(m, &hazard_stems));
         let fixed = l.per_note_max > 0 && (l.per_note_mean - l.per_note_max as f64).abs() < 1e-9;
         Profile {
             name: TWIN_NAME,
@@ -79,6 +86,7 @@ impl Profile {
             non_ascii_share: non_ascii_param(
                 (n.non_ascii_share * per_planned).min(1.0),
                 l.per_note_mean * per_planned * (1.0 - l.same_note_share),
+                titles.as_ref().map(title_non_ascii),
             ),
             fanout: if fixed {
                 Fanout::Fixed(l.per_note_max as u32)
@@ -126,6 +134,8 @@ impl Profile {
                 plugin_js_bytes: c.largest,
             }),
             hazard_names: names,
+            title_names: titles,
+            attachment_names: s.names.attachments.as_ref().map(|m| title_names(m, &[])),
             folder_depths: Some(depths),
             root_notes: root_notes as u32,
             attachment_extensions: a
@@ -136,6 +146,106 @@ impl Profile {
             ..base(TWIN_NAME, "", 0)
         }
     }
+}
+
+/// The generator's title parameters from notes' measured names, less the names of the
+/// hazard-named notes the twin writes itself (`hazard`): each script's share, the length
+/// quantiles, and the share of spaced-script titles that hold a space (the measured names
+/// with spaces are all in scripts that space their words).
+fn title_names(m: &crate::shape::NameStats, hazard: &[String]) -> TitleNames {
+    let mut counts = m.scripts.clone();
+    let mut spaces = m.spaces;
+    for h in hazard {
+        if let Some(k) = counts.get_mut(crate::script::script_of(h)) {
+            *k = k.saturating_sub(1);
+        }
+        spaces = spaces.saturating_sub(u64::from(h.contains(' ')));
+    }
+    let total: u64 = counts.values().sum();
+    let scripts: Vec<(&'static str, f64)> = crate::script::SCRIPTS
+        .iter()
+        .filter_map(|s| {
+            let k = *counts.get(*s)?;
+            (k > 0).then(|| (*s, ratio(k, total)))
+        })
+        .collect();
+    let spaced: u64 = counts
+        .iter()
+        .filter(|(s, _)| crate::script::spaced(s))
+        .map(|(_, &k)| k)
+        .sum();
+    TitleNames {
+        scripts,
+        chars: planner_lengths(&m.chars, m.scripts.values().sum(), hazard),
+        space_share: ratio(spaces, spaced).min(1.0),
+    }
+}
+
+/// The length quantiles the planner's titles need so that, with the hazard names' own
+/// lengths, all `n` names measure back to `q`: the measured distribution function, read off
+/// `q` by linear interpolation (0 below one character, 1 at p99 and above), less the
+/// hazard names' share at each length, rescaled to the planner's titles.
+fn planner_lengths(q: &crate::shape::Quantiles, n: u64, hazard: &[String]) -> Vec<(f64, u64)> {
+    let points = [
+        (0.10, q.p10),
+        (0.25, q.p25),
+        (0.50, q.p50),
+        (0.75, q.p75),
+        (0.90, q.p90),
+        (0.99, q.p99),
+    ];
+    let planned = n.saturating_sub(hazard.len() as u64);
+    if hazard.is_empty() || planned == 0 {
+        return points.to_vec();
+    }
+    // The measured share of names at most `x` characters long.
+    let measured = |x: f64| -> f64 {
+        let mut prev = (0.0, 0.0);
+        for &(level, len) in &points {
+            let len = len as f64;
+            if x < len {
+                let span = len - prev.1;
+                return if span <= 0.0 {
+                    prev.0
+                } else {
+                    prev.0 + (level - prev.0) * (x - prev.1) / span
+                };
+            }
+            prev = (level, len);
+        }
+        1.0
+    };
+    let lens: Vec<u64> = hazard.iter().map(|h| h.chars().count() as u64).collect();
+    let (n, planned) = (n as f64, planned as f64);
+    let mut best = 0.0f64;
+    let planner = |x: u64| -> f64 {
+        let h = lens.iter().filter(|&&l| l <= x).count() as f64;
+        ((n * measured(x as f64) - h) / planned).clamp(0.0, 1.0)
+    };
+    let mut cdf: Vec<(u64, f64)> = Vec::new();
+    for x in 1..=crate::shape::MAX_NAME_CHARS {
+        best = best.max(planner(x));
+        cdf.push((x, best));
+    }
+    points
+        .iter()
+        .map(|&(level, fallback)| {
+            let x = cdf
+                .iter()
+                .find(|&&(_, c)| c >= level)
+                .map_or(fallback, |&(x, _)| x);
+            (level, x)
+        })
+        .collect()
+}
+
+/// The share of titles that are not ASCII.
+fn title_non_ascii(t: &TitleNames) -> f64 {
+    t.scripts
+        .iter()
+        .filter(|(s, _)| *s != "ascii")
+        .map(|(_, p)| p)
+        .sum()
 }
 
 fn ratio(a: u64, b: u64) -> f64 {
@@ -207,19 +317,22 @@ fn dominant_param(share: f64, notes: u64, folders: u64) -> f64 {
 
 /// The generator's non-ASCII parameter `x` that gives a measured share of notes holding
 /// non-ASCII text. With `x`, a note's own words are non-ASCII with probability `x`; besides,
-/// its title (drawn non-ASCII with probability `x`) shows in its `# Title` heading half the
-/// time, and each link to another note or a placeholder spells a title drawn the same way.
-/// So a note is all ASCII with probability about `(1 - x) (1 - x / 2) (1 - x)^k`, `k` its
-/// links that name a title; `x` is found by bisection (the share rises with `x`).
-fn non_ascii_param(share: f64, k: f64) -> f64 {
+/// its title (non-ASCII with probability `t`) shows in its `# Title` heading half the time,
+/// and each link to another note or a placeholder spells a title drawn the same way. So a
+/// note is all ASCII with probability about `(1 - x) (1 - t / 2) (1 - t)^k`, `k` its links
+/// that name a title; `x` is found by bisection (the share rises with `x`). Without measured
+/// names the titles are drawn with the text's own parameter (`t = x`); with them `t` is their
+/// non-ASCII share (`title_share`).
+fn non_ascii_param(share: f64, k: f64, title_share: Option<f64>) -> f64 {
     let predicted = |x: f64| {
-        let mut ascii = (1.0 - x) * (1.0 - x / 2.0);
-        // (1 - x)^k by repeated multiplication (k is a mean, so its integer part, then the rest).
+        let t = title_share.unwrap_or(x);
+        let mut ascii = (1.0 - x) * (1.0 - t / 2.0);
+        // (1 - t)^k by repeated multiplication (k is a mean, so its integer part, then the rest).
         let whole = k.floor() as u32;
         for _ in 0..whole.min(1000) {
-            ascii *= 1.0 - x;
+            ascii *= 1.0 - t;
         }
-        ascii *= 1.0 - x * (k - f64::from(whole));
+        ascii *= 1.0 - t * (k - f64::from(whole));
         1.0 - ascii
     };
     let (mut lo, mut hi) = (0.0, 1.0);

@@ -192,9 +192,14 @@ fn bad_directories_and_shape_files_are_one_line_naming_them() {
         ),
         ("kind = \"vaultbench.vault-shape\"", "kind = \"x\"", "kind"),
         (
-            "format_version = 1",
+            "format_version = 2",
             "format_version = 9",
             "upgrade vaultbench",
+        ),
+        (
+            "[names.notes.scripts]\n",
+            "[names.notes.scripts]\nklingon = 1\n",
+            "names.notes.scripts names an unknown script \"klingon\"",
         ),
     ] {
         assert!(good.contains(from), "{from:?} in\n{good}");
@@ -213,6 +218,26 @@ fn bad_directories_and_shape_files_are_one_line_naming_them() {
         assert!(e.contains("bad.toml") && e.contains(says), "{to:?}: {e}");
         assert!(!out.exists(), "nothing written for {to:?}");
     }
+    // A version 1 file, written before names' scripts and lengths were measured, still reads.
+    let v1: String = good
+        .replacen("format_version = 2", "format_version = 1", 1)
+        .split("\n\n")
+        .filter(|table| {
+            !table.trim_start().starts_with("[names.notes")
+                && !table.trim_start().starts_with("[names.attachments")
+        })
+        .collect::<Vec<_>>()
+        .join("\n\n");
+    assert!(!v1.contains("names.notes"), "{v1}");
+    let f = d.path().join("v1.toml");
+    fs::write(&f, v1).unwrap();
+    vb!()
+        .args(["vault", "gen", "--profile-file"])
+        .arg(&f)
+        .arg("--out")
+        .arg(d.path().join("v1"))
+        .assert()
+        .success();
 }
 
 /// A scenario file naming a measured shape (`profile_file`, read beside the scenario file)

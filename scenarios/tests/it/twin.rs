@@ -182,6 +182,23 @@ fn check_round_trip(src: &Shape) -> Shape {
         s.links.wiki > s.links.markdown,
         "link style"
     );
+    if let Some(want) = &s.names.attachments
+        && s.attachments.count > s.attachments.large
+    {
+        let got = t.names.attachments.as_ref();
+        check_names(
+            want,
+            got.expect("a twin's names are measured"),
+            s.attachments.count,
+        );
+    }
+    if let Some(want) = &s.names.notes {
+        check_names(
+            want,
+            t.names.notes.as_ref().expect("a twin's names are measured"),
+            s.notes.count,
+        );
+    }
     if s.attachments.count > s.attachments.large {
         let (sig, n) = (s.attachments.size_log_sigma, s.attachments.count);
         near_quantile(
@@ -202,6 +219,41 @@ fn check_round_trip(src: &Shape) -> Shape {
         );
     }
     twin
+}
+
+/// Notes' names: each script's share within `max(0.05, 3 sqrt(2 p (1 - p) / n))` (the
+/// hazard-named notes keep their own names, so a share moves by up to their count too), the
+/// name-length p10, p50 and p90 within 10 % or 2 characters, and the share with spaces like
+/// a script's.
+fn check_names(s: &scenarios::NameStats, t: &scenarios::NameStats, notes: u64) {
+    let f = |x: u64| x as f64;
+    let total = |m: &scenarios::NameStats| f(m.scripts.values().sum::<u64>().max(1));
+    for script in scenarios::script::SCRIPTS {
+        let share = |m: &scenarios::NameStats| f(*m.scripts.get(*script).unwrap_or(&0)) / total(m);
+        let p = share(s);
+        near(
+            &format!("names in script {script}"),
+            share(t),
+            p,
+            0.0,
+            share_tol(p, notes) + 0.01,
+        );
+    }
+    for (what, got, want) in [
+        ("name length p10", t.chars.p10, s.chars.p10),
+        ("name length p50", t.chars.p50, s.chars.p50),
+        ("name length p90", t.chars.p90, s.chars.p90),
+    ] {
+        near(what, f(got), f(want), 0.10, 2.0);
+    }
+    let p = f(s.spaces) / total(s);
+    near(
+        "names with spaces",
+        f(t.spaces) / total(t),
+        p,
+        0.0,
+        share_tol(p, notes),
+    );
 }
 
 #[test]
@@ -318,6 +370,8 @@ fn hazard_names_are_cut_to_the_notes_measured() {
     s.attachments.count = 60;
     s.attachments.extensions = [("png".to_owned(), 60)].into_iter().collect();
     s.names.emoji = 100;
+    // The names' scripts were counted over the 100 notes measured: not this edit's.
+    s.names.notes = None;
     let s = Shape::parse(&s.to_toml(), "cut.toml").unwrap();
     let twin = measure_generated(&Profile::from_shape(&s), 1);
     assert_eq!((twin.notes.count, twin.names.emoji), (40, 40));
@@ -417,4 +471,53 @@ fn twin_of_a_heavy_attachment_tail_keeps_its_bytes_and_quantiles() {
     within("attachment p75", t.size.p75, s.size.p75);
     within("attachment p90", t.size.p90, s.size.p90);
     within("attachment p99", t.size.p99, s.size.p99);
+}
+
+/// A vault named in many languages (the scripts, lengths and spaces of a multilingual
+/// documentation vault's 6,280 note names, scaled to `vault1k`'s notes): its twin's names
+/// measure back in the same scripts, lengths and spaces, and its text's non-ASCII share is
+/// still the measured one although most titles are not ASCII.
+#[test]
+fn twin_of_a_multilingual_vault_keeps_its_names_scripts_and_lengths() {
+    let p = prof("vault1k");
+    let mut s = measure_generated(&p, p.default_seed);
+    let n = s.notes.count;
+    let measured = [
+        ("ascii", 2690u64),
+        ("latin", 1463),
+        ("han", 354),
+        ("arabic", 338),
+        ("cyrillic", 318),
+        ("hangul", 167),
+        ("hebrew", 167),
+        ("greek", 166),
+        ("indic", 165),
+        ("southeast_asian", 326),
+        ("kana", 122),
+        ("punct", 4),
+    ];
+    let all: u64 = measured.iter().map(|m| m.1).sum();
+    let mut scripts: std::collections::BTreeMap<String, u64> = measured
+        .iter()
+        .map(|&(k, c)| (k.to_owned(), c * n / all))
+        .collect();
+    let short = n - scripts.values().sum::<u64>();
+    *scripts.get_mut("ascii").unwrap() += short;
+    s.notes.non_ascii_share = 0.91;
+    s.names.notes = Some(scenarios::NameStats {
+        scripts,
+        chars: scenarios::shape::Quantiles {
+            p10: 6,
+            p25: 8,
+            p50: 15,
+            p75: 21,
+            p90: 28,
+            p99: 41,
+        },
+        spaces: n * 3932 / 6280,
+    });
+    let s = Shape::parse(&s.to_toml(), "multilingual.toml").unwrap();
+    let twin = check_round_trip(&s);
+    let t = twin.names.notes.unwrap();
+    assert!(t.scripts.len() >= 11, "{:?}", t.scripts);
 }

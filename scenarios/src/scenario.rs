@@ -204,7 +204,18 @@ pub struct S3Options {
     /// `FOLDER/` object for every folder (off by default: folders are key prefixes only).
     #[serde(default)]
     pub folder_objects: bool,
+    /// The plugin's end-to-end encryption: `"openssl-base64"` (names and bodies in OpenSSL's
+    /// AES-256-CBC format, a PBKDF2 of 20,000 rounds per name and body; the remote is flat,
+    /// every folder a zero-byte object). Absent: none, the plugin's default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub encryption: Option<String>,
+    /// The encryption password (default `vaultbench`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub password: Option<String>,
 }
+
+/// The encryption methods `[s3] encryption` takes.
+pub const S3_ENCRYPTIONS: &[&str] = &["openssl-base64"];
 
 impl Default for S3Options {
     fn default() -> Self {
@@ -212,6 +223,8 @@ impl Default for S3Options {
             poll_ms: default_poll_ms(),
             accurate_mtime: false,
             folder_objects: false,
+            encryption: None,
+            password: None,
         }
     }
 }
@@ -553,6 +566,10 @@ pub const BUILTIN: &[(&str, &str)] = &[
         include_str!("../scenarios/small-couchdb.toml"),
     ),
     ("small-s3", include_str!("../scenarios/small-s3.toml")),
+    (
+        "small-s3-encrypted",
+        include_str!("../scenarios/small-s3-encrypted.toml"),
+    ),
     ("personal-s3", include_str!("../scenarios/personal-s3.toml")),
     (
         "personal-couchdb",
@@ -696,10 +713,26 @@ pub fn parse(text: &str, origin: &str) -> Result<Scenario, ScenarioError> {
             return invalid(format!("webdav poll_ms {} must be in 1..=60000", w.poll_ms));
         }
     }
-    if let Some(o) = &s.s3
-        && (o.poll_ms == 0 || o.poll_ms > 60_000)
-    {
-        return invalid(format!("s3 poll_ms {} must be in 1..=60000", o.poll_ms));
+    if let Some(o) = &s.s3 {
+        if o.poll_ms == 0 || o.poll_ms > 60_000 {
+            return invalid(format!("s3 poll_ms {} must be in 1..=60000", o.poll_ms));
+        }
+        if let Some(e) = &o.encryption
+            && !S3_ENCRYPTIONS.contains(&e.as_str())
+        {
+            let why = if e == "rclone-base64" {
+                " (the plugin's rclone-format encryption is not reproduced)"
+            } else {
+                ""
+            };
+            return invalid(format!(
+                "s3 encryption {e:?} is not one of {}{why}",
+                S3_ENCRYPTIONS.join(", ")
+            ));
+        }
+        if o.password.is_some() && o.encryption.is_none() {
+            return invalid("s3 password is given but no encryption".to_owned());
+        }
     }
     for f in &s.faults {
         if !(f.rate.is_finite() && (0.0..=1.0).contains(&f.rate)) {
@@ -1113,6 +1146,35 @@ mod tests {
         a.name = s.name.clone();
         a.doc = s.doc.clone();
         assert_eq!(a, s);
+    }
+
+    #[test]
+    fn s3_encryption_is_the_plugins_openssl_format_or_an_error() {
+        let s3 = |table: &str| {
+            parse(
+                &format!(
+                    "name='x'\ndoc='d'\nprofile='small'\nprotocol='s3'\n[s3]\n{table}\n[[phase]]\nkind='cold_start'\n"
+                ),
+                "f.toml",
+            )
+        };
+        let s = s3("encryption='openssl-base64'\npassword='pw'").unwrap();
+        let o = s.s3.unwrap();
+        assert_eq!(o.encryption.as_deref(), Some("openssl-base64"));
+        assert_eq!(o.password.as_deref(), Some("pw"));
+        let e = s3("encryption='rclone-base64'").unwrap_err().to_string();
+        assert!(e.contains("f.toml") && e.contains("not reproduced"), "{e}");
+        let e = s3("encryption='rot13'").unwrap_err().to_string();
+        assert!(e.contains("openssl-base64"), "{e}");
+        let e = s3("password='pw'").unwrap_err().to_string();
+        assert!(e.contains("no encryption"), "{e}");
+        // An unencrypted scenario serialises as before.
+        let plain = builtin("small-s3").unwrap();
+        let json = serde_json::to_string(&plain).unwrap();
+        assert!(
+            !json.contains("encryption") && !json.contains("password"),
+            "{json}"
+        );
     }
 
     #[test]

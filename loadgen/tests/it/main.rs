@@ -14,5 +14,6 @@ mod hostile_obsync_props;
 mod hostile_s3;
 mod locust_props;
 mod rss;
+mod s3_crypt;
 mod webdav_e2e;
 mod webdav_fixtures;

@@ -4,11 +4,13 @@
 //! ListObjectsV2, DeleteObject) plus CreateBucket and CopyObject, and a listing page streamed
 //! through the listing parser.
 
-use std::sync::Arc;
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 use hyper::Method;
 
+use super::crypt::Cipher;
 use super::error::S3Error;
 use super::listing::{Object, PageEnd, read_listing};
 use super::sign::{self, Credentials, EMPTY_SHA256, REGION, ToSign};
@@ -35,6 +37,12 @@ pub struct S3Client {
     bucket: String,
     clock: Clock,
     bounds: FeedBounds,
+    /// The plugin's encryption, when the vault is encrypted.
+    cipher: Option<Arc<Cipher>>,
+    /// Each vault path's object key as last listed or written (the plugin's
+    /// `cacheMapOrigToEnc`): an encrypted name is salted, so a file rewritten keeps the key it
+    /// was listed under rather than getting a second object.
+    keys: Arc<Mutex<BTreeMap<String, String>>>,
 }
 
 impl std::fmt::Debug for S3Client {
@@ -107,6 +115,89 @@ impl S3Client {
             bucket: bucket.to_owned(),
             clock: system_clock(),
             bounds: super::LIST_DEFAULT,
+            cipher: None,
+            keys: Arc::default(),
+        }
+    }
+
+    /// This client encrypting names and bodies as the plugin's `openssl-base64` does.
+    pub fn with_cipher(mut self, cipher: Cipher) -> S3Client {
+        self.cipher = Some(Arc::new(cipher));
+        self
+    }
+
+    /// The cipher, when the vault is encrypted.
+    pub fn cipher(&self) -> Option<&Cipher> {
+        self.cipher.as_deref()
+    }
+
+    /// The object key of vault path `path` (a folder with its `/`): the path itself, or the
+    /// key it was last listed or written under, or a new encrypted name.
+    pub fn key_of(&self, path: &str) -> String {
+        let Some(c) = &self.cipher else {
+            return path.to_owned();
+        };
+        let mut keys = self.keys.lock().unwrap_or_else(|p| p.into_inner());
+        keys.entry(path.to_owned())
+            .or_insert_with(|| c.encrypt_name(path))
+            .clone()
+    }
+
+    /// The vault path listed key `key` stands for (decrypted when the vault is encrypted,
+    /// and remembered as that path's key); `Err` says why it stands for none.
+    pub fn path_of_key(&self, key: &str) -> Result<String, String> {
+        let Some(c) = &self.cipher else {
+            return Ok(key.to_owned());
+        };
+        let path = c
+            .decrypt_name(key)
+            .map_err(|e| format!("listed key {}: {e}", quoted(key, 80)))?;
+        let mut keys = self.keys.lock().unwrap_or_else(|p| p.into_inner());
+        keys.insert(path.clone(), key.to_owned());
+        Ok(path)
+    }
+
+    /// The size a body of `n` plain bytes is stored at.
+    pub fn stored_size(&self, n: u64) -> u64 {
+        match self.cipher {
+            Some(_) => super::crypt::stored_size(n),
+            None => n,
+        }
+    }
+
+    /// PutObject of vault file `path` with `plain`, encrypted when the vault is (the
+    /// Content-Type follows the object key, so an encrypted file goes as
+    /// `application/octet-stream`).
+    pub async fn put_file(
+        &self,
+        rec: &Recorder,
+        path: &str,
+        plain: Bytes,
+        mtime_s: u64,
+    ) -> Result<Option<String>, S3Error> {
+        let key = self.key_of(path);
+        let body = match &self.cipher {
+            Some(c) => Bytes::from(c.encrypt(&plain)),
+            None => plain,
+        };
+        self.put(rec, &key, body, mtime_s).await
+    }
+
+    /// GetObject of listed object `key` (capped at its listed `size`), decrypted when the
+    /// vault is encrypted.
+    pub async fn get_file(
+        &self,
+        rec: &Recorder,
+        key: &str,
+        size: Option<u64>,
+    ) -> Result<Bytes, S3Error> {
+        let body = self.get_sized(rec, key, size).await?;
+        match &self.cipher {
+            Some(c) => c
+                .decrypt(&body)
+                .map(Bytes::from)
+                .map_err(|e| S3Error::invalid(format!("GetObject {}", clip(key, 80)), e)),
+            None => Ok(body),
         }
     }
 

@@ -28,6 +28,7 @@
 //!   status, so a server that answers 500 shows in the phase's `errors` key.
 
 pub mod client;
+pub mod crypt;
 mod error;
 pub mod listing;
 pub mod ops;

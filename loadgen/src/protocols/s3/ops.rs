@@ -72,9 +72,11 @@ pub async fn push_vault(
     let rec = Recorder::new(false);
     let t0 = Instant::now();
     let (dirs, files) = local_tree(dir)?;
-    if opts.folder_objects {
+    // An encrypted remote is flat (no name holds a `/`), so the plugin writes every folder
+    // as a zero-byte object of its own, whatever its folder-objects setting.
+    if opts.folder_objects || client.cipher().is_some() {
         for d in &dirs {
-            let key = format!("{d}/");
+            let key = client.key_of(&format!("{d}/"));
             client.put(&rec, &key, Bytes::new(), 0).await?;
             client.head(&rec, &key).await?;
         }
@@ -89,8 +91,8 @@ pub async fn push_vault(
             let mtime = std::fs::metadata(&abs).map(|m| mtime_s(&m)).unwrap_or(0);
             let n = body.len() as u64;
             let t = Instant::now();
-            c.put(&r, &key, Bytes::from(body), mtime).await?;
-            c.head(&r, &key).await?;
+            c.put_file(&r, &key, Bytes::from(body), mtime).await?;
+            c.head(&r, &c.key_of(&key)).await?;
             Ok::<_, S3Error>((n, t.elapsed()))
         })
     };
@@ -153,6 +155,10 @@ pub fn check_key(prefix: &str, key: &str) -> Result<(), String> {
 /// client's bounds as they arrive (so a single endless page stops at the entry bound, not
 /// at the body's size cap), a continuation token that repeats is refused at once, and the
 /// pages are bounded; each error names its bound and flag.
+///
+/// The listing is keyed by vault path. An encrypted remote cannot be listed by prefix: the
+/// whole bucket is listed, every name decrypted (a PBKDF2 each, as the plugin does on every
+/// walk) and checked, and those outside `prefix` left out; each [`Object`] keeps its key.
 pub async fn walk(client: &S3Client, rec: &Recorder, prefix: &str) -> Result<Listing, S3Error> {
     let b = client.bounds();
     let what = format!("ListObjectsV2 of {}/{}", client.bucket(), clip(prefix, 120));
@@ -173,6 +179,7 @@ pub async fn walk(client: &S3Client, rec: &Recorder, prefix: &str) -> Result<Lis
         }
         out.requests += 1;
         let objects = &mut out.objects;
+        let encrypted = client.cipher().is_some();
         let mut visit = |o: Object| -> Result<(), String> {
             listed += 1;
             if listed > b.max_entries {
@@ -181,12 +188,23 @@ pub async fn walk(client: &S3Client, rec: &Recorder, prefix: &str) -> Result<Lis
                     b.max_entries
                 ));
             }
-            check_key(prefix, &o.key)?;
-            objects.insert(o.key.clone(), o);
+            let path = if encrypted {
+                check_key("", &o.key)?;
+                let path = client.path_of_key(&o.key)?;
+                if !path.starts_with(prefix) {
+                    return Ok(());
+                }
+                path
+            } else {
+                o.key.clone()
+            };
+            check_key(prefix, &path)?;
+            objects.insert(path, o);
             Ok(())
         };
+        let list_prefix = if encrypted { "" } else { prefix };
         let end = client
-            .list_page(rec, prefix, token.as_deref(), &mut visit)
+            .list_page(rec, list_prefix, token.as_deref(), &mut visit)
             .await?;
         if !end.is_truncated {
             return Ok(out);
@@ -250,17 +268,21 @@ pub async fn pull_vault(
             }
         }
     }
-    let files: Vec<(String, u64)> = listing.files().map(|(k, o)| (k.clone(), o.size)).collect();
+    let files: Vec<(String, String, u64)> = listing
+        .files()
+        .map(|(path, o)| (path.clone(), o.key.clone(), o.size))
+        .collect();
     let (mut done, mut bytes) = (0u64, 0u64);
-    let start = |(key, size): (String, u64)| {
-        let target = local_path(dir, &key)?;
+    let start = |(path, key, size): (String, String, u64)| {
+        let target = local_path(dir, &path)?;
         let (c, r) = (client.clone(), rec.clone());
         Ok::<_, S3Error>(async move {
-            let body = c.get_sized(&r, &key, Some(size)).await?;
-            if size != body.len() as u64 {
+            let body = c.get_file(&r, &key, Some(size)).await?;
+            let stored = c.stored_size(body.len() as u64);
+            if size != stored {
                 return Err(S3Error::invalid(
-                    clip(&key, 120),
-                    format!("GET returned {} bytes, the listing said {size}", body.len()),
+                    clip(&path, 120),
+                    format!("GET returned {stored} bytes, the listing said {size}"),
                 ));
             }
             tokio::fs::write(&target, &body)
@@ -312,7 +334,10 @@ pub async fn resync(
         .keys()
         .filter(|k| !listing.objects.contains_key(*k))
         .count() as u64;
-    let local: BTreeMap<&String, u64> = local_files.iter().map(|(k, _, n)| (k, *n)).collect();
+    let local: BTreeMap<&String, u64> = local_files
+        .iter()
+        .map(|(k, _, n)| (k, client.stored_size(*n)))
+        .collect();
     for (k, o) in listing.files() {
         if local.get(k) != Some(&o.size) {
             mismatched += 1;
@@ -323,8 +348,8 @@ pub async fn resync(
         .filter(|k| !listing.objects.contains_key(**k))
         .count() as u64;
     if heads {
-        for (k, o) in listing.files() {
-            let h = client.head(&rec, k).await?;
+        for (_, o) in listing.files() {
+            let h = client.head(&rec, &o.key).await?;
             if h.size != Some(o.size) || h.etag != o.etag {
                 mismatched += 1;
             }
@@ -346,10 +371,11 @@ pub async fn rename(client: &S3Client, from: &str, to: &str) -> Result<TransferR
     let listing = walk(client, &rec, &prefix).await?;
     let moves: Vec<(String, String)> = listing
         .objects
-        .keys()
-        .map(|k| {
-            let rest = &k[prefix.len()..];
-            (k.clone(), format!("{}/{rest}", to.trim_end_matches('/')))
+        .iter()
+        .map(|(path, o)| {
+            let rest = &path[prefix.len()..];
+            let new = format!("{}/{rest}", to.trim_end_matches('/'));
+            (o.key.clone(), client.key_of(&new))
         })
         .collect();
     let n = moves.len() as u64;
@@ -379,7 +405,7 @@ pub struct PollReport {
 
 /// Lists `prefix` every `interval` until `key` (under it) differs from `before` in ETag, size
 /// or last-modified (or appears, when `before` is `None`) and, when `want_size` is given,
-/// lists that size; gives up at `deadline`. The delay it measures is bounded below by the
+/// lists that many plain bytes' stored size; gives up at `deadline`. The delay it measures is bounded below by the
 /// interval: S3 has no change feed.
 pub async fn poll_until_changed(
     client: &S3Client,
@@ -404,7 +430,7 @@ pub async fn poll_until_changed(
             let changed = before.is_none_or(|b| {
                 b.etag != o.etag || b.size != o.size || b.last_modified != o.last_modified
             });
-            if changed && want_size.is_none_or(|w| o.size == w) {
+            if changed && want_size.is_none_or(|w| o.size == client.stored_size(w)) {
                 return Ok(PollReport {
                     elapsed: t0.elapsed(),
                     polls,

@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 
 use loadgen::TransferReport;
 use loadgen::protocols::s3::client::Recorder;
+use loadgen::protocols::s3::crypt::Cipher;
 use loadgen::protocols::s3::{Listing, Object, PushOpts, S3Client, S3Route};
 use reports::schema::Better;
 use scenarios::scenario::S3Options;
@@ -41,6 +42,24 @@ pub fn client_for(spec: &TargetSpec, server: &Server) -> anyhow::Result<S3Client
     .with_bounds(bounds))
 }
 
+/// `client` encrypting names and bodies as the scenario's `[s3] encryption` asks, its salts
+/// drawn from the sample's seed; `client` itself when the scenario asks for none.
+pub fn as_scenario_asks(client: S3Client, plan: &SamplePlan) -> S3Client {
+    let opts = plan.scenario.s3.as_ref();
+    match opts.and_then(|o| o.encryption.as_ref()) {
+        Some(_) => {
+            let password = opts
+                .and_then(|o| o.password.as_deref())
+                .unwrap_or(DEFAULT_PASSWORD);
+            client.with_cipher(Cipher::new(password, plan.seed))
+        }
+        None => client,
+    }
+}
+
+/// The password of an encrypted scenario that names none.
+pub const DEFAULT_PASSWORD: &str = "vaultbench";
+
 /// An S3 client of a target, with the scenario's `[s3]` options and the record of the last
 /// pull (what B saw, which its resync compares with).
 pub struct S3SyncClient {
@@ -54,7 +73,7 @@ pub struct S3SyncClient {
 impl S3SyncClient {
     /// A client of `server`, its bucket created (not timed: before the first phase).
     pub async fn connect(plan: &SamplePlan, server: &Server) -> anyhow::Result<S3SyncClient> {
-        let client = client_for(&plan.target, server)?;
+        let client = as_scenario_asks(client_for(&plan.target, server)?, plan);
         client
             .create_bucket(&Recorder::new(false))
             .await
@@ -202,10 +221,10 @@ impl PolledEdit for S3Client {
     }
 
     async fn write(&self, rec: &Recorder, rel: &str, body: bytes::Bytes) -> anyhow::Result<()> {
-        self.put(rec, rel, body, 0)
+        self.put_file(rec, rel, body, 0)
             .await
             .context("edit propagation: A's PutObject")?;
-        self.head(rec, rel)
+        self.head(rec, &self.key_of(rel))
             .await
             .context("edit propagation: A's HeadObject")?;
         Ok(())
@@ -217,7 +236,7 @@ impl PolledEdit for S3Client {
         rel: &str,
         size: Option<u64>,
     ) -> anyhow::Result<bytes::Bytes> {
-        self.get_sized(rec, rel, size)
+        self.get_file(rec, &self.key_of(rel), size)
             .await
             .context("edit propagation: B's GetObject")
     }

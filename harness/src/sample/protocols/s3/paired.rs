@@ -8,7 +8,7 @@ use loadgen::protocols::s3::S3Client;
 use loadgen::protocols::s3::client::Recorder;
 use reports::schema::PairSeries;
 
-use super::client::client_for;
+use super::client::{as_scenario_asks, client_for};
 use crate::sample::pairs::{
     PairedJob, PushPullPairs, Turns, file_series, in_turn, lists_vault, pulled, push_and_pull,
     pushed, vault_file, vault_files, write_pulled,
@@ -20,8 +20,8 @@ use crate::sample::plan::ms;
 /// as skipped.
 pub(super) async fn drive_s3(job: PairedJob<'_>) -> anyhow::Result<()> {
     let clients = [
-        client_for(job.specs[0], &job.a.server)?,
-        client_for(job.specs[1], &job.b.server)?,
+        as_scenario_asks(client_for(job.specs[0], &job.a.server)?, job.plan),
+        as_scenario_asks(client_for(job.specs[1], &job.b.server)?, job.plan),
     ];
     let rec = Recorder::new(false);
     for (i, c) in clients.iter().enumerate() {
@@ -51,11 +51,11 @@ impl PushPullPairs for Buckets {
             let (ta, tb) = in_turn(i, a_first, async |k: usize| {
                 let t = Instant::now();
                 clients[k]
-                    .put(&rec, key, body.clone(), 0)
+                    .put_file(&rec, key, body.clone(), 0)
                     .await
                     .with_context(|| format!("PutObject {key}"))?;
                 clients[k]
-                    .head(&rec, key)
+                    .head(&rec, &clients[k].key_of(key))
                     .await
                     .with_context(|| format!("HeadObject {key}"))?;
                 Ok(ms(t.elapsed()))
@@ -100,7 +100,7 @@ impl PushPullPairs for Buckets {
             let (ta, tb) = in_turn(i, a_first, async |k: usize| {
                 let t = Instant::now();
                 let body = clients[k]
-                    .get_sized(&rec, key, size)
+                    .get_file(&rec, &clients[k].key_of(key), size)
                     .await
                     .with_context(|| format!("GetObject {key}"))?;
                 let took = ms(t.elapsed());

@@ -50,8 +50,8 @@ pub struct TargetDef {
     pub packages: Option<String>,
     /// Files that must exist (modules a configuration loads).
     pub requires: Vec<String>,
-    /// The path the vault lives under (`/` unless given): a WebDAV collection, an S3 bucket
-    /// `/NAME/`; for a target that names a `database`, `/DATABASE/`.
+    /// The path the vault lives under (`/` unless given), in the protocol's terms (a
+    /// collection, a bucket `/NAME/`); for a target that names a `database`, `/DATABASE/`.
     pub root: Option<String>,
     /// The database a target file named (`database = "..."`), checked against its protocol's
     /// rule by [`crate::protocols::check_target`]; its root is `/DATABASE/`.
@@ -65,7 +65,8 @@ pub struct TargetDef {
     pub dirs: Vec<String>,
     /// Files written into the data dir before the start: relative name -> template.
     pub files: BTreeMap<String, String>,
-    /// WebDAV walk bounds other than the defaults (`--webdav-max-*`); `None`: the defaults.
+    /// Folder-walk bounds other than the defaults (the `record` flags that set them); `None`:
+    /// the defaults.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub walk: Option<crate::walk::WalkBounds>,
     /// Changes feed walk bounds other than the protocol's defaults (`--feed-max-*`); `None`:
@@ -95,8 +96,7 @@ struct DefFile {
     packages: Option<String>,
     #[serde(default)]
     requires: Vec<String>,
-    /// Its former name is accepted too.
-    #[serde(alias = "webdav_root")]
+    /// A protocol's former name for it is read as it (`Spec::former_keys`).
     root: Option<String>,
     /// The database a server keeps the vault in, for a protocol that has them: its own name
     /// for what `root` is to a path-addressed server.
@@ -225,7 +225,8 @@ impl TargetDef {
 
     /// Parses a target file's text; `default_name` when it names none.
     pub fn parse(text: &str, default_name: &str) -> Result<TargetDef, LaunchError> {
-        let f: DefFile = toml::from_str(text).map_err(|e| {
+        let text = with_current_keys(text)?;
+        let f: DefFile = toml::from_str(&text).map_err(|e| {
             invalid(
                 "definition",
                 e.to_string().lines().next().unwrap_or("").to_owned(),
@@ -335,7 +336,7 @@ impl TargetDef {
             || self.files.values().any(|t| t.contains("{data}"))
     }
 
-    /// The WebDAV root (`/`, or `/dav/` with both slashes).
+    /// The root (`/`, or `/dav/` with both slashes).
     pub fn root(&self) -> &str {
         self.root.as_deref().unwrap_or("/")
     }
@@ -416,12 +417,42 @@ pub fn parse_auth(s: &str) -> Result<BasicAuth, LaunchError> {
     }
 }
 
-/// A WebDAV root as `/` or `/a/b/`: starts and ends with `/`, no `..`, no query.
+/// `text` with every key a protocol once used under its current name
+/// ([`crate::protocols::Spec::former_keys`]); the text itself when it uses none.
+fn with_current_keys(text: &str) -> Result<std::borrow::Cow<'_, str>, LaunchError> {
+    let Ok(mut table) = text.parse::<toml::Table>() else {
+        // Not TOML: the parse proper says where.
+        return Ok(std::borrow::Cow::Borrowed(text));
+    };
+    let mut renamed = false;
+    for spec in crate::protocols::SPECS {
+        for (former, current) in spec.former_keys {
+            if let Some(v) = table.remove(*former) {
+                if table.contains_key(*current) {
+                    return Err(invalid(
+                        *former,
+                        format!("is the former name of `{current}`: give one of them"),
+                    ));
+                }
+                table.insert((*current).to_owned(), v);
+                renamed = true;
+            }
+        }
+    }
+    if !renamed {
+        return Ok(std::borrow::Cow::Borrowed(text));
+    }
+    toml::to_string(&table)
+        .map(std::borrow::Cow::Owned)
+        .map_err(|e| invalid("definition", e.to_string()))
+}
+
+/// A root as `/` or `/a/b/`: starts and ends with `/`, no `..`, no query.
 pub fn normalize_root(s: &str) -> Result<String, LaunchError> {
     let segs: Vec<&str> = s.split('/').filter(|x| !x.is_empty()).collect();
     if segs.iter().any(|x| *x == ".." || *x == ".") || s.contains(['?', '#', ' ', '\r', '\n']) {
         return Err(invalid(
-            format!("webdav root {s:?}"),
+            format!("root {s:?}"),
             "must be a plain path such as / or /dav/ (no .., no query)",
         ));
     }
@@ -666,7 +697,7 @@ mod tests {
     #[test]
     fn a_user_file_is_read_like_a_preset_and_bad_ones_get_one_line() {
         let d = TargetDef::parse(
-            "command = \"srv --port {port} --root '{data}/my root'\"\nprotocol = \"webdav\"\n\
+            "command = \"srv --port {port} --root '{data}/my root'\"\nprotocol = \"s3\"\n\
              root = \"dav\"\nauth = \"u:p\"\nready = \"tcp\"\n[files]\n\"conf/a.ini\" = \"port={port}\"\n",
             "mine",
         )
@@ -676,10 +707,6 @@ mod tests {
             ["srv", "--port", "{port}", "--root", "{data}/my root"]
         );
         assert_eq!(d.root(), "/dav/");
-        // The key's former name still reads.
-        let old =
-            TargetDef::parse("command = \"srv {addr}\"\nwebdav_root = \"/v/\"\n", "o").unwrap();
-        assert_eq!(old.root(), "/v/");
         assert_eq!(d.ready, Some(Ready::Tcp));
         assert_eq!(d.auth, Some(BasicAuth::new("u", "p")));
         for (text, want) in [
@@ -707,7 +734,7 @@ mod tests {
                 "command = \"srv\"\nprotocol = \"FTP!\"",
                 "not a protocol name",
             ),
-            ("command = \"srv\"\nroot = \"/a/../b\"", "webdav root"),
+            ("command = \"srv\"\nroot = \"/a/../b\"", "root \"/a/../b\""),
             ("commnd = \"srv\"", "definition"),
         ] {
             let e = TargetDef::parse(text, "t").unwrap_err().to_string();

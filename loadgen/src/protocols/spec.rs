@@ -27,6 +27,9 @@ pub struct Spec {
     /// A target file's `database` key, for a protocol whose server keeps the vault in a named
     /// database: the rule a name must follow (`Err`: why not). `None`: the key is refused.
     pub database: Option<NameRule>,
+    /// Target-file keys this protocol's files once used, each with the key it reads as now
+    /// (`(former, current)`): a file that still uses one keeps working.
+    pub former_keys: &'static [(&'static str, &'static str)],
 }
 
 /// A rule a name must follow: `Err` says why a name does not.

@@ -1,5 +1,5 @@
 //! The multistatus parser on real PROPFIND answers from Apache mod_dav, nginx dav + dav-ext
-//! and rclone, captured by `examples/webdav_capture.rs` over the `hazards` vault (see
+//! and rclone, captured by `src/protocols/webdav/capture.rs` over the `hazards` vault (see
 //! `tests/fixtures/webdav/README.md`): every listing must name exactly the folder's members
 //! with their sizes, hrefs decoded to the bytes the vault has (NFC and NFD kept apart).
 
@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use loadgen::protocols::webdav::{DavClient, DavEntry, parse_multistatus};
 
 const SERVERS: [&str; 3] = ["apache-webdav", "nginx-webdav", "rclone-webdav"];
-/// The capture's extra folder and names, as `examples/webdav_capture.rs` writes them.
+/// The capture's extra folder and names, as `src/protocols/webdav/capture.rs` writes them.
 const EXTRA_FOLDER: &str = "vaultbench-extra";
 const EXTRA_NAMES: &[&str] = &[
     "100% done.md",

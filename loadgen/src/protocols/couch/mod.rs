@@ -61,6 +61,7 @@ pub const SPEC: crate::protocols::spec::Spec = crate::protocols::spec::Spec {
         },
     ],
     database: Some(database_name),
+    former_keys: &[],
 };
 
 /// CouchDB's rule for database names (its API reference, "PUT /{db}"): a lower-case letter,

@@ -28,6 +28,7 @@ pub const SPEC: crate::protocols::spec::Spec = crate::protocols::spec::Spec {
     routes: || route::Route::ALL.iter().map(|r| r.name()).collect(),
     presets: &[],
     database: None,
+    former_keys: &[],
 };
 
 /// The protocol's readiness route.

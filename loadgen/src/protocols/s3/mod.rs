@@ -85,6 +85,7 @@ pub const SPEC: crate::protocols::spec::Spec = crate::protocols::spec::Spec {
         },
     ],
     database: None,
+    former_keys: &[],
 };
 
 /// `GET /` answered with any HTTP status: the server is up. An S3 server answers an

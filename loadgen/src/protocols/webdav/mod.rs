@@ -69,7 +69,8 @@ pub const SPEC: crate::protocols::spec::Spec = crate::protocols::spec::Spec {
             text: include_str!("../../../targets/rclone-webdav.toml"),
         },
     ],
-    database: None,
+    database: None, // The vault's path was first a WebDAV-only key.
+    former_keys: &[("webdav_root", "root")],
 };
 
 /// `OPTIONS` of the vault's collection (with the credentials), any 2xx.
@@ -78,5 +79,27 @@ fn ready(def: &TargetDef) -> Ready {
         method: "OPTIONS".into(),
         path: def.root().to_owned(),
         status: StatusMatch::Class(2),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::launch::TargetDef;
+
+    #[test]
+    fn a_target_file_with_the_former_webdav_root_key_still_reads() {
+        let old =
+            TargetDef::parse("command = \"srv {addr}\"\nwebdav_root = \"/v/\"\n", "o").unwrap();
+        assert_eq!(old.root(), "/v/");
+        let e = TargetDef::parse(
+            "command = \"srv {addr}\"\nwebdav_root = \"/v/\"\nroot = \"/w/\"\n",
+            "o",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("webdav_root") && e.contains("former name of `root`"),
+            "{e}"
+        );
     }
 }

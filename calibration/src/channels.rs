@@ -141,8 +141,9 @@ const RTT_PER_SLICE: usize = 32;
 /// Untimed round trips before the first slice: the connection's first exchanges pay for
 /// slow-start state, page faults of fresh buffers and the echo thread's first wake-up.
 const RTT_WARMUP: usize = 16;
-/// Bytes of one request: about the head of a signed obsync request (request line, host,
-/// device id, timestamp, nonce, HMAC signature; the protocol doc's example is ~330 bytes).
+/// Bytes of one request: about the head of a signed request to the reference server (request
+/// line, host, device id, timestamp, nonce, HMAC signature; the protocol doc's example is ~330
+/// bytes).
 const RTT_REQUEST: usize = 320;
 /// Bytes of one answer: about a small JSON answer with its head.
 const RTT_ANSWER: usize = 160;

@@ -1,4 +1,4 @@
-//! The exit codes of `vaultbench` (and of `obsync-refserver` and the calibration example,
+//! The exit codes of `vaultbench` (and of the reference server and the calibration example,
 //! which use the same numbers), documented once. README.md's table is checked against these
 //! constants by a test.
 //!

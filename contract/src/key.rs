@@ -37,7 +37,7 @@ pub const SERVER: &str = "server";
 /// `<scope>.server.syscalls.<name>`.
 pub const SYSCALLS: &str = "syscalls";
 
-/// The group of the fsync counters by kind an obsync server exports on `/metrics`:
+/// The group of the fsync counters by kind the reference server exports on `/metrics`:
 /// `<scope>.server.fsyncs.<kind>`.
 pub const FSYNCS: &str = "fsyncs";
 

@@ -65,7 +65,7 @@ pub enum Command {
     /// Generate, verify and benchmark seeded synthetic vaults.
     #[command(subcommand)]
     Vault(vault::VaultCmd),
-    /// Run the reference obsync-v1 server (the default target).
+    /// Run the reference server (the default target).
     ServeRef(refserver::cli::ServeArgs),
     /// Drive a server over any registered protocol: route load, a whole-vault push/pull, many
     /// held devices, or the comparison with wrk.

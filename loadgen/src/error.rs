@@ -12,8 +12,12 @@ pub enum LoadError {
     RemoteRefused { url: String },
     #[error("target {url} is unreachable: {detail}")]
     Unreachable { url: String, detail: String },
-    #[error("target {url} is not an obsync-v1 server: {detail}")]
-    NotObsync { url: String, detail: String },
+    #[error("target {url} is not an {protocol} server: {detail}")]
+    NotTheProtocol {
+        url: String,
+        protocol: &'static str,
+        detail: String,
+    },
     #[error("setup token rejected by {url} (401 bad_setup_token)")]
     BadSetupToken { url: String },
     #[error(

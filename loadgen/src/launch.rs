@@ -96,7 +96,8 @@ struct DefFile {
     packages: Option<String>,
     #[serde(default)]
     requires: Vec<String>,
-    /// A protocol's former name for it is read as it (`Spec::former_keys`).
+    /// A protocol's former name for it is read as it (`Spec::former_keys`, through
+    /// `TargetDef::parse_renaming`).
     root: Option<String>,
     /// The database a server keeps the vault in, for a protocol that has them: its own name
     /// for what `root` is to a path-addressed server.
@@ -193,6 +194,15 @@ fn check_relative(what: &str, name: &str) -> Result<(), LaunchError> {
 impl TargetDef {
     /// Reads a target file (at most [`MAX_DEFINITION_BYTES`]).
     pub fn from_file(path: &Path) -> Result<TargetDef, LaunchError> {
+        TargetDef::from_file_renaming(path, &[])
+    }
+
+    /// Reads a target file, each `(former, current)` key read as its current name
+    /// (`crate::protocols::target_from_file` passes every protocol's).
+    pub fn from_file_renaming(
+        path: &Path,
+        former: &[(&'static str, &'static str)],
+    ) -> Result<TargetDef, LaunchError> {
         use std::io::Read;
         let f = std::fs::File::open(path).map_err(|source| LaunchError::Io {
             path: path.to_path_buf(),
@@ -215,7 +225,7 @@ impl TargetDef {
             .file_stem()
             .map(|s| s.to_string_lossy().into_owned())
             .unwrap_or_else(|| "target".into());
-        TargetDef::parse(&text, &stem).map_err(|e| match e {
+        TargetDef::parse_renaming(&text, &stem, former).map_err(|e| match e {
             LaunchError::Invalid { what, reason } => {
                 invalid(format!("target file {}: {what}", path.display()), reason)
             }
@@ -225,7 +235,16 @@ impl TargetDef {
 
     /// Parses a target file's text; `default_name` when it names none.
     pub fn parse(text: &str, default_name: &str) -> Result<TargetDef, LaunchError> {
-        let text = with_current_keys(text)?;
+        TargetDef::parse_renaming(text, default_name, &[])
+    }
+
+    /// Parses a target file's text, each `(former, current)` key read as its current name.
+    pub fn parse_renaming(
+        text: &str,
+        default_name: &str,
+        former: &[(&'static str, &'static str)],
+    ) -> Result<TargetDef, LaunchError> {
+        let text = with_current_keys(text, former)?;
         let f: DefFile = toml::from_str(&text).map_err(|e| {
             invalid(
                 "definition",
@@ -417,26 +436,27 @@ pub fn parse_auth(s: &str) -> Result<BasicAuth, LaunchError> {
     }
 }
 
-/// `text` with every key a protocol once used under its current name
-/// ([`crate::protocols::Spec::former_keys`]); the text itself when it uses none.
-fn with_current_keys(text: &str) -> Result<std::borrow::Cow<'_, str>, LaunchError> {
+/// `text` with every `(former, current)` key under its current name (each protocol's
+/// `Spec::former_keys`); the text itself when it uses none.
+fn with_current_keys<'a>(
+    text: &'a str,
+    former: &[(&'static str, &'static str)],
+) -> Result<std::borrow::Cow<'a, str>, LaunchError> {
     let Ok(mut table) = text.parse::<toml::Table>() else {
         // Not TOML: the parse proper says where.
         return Ok(std::borrow::Cow::Borrowed(text));
     };
     let mut renamed = false;
-    for spec in crate::protocols::SPECS {
-        for (former, current) in spec.former_keys {
-            if let Some(v) = table.remove(*former) {
-                if table.contains_key(*current) {
-                    return Err(invalid(
-                        *former,
-                        format!("is the former name of `{current}`: give one of them"),
-                    ));
-                }
-                table.insert((*current).to_owned(), v);
-                renamed = true;
+    for (old, current) in former {
+        if let Some(v) = table.remove(*old) {
+            if table.contains_key(*current) {
+                return Err(invalid(
+                    *old,
+                    format!("is the former name of `{current}`: give one of them"),
+                ));
             }
+            table.insert((*current).to_owned(), v);
+            renamed = true;
         }
     }
     if !renamed {

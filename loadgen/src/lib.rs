@@ -53,16 +53,15 @@ pub mod transfer;
 pub mod walk;
 mod xml;
 
-pub mod faulthop;
 pub mod hlog;
 pub mod http;
-#[doc(hidden)]
-pub mod internals;
 pub mod launch;
 pub mod protocols;
 pub mod routeload;
 
-pub use protocols::obsync::{bench, fanout, locust};
+#[doc(hidden)]
+pub use protocols::obsync::internals;
+pub use protocols::obsync::{bench, fanout, faulthop, locust};
 
 use protocols::obsync::{client, enroll, metrics, midbody, route, sync};
 

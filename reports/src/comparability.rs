@@ -19,10 +19,10 @@
 //! | counts that timing coalesces (`fsyncs.nonce_log`, `nonce_flushes`, `syscalls_per_request`) | resource | `cpu_ms`, `io_ms`, `rtt_ms` |
 //!
 //! Every timing and resource key depends on all three. A 1-in-flight route's latency is one
-//! round trip (`rtt_ms`) plus the server's work (`cpu_ms`) plus, on an obsync server, a flush:
+//! round trip (`rtt_ms`) plus the server's work (`cpu_ms`) plus, on the reference server, a flush:
 //! every signed request is replay-checked against a nonce log that a durable server flushes
 //! before it answers (the reference server's `fsyncs.nonce_log` equals its request count in
-//! every phase), so no obsync route is free of the disk (`io_ms`). The phases are made of the
+//! every phase), so none of its routes is free of the disk (`io_ms`). The phases are made of the
 //! same requests. Server CPU time moves with all three as well: the report that motivated the
 //! channels saw `cold_push.server.cpu_us_per_file` rise by 105 % on a VM whose CPU kernel was
 //! 11 % *faster* and whose fsync path was ×2.25 slower (CPU time includes the kernel's work on

@@ -449,10 +449,9 @@ fn log_linear(pts: &[(f64, f64)], u: f64) -> f64 {
     ln.exp()
 }
 
-/// The longest title a twin writes, in characters (a measured p99 beyond it is cut here),
-/// and in bytes: far from the 240-byte long-name class, whose count a twin holds exactly.
+/// The longest title a twin writes, in characters (a measured p99 beyond it is cut here; its
+/// bytes are bounded by `text::TITLE_MAX_BYTES`).
 const TITLE_MAX_CHARS: f64 = 120.0;
-pub(crate) const TITLE_MAX_BYTES: usize = 180;
 
 /// The script, length and spacing of each of `n` twin titles: each script's count is its
 /// share of `n` rounded by largest remainder, the lengths are stratified over the measured

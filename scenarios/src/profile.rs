@@ -313,7 +313,7 @@ pub fn profile(name: &str) -> Option<Profile> {
             large_attachment_bytes: 100 * MIB,
             ..base(
                 "fixture",
-                "obsync's speed-report fixture: 7,700 notes in 60 folders, median 1.5 KiB, 3 x 100 MiB (7,703 files)",
+                "a published sync-speed report's fixture: 7,700 notes in 60 folders, median 1.5 KiB, 3 x 100 MiB (7,703 files)",
                 7700,
             )
         },

@@ -40,7 +40,8 @@ pub struct Scenario {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub s3: Option<S3Options>,
     /// A fault hop between the devices and the target: each rule picks a seeded share of one
-    /// route's requests (obsync-v1 only). None when empty.
+    /// route's requests (a protocol whose client runs the hop; the others refuse it). None
+    /// when empty.
     #[serde(default, rename = "fault", skip_serializing_if = "Vec::is_empty")]
     pub faults: Vec<FaultRule>,
     #[serde(rename = "phase")]
@@ -297,7 +298,8 @@ pub enum Phase {
     /// while `pushers` devices each post `posts` notes, one every `interval_ms`: how long after
     /// a post each waiting device has it (the fan-out), the server's RSS and CPU per 1,000 held
     /// devices and the generator's RSS per 1,000. A waiter refused by the server's connection
-    /// cap is counted as a refusal, not an error. obsync-v1 only; keys under `fanout.`.
+    /// cap is counted as a refusal, not an error. Only a protocol with long-poll devices;
+    /// keys under `fanout.`.
     LongPollFanout {
         waiters: usize,
         #[serde(default = "default_pushers")]
@@ -317,7 +319,8 @@ pub enum Phase {
     /// `pushers`, D devices each push their own part of the vault (file `i` goes to pusher
     /// `i mod D`, every file tagged so no chunk of an earlier level is reused) as fast as they
     /// are answered, while `waiters` devices long-poll. Journal flushes per post, push
-    /// throughput and fan-out per level, under `push_d<D>.`. obsync-v1 only.
+    /// throughput and fan-out per level, under `push_d<D>.`. Only a protocol with long-poll
+    /// devices.
     ConcurrentPush {
         pushers: Vec<usize>,
         #[serde(default)]
@@ -991,7 +994,7 @@ mod tests {
             assert_eq!(routes, &["propfind-depth1", "put-file", "get-file", "move"]);
             assert_eq!(in_flight, &[1, 4]);
         }
-        // The obsync scenarios serialise as before: no protocol or webdav key.
+        // Scenarios of the default protocol serialise as before: no protocol or webdav key.
         let json = serde_json::to_string(&builtin("small").unwrap()).unwrap();
         assert!(
             !json.contains("protocol") && !json.contains("webdav"),

@@ -130,6 +130,10 @@ pub(crate) fn title(rng: &mut ChaCha8Rng, non_ascii_share: f64) -> String {
     t
 }
 
+/// The longest title a twin writes, in bytes: far from the 240-byte long-name class, whose
+/// count a twin holds exactly.
+pub(crate) const TITLE_MAX_BYTES: usize = 180;
+
 /// What one twin title is to be: its script, its length in characters, and whether its words
 /// are separated by spaces.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -142,9 +146,12 @@ pub(crate) struct TitleSpec {
 /// A twin's note title: words of `spec.script` (the first capitalised) until it is
 /// `spec.chars` characters long, cut there. Words are joined by a space, or else by `-`
 /// (nothing in Chinese and Japanese, an en dash in `punct`); the cut never leaves a
-/// separator at the end, and the title stays under [`crate::plan::TITLE_MAX_BYTES`].
+/// separator at the end, and the title stays under [`TITLE_MAX_BYTES`].
 pub(crate) fn title_in(rng: &mut ChaCha8Rng, spec: TitleSpec) -> String {
-    let words = crate::script::words(spec.script);
+    let words = match spec.script {
+        "ascii" | "punct" => &WORDS[..124],
+        s => crate::script::words(s),
+    };
     let sep = match spec.script {
         "punct" => "\u{2013}",
         s if !crate::script::spaced(s) => "",
@@ -167,7 +174,7 @@ pub(crate) fn title_in(rng: &mut ChaCha8Rng, spec: TitleSpec) -> String {
         len = t.chars().count();
     }
     let mut out: String = t.chars().take(want).collect();
-    while out.len() > crate::plan::TITLE_MAX_BYTES {
+    while out.len() > TITLE_MAX_BYTES {
         out.pop();
     }
     let trimmed = out.trim_end_matches([' ', '-', '\u{2013}']).len();

@@ -41,7 +41,7 @@ pub struct BisectArgs {
     pub bad: String,
     /// The key that got worse, e.g. `route.post-version.c1.server.instructions_per_request`.
     /// A cost key (instructions, syscalls) is measured with cost samples (as `--cost`); a
-    /// timing key with paired samples where the scenario speaks obsync-v1.
+    /// timing key with paired samples where the scenario's protocol has a paired flow.
     #[arg(help_heading = "A/B", long, value_name = "KEY")]
     pub key: String,
     #[command(flatten)]

@@ -114,10 +114,8 @@ pub struct RunOpts {
     )]
     pub auth_file: Option<PathBuf>,
     /// How to tell a started target is ready: `tcp` (a connect succeeds) or
-    /// `METHOD PATH STATUS` (`GET /readyz 200`, `OPTIONS / 2xx`). Default: obsync-v1
-    /// `GET /readyz 200`, WebDAV `OPTIONS <root> 2xx` with the credentials, CouchDB
-    /// `GET / 200`.
-    #[arg(help_heading = "Target", long, value_name = "CHECK")]
+    /// `METHOD PATH STATUS` (`GET /readyz 200`, `OPTIONS / 2xx`).
+    #[arg(help_heading = "Target", long, value_name = "CHECK", long_help = ready_help())]
     pub ready: Option<String>,
     /// WebDAV: most PROPFIND requests one walk of the vault may make (default 16384).
     #[arg(help_heading = "Bounds", long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
@@ -131,14 +129,13 @@ pub struct RunOpts {
     /// WebDAV: longest listed vault path, in bytes (default 4096).
     #[arg(help_heading = "Bounds", long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub webdav_max_path_bytes: Option<u64>,
-    /// Most entries one walk of the changes feed (a pull's, a resync's: obsync
-    /// `GET /v1/changes` pages, CouchDB `_changes` pages) may list (default obsync 1048576,
-    /// CouchDB 4194304).
-    #[arg(help_heading = "Bounds", long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    /// Most entries one walk of the changes feed (a pull's, a resync's) may list.
+    #[arg(help_heading = "Bounds", long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..),
+        long_help = feed_help("Most entries one walk of the changes feed (a pull's, a resync's) may list", |b| b.max_entries))]
     pub feed_max_entries: Option<u64>,
-    /// Most pages one walk of the changes feed may ask for (default obsync 4096, CouchDB
-    /// 131072).
-    #[arg(help_heading = "Bounds", long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    /// Most pages one walk of the changes feed may ask for.
+    #[arg(help_heading = "Bounds", long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..),
+        long_help = feed_help("Most pages one walk of the changes feed may ask for", |b| b.max_pages))]
     pub feed_max_pages: Option<u64>,
     /// CouchDB: most bytes of documents a pull (and each later replication pass) may hold at
     /// once: chunks until their file is written, files waiting for chunks, what is kept of
@@ -736,6 +733,31 @@ pub fn progress(msg: &str) {
     eprintln!("{msg}");
 }
 
+/// `--ready`'s long help: the syntax, then each protocol's default check (from its spec).
+fn ready_help() -> String {
+    let mut out = String::from(
+        "How to tell a started target is ready: `tcp` (a connect succeeds) or `METHOD PATH STATUS` \
+         (`GET /readyz 200`, `OPTIONS / 2xx`). Default, by protocol:",
+    );
+    if let Ok(def) = loadgen::launch::TargetDef::command(vec!["server".into()], "server") {
+        for spec in loadgen::protocols::SPECS {
+            out.push_str(&format!("\n  {}: {}", spec.name, spec.ready_of(&def)));
+        }
+    }
+    out
+}
+
+/// A feed bound's long help: `what`, then each protocol's default (from its spec).
+fn feed_help(what: &str, bound: fn(&loadgen::FeedBounds) -> u64) -> String {
+    let mut out = format!("{what}. Default, by protocol:");
+    for spec in loadgen::protocols::SPECS {
+        if let Some(b) = &spec.feed {
+            out.push_str(&format!("\n  {}: {}", spec.name, bound(b)));
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -764,6 +786,7 @@ mod tests {
 
     #[test]
     fn a_protocol_mismatch_names_both_sides() {
+        const DEFAULT: &str = contract::protocol::DEFAULT_NAME;
         let small = scenarios::scenario::builtin("small").unwrap();
         let dav = scenarios::scenario::builtin("small-webdav").unwrap();
         let mut r = TargetSpec::parse("ref").unwrap();
@@ -774,7 +797,7 @@ mod tests {
         let e = check_protocol(&small, None, &mut [("--target", &mut nginx)]).unwrap_err();
         let e = e.to_string();
         assert!(
-            e.contains("scenario small speaks obsync-v1")
+            e.contains(&format!("scenario small speaks {DEFAULT}"))
                 && e.contains("--target nginx-webdav speaks webdav")
                 && e.contains("or a webdav scenario (small-webdav"),
             "{e}"
@@ -783,7 +806,7 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(
-            e.contains("--b ref speaks obsync-v1")
+            e.contains(&format!("--b ref speaks {DEFAULT}"))
                 && e.contains("choose a target that speaks webdav (apache-webdav"),
             "{e}"
         );
@@ -792,7 +815,7 @@ mod tests {
             .to_string();
         assert_eq!(
             e,
-            "--protocol webdav disagrees with scenario small, which speaks obsync-v1"
+            format!("--protocol webdav disagrees with scenario small, which speaks {DEFAULT}")
         );
         let e = check_protocol(&small, Some(&Protocol::named("ftp")), &mut [])
             .unwrap_err()

@@ -165,7 +165,8 @@ pub trait SyncClient {
         pull_dir: &Path,
     ) -> anyhow::Result<u64>;
 
-    /// The crash phase (kill the target mid-push, restart, check); obsync-v1 only.
+    /// The crash phase (kill the target mid-push, restart, check), for a protocol whose client
+    /// builds it; the others refuse here.
     #[allow(clippy::too_many_arguments)]
     async fn crash(
         &mut self,
@@ -176,17 +177,17 @@ pub trait SyncClient {
         _m: &mut Metrics,
     ) -> anyhow::Result<()> {
         anyhow::bail!(
-            "crash phases drive obsync-v1 targets only, not {}",
+            "crash phases are not built for {} targets (its client has no crash flow)",
             self.protocol()
         )
     }
 
     /// `n` signed devices for a long-polling step (`long_poll_fanout`, `concurrent_push`),
-    /// beyond the scenario's own: paired on first need and kept for the next step. obsync-v1
-    /// only.
+    /// beyond the scenario's own: paired on first need and kept for the next step, for a
+    /// protocol with a long-poll feed and signed devices; the others refuse here.
     async fn long_poll_devices(&mut self, _n: usize) -> anyhow::Result<Vec<loadgen::Device>> {
         anyhow::bail!(
-            "long-polling steps drive obsync-v1 targets only, not {}",
+            "long-polling steps are not built for {} targets (no long-poll feed of signed devices)",
             self.protocol()
         )
     }

@@ -66,7 +66,7 @@ impl TargetSpec {
         {
             d
         } else if words.len() == 1 && first.ends_with(".toml") {
-            TargetDef::from_file(Path::new(first))
+            loadgen::protocols::target_from_file(Path::new(first))
                 .and_then(|d| loadgen::protocols::check_target(&d).map(|()| d))
                 .map_err(|e| anyhow::anyhow!("target {given:?}: {e}"))?
         } else if first == "ref" {

@@ -18,6 +18,24 @@ use crate::launch::{LaunchError, TargetDef};
 /// Every protocol's spec, the default protocol first.
 pub static SPECS: &[&Spec] = &[&obsync::SPEC, &webdav::SPEC, &couch::SPEC, &s3::SPEC];
 
+/// Every protocol's former target-file keys, `(former, current)`.
+pub fn former_keys() -> Vec<(&'static str, &'static str)> {
+    SPECS
+        .iter()
+        .flat_map(|s| s.former_keys.iter().copied())
+        .collect()
+}
+
+/// Reads a user's target file, a key a protocol once used read under its current name.
+pub fn target_from_file(path: &std::path::Path) -> Result<TargetDef, crate::launch::LaunchError> {
+    TargetDef::from_file_renaming(path, &former_keys())
+}
+
+/// Parses a target file's text as [`target_from_file`] reads it.
+pub fn target_from_text(text: &str, name: &str) -> Result<TargetDef, crate::launch::LaunchError> {
+    TargetDef::parse_renaming(text, name, &former_keys())
+}
+
 /// The spec named `name` (its canonical name or an alias).
 pub fn spec_named(name: &str) -> Option<&'static Spec> {
     SPECS

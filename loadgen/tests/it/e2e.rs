@@ -230,7 +230,7 @@ fn enrolment_errors_are_named() {
         let e = enroll(&Target::parse(&url, false).unwrap(), "x", 1, 1)
             .await
             .unwrap_err();
-        assert!(matches!(e, LoadError::NotObsync { .. }), "{e}");
+        assert!(matches!(e, LoadError::NotTheProtocol { .. }), "{e}");
     });
 }
 

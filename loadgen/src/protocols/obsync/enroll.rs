@@ -66,23 +66,27 @@ pub async fn probe(target: &Target) -> Result<(), LoadError> {
     match a.status {
         200 => {
             let r: ReadyResponse =
-                serde_json::from_slice(&a.body).map_err(|_| LoadError::NotObsync {
+                serde_json::from_slice(&a.body).map_err(|_| LoadError::NotTheProtocol {
+                    protocol: contract::protocol::DEFAULT_NAME,
                     url: url.clone(),
                     detail: "GET /readyz did not answer {\"ready\":..,\"seq\":..}".into(),
                 })?;
             if !r.ready {
-                return Err(LoadError::NotObsync {
+                return Err(LoadError::NotTheProtocol {
+                    protocol: contract::protocol::DEFAULT_NAME,
                     url,
                     detail: "GET /readyz says not ready".into(),
                 });
             }
             Ok(())
         }
-        503 if a.error_code().0 == "not_ready" => Err(LoadError::NotObsync {
+        503 if a.error_code().0 == "not_ready" => Err(LoadError::NotTheProtocol {
+            protocol: contract::protocol::DEFAULT_NAME,
             url,
             detail: "server is not ready (503 not_ready)".into(),
         }),
-        s => Err(LoadError::NotObsync {
+        s => Err(LoadError::NotTheProtocol {
+            protocol: contract::protocol::DEFAULT_NAME,
             url,
             detail: format!("GET /readyz answered {s}"),
         }),
@@ -143,7 +147,8 @@ async fn setup(target: &Target, setup_token: &str, seed: u64) -> Result<Device, 
         (401, "bad_setup_token") => return Err(LoadError::BadSetupToken { url }),
         (409, "already_set_up") => return Err(LoadError::AlreadySetUp { url }),
         (s, code) => {
-            return Err(LoadError::NotObsync {
+            return Err(LoadError::NotTheProtocol {
+                protocol: contract::protocol::DEFAULT_NAME,
                 url,
                 detail: format!("POST /v1/setup answered {s} {code}"),
             });

@@ -10,6 +10,9 @@ pub(crate) mod client;
 pub mod devices;
 pub(crate) mod enroll;
 pub mod fanout;
+pub mod faulthop;
+#[doc(hidden)]
+pub mod internals;
 pub mod locust;
 pub(crate) mod metrics;
 pub(crate) mod midbody;

@@ -84,14 +84,14 @@ fn ready(def: &TargetDef) -> Ready {
 
 #[cfg(test)]
 mod tests {
-    use crate::launch::TargetDef;
+    use crate::protocols::target_from_text;
 
     #[test]
     fn a_target_file_with_the_former_webdav_root_key_still_reads() {
         let old =
-            TargetDef::parse("command = \"srv {addr}\"\nwebdav_root = \"/v/\"\n", "o").unwrap();
+            target_from_text("command = \"srv {addr}\"\nwebdav_root = \"/v/\"\n", "o").unwrap();
         assert_eq!(old.root(), "/v/");
-        let e = TargetDef::parse(
+        let e = target_from_text(
             "command = \"srv {addr}\"\nwebdav_root = \"/v/\"\nroot = \"/w/\"\n",
             "o",
         )

@@ -27,7 +27,7 @@ use crate::routeload::report::run_prepared;
 use crate::routeload::{FolderRouteLoadConfig, RouteKey, RouteLoadReport};
 use crate::stats::Recorder;
 
-/// Body of a PUT under load: 2 KiB, the note size the obsync route load uses (a little
+/// Body of a PUT under load: 2 KiB, the note size every protocol's route load puts (a little
 /// above the vault profiles' 1.5 KiB median).
 pub const PUT_BYTES: usize = 2048;
 /// Notes uploaded before a `get-file` load.

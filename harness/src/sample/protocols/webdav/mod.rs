@@ -88,7 +88,7 @@ mod tests {
         let r = crate::sample::target::TargetSpec::parse_with("ref", &opts).unwrap();
         assert_eq!(
             r.protocol(),
-            Some("obsync-v1"),
+            Some(contract::protocol::DEFAULT_NAME),
             "ref keeps its own protocol"
         );
     }

@@ -231,6 +231,37 @@ pub struct SampleResult {
     pub blocked: crate::profile::Blocked,
 }
 
+impl SampleResult {
+    /// Sample `index` of `scenario` (process `pid`, server `server_pid`, the vault
+    /// `vault_digest`) before anything is measured: no metrics, readings, errors or profiles.
+    pub fn started(
+        scenario: String,
+        index: u32,
+        warmup: bool,
+        (pid, server_pid): (u32, u32),
+        vault_digest: String,
+    ) -> SampleResult {
+        SampleResult {
+            kind: KIND_SAMPLE.into(),
+            format_version: FORMAT_VERSION,
+            scenario,
+            index,
+            warmup,
+            pid,
+            server_pid,
+            vault_digest,
+            metrics: BTreeMap::new(),
+            calibration: Vec::new(),
+            contention: None,
+            errors: Vec::new(),
+            histograms: BTreeMap::new(),
+            paired: None,
+            profiles: BTreeMap::new(),
+            blocked: BTreeMap::new(),
+        }
+    }
+}
+
 /// The second arm of a paired sample: B's server, B's keys, and the pairs of every key that
 /// was measured pair by pair (both servers up at once, the generator alternating between them).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

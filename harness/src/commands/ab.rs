@@ -112,14 +112,7 @@ pub fn run(args: AbArgs) -> anyhow::Result<i32> {
     let early = [&args.a, &args.b]
         .iter()
         .any(|t| crate::prepare::git::rev_of(t).is_some());
-    let early_lock = if early {
-        Some(calibration::MachineLock::acquire(
-            None,
-            !args.common.no_wait,
-        )?)
-    } else {
-        None
-    };
+    let early_lock = args.common.lock_now_if(early)?;
     let (mut spec_a, git_a) = args.common.resolve_target(&args.a, &opts)?;
     let (mut spec_b, git_b) = args.common.resolve_target(&args.b, &opts)?;
     crate::prepare::check_protocol(

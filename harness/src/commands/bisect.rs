@@ -738,20 +738,7 @@ fn verdicts(steps: &[BisectStep], slots: &BTreeMap<usize, Slot>) -> BTreeMap<usi
 
 /// The result as JSON at `out`, Markdown beside it (`.md`) and HTML (`.html`).
 fn write_reports(out: &Path, r: &BisectResult) -> anyhow::Result<()> {
-    use reports::render::{Document, Format, render};
-    crate::atomic::write_atomic(out, &serde_json::to_vec_pretty(r)?)?;
-    let doc = Document::Bisect(r);
-    let md = out.with_extension("md");
-    let html = out.with_extension("html");
-    crate::atomic::write_atomic(&md, render(&doc, Format::Md)?.as_bytes())?;
-    crate::atomic::write_atomic(&html, render(&doc, Format::Html)?.as_bytes())?;
-    eprintln!(
-        "wrote {}, {} and {}",
-        out.display(),
-        md.display(),
-        html.display()
-    );
-    Ok(())
+    super::write_json_md_html(out, r, &reports::render::Document::Bisect(r))
 }
 
 #[cfg(test)]

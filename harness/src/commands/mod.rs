@@ -86,3 +86,25 @@ impl ScenarioArg {
         self.scenario.as_deref().or(self.scenario_flag.as_deref())
     }
 }
+
+/// Writes `value` as JSON to `out` and `doc` beside it as Markdown and HTML (`.md`, `.html`),
+/// each atomically, and says so on stderr.
+pub fn write_json_md_html(
+    out: &std::path::Path,
+    value: &impl serde::Serialize,
+    doc: &reports::render::Document,
+) -> anyhow::Result<()> {
+    use reports::render::{Format, render};
+    crate::atomic::write_atomic(out, &serde_json::to_vec_pretty(value)?)?;
+    let md = out.with_extension("md");
+    let html = out.with_extension("html");
+    crate::atomic::write_atomic(&md, render(doc, Format::Md)?.as_bytes())?;
+    crate::atomic::write_atomic(&html, render(doc, Format::Html)?.as_bytes())?;
+    eprintln!(
+        "wrote {}, {} and {}",
+        out.display(),
+        md.display(),
+        html.display()
+    );
+    Ok(())
+}

@@ -76,14 +76,7 @@ pub fn run(args: RecordArgs) -> anyhow::Result<i32> {
     // A `git:REV` target is checked now and built under the lock, before any sample.
     crate::prepare::git::check(&args.target, &args.common.git)?;
     let early = crate::prepare::git::rev_of(&args.target).is_some();
-    let early_lock = if early {
-        Some(calibration::MachineLock::acquire(
-            None,
-            !args.common.no_wait,
-        )?)
-    } else {
-        None
-    };
+    let early_lock = args.common.lock_now_if(early)?;
     let (mut target, git) = args.common.resolve_target(&args.target, &opts)?;
     check_protocol(
         &scenario,

@@ -274,20 +274,8 @@ fn run_bisect(
 
 /// The result as JSON at `out`, Markdown beside it (`.md`) and HTML (`.html`).
 fn write_reports(out: &Path, r: &TrendResult, entries: &[HistoryEntry]) -> anyhow::Result<()> {
-    use reports::render::{Document, Format, render};
-    crate::atomic::write_atomic(out, &serde_json::to_vec_pretty(r)?)?;
-    let doc = Document::Trend { result: r, entries };
-    let md = out.with_extension("md");
-    let html = out.with_extension("html");
-    crate::atomic::write_atomic(&md, render(&doc, Format::Md)?.as_bytes())?;
-    crate::atomic::write_atomic(&html, render(&doc, Format::Html)?.as_bytes())?;
-    eprintln!(
-        "wrote {}, {} and {}",
-        out.display(),
-        md.display(),
-        html.display()
-    );
-    Ok(())
+    let doc = reports::render::Document::Trend { result: r, entries };
+    super::write_json_md_html(out, r, &doc)
 }
 
 /// The per-class floors a run used, for tests.

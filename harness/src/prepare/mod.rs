@@ -251,6 +251,18 @@ fn scenarios_of(name: &str) -> Vec<&'static str> {
 }
 
 impl RunOpts {
+    /// The machine lock taken now when `early` (a `git:REV` target is built under it, before
+    /// any sample), waiting for another recording unless `--no-wait`; `None` otherwise.
+    pub fn lock_now_if(&self, early: bool) -> anyhow::Result<Option<calibration::MachineLock>> {
+        Ok(if early {
+            Some(calibration::MachineLock::acquire(None, !self.no_wait)?)
+        } else {
+            None
+        })
+    }
+}
+
+impl RunOpts {
     /// Notes for the deprecated spellings among these flags.
     pub fn deprecations(&self) -> Vec<String> {
         self.sample_timeout

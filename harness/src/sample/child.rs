@@ -6,11 +6,10 @@
 //! server and the generator run on disjoint CPU sets unless the plan says not to pin.
 
 use anyhow::{Context, bail};
-use std::collections::BTreeMap;
 use std::path::Path;
 
 use contract::key::{FSYNCS, MetricKey, PhaseKey};
-use reports::schema::{Better, ChannelReading, FORMAT_VERSION, KIND_SAMPLE, SampleResult};
+use reports::schema::{Better, ChannelReading, SampleResult};
 
 use crate::sample::contention::{self, Window};
 use crate::sample::phases;
@@ -20,24 +19,13 @@ use crate::sample::target::Server;
 
 /// Runs the plan; never panics on a failing target: failures become `errors`.
 pub fn execute(plan: &SamplePlan) -> SampleResult {
-    let mut result = SampleResult {
-        kind: KIND_SAMPLE.into(),
-        format_version: FORMAT_VERSION,
-        scenario: plan.scenario.name.clone(),
-        index: plan.index,
-        warmup: plan.warmup,
-        pid: std::process::id(),
-        server_pid: 0,
-        vault_digest: plan.vault_digest.clone(),
-        metrics: BTreeMap::new(),
-        calibration: Vec::new(),
-        contention: None,
-        errors: Vec::new(),
-        histograms: BTreeMap::new(),
-        paired: None,
-        profiles: BTreeMap::new(),
-        blocked: BTreeMap::new(),
-    };
+    let mut result = SampleResult::started(
+        plan.scenario.name.clone(),
+        plan.index,
+        plan.warmup,
+        (std::process::id(), 0),
+        plan.vault_digest.clone(),
+    );
     let sample_dir = plan.work_dir.join(format!("sample-{}", plan.index));
     // Without a cgroup for its targets, this process is their subreaper: started here, before
     // any thread is pinned, so the tracker runs on the whole CPU set, not the server's.

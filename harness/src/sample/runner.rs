@@ -38,9 +38,7 @@ pub mod mock {
     use std::path::PathBuf;
     use std::time::Duration;
 
-    use reports::schema::{
-        Better, ChannelReading, FORMAT_VERSION, KIND_SAMPLE, Metric, SampleResult,
-    };
+    use reports::schema::{Better, ChannelReading, Metric, SampleResult};
 
     use super::SampleRunner;
     use crate::prepare::Prepared;
@@ -115,14 +113,6 @@ pub mod mock {
                 Step::Interrupt => return Err(crate::interrupt::Interrupted.into()),
             };
             Ok(SampleResult {
-                kind: KIND_SAMPLE.into(),
-                format_version: FORMAT_VERSION,
-                scenario: plan.scenario.name.clone(),
-                index: plan.index,
-                warmup: plan.warmup,
-                pid: 1000 + plan.index,
-                server_pid: 2000 + plan.index,
-                vault_digest: plan.vault_digest.clone(),
                 metrics: BTreeMap::from([
                     ("t.ms".to_owned(), Metric::timing(t, "ms", Better::Lower)),
                     ("n.count".to_owned(), Metric::exact(n, "count")),
@@ -135,12 +125,13 @@ pub mod mock {
                     };
                     2
                 ],
-                contention: None,
-                errors: Vec::new(),
-                histograms: BTreeMap::new(),
-                paired: None,
-                profiles: BTreeMap::new(),
-                blocked: BTreeMap::new(),
+                ..SampleResult::started(
+                    plan.scenario.name.clone(),
+                    plan.index,
+                    plan.warmup,
+                    (1000 + plan.index, 2000 + plan.index),
+                    plan.vault_digest.clone(),
+                )
             })
         }
     }

@@ -246,6 +246,35 @@ pub trait PolledEdit {
     ) -> anyhow::Result<bytes::Bytes>;
 }
 
+/// The end of a walked protocol's rename propagation: B's walk must show the folder under
+/// its new name and not its old one (`seen`), then B moves its own copy.
+pub fn move_walked_copy(seen: bool, from: &str, to: &str, pull_dir: &Path) -> anyhow::Result<()> {
+    if !seen {
+        anyhow::bail!("folder rename: B's walk does not show {from:?} renamed to {to:?}");
+    }
+    std::fs::rename(pull_dir.join(from), pull_dir.join(to))
+        .with_context(|| format!("folder rename: moving B's copy of {from}"))
+}
+
+/// [`polled_edit`], and the keys every polled protocol states: the poll interval that bounds
+/// the delay (it cannot resolve below it) and the polls made.
+pub async fn polled_edit_phase<P: PolledEdit>(
+    p: &P,
+    job: &EditJob<'_>,
+    poll_ms: u64,
+    m: &mut Metrics,
+) -> anyhow::Result<EditReport> {
+    let (r, polls) = polled_edit(p, job, poll_ms).await?;
+    m.exact("edit.poll_interval_ms", poll_ms as f64, "ms");
+    m.timing(
+        "edit.polls",
+        polls as f64,
+        "count",
+        reports::schema::Better::Lower,
+    );
+    Ok(r)
+}
+
 /// Edit propagation by polling: A edits the note (appending a line, so its size changes: not
 /// every server sends an ETag, and last-modified has one-second resolution); B polls the
 /// note's folder every `poll_ms` until the listing shows the change, then reads the note. The

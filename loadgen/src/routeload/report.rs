@@ -38,37 +38,25 @@ pub struct RouteLoadConfig<R> {
 impl<R> RouteLoadConfig<R> {
     /// The same load with the folder the listing routes list.
     pub fn in_folder(self, folder: String) -> FolderRouteLoadConfig<R> {
-        let RouteLoadConfig {
-            route,
-            mode,
-            duration,
-            max_requests,
-            seed,
-        } = self;
-        FolderRouteLoadConfig {
-            route,
-            mode,
-            duration,
-            max_requests,
-            seed,
-            folder,
-        }
+        FolderRouteLoadConfig { load: self, folder }
     }
 }
 
-/// One route load of a protocol whose listing routes list a folder.
+/// One route load of a protocol whose listing routes list a folder: the load's fields, then
+/// the folder (in JSON, one object in that order).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct FolderRouteLoadConfig<R> {
-    /// The route, the mode and the bounds, as [`RouteLoadConfig`] has them (in the same JSON
-    /// order).
-    pub route: R,
-    pub mode: Mode,
-    #[serde(rename = "duration_s", serialize_with = "crate::stats::ser_secs")]
-    pub duration: Duration,
-    pub max_requests: u64,
-    pub seed: u64,
+    #[serde(flatten)]
+    pub load: RouteLoadConfig<R>,
     /// The folder the listing routes list (a vault path; "" is the root).
     pub folder: String,
+}
+
+impl<R> std::ops::Deref for FolderRouteLoadConfig<R> {
+    type Target = RouteLoadConfig<R>;
+    fn deref(&self) -> &RouteLoadConfig<R> {
+        &self.load
+    }
 }
 
 /// The parts of a config the run reads.
@@ -193,5 +181,27 @@ where
         late_starts: f.measured.late_starts,
         stats: f.stats,
         start_wall: f.measured.start_wall,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_folder_load_serialises_as_its_load_then_the_folder() {
+        let cfg = RouteLoadConfig {
+            route: "propfind",
+            mode: Mode::Closed { in_flight: 2 },
+            duration: Duration::from_millis(1500),
+            max_requests: 10,
+            seed: 7,
+        }
+        .in_folder("Wiki".into());
+        assert_eq!(
+            serde_json::to_string(&cfg).unwrap(),
+            r#"{"route":"propfind","mode":{"closed":{"in_flight":2}},"duration_s":1.5,"max_requests":10,"seed":7,"folder":"Wiki"}"#
+        );
+        assert_eq!(cfg.max_requests, 10, "the load's fields read through");
     }
 }

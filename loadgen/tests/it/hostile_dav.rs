@@ -16,8 +16,8 @@ use loadgen::Target;
 use loadgen::http::{HttpError, Request as DavRequest, method};
 use loadgen::protocols::webdav::client::Recorder;
 use loadgen::protocols::webdav::{
-    DavClient, DavError, DavRoute, DavRouteLoadConfig, Depth, WalkBounds, probe_ready, pull_vault,
-    run_dav_route_load, walk,
+    DavClient, DavError, DavRoute, Depth, WalkBounds, probe_ready, pull_vault, run_dav_route_load,
+    walk,
 };
 
 /// One request as the fake server read it.
@@ -201,14 +201,14 @@ fn the_lean_route_load_path_ends_at_its_bound_against_a_trickle() {
             Duration::from_millis(400),
         );
     });
-    let cfg = DavRouteLoadConfig {
+    let cfg = loadgen::routeload::RouteLoadConfig {
         route: DavRoute::PropfindDepth1,
         mode: loadgen::Mode::Closed { in_flight: 2 },
         duration: Duration::from_secs(1),
         max_requests: 1000,
         seed: 7,
-        folder: String::new(),
-    };
+    }
+    .in_folder(String::new());
     let t0 = Instant::now();
     let rep = rt()
         .block_on(run_dav_route_load(&fake.client(), &cfg))

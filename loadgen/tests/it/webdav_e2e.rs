@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 
 use loadgen::protocols::webdav::client::Recorder;
 use loadgen::protocols::webdav::{
-    BasicAuth, DavClient, DavRoute, DavRouteLoadConfig, Depth, RunningServer, ServerCommand,
-    poll_until_changed, pull_vault, push_vault, rename, resync, run_dav_route_load, walk,
+    BasicAuth, DavClient, DavRoute, Depth, RunningServer, ServerCommand, poll_until_changed,
+    pull_vault, push_vault, rename, resync, run_dav_route_load, walk,
 };
 use loadgen::{Mode, Target};
 
@@ -164,14 +164,14 @@ fn round_trip(preset: &str) {
             DavRoute::Mkcol,
             DavRoute::Delete,
         ] {
-            let cfg = DavRouteLoadConfig {
+            let cfg = loadgen::routeload::RouteLoadConfig {
                 route,
                 mode: Mode::Closed { in_flight: 2 },
                 duration: Duration::from_millis(400),
                 max_requests: 400,
                 seed: 7,
-                folder: renamed.clone(),
-            };
+            }
+            .in_folder(renamed.clone());
             let r = run_dav_route_load(&client, &cfg).await.unwrap();
             assert!(r.requests > 0, "{}: {}", preset, route.name());
             assert_eq!(
@@ -183,7 +183,7 @@ fn round_trip(preset: &str) {
                 r.stats.status
             );
         }
-        let open = DavRouteLoadConfig {
+        let open = loadgen::routeload::RouteLoadConfig {
             route: DavRoute::Move,
             mode: Mode::Open {
                 rate_per_s: 200.0,
@@ -192,8 +192,8 @@ fn round_trip(preset: &str) {
             duration: Duration::from_millis(400),
             max_requests: 1000,
             seed: 8,
-            folder: String::new(),
-        };
+        }
+        .in_folder(String::new());
         let r = run_dav_route_load(&client, &open).await.unwrap();
         assert!(r.requests > 20, "{}", r.requests);
         assert_eq!(r.stats.errors(), 0, "{:?}", r.stats.status);

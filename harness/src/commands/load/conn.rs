@@ -174,11 +174,30 @@ pub(super) async fn check_speaks(
 pub(super) struct Checker<'a> {
     pub imp: &'static dyn ProtocolImpl,
     pub a: &'a ConnArgs,
-    pub auth: Option<&'a BasicAuth>,
+    pub auth: Option<BasicAuth>,
+}
+
+impl<'a> Checker<'a> {
+    /// The check of `a`'s target for `imp`, with `a`'s credentials read.
+    pub(super) fn of(
+        imp: &'static dyn ProtocolImpl,
+        a: &'a ConnArgs,
+    ) -> anyhow::Result<Checker<'a>> {
+        Ok(Checker {
+            imp,
+            a,
+            auth: a.credentials()?,
+        })
+    }
+
+    /// The connection a load command hands its protocol, checked by this.
+    pub(super) fn conn(&self) -> Conn<'_> {
+        self.a.conn(self.auth.as_ref(), self)
+    }
 }
 
 impl Check for Checker<'_> {
     fn check(&self) -> Local<'_, ()> {
-        Box::pin(check_speaks(self.imp, self.a, self.auth))
+        Box::pin(check_speaks(self.imp, self.a, self.auth.as_ref()))
     }
 }

@@ -119,13 +119,8 @@ pub(super) async fn run_fanout(f: FanoutArgs) -> anyhow::Result<i32> {
         );
     }
     let k = f.waiters + f.pushers;
-    let auth = f.conn.credentials()?;
-    let check = Checker {
-        imp,
-        a: &f.conn,
-        auth: auth.as_ref(),
-    };
-    let conn = f.conn.conn(auth.as_ref(), &check);
+    let check = Checker::of(imp, &f.conn)?;
+    let conn = check.conn();
     let devices = imp.load_devices(&conn, k, f.shard).await?;
     let (pushers, waiters) = devices.split_at(f.pushers);
     let work = tempfile::Builder::new()

@@ -122,13 +122,8 @@ pub(super) async fn run_route(a: RouteArgs) -> anyhow::Result<i32> {
     if a.max_requests == 0 {
         bail!("--max-requests 0: must be at least 1");
     }
-    let auth = a.conn.credentials()?;
-    let check = Checker {
-        imp,
-        a: &a.conn,
-        auth: auth.as_ref(),
-    };
-    let conn = a.conn.conn(auth.as_ref(), &check);
+    let check = Checker::of(imp, &a.conn)?;
+    let conn = check.conn();
     let run = imp
         .load_route(RouteJob {
             conn: &conn,
@@ -200,13 +195,8 @@ async fn run_locust_worker(
             "--in-flight: with --locust-master the master's user count is the requests in flight"
         );
     }
-    let auth = a.conn.credentials()?;
-    let check = Checker {
-        imp,
-        a: &a.conn,
-        auth: auth.as_ref(),
-    };
-    let conn = a.conn.conn(auth.as_ref(), &check);
+    let check = Checker::of(imp, &a.conn)?;
+    let conn = check.conn();
     imp.load_locust(LocustJob {
         conn: &conn,
         master,

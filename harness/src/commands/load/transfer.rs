@@ -144,13 +144,8 @@ async fn transfer(t: &TransferArgs, op: Op, feed: FeedOverrides) -> anyhow::Resu
         }
     }
     let idx = t.device.unwrap_or(if push { 0 } else { 1 });
-    let auth = t.conn.credentials()?;
-    let check = Checker {
-        imp,
-        a: &t.conn,
-        auth: auth.as_ref(),
-    };
-    let conn = t.conn.conn(auth.as_ref(), &check);
+    let check = Checker::of(imp, &t.conn)?;
+    let conn = check.conn();
     let done = imp
         .load_transfer(TransferJob {
             conn: &conn,

@@ -11,7 +11,7 @@
 //! `folder_rename.objects_moved`); S3 servers have no counters endpoint, so their cost comes
 //! from `/proc` alone.
 
-use anyhow::{Context, bail};
+use anyhow::Context;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -19,13 +19,12 @@ use loadgen::TransferReport;
 use loadgen::protocols::s3::client::Recorder;
 use loadgen::protocols::s3::crypt::Cipher;
 use loadgen::protocols::s3::{Listing, Object, PushOpts, S3Client, S3Route};
-use reports::schema::Better;
 use scenarios::scenario::S3Options;
 
 use crate::sample::plan::{Metrics, SamplePlan};
 use crate::sample::sync_client::{
     EditJob, EditReport, Polled, PolledEdit, PushJob, RouteStep, StepReport, SyncClient,
-    largest_folder, polled_edit,
+    largest_folder, move_walked_copy, polled_edit_phase,
 };
 use crate::sample::target::{Server, TargetSpec};
 
@@ -129,11 +128,7 @@ impl SyncClient for S3SyncClient {
         job: &EditJob<'_>,
         m: &mut Metrics,
     ) -> anyhow::Result<EditReport> {
-        let (r, polls) = polled_edit(&self.client, job, self.opts.poll_ms).await?;
-        // The delay is poll-bounded: it cannot resolve below this interval.
-        m.exact("edit.poll_interval_ms", self.opts.poll_ms as f64, "ms");
-        m.timing("edit.polls", polls as f64, "count", Better::Lower);
-        Ok(r)
+        polled_edit_phase(&self.client, job, self.opts.poll_ms, m).await
     }
 
     async fn rename(&mut self, from: &str, to: &str, m: &mut Metrics) -> anyhow::Result<u64> {
@@ -161,11 +156,7 @@ impl SyncClient for S3SyncClient {
         let (old, new) = (format!("{from}/"), format!("{to}/"));
         let seen = listing.objects.keys().any(|k| k.starts_with(&new))
             && !listing.objects.keys().any(|k| k.starts_with(&old));
-        if !seen {
-            bail!("folder rename: B's walk does not show {from:?} renamed to {to:?}");
-        }
-        std::fs::rename(pull_dir.join(from), pull_dir.join(to))
-            .with_context(|| format!("folder rename: moving B's copy of {from}"))?;
+        move_walked_copy(seen, from, to, pull_dir)?;
         self.record = listing;
         Ok(rec.snapshot().requests())
     }

@@ -8,20 +8,19 @@
 //! WebDAV-only keys are named for what they count (`edit.poll_interval_ms`, `edit.polls`);
 //! WebDAV servers have no counters endpoint, so their cost comes from `/proc` alone.
 
-use anyhow::{Context, bail};
+use anyhow::Context;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 use loadgen::TransferReport;
 use loadgen::protocols::webdav::client::Recorder;
 use loadgen::protocols::webdav::{DavClient, DavEntry, DavRoute, Depth};
-use reports::schema::Better;
 use scenarios::scenario::WebdavOptions;
 
 use crate::sample::plan::{Metrics, SamplePlan};
 use crate::sample::sync_client::{
     EditJob, EditReport, Polled, PolledEdit, PushJob, RouteStep, StepReport, SyncClient,
-    largest_folder, polled_edit,
+    largest_folder, move_walked_copy, polled_edit_phase,
 };
 use crate::sample::target::Server;
 
@@ -85,11 +84,7 @@ impl SyncClient for WebdavClient {
         job: &EditJob<'_>,
         m: &mut Metrics,
     ) -> anyhow::Result<EditReport> {
-        let (r, polls) = polled_edit(&self.client, job, self.opts.poll_ms).await?;
-        // The delay is poll-bounded: it cannot resolve below this interval.
-        m.exact("edit.poll_interval_ms", self.opts.poll_ms as f64, "ms");
-        m.timing("edit.polls", polls as f64, "count", Better::Lower);
-        Ok(r)
+        polled_edit_phase(&self.client, job, self.opts.poll_ms, m).await
     }
 
     async fn rename(&mut self, from: &str, to: &str, _m: &mut Metrics) -> anyhow::Result<u64> {
@@ -114,11 +109,7 @@ impl SyncClient for WebdavClient {
             .await
             .context("folder rename: B's walk")?;
         let seen = listing.dirs().any(|(p, _)| *p == to) && !listing.entries.contains_key(from);
-        if !seen {
-            bail!("folder rename: B's walk does not show {from:?} renamed to {to:?}");
-        }
-        std::fs::rename(pull_dir.join(from), pull_dir.join(to))
-            .with_context(|| format!("folder rename: moving B's copy of {from}"))?;
+        move_walked_copy(seen, from, to, pull_dir)?;
         Ok(rec.snapshot().requests())
     }
 

@@ -3,7 +3,7 @@
 
 use anyhow::Context;
 use loadgen::http::BasicAuth;
-use loadgen::protocols::webdav::{DavClient, DavRoute, DavRouteLoadConfig, DavRouteLoadReport};
+use loadgen::protocols::webdav::{DavClient, DavRoute, DavRouteLoadReport};
 use loadgen::{FeedBounds, Target};
 
 use crate::sample::protocols::load::{
@@ -48,14 +48,14 @@ pub async fn route(job: RouteJob<'_>) -> anyhow::Result<RouteRun> {
         .find(|r| r.name() == job.route)
         .with_context(|| format!("--route: unknown route {:?}", job.route))?;
     let (client, target) = client(job.conn, None).await?;
-    let cfg = DavRouteLoadConfig {
+    let cfg = loadgen::routeload::RouteLoadConfig {
         route,
         mode: job.mode,
         duration: job.duration,
         max_requests: job.max_requests,
         seed: job.conn.seed,
-        folder: job.folder.to_owned(),
-    };
+    }
+    .in_folder(job.folder.to_owned());
     let report = loadgen::protocols::webdav::run_dav_route_load(&client, &cfg).await?;
     Ok(RouteRun {
         target,

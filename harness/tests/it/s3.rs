@@ -173,81 +173,36 @@ fn an_encrypted_vault_records_byte_identical_and_the_bucket_holds_only_encrypted
         .arg(&vault)
         .assert()
         .success();
-    let contents: std::collections::BTreeSet<Vec<u8>> = walk_files(&vault)
-        .iter()
-        .map(|p| std::fs::read(p).unwrap())
-        .collect();
+    let contents: std::collections::BTreeSet<Vec<u8>> =
+        testkit::tree(&vault).0.into_values().collect();
     let (mut folders, mut same) = (0, 0);
-    for (key, file) in &stored {
+    for (key, body) in &stored {
         assert!(key.starts_with("U2FsdGVkX") && !key.contains('/'), "{key}");
-        let body = std::fs::read(file).unwrap();
         if body.is_empty() {
             folders += 1;
             continue;
         }
-        same += usize::from(contents.contains(&openssl_decrypt(file, "vaultbench")));
+        same += usize::from(contents.contains(&testkit::openssl_decrypt(body, "vaultbench")));
     }
     assert!(folders > 0, "a folder is a zero-byte object");
     assert!(same >= 99, "{same} of the stored bodies are vault files");
 }
 
-/// `openssl enc -d` of the file `sealed` with `password`, the plugin's format.
-fn openssl_decrypt(sealed: &std::path::Path, password: &str) -> Vec<u8> {
-    let out = std::process::Command::new("openssl")
-        .args([
-            "enc",
-            "-d",
-            "-aes-256-cbc",
-            "-pbkdf2",
-            "-iter",
-            "20000",
-            "-md",
-            "sha256",
-        ])
-        .arg("-pass")
-        .arg(format!("pass:{password}"))
-        .arg("-in")
-        .arg(sealed)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out.stdout
-}
-
-/// Every file under `dir`.
-fn walk_files(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).unwrap().flatten() {
-            let p = e.path();
-            if p.is_dir() {
-                stack.push(p);
-            } else {
-                out.push(p);
-            }
-        }
-    }
-    out
-}
-
 /// The objects s3rver stored at the root of the `vaultbench` bucket under `dir` (its runs'
-/// folders): each key and its `KEY._S3rver_object` file. The route loads' own objects, under
-/// `vaultbench-load/`, are left out: they are plain (the target page says why).
-fn stored_objects(dir: &std::path::Path) -> Vec<(String, std::path::PathBuf)> {
-    walk_files(dir)
+/// folders): each key (from its `KEY._S3rver_object` file's name) and its bytes. The route
+/// loads' own objects, under `vaultbench-load/`, are left out: they are plain (the target
+/// page says why).
+fn stored_objects(dir: &std::path::Path) -> Vec<(String, Vec<u8>)> {
+    testkit::tree(dir)
+        .0
         .into_iter()
-        .filter_map(|p| {
-            if p.parent()?.file_name()? != "vaultbench" {
+        .filter_map(|(rel, bytes)| {
+            let (folder, name) = rel.rsplit_once('/')?;
+            if !(folder == "vaultbench" || folder.ends_with("/vaultbench")) {
                 return None;
             }
-            let name = p.file_name()?.to_str()?;
             let key = name.strip_suffix("._S3rver_object")?.to_owned();
-            Some((key, p))
+            Some((key, bytes))
         })
         .collect()
 }

@@ -4,36 +4,7 @@
 
 use base64::Engine as _;
 use loadgen::protocols::s3::crypt::{Cipher, stored_size};
-
-/// `openssl enc -d` of `sealed` with `password`.
-fn openssl_decrypt(sealed: &[u8], password: &str) -> Vec<u8> {
-    let dir = tempfile::tempdir().unwrap();
-    let input = dir.path().join("in");
-    std::fs::write(&input, sealed).unwrap();
-    let out = std::process::Command::new("openssl")
-        .args([
-            "enc",
-            "-d",
-            "-aes-256-cbc",
-            "-pbkdf2",
-            "-iter",
-            "20000",
-            "-md",
-            "sha256",
-        ])
-        .arg("-pass")
-        .arg(format!("pass:{password}"))
-        .arg("-in")
-        .arg(&input)
-        .output()
-        .expect("the openssl command (Debian's openssl package)");
-    assert!(
-        out.status.success(),
-        "openssl: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out.stdout
-}
+use testkit::openssl_decrypt;
 
 #[test]
 fn openssl_decrypts_what_the_adapter_stores() {

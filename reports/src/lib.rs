@@ -1,8 +1,9 @@
-//! The persisted schema, statistics and renderers (see issues 6, 7, 8).
+//! The persisted schema, statistics and renderers.
 //!
 //! Pure: no I/O, no clock. The harness reads and writes files; this crate gives them meaning.
 
 pub mod ab;
+pub mod bisect;
 pub mod charts;
 pub mod comparability;
 pub mod compare;

@@ -4,25 +4,17 @@
 
 use crate::sample::protocols::{self, Support};
 use anyhow::{Context, bail};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use reports::ab::{self as abstat, BalancePlan, DecisionRules, Order, Outcome};
-use reports::schema::{
-    AbExact, AbResult, AbRound, Better, FORMAT_VERSION, KIND_AB, MetricClass, SampleResult,
-};
+use reports::schema::{AbResult, AbRound, FORMAT_VERSION, KIND_AB, MetricClass, SampleResult};
 
 use crate::gate::{gated_plan, gated_sample, judge};
 use crate::prepare::{Prepared, RunOpts, load_scenario, prepare, progress};
 use crate::recording::{harness_identity, now_rfc3339};
 use crate::sample::runner::{SampleRunner, SubprocessRunner};
 use crate::sample::target::TargetSpec;
-
-/// The practical threshold when neither `--tau` nor a stored A/A noise floor gives one: 5 %.
-/// (The seed decision rule guards "no other tracked metric > 3 % worse"; a 2-core shared
-/// machine's A/A noise on timing keys is usually wider, so 5 % is the honest default until an
-/// A/A run has measured this machine.)
-pub const DEFAULT_TAU: f64 = 0.05;
 
 /// Compare two server builds with interleaved, order-balanced rounds and paired statistics.
 #[derive(Debug, clap::Args)]
@@ -81,13 +73,6 @@ pub struct AbArgs {
     /// Print the A/B result as one JSON document on stdout.
     #[arg(help_heading = "Output", long)]
     pub json: bool,
-}
-
-fn better(b: Better) -> abstat::Better {
-    match b {
-        Better::Lower => abstat::Better::Lower,
-        Better::Higher => abstat::Better::Higher,
-    }
 }
 
 /// Where an A/A run stores this machine's per-metric noise floor for a scenario.
@@ -362,136 +347,28 @@ pub fn compare(
         .and_then(|p| std::fs::read(p).ok())
         .and_then(|b| contract::noise::NoiseFloor::from_json(&b).ok())
         .map(|f| f.tau);
-    let default_tau = if args.paired {
-        abstat::PAIRED_DEFAULT_TAU
-    } else {
-        DEFAULT_TAU
-    };
-    let (tau_default, tau_source) = match (args.tau, &stored_tau) {
-        (Some(t), _) => (t, "flag"),
-        (None, Some(_)) => (default_tau, "aa-reference"),
-        (None, None) => (default_tau, "default"),
-    };
-    let tau_for = |key: &str| -> f64 {
-        match (args.tau, &stored_tau) {
-            (Some(t), _) => t,
-            (None, Some(m)) => m.get(key).copied().unwrap_or(default_tau),
-            _ => default_tau,
-        }
-    };
-    let mut paired_keys = BTreeMap::new();
-
-    let keys: BTreeSet<&String> = kept
-        .iter()
-        .flat_map(|(a, b)| a.metrics.keys().chain(b.metrics.keys()))
-        .collect();
-    let mut metrics = BTreeMap::new();
-    let mut exact_differences = BTreeMap::new();
-    let mut exact_same = Vec::new();
-    let mut units = BTreeMap::new();
-    for key in keys {
-        let av: Option<Vec<f64>> = kept
-            .iter()
-            .map(|(a, _)| a.metrics.get(key).map(|m| m.value))
-            .collect();
-        let bv: Option<Vec<f64>> = kept
-            .iter()
-            .map(|(_, b)| b.metrics.get(key).map(|m| m.value))
-            .collect();
-        let (Some(av), Some(bv)) = (av, bv) else {
-            eprintln!("note: {key} is not in every kept sample of both builds and is not compared");
-            continue;
-        };
-        let m0 = kept[0]
-            .0
-            .metrics
-            .get(key)
-            .or_else(|| kept[0].1.metrics.get(key))
-            .expect("key came from a sample");
-        units.insert(key.clone(), m0.unit.clone());
-        if m0.class == MetricClass::Exact {
-            match abstat::exact_difference(&av, &bv) {
-                Some(diff) => {
-                    exact_differences.insert(
-                        key.clone(),
-                        AbExact {
-                            unit: m0.unit.clone(),
-                            diff,
-                        },
-                    );
-                }
-                None => exact_same.push(key.clone()),
-            }
-            continue;
-        }
-        // Cost keys barely vary between runs: a t interval on the log ratios gives them a
-        // verdict at R = 3 or 4, against their own, tighter threshold.
-        let a = if m0.class == MetricClass::Cost {
-            abstat::analyse_cost_metric(
-                &av,
-                &bv,
-                &kept_orders,
-                better(m0.better),
-                args.cost_tau,
-                args.order_seed,
-            )
-        } else if let Some(series) = kept
-            .iter()
-            .map(|(a, _)| a.paired.as_ref().and_then(|p| p.pairs.get(key)))
-            .collect::<Option<Vec<_>>>()
-        {
-            let rounds: Vec<contract::schema::PairSeries> =
-                series.iter().map(|s| (*s).clone()).collect();
-            abstat::analyse_paired_metric(
-                &av,
-                &bv,
-                &kept_orders,
-                &series,
-                better(m0.better),
-                tau_for(key),
-                args.order_seed,
-            )
-            .map(|(m, d)| {
-                paired_keys.insert(
-                    key.clone(),
-                    contract::ab::PairedKey {
-                        slice: d.slice,
-                        pairs: d.pairs,
-                        block_len: d.block_len,
-                        blocks: d.blocks,
-                        rho: d.widening.map(|w| w.rho),
-                        tau2: d.widening.map(|w| w.tau2),
-                        widening: d.widening.map(|w| w.factor),
-                        rounds,
-                    },
-                );
-                m
-            })
-        } else {
-            abstat::analyse_metric(
-                &av,
-                &bv,
-                &kept_orders,
-                better(m0.better),
-                tau_for(key),
-                args.order_seed,
-            )
-        }
-        .with_context(|| format!("analysing {key}"))?;
-        metrics.insert(key.clone(), a);
+    let kept: Vec<(&SampleResult, &SampleResult)> = kept.iter().map(|(a, b)| (a, b)).collect();
+    let analysis = abstat::analyse_rounds(
+        &kept,
+        &kept_orders,
+        &abstat::RoundsOpts {
+            tau: args.tau,
+            stored_tau: stored_tau.as_ref(),
+            paired: args.paired,
+            cost_tau: args.cost_tau,
+            order_seed: args.order_seed,
+            rules,
+        },
+    )?;
+    for key in &analysis.not_compared {
+        eprintln!("note: {key} is not in every kept sample of both builds and is not compared");
     }
-    abstat::adjust_across_metrics(&mut metrics);
-    let decision = if rules.is_empty() {
-        None
-    } else {
-        Some(abstat::decide(rules, &metrics)?)
-    };
-    let all_samples: Vec<&SampleResult> = kept.iter().flat_map(|(a, b)| [a, b]).collect();
+    let all_samples: Vec<&SampleResult> = kept.iter().flat_map(|&(a, b)| [a, b]).collect();
     let gate = judge(prep, &all_samples);
 
     if args.aa {
         // An A/A run measures this machine's noise floor: store it as the default tau.
-        let floor = abstat::tau_from_aa(std::slice::from_ref(&metrics));
+        let floor = abstat::tau_from_aa(std::slice::from_ref(&analysis.metrics));
         if let Some(p) = aa_tau_path(prep, args.paired) {
             let doc = contract::noise::NoiseFloor::new(
                 &prep.scenario.name,
@@ -527,32 +404,29 @@ pub fn compare(
         rounds,
         balance: balance.clone(),
         order_counts: Some(abstat::order_counts(orders, &balance.kept)),
-        tau: tau_default,
-        tau_source: tau_source.into(),
-        units,
-        metrics,
-        exact_differences,
-        exact_same,
+        tau: analysis.tau,
+        tau_source: analysis.tau_source.into(),
         gate: Some(contract::gate::Gate {
             config: Some(prep.gate_cfg),
             verdict: Some(gate),
         }),
         rules: args.keep_if.iter().chain(&args.guard).cloned().collect(),
-        decision,
-        paired: args.paired.then(|| contract::ab::PairedRun {
-            blocks_per_round: abstat::BLOCKS_PER_ROUND,
-            skipped_phases: warm_a
-                .paired
-                .as_ref()
-                .map(|p| p.skipped_phases.clone())
-                .unwrap_or_default(),
-            keys: paired_keys,
+        paired: args.paired.then(|| {
+            analysis.paired_run(
+                warm_a
+                    .paired
+                    .as_ref()
+                    .map(|p| p.skipped_phases.clone())
+                    .unwrap_or_default(),
+            )
         }),
         user_vault: prep.user_vault.clone(),
-        functions: abstat::function_changes(
-            &kept.iter().map(|(a, _)| &a.profiles).collect::<Vec<_>>(),
-            &kept.iter().map(|(_, b)| &b.profiles).collect::<Vec<_>>(),
-        ),
+        units: analysis.units,
+        metrics: analysis.metrics,
+        exact_differences: analysis.exact_differences,
+        exact_same: analysis.exact_same,
+        decision: analysis.decision,
+        functions: analysis.functions,
     };
     eprint!("{}", table(&result, &balance));
     if let Some(out) = &args.out {

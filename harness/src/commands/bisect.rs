@@ -15,6 +15,7 @@ use contract::bisect::{
     CommitVerdict, KIND_BISECT,
 };
 use reports::ab::{self as abstat, Order};
+use reports::bisect::{self, Probe};
 use reports::schema::{Better, FORMAT_VERSION, SampleResult};
 use sha2::{Digest, Sha256};
 
@@ -101,64 +102,6 @@ pub fn is_cost_key(key: &str) -> bool {
     key.ends_with(".server.instructions")
         || key.contains(".server.instructions_per_")
         || crate::recording::is_cost_key(key, reports::schema::MetricClass::Timing)
-}
-
-/// The search's state, by commit: what `search` needs to know of a candidate.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Probe {
-    /// It did not build.
-    Skip,
-    Answer(Answer),
-}
-
-/// The outcome of the pure search over positions `0..=n` (0 good, n bad).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Search {
-    /// The last known good and the first known bad position.
-    pub lo: usize,
-    pub hi: usize,
-    /// Positions that were skipped or unknown, strictly between `lo` and `hi`.
-    pub unsure: Vec<usize>,
-    /// Every position probed, in order, with what it gave and whom it was compared with.
-    pub probed: Vec<(usize, usize, Probe)>,
-}
-
-/// Binary search for the first bad position between a good `0` and a bad `n`: each candidate
-/// (the untested position nearest the middle of the open range) is probed against the last
-/// known good position `lo` by `probe(candidate, lo)`. Skipped and unknown positions stay
-/// out of the range's ends; they are reported when they sit between the last good and the
-/// first bad.
-pub fn search(
-    n: usize,
-    mut probe: impl FnMut(usize, usize) -> anyhow::Result<Probe>,
-) -> anyhow::Result<Search> {
-    let (mut lo, mut hi) = (0usize, n);
-    let mut out: BTreeMap<usize, Probe> = BTreeMap::new();
-    let mut probed = Vec::new();
-    loop {
-        let mid = (lo + hi) / 2;
-        let Some(c) = (lo + 1..hi)
-            .filter(|i| !out.contains_key(i))
-            .min_by_key(|&i| (i.abs_diff(mid), i))
-        else {
-            break;
-        };
-        let p = probe(c, lo)?;
-        probed.push((c, lo, p));
-        out.insert(c, p);
-        match p {
-            Probe::Answer(Answer::Different) => hi = c,
-            Probe::Answer(Answer::Same) => lo = c,
-            Probe::Skip | Probe::Answer(Answer::Unknown) => {}
-        }
-    }
-    let unsure = (lo + 1..hi).filter(|i| out.contains_key(i)).collect();
-    Ok(Search {
-        lo,
-        hi,
-        unsure,
-        probed,
-    })
 }
 
 /// The journal of finished measurements: values per commit (cost), pairs per compared
@@ -343,10 +286,7 @@ impl Bench<'_> {
         let cap = (self.args.max_rounds as usize).max(r);
         loop {
             let (a, b) = self.values(lo, c, r)?;
-            let better = match self.journal.better.unwrap_or(Better::Lower) {
-                Better::Lower => abstat::Better::Lower,
-                Better::Higher => abstat::Better::Higher,
-            };
+            let better = abstat::better(self.journal.better.unwrap_or(Better::Lower));
             let orders = abstat::plan_orders(r, self.args.order_seed)
                 .map_err(|e| anyhow::anyhow!("--rounds {r}: {e}"))?;
             let m = if self.mode == Mode::Cost {
@@ -362,12 +302,7 @@ impl Bench<'_> {
                 abstat::analyse_metric(&a, &b, &orders, better, self.tau(), self.args.order_seed)
             }
             .with_context(|| format!("analysing {}", self.args.key))?;
-            let answer = match m.verdict {
-                abstat::Verdict::Worse => Some(Answer::Different),
-                abstat::Verdict::NoChange | abstat::Verdict::Better => Some(Answer::Same),
-                abstat::Verdict::Inconclusive if r >= cap => Some(Answer::Unknown),
-                abstat::Verdict::Inconclusive => None,
-            };
+            let answer = bisect::answer(&m, r, cap);
             if let Some(answer) = answer {
                 let step = BisectStep {
                     candidate: c.at.index,
@@ -394,11 +329,9 @@ impl Bench<'_> {
     }
 
     fn tau(&self) -> f64 {
-        self.args.tau.unwrap_or(if self.mode == Mode::Paired {
-            abstat::PAIRED_DEFAULT_TAU
-        } else {
-            crate::commands::ab::DEFAULT_TAU
-        })
+        self.args
+            .tau
+            .unwrap_or(abstat::default_tau(self.mode == Mode::Paired))
     }
 }
 
@@ -587,47 +520,34 @@ pub fn run(args: BisectArgs) -> anyhow::Result<i32> {
         let (g, b) = (&slots[&0], &slots[&n]);
         bench.compare(g, b)?
     };
-    let (outcome, first_bad, candidates, estimate) = match ends.answer {
-        Answer::Same => (BisectOutcome::NoRegression, None, Vec::new(), ends.clone()),
-        Answer::Unknown => (BisectOutcome::Unknown, None, Vec::new(), ends.clone()),
-        Answer::Different => {
-            let s = search(n, |c, lo| {
-                let o = build(c, &mut slots, &mut counts)?;
-                if o.failure().is_some() {
-                    return Ok(Probe::Skip);
-                }
-                let step = bench.compare(&slots[&lo], &slots[&c])?;
-                Ok(Probe::Answer(step.answer))
-            })?;
-            // The estimate of the step: the first bad against its last known good.
-            let est = if s.probed.iter().any(|&(c, lo, _)| c == s.hi && lo == s.lo)
-                || (s.lo == 0 && s.hi == n)
-            {
-                bench
-                    .steps
-                    .iter()
-                    .rev()
-                    .find(|st| st.candidate == s.hi && st.against == s.lo)
-                    .cloned()
-                    .unwrap_or_else(|| ends.clone())
-            } else {
-                bench.compare(&slots[&s.lo], &slots[&s.hi])?
-            };
-            if s.unsure.is_empty() {
-                (
-                    BisectOutcome::Found,
-                    Some(all[s.hi].clone()),
-                    Vec::new(),
-                    est,
-                )
-            } else {
-                let mut c: Vec<CommitRef> = s.unsure.iter().map(|&i| all[i].clone()).collect();
-                c.push(all[s.hi].clone());
-                (BisectOutcome::Ambiguous, Some(all[s.hi].clone()), c, est)
+    let searched = match ends.answer {
+        Answer::Different => Some(bisect::search(n, |c, lo| {
+            let o = build(c, &mut slots, &mut counts)?;
+            if o.failure().is_some() {
+                return Ok(Probe::Skip);
             }
-        }
+            let step = bench.compare(&slots[&lo], &slots[&c])?;
+            Ok::<_, anyhow::Error>(Probe::Answer(step.answer))
+        })?),
+        Answer::Same | Answer::Unknown => None,
     };
-    let verdicts = verdicts(&bench.steps, &slots);
+    let end = bisect::conclude(n, ends.answer, searched.as_ref());
+    // The estimate of the step: the first bad against its last known good, measured now if
+    // the search never compared the two.
+    let estimate = match bisect::step_of(&bench.steps, end.estimate) {
+        Some(st) => st.clone(),
+        None if end.estimate == (n, 0) => ends.clone(),
+        None => bench.compare(&slots[&end.estimate.1], &slots[&end.estimate.0])?,
+    };
+    let at = |i: usize| all[i].clone();
+    let (outcome, first_bad) = (end.outcome, end.first_bad.map(at));
+    let candidates: Vec<CommitRef> = end.candidates.iter().map(|&i| at(i)).collect();
+    let skipped = slots
+        .iter()
+        .filter(|(_, s)| s.spec.is_none())
+        .map(|(&i, _)| i)
+        .collect();
+    let verdicts = bisect::verdicts(&bench.steps, &skipped);
     let commits: Vec<BisectCommit> = slots
         .values()
         .map(|s| BisectCommit {
@@ -713,29 +633,6 @@ pub fn run(args: BisectArgs) -> anyhow::Result<i32> {
     })
 }
 
-/// Each commit's verdict from the steps: bad if its comparison said different, good if same,
-/// unknown if unknown; the good end is good, and the bad end bad when the ends differed.
-fn verdicts(steps: &[BisectStep], slots: &BTreeMap<usize, Slot>) -> BTreeMap<usize, CommitVerdict> {
-    let mut v = BTreeMap::new();
-    v.insert(0, CommitVerdict::Good);
-    for s in steps {
-        v.insert(
-            s.candidate,
-            match s.answer {
-                Answer::Different => CommitVerdict::Bad,
-                Answer::Same => CommitVerdict::Good,
-                Answer::Unknown => CommitVerdict::Unknown,
-            },
-        );
-    }
-    for (i, s) in slots {
-        if s.spec.is_none() {
-            v.insert(*i, CommitVerdict::Skipped);
-        }
-    }
-    v
-}
-
 /// The result as JSON at `out`, Markdown beside it (`.md`) and HTML (`.html`).
 fn write_reports(out: &Path, r: &BisectResult) -> anyhow::Result<()> {
     super::write_json_md_html(out, r, &reports::render::Document::Bisect(r))
@@ -744,57 +641,6 @@ fn write_reports(out: &Path, r: &BisectResult) -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn answers(
-        bad_from: usize,
-        skip: &[usize],
-    ) -> impl FnMut(usize, usize) -> anyhow::Result<Probe> {
-        let skip = skip.to_vec();
-        move |c, _lo| {
-            Ok(if skip.contains(&c) {
-                Probe::Skip
-            } else if c >= bad_from {
-                Probe::Answer(Answer::Different)
-            } else {
-                Probe::Answer(Answer::Same)
-            })
-        }
-    }
-
-    #[test]
-    fn the_search_finds_the_first_bad_position_in_few_probes() {
-        for bad_from in 1..=15 {
-            let s = search(15, answers(bad_from, &[])).unwrap();
-            assert_eq!((s.lo, s.hi), (bad_from - 1, bad_from), "{bad_from}");
-            assert!(s.unsure.is_empty());
-            assert!(s.probed.len() <= 4, "{bad_from}: {:?}", s.probed);
-        }
-    }
-
-    #[test]
-    fn a_skipped_position_is_stepped_around_and_named_when_it_matters() {
-        // The middle of 0..15 does not build: its neighbours are probed instead.
-        let s = search(15, answers(11, &[7])).unwrap();
-        assert_eq!((s.lo, s.hi), (10, 11));
-        assert!(s.unsure.is_empty());
-        assert_eq!(s.probed[0], (7, 0, Probe::Skip));
-        assert!(s.probed.len() <= 6, "{:?}", s.probed);
-        // A skipped commit right before the first bad one leaves two candidates.
-        let s = search(15, answers(11, &[10])).unwrap();
-        assert_eq!((s.lo, s.hi, s.unsure.clone()), (9, 11, vec![10]));
-    }
-
-    #[test]
-    fn each_probe_is_against_the_last_known_good() {
-        let s = search(15, answers(11, &[])).unwrap();
-        let mut lo = 0;
-        for &(c, against, p) in &s.probed {
-            assert_eq!(against, lo);
-            if p == Probe::Answer(Answer::Same) {
-                lo = c;
-            }
-        }
-    }
 
     #[test]
     fn cost_keys_are_told_by_name() {

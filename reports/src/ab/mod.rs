@@ -5,7 +5,7 @@
 //! Pipeline: [`plan_orders`] → (harness runs rounds) → [`drop_to_balance`] →
 //! [`analyse_metric`] per timing/resource metric, [`exact_difference`] per exact metric →
 //! [`adjust_across_metrics`] → [`decide`] (or [`decide_with_exact`]) with rules from
-//! [`DecisionRules::parse`].
+//! [`DecisionRules::parse`]; [`analyse_rounds`] does all of it for an A/B run's kept samples.
 
 mod aa;
 mod analysis;
@@ -13,6 +13,7 @@ mod error;
 mod functions;
 mod paired;
 mod plan;
+mod rounds;
 mod rules;
 
 pub use aa::{FalsePositives, MetricFalsePositives, count_false_positives, tau_from_aa};
@@ -30,6 +31,9 @@ pub use paired::{
 pub use plan::{
     BalancePlan, DropReason, DroppedRound, MAX_ROUNDS, Order, OrderCount, OrderCounts,
     drop_to_balance, order_count, order_counts, plan_orders,
+};
+pub use rounds::{
+    DEFAULT_TAU, RoundsAnalysis, RoundsError, RoundsOpts, analyse_rounds, better, default_tau,
 };
 pub use rules::{
     Cmp, Decision, DecisionRules, Outcome, Rule, RuleCheck, RuleError, RuleStatus, RuleTarget,

@@ -77,7 +77,8 @@ pub(crate) struct DeviceInner {
     pub rng: Mutex<ChaCha8Rng>,
     pub clock: Clock,
     pub files: Mutex<FileIndex>,
-    /// Counts the requests of single operations (push_file, wait_changes, ...).
+    /// Counts the requests of single operations (push_file, wait_changes, ...): counts and
+    /// bytes only ([`Recorder::counting`]), so that a held device stays small.
     pub ambient: Recorder,
     /// Chunk uploads this device made or has in flight, by sid. Two files of one push that
     /// share a body both see the sid missing; the second waits for the first's PUT instead of
@@ -173,6 +174,20 @@ impl Device {
         domain_id: String,
         rng: ChaCha8Rng,
     ) -> Device {
+        Device::with_http(target, creds, index, domain_id, rng, http_client())
+    }
+
+    /// A device over `client`, a pool it may share with others: a generator holding
+    /// thousands of devices keeps one pool, whose connections are the requests in flight,
+    /// not one pool per device.
+    pub(crate) fn with_http(
+        target: Target,
+        creds: DeviceCredentials,
+        index: usize,
+        domain_id: String,
+        rng: ChaCha8Rng,
+        client: HttpClient,
+    ) -> Device {
         Device {
             inner: Arc::new(DeviceInner {
                 target,
@@ -180,11 +195,11 @@ impl Device {
                 creds,
                 index,
                 domain_id,
-                client: http_client(),
+                client,
                 rng: Mutex::new(rng),
                 clock: system_clock(),
                 files: Mutex::new(FileIndex::default()),
-                ambient: Recorder::new(false),
+                ambient: Recorder::counting(),
                 uploads: Mutex::new(BTreeMap::new()),
                 mid_body: Mutex::new(None),
             }),
@@ -245,7 +260,8 @@ impl Device {
     }
 
     /// What this device's single operations (push_file, delete_file, rename_path,
-    /// wait_changes, fetch_and_write) have sent since it was made or last reset.
+    /// wait_changes, fetch_and_write) have sent since it was made or last reset: requests,
+    /// statuses and bytes per route (no latency histograms).
     pub fn measured(&self) -> crate::stats::Measured {
         self.inner.ambient.snapshot()
     }

@@ -244,7 +244,9 @@ impl Delta {
             }
             d.process_cpu_ns_ticks +=
                 pb.cpu_ticks.saturating_sub(pa.map_or(0, |p| p.cpu_ticks)) * tick_ns;
-            reaped += pb.reaped_children_ticks.saturating_sub(pa.map_or(0, |p| p.reaped_children_ticks));
+            reaped += pb
+                .reaped_children_ticks
+                .saturating_sub(pa.map_or(0, |p| p.reaped_children_ticks));
             match (pb.io, pa.map(|p| p.io)) {
                 (Some(ib), Some(Some(ia))) => d.io = d.io + ib.saturating_sub(ia),
                 (Some(ib), None) => d.io = d.io + ib,

@@ -29,7 +29,8 @@ pub struct ClientOptions {
     /// is, to give each phase's start-up share.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub startup: Option<String>,
-    /// The deadline of each run (`30s`, `10m`); [`DEFAULT_CLIENT_TIMEOUT`] when absent.
+    /// The deadline of each run (`30s`, `10m`; above zero, at most a day);
+    /// [`DEFAULT_CLIENT_TIMEOUT`] when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout: Option<String>,
 }
@@ -132,10 +133,8 @@ impl ClientOptions {
             }
         }
         if let Some(t) = &self.timeout {
-            let d = contract::parse::duration(t).map_err(|e| format!("[client] timeout: {e}"))?;
-            if d.is_zero() {
-                return Err("[client] timeout must be above zero".into());
-            }
+            // The one duration parser: a unit, above zero, at most a day.
+            contract::parse::duration(t).map_err(|e| format!("[client] timeout: {e}"))?;
         }
         Ok(())
     }
@@ -197,9 +196,11 @@ mod tests {
 
     #[test]
     fn the_checks_name_the_field_and_the_fault() {
-        assert!(opts(Some("sync {url} {dir} {state} {device}"), None, None)
-            .check()
-            .is_ok());
+        assert!(
+            opts(Some("sync {url} {dir} {state} {device}"), None, None)
+                .check()
+                .is_ok()
+        );
         let e = opts(None, None, Some("down")).check().unwrap_err();
         assert!(e.contains("needs `command` or `push`"), "{e}");
         let e = opts(Some("  "), None, None).check().unwrap_err();
@@ -207,12 +208,15 @@ mod tests {
         let e = opts(Some("sync {dir}"), Some("up {folder}"), None)
             .check()
             .unwrap_err();
-        assert!(e.starts_with("[client] push: unknown placeholder {folder}"), "{e}");
+        assert!(
+            e.starts_with("[client] push: unknown placeholder {folder}"),
+            "{e}"
+        );
         let mut t = opts(Some("sync"), None, None);
         t.timeout = Some("30".into());
         assert!(t.check().unwrap_err().starts_with("[client] timeout"));
         t.timeout = Some("0s".into());
-        assert!(t.check().unwrap_err().contains("above zero"));
+        assert!(t.check().unwrap_err().contains("must be more than 0"));
         t.timeout = Some("45s".into());
         assert!(t.check().is_ok());
         assert_eq!(t.deadline(), Duration::from_secs(45));

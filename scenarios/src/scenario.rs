@@ -744,10 +744,8 @@ pub fn parse(text: &str, origin: &str) -> Result<Scenario, ScenarioError> {
             return invalid("s3 password is given but no encryption".to_owned());
         }
     }
-    if let Some(c) = &s.client {
-        if let Err(e) = c.check() {
-            return invalid(e);
-        }
+    if let Some(Err(e)) = s.client.as_ref().map(ClientOptions::check) {
+        return invalid(e);
     }
     for f in &s.faults {
         if !(f.rate.is_finite() && (0.0..=1.0).contains(&f.rate)) {

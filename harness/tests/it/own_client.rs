@@ -53,11 +53,7 @@ fn record_client(home: &Path, scenario_file: &str, target: &str) -> Value {
     .timeout(std::time::Duration::from_secs(600))
     .assert();
     let o = assert.get_output();
-    assert!(
-        o.status.success(),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     vb!(home).arg("verify").arg(&out).assert().success();
     read(&out.join("own-client.json"))["metrics"].clone()
 }
@@ -79,10 +75,16 @@ fn assert_client_phases(m: &Value, rounds: f64) {
     ] {
         assert_eq!(value(&format!("{phase}.client.runs")), runs, "{phase}");
         assert!(value(&format!("{phase}.client.wall_ms")) > 0.0, "{phase}");
-        assert!(value(&format!("{phase}.client.peak_rss_mib")) > 0.0, "{phase}");
+        assert!(
+            value(&format!("{phase}.client.peak_rss_mib")) > 0.0,
+            "{phase}"
+        );
         let share = value(&format!("{phase}.client.startup_share"));
         assert!(share > 0.0 && share <= 1.0, "{phase}: {share}");
-        assert!(value(&format!("{phase}.client.startup_ms")) > 0.0, "{phase}");
+        assert!(
+            value(&format!("{phase}.client.startup_ms")) > 0.0,
+            "{phase}"
+        );
         // The server's cost per phase, as for any target.
         assert!(value(&format!("{phase}.server.cpu_ms")) >= 0.0, "{phase}");
     }
@@ -91,7 +93,11 @@ fn assert_client_phases(m: &Value, rounds: f64) {
     assert!(value("cold_push.files") > 0.0);
     assert_eq!(value("cold_push.files"), value("cold_pull.files"));
     // The client's requests are not seen: no key counts them.
-    for k in ["cold_push.requests", "idle_resync.requests", "folder_rename.requests"] {
+    for k in [
+        "cold_push.requests",
+        "idle_resync.requests",
+        "folder_rename.requests",
+    ] {
         assert!(m.get(k).is_none(), "{k} is written in client mode");
     }
 }
@@ -159,12 +165,18 @@ fn a_client_that_never_exits_is_stopped_at_its_deadline() {
     let f = scenario(home.path(), "small", "obsync-v1", 1, client);
     let err = record_stops_at_its_bound(
         home.path(),
-        &["--scenario-file".into(), f, "--pre-check".into(), "0s".into()],
+        &[
+            "--scenario-file".into(),
+            f,
+            "--pre-check".into(),
+            "0s".into(),
+        ],
         "own-client.json",
         &["cold_push: device A's client did not finish within 2s"],
     );
     assert!(
-        !err.lines().any(|l| l.contains("did not finish") && l.contains('\n')),
+        !err.lines()
+            .any(|l| l.contains("did not finish") && l.contains('\n')),
         "{err}"
     );
     assert!(
@@ -182,7 +194,12 @@ fn a_client_that_writes_beside_its_folder_fails_the_phase() {
     let f = scenario(home.path(), "small", "obsync-v1", 1, client);
     record_stops_at_its_bound(
         home.path(),
-        &["--scenario-file".into(), f, "--pre-check".into(), "0s".into()],
+        &[
+            "--scenario-file".into(),
+            f,
+            "--pre-check".into(),
+            "0s".into(),
+        ],
         "own-client.json",
         &["cold_push: device A's client wrote outside its folders: \"stray\""],
     );
@@ -195,7 +212,10 @@ fn client_mode_refuses_what_a_client_cannot_run() {
     let home = tempfile::tempdir().unwrap();
     let run = |args: &[&str]| {
         let o = vb!(home.path()).args(args).output().unwrap();
-        (o.status.code(), String::from_utf8_lossy(&o.stderr).into_owned())
+        (
+            o.status.code(),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+        )
     };
     let (code, err) = run(&["record", "small", "--client", "sync {dir}"]);
     assert_eq!(code, Some(2), "{err}");
@@ -210,7 +230,13 @@ fn client_mode_refuses_what_a_client_cannot_run() {
     let (code, err) = run(&["record", "small", "--client-pull", "down {dir}"]);
     assert_eq!(code, Some(2), "{err}");
     assert!(err.contains("needs `command` or `push`"), "{err}");
-    let f = scenario(home.path(), "small", "obsync-v1", 1, "command = \"sync {dir}\"");
+    let f = scenario(
+        home.path(),
+        "small",
+        "obsync-v1",
+        1,
+        "command = \"sync {dir}\"",
+    );
     let (code, err) = run(&[
         "ab",
         "--a",

@@ -161,8 +161,7 @@ impl CommandClient {
         let devices = [device(0, "a"), device(1, "b")];
         for d in &devices {
             for p in [&d.dir, &d.state] {
-                std::fs::create_dir_all(p)
-                    .with_context(|| format!("creating {}", p.display()))?;
+                std::fs::create_dir_all(p).with_context(|| format!("creating {}", p.display()))?;
             }
         }
         let vault_size = copy_tree(&plan.vault_dir, &devices[0].dir)
@@ -197,8 +196,8 @@ impl CommandClient {
             .map_or((String::new(), String::new()), |a| {
                 (a.user.clone(), a.password.clone())
             });
-        let words = loadgen::launch::split_command(line)
-            .map_err(|e| anyhow::anyhow!("[client]: {e}"))?;
+        let words =
+            loadgen::launch::split_command(line).map_err(|e| anyhow::anyhow!("[client]: {e}"))?;
         Ok(words
             .iter()
             .map(|w| {
@@ -259,7 +258,9 @@ impl CommandClient {
         let entries = std::fs::read_dir(&self.area)
             .with_context(|| format!("{who}: listing {}", self.area.display()))?;
         for e in entries {
-            let name = e.with_context(|| format!("{who}: listing the devices' folder"))?.file_name();
+            let name = e
+                .with_context(|| format!("{who}: listing the devices' folder"))?
+                .file_name();
             if !known.contains(&name) {
                 bail!(
                     "{who} wrote outside its folders: {} appeared beside the devices' folders",
@@ -340,7 +341,11 @@ impl SyncClient for CommandClient {
         Ok(())
     }
 
-    async fn push(&mut self, _job: PushJob<'_>, _m: &mut Metrics) -> anyhow::Result<TransferReport> {
+    async fn push(
+        &mut self,
+        _job: PushJob<'_>,
+        _m: &mut Metrics,
+    ) -> anyhow::Result<TransferReport> {
         let line = self.push_line()?;
         let u = self.timed(&line, 0, "cold_push")?;
         Ok(self.report(u.wall, self.vault_size))
@@ -387,7 +392,8 @@ impl SyncClient for CommandClient {
                 format!("\nedit round {round}: vaultbench edit propagation\n").as_bytes(),
             );
             let t0 = std::time::Instant::now();
-            std::fs::write(&a, &body).with_context(|| format!("edit: writing A's copy of {rel}"))?;
+            std::fs::write(&a, &body)
+                .with_context(|| format!("edit: writing A's copy of {rel}"))?;
             self.timed(&push, 0, "edit")?;
             self.timed(&pull, 1, "edit")?;
             lat.push(ms(t0.elapsed()));
@@ -425,7 +431,9 @@ impl SyncClient for CommandClient {
     }
 
     async fn route_step(&mut self, _step: RouteStep<'_>) -> anyhow::Result<StepReport> {
-        bail!("route load needs the harness's own protocol client; a client-mode scenario cannot run it")
+        bail!(
+            "route load needs the harness's own protocol client; a client-mode scenario cannot run it"
+        )
     }
 }
 
@@ -529,7 +537,10 @@ mod tests {
         assert_eq!(v("edit.client.startup_ms"), 25.0);
         assert_eq!(v("edit.client.startup_share"), 0.25);
         for k in m.map.keys() {
-            assert_eq!(k.parse::<contract::key::MetricKey>().unwrap().to_string(), *k);
+            assert_eq!(
+                k.parse::<contract::key::MetricKey>().unwrap().to_string(),
+                *k
+            );
         }
         let mut m = Metrics::default();
         client_keys(
@@ -551,16 +562,25 @@ mod tests {
             "{base}[client]\npush='up {{dir}}'\n[[phase]]\nkind='cold_push'\n[[phase]]\nkind='cold_pull'\n[[phase]]\nkind='idle_resync'\n"
         ));
         check_scenario(&ok).unwrap();
-        assert_eq!(skipped(&ok), vec![("cold_pull", "the client has no pull command")]);
+        assert_eq!(
+            skipped(&ok),
+            vec![("cold_pull", "the client has no pull command")]
+        );
         let route = parse(&format!(
             "{base}[client]\ncommand='sync'\n[[phase]]\nkind='route_load'\nroutes=['get-file']\nin_flight=[1]\nrequests=5\n"
         ));
         let e = check_scenario(&route).unwrap_err().to_string();
-        assert!(e.contains("runs only cold_start") && e.contains("route"), "{e}");
+        assert!(
+            e.contains("runs only cold_start") && e.contains("route"),
+            "{e}"
+        );
         let quote = parse(&format!(
             "{base}[client]\ncommand=\"sync '{{dir}}\"\n[[phase]]\nkind='cold_push'\n"
         ));
         let e = check_scenario(&quote).unwrap_err().to_string();
-        assert!(e.contains("[client] command") && e.contains("unbalanced"), "{e}");
+        assert!(
+            e.contains("[client] command") && e.contains("unbalanced"),
+            "{e}"
+        );
     }
 }

@@ -317,7 +317,10 @@ mod tests {
         )
         .unwrap_err()
         .to_string();
-        assert!(e.starts_with("x: cannot start \"/nonexistent/client\""), "{e}");
+        assert!(
+            e.starts_with("x: cannot start \"/nonexistent/client\""),
+            "{e}"
+        );
     }
 
     #[test]

@@ -253,3 +253,63 @@ fn client_mode_refuses_what_a_client_cannot_run() {
         "{err}"
     );
 }
+
+/// `record` killed (SIGKILL, SIGINT, SIGTERM) while a client runs: nothing of the client is
+/// left within 5 s, a grandchild it put in the background included (the client's own guard
+/// kills its process group when the sample dies).
+#[test]
+#[ignore = "slow: real recordings killed mid-sample"]
+fn a_killed_record_leaves_nothing_of_its_client() {
+    for signal in [libc::SIGKILL, libc::SIGINT, libc::SIGTERM] {
+        let home = tempfile::tempdir().unwrap();
+        // The background sleep's odd length marks it (it names no folder of the test).
+        let nap = format!("6{}{signal}.25", std::process::id());
+        let client = format!(
+            "push = \"sh -c 'sleep {nap} & while :; do sleep 1; done' {{dir}}\"\npull = \"true\""
+        );
+        let f = scenario(home.path(), "small", "obsync-v1", 1, &client);
+        let gate = home.path().join("gate.toml");
+        std::fs::write(&gate, testkit::LOOSE_GATE).unwrap();
+        let work = home.path().join("work");
+        let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin!("vaultbench"))
+            .args(["record", "--scenario-file", &f, "--pre-check", "0s"])
+            .arg("--gate-config")
+            .arg(&gate)
+            .arg("--out")
+            .arg(home.path().join("out"))
+            .arg("--work-dir")
+            .arg(&work)
+            .env("VAULTBENCH_CACHE", home.path().join("cache"))
+            .env("VAULTBENCH_LOCK", home.path().join("machine.lock"))
+            .env("XDG_DATA_HOME", home.path().join("data"))
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        // The client's shell names A's folder, under the work dir.
+        let marker = work.display().to_string();
+        let client_up = || {
+            procs_with(&marker)
+                .iter()
+                .any(|(_, cmd)| cmd.contains("while :"))
+                || !procs_with(&format!("sleep {nap}")).is_empty()
+        };
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+        while !client_up() && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        assert!(client_up(), "the client never started");
+        // SAFETY: signalling our own child.
+        unsafe { libc::kill(child.id() as i32, signal) };
+        let _ = child.wait();
+        let t0 = std::time::Instant::now();
+        while client_up() && t0.elapsed() < std::time::Duration::from_secs(5) {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        assert!(
+            !client_up(),
+            "signal {signal}: left behind after 5 s: {:?}",
+            procs_with(&marker)
+        );
+    }
+}

@@ -690,9 +690,15 @@ mod tests {
         assert!((d.foreign_cpu_share().unwrap() - 50.0 / 400.0).abs() < 1e-9);
         let live = Delta {
             process_cpu_ns_ticks: 0,
-            ..d
+            ..d.clone()
         };
         assert!((live.foreign_cpu_share().unwrap() - 200.0 / 400.0).abs() < 1e-9);
+        // A child the tree started and reaped inside the window (30 ticks) is its own too.
+        let reaped = Delta {
+            reaped_cpu_ns_ticks: 30 * tick_ns,
+            ..d
+        };
+        assert!((reaped.foreign_cpu_share().unwrap() - 20.0 / 400.0).abs() < 1e-9);
     }
 
     #[test]

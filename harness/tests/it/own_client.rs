@@ -160,9 +160,13 @@ fn rclone_against_apache_webdav_runs_every_phase_byte_identical() {
 #[ignore = "slow: real samples against the reference server"]
 fn a_client_that_never_exits_is_stopped_at_its_deadline() {
     let home = tempfile::tempdir().unwrap();
-    let client = "push = \"sh -c 'sleep 600 & while :; do sleep 1; done' {dir}\"\n\
-                  pull = \"true\"\ntimeout = \"2s\"";
-    let f = scenario(home.path(), "small", "obsync-v1", 1, client);
+    // The background sleep's odd length marks it (it names no folder of the test).
+    let nap = format!("6{}.5", std::process::id());
+    let client = format!(
+        "push = \"sh -c 'sleep {nap} & while :; do sleep 1; done' {{dir}}\"\n\
+         pull = \"true\"\ntimeout = \"2s\""
+    );
+    let f = scenario(home.path(), "small", "obsync-v1", 1, &client);
     let err = record_stops_at_its_bound(
         home.path(),
         &[
@@ -174,13 +178,16 @@ fn a_client_that_never_exits_is_stopped_at_its_deadline() {
         "own-client.json",
         &["cold_push: device A's client did not finish within 2s"],
     );
+    // One line says what happened and what was done about it.
     assert!(
-        !err.lines()
-            .any(|l| l.contains("did not finish") && l.contains('\n')),
+        err.lines()
+            .any(|l| l.contains("device A's client did not finish within 2s")
+                && l.contains("killed with its process group")),
         "{err}"
     );
     assert!(
-        procs_with(&home.path().join("work").display().to_string()).is_empty(),
+        procs_with(&home.path().join("work").display().to_string()).is_empty()
+            && procs_with(&format!("sleep {nap}")).is_empty(),
         "nothing left running"
     );
 }
@@ -312,4 +319,68 @@ fn a_killed_record_leaves_nothing_of_its_client() {
             procs_with(&marker)
         );
     }
+}
+
+/// A push-only client: the phases that need B to download are skipped and named on stderr;
+/// the others run through the client and have their keys, the skipped ones none.
+#[test]
+#[ignore = "slow: real samples against the reference server"]
+fn a_push_only_client_skips_the_pull_phases_and_names_them() {
+    let home = tempfile::tempdir().unwrap();
+    let remote = home.path().join("remote");
+    let client = format!(
+        "push = \"sh -c 'rm -rf \\\"$1\\\" && cp -R \\\"$0\\\" \\\"$1\\\"' {{dir}} '{}'\"",
+        remote.display()
+    );
+    let f = scenario(home.path(), "small", "obsync-v1", 2, &client);
+    let out = home.path().join("out");
+    let assert = record_loose(home.path(), &["--scenario-file", &f, "--pre-check", "0s"])
+        .arg("--out")
+        .arg(&out)
+        .arg("--work-dir")
+        .arg(home.path().join("work"))
+        .timeout(std::time::Duration::from_secs(600))
+        .assert()
+        .success();
+    let err = String::from_utf8_lossy(&assert.get_output().stderr).into_owned();
+    assert!(
+        err.contains(
+            "client: cold_pull, edit, folder_rename skipped (the client has no pull command)"
+        ),
+        "{err}"
+    );
+    let m = &read(&out.join("own-client.json"))["metrics"];
+    assert_eq!(m["cold_push.client.runs"]["value"].as_f64(), Some(1.0));
+    assert_eq!(m["idle_resync.client.runs"]["value"].as_f64(), Some(1.0));
+    let keys: Vec<&String> = m.as_object().unwrap().keys().collect();
+    for skipped in ["cold_pull.", "edit.", "folder_rename."] {
+        assert!(
+            !keys.iter().any(|k| k.starts_with(skipped)),
+            "{skipped} keys written: {keys:?}"
+        );
+    }
+    // What A pushed is on the stand-in server.
+    assert!(remote.is_dir());
+}
+
+/// A client run that fails: its exit status and last stderr line, quoted, name it with the
+/// phase and the device.
+#[test]
+#[ignore = "slow: real samples against the reference server"]
+fn a_failing_client_is_named_by_its_status_and_last_stderr_line() {
+    let home = tempfile::tempdir().unwrap();
+    let client =
+        "push = \"true\"\npull = \"sh -c 'echo first >&2; echo \\\"remote gone\\\" >&2; exit 3'\"";
+    let f = scenario(home.path(), "small", "obsync-v1", 1, client);
+    record_stops_at_its_bound(
+        home.path(),
+        &[
+            "--scenario-file".into(),
+            f,
+            "--pre-check".into(),
+            "0s".into(),
+        ],
+        "own-client.json",
+        &["cold_pull: device B's client exited with status 3: \"remote gone\""],
+    );
 }

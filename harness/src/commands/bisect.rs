@@ -379,12 +379,13 @@ pub fn run(args: BisectArgs) -> anyhow::Result<i32> {
             args.bad
         );
     }
+    // Paired where the protocol's paired flow runs every phase; a client-mode scenario has no
+    // paired flow (its own client runs one device at a time).
     let mode = if is_cost_key(&args.key) {
         Mode::Cost
     } else if scenario.client.is_none()
         && crate::sample::protocols::lookup(scenario.protocol.name())?.paired_covers_every_phase()
     {
-        // A client-mode scenario has no paired flow: its own client runs one device at a time.
         Mode::Paired
     } else {
         Mode::Sequential

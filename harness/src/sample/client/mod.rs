@@ -132,7 +132,6 @@ pub struct CommandClient {
     area: PathBuf,
     devices: [Device; 2],
     deadline: Duration,
-    vault_digest: String,
     /// Files, folders and bytes of the vault, for the push's and pull's reports.
     vault_size: (u64, u64, u64),
     tally: Tally,
@@ -175,7 +174,6 @@ impl CommandClient {
             auth: def.auth.clone(),
             area,
             devices,
-            vault_digest: plan.vault_digest.clone(),
             vault_size,
             tally: Tally::default(),
         };
@@ -358,19 +356,20 @@ impl SyncClient for CommandClient {
         Ok(self.report(u.wall, size))
     }
 
-    /// A's client once more with nothing changed; A's folder must still hold the vault.
+    /// A's client once more with nothing changed; A's folder must be as it was.
     async fn resync(&mut self, _dir: &Path) -> anyhow::Result<TransferReport> {
         let line = self.push_line()?;
+        let a = self.devices[0].dir.clone();
+        let before = crate::tree::tree_digest(&a).context("idle_resync: hashing A's folder")?;
         let u = self.timed(&line, 0, "idle_resync")?;
-        let a = &self.devices[0].dir;
-        let got = crate::tree::tree_digest(a).context("idle_resync: hashing A's folder")?;
-        if got != self.vault_digest {
+        let after = crate::tree::tree_digest(&a).context("idle_resync: hashing A's folder")?;
+        if after != before {
             bail!(
-                "idle_resync: A's folder changed when its client ran with nothing to do (digest {got}, the vault's {})",
-                self.vault_digest
+                "idle_resync: A's folder changed when its client ran with nothing to do (digest {after}, before the run {before})"
             );
         }
-        Ok(self.report(u.wall, self.vault_size))
+        let size = tree_size(&a).context("idle_resync: measuring A's folder")?;
+        Ok(self.report(u.wall, size))
     }
 
     /// Each round: a line appended to the note in A's folder, A's client, B's client, and

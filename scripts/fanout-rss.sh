@@ -44,6 +44,6 @@ for vb in "$@"; do
   rss=$(awk -F': ' '/Maximum resident set size/{printf "%.1f", $2/1024}' "$dir/time.txt")
   cpu=$(awk -F': ' '/User time/{u=$2} /System time/{s=$2} END{printf "%.2f", u+s}' "$dir/time.txt")
   echo "$vb: generator peak RSS $rss MiB (CPU $cpu s), server peak RSS $hwm MiB"
-  grep -E "deliveries|per 1,000|per held|enrol" "$dir/fanout.txt" | sed 's/^/  /'
+  grep -E "deliveries|fan-out|per 1,000|per held|enrol" "$dir/fanout.txt" | sed 's/^/  /'
 done
 echo "# load after: $(cut -d' ' -f1-3 /proc/loadavg); work dir $WORK"

@@ -305,7 +305,7 @@ fn bench_peer_runs_both_generators_at_one_connection() {
     let v = json_of(
         std::process::Command::new(assert_cmd::cargo::cargo_bin!("vaultbench"))
             .args(["load", "bench-peer", "--in-flight", "1", "--rounds", "2"])
-            .args(["--duration", "1s", "--json"])
+            .args(["--duration", "1s", "--held", "300", "--json"])
             .output()
             .unwrap(),
     );
@@ -329,6 +329,19 @@ fn bench_peer_runs_both_generators_at_one_connection() {
         let x = v[k].as_f64().unwrap();
         assert!(x > 0.0 && x.is_finite(), "{k}: {v}");
     }
+    // Held connections side by side: each generator's RSS grows by something per held
+    // connection, and a held device is not heavier than wrk's connection twice over.
+    let held = &v["held"];
+    assert_eq!(held["connections"], 300, "{v}");
+    let (vb, wrk) = (
+        held["vaultbench_kib_per_connection"].as_f64().unwrap(),
+        held["wrk_kib_per_connection"].as_f64().unwrap(),
+    );
+    assert!(vb > 0.0 && wrk > 0.0, "{held}");
+    assert!(
+        vb < 2.0 * wrk,
+        "a held device costs {vb} KiB, wrk's connection {wrk}: {held}"
+    );
 }
 
 /// What varies by protocol comes from the registry: the routes a refusal lists, the protocol

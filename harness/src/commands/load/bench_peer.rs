@@ -55,6 +55,11 @@ pub struct BenchArgs {
     /// The wrk binary.
     #[arg(help_heading = "Target", long, default_value = "wrk")]
     pub wrk: PathBuf,
+    /// Held connections to compare afterwards (0: none): wrk holding N keep-alive
+    /// connections against vaultbench holding N enrolled devices' long polls, RSS per
+    /// connection for each. Needs the server bench-peer starts (no --url).
+    #[arg(help_heading = "Load", long, value_name = "N", default_value_t = 1000)]
+    pub held: usize,
     /// Print one JSON document on stdout.
     #[arg(help_heading = "Output", long)]
     pub json: bool,
@@ -84,6 +89,7 @@ impl From<&BenchArgs> for BenchConfig {
             duration: a.duration,
             rounds: a.rounds,
             wrk: a.wrk.clone(),
+            held: if a.url.is_some() { 0 } else { a.held },
         }
     }
 }
@@ -126,5 +132,17 @@ pub(super) async fn run_bench_peer(a: BenchArgs) -> anyhow::Result<i32> {
         "signing: {:.2} µs mean per request under load; tight loop: {:.0} ns (generator path), {:.0} ns (protocol::sign_request)",
         report.signing_mean_us, report.device_sign_loop_ns, report.sign_loop_ns
     );
+    if a.url.is_some() && a.held > 0 {
+        println!("held connections: compared only against the server bench-peer starts (no --url)");
+    }
+    if let Some(h) = &report.held {
+        println!(
+            "RSS per held connection ({} held): vaultbench {:.1} KiB (a device's long poll), wrk {:.1} KiB (a keep-alive connection), ratio {:.2}",
+            h.connections,
+            h.vaultbench_kib_per_connection,
+            h.wrk_kib_per_connection,
+            h.vaultbench_kib_per_connection / h.wrk_kib_per_connection.max(f64::MIN_POSITIVE)
+        );
+    }
     Ok(exit::OK)
 }

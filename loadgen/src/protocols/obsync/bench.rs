@@ -35,6 +35,10 @@ pub struct BenchConfig {
     pub rounds: usize,
     /// The wrk binary.
     pub wrk: PathBuf,
+    /// Held connections to compare (0: none): wrk holding this many keep-alive connections
+    /// against vaultbench holding this many devices' long polls. Needs the server `run`
+    /// starts (its setup token enrols the devices).
+    pub held: usize,
 }
 
 /// A child process killed and reaped when dropped.
@@ -99,6 +103,23 @@ pub struct GenRun {
     pub cpu_us_per_request: f64,
 }
 
+/// Held connections side by side, in one run: what each generator's RSS grows by per
+/// connection it holds.
+#[derive(Debug, Clone, Serialize)]
+pub struct HeldReport {
+    pub connections: usize,
+    /// wrk's peak RSS with `-c N` and with `-c 1`, KiB.
+    pub wrk_peak_kib: u64,
+    pub wrk_base_kib: u64,
+    /// This process's RSS before its devices' long polls and while all of them are held, KiB.
+    pub vaultbench_before_kib: u64,
+    pub vaultbench_holding_kib: u64,
+    /// Per held connection: wrk's (`-c N` over `-c 1`) and vaultbench's (holding over
+    /// before), KiB.
+    pub wrk_kib_per_connection: f64,
+    pub vaultbench_kib_per_connection: f64,
+}
+
 /// The whole comparison.
 #[derive(Debug, Clone, Serialize)]
 pub struct BenchReport {
@@ -116,6 +137,8 @@ pub struct BenchReport {
     pub sign_loop_ns: f64,
     /// A tight loop of the generator's signing path (nonce + canonical + cached-key HMAC).
     pub device_sign_loop_ns: f64,
+    /// Held connections side by side, when asked for.
+    pub held: Option<HeldReport>,
 }
 
 fn median(v: Vec<f64>) -> f64 {
@@ -158,6 +181,102 @@ fn run_wrk(wrk: &PathBuf, url: &str, conns: usize, secs: u64) -> anyhow::Result<
         .and_then(|n| n.parse::<u64>().ok())
         .unwrap_or((rps * secs as f64) as u64);
     Ok((reqs, rps))
+}
+
+/// This process's resident set, KiB (`VmRSS`).
+fn rss_kib_self() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .find_map(|l| l.strip_prefix("VmRSS:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+/// A process's peak resident set, KiB (`VmHWM`: the peak of its own address space, so a
+/// child's counts from its `exec` on, unlike `wait4`'s `ru_maxrss`, which keeps the forked
+/// parent's pages).
+fn peak_kib_of(pid: u32) -> Option<u64> {
+    let t = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    t.lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+}
+
+/// wrk holding `conns` keep-alive connections on `/livez` for `secs`: its peak RSS in KiB,
+/// read from `/proc` while it runs (the last reading before it exits).
+fn wrk_peak_kib(wrk: &PathBuf, url: &str, conns: usize, secs: u64) -> anyhow::Result<u64> {
+    let threads = conns.clamp(1, 2);
+    let child = Command::new(wrk)
+        .args(["-t", &threads.to_string(), "-c", &conns.to_string()])
+        .args(["-d", &format!("{secs}s"), &format!("{url}/livez")])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .with_context(|| format!("running {}", wrk.display()))?;
+    let pid = child.id();
+    let mut guard = ChildGuard(child);
+    let deadline = Instant::now() + Duration::from_secs(secs + 15);
+    let mut peak = None;
+    loop {
+        // Read before asking whether it exited: a reading taken after the exit is not there.
+        if let Some(k) = peak_kib_of(pid) {
+            peak = Some(k);
+        }
+        match guard.0.try_wait() {
+            Ok(Some(status)) if status.success() => {
+                return peak.with_context(|| format!("no reading of {}'s memory", wrk.display()));
+            }
+            Ok(Some(status)) => bail!("{} -c {conns} exited with {status}", wrk.display()),
+            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(20)),
+            Ok(None) => bail!(
+                "{} -c {conns} did not finish within {} s",
+                wrk.display(),
+                secs + 15
+            ),
+            Err(e) => bail!("waiting for {}: {e}", wrk.display()),
+        }
+    }
+}
+
+/// vaultbench holding `n` devices' long polls on the server whose setup token is at
+/// `token`: enrols them (one shared pool), then holds every poll for a while and reads this
+/// process's RSS before and while they are held.
+async fn vaultbench_holding(
+    target: &Target,
+    token: &std::path::Path,
+    n: usize,
+) -> anyhow::Result<(u64, u64)> {
+    use crate::protocols::obsync::held::HeldConn;
+    use crate::protocols::obsync::sync::wait_changes_held;
+    let token = std::fs::read_to_string(token)
+        .with_context(|| format!("the server's setup token {}", token.display()))?;
+    let mut devices =
+        crate::protocols::obsync::enroll::enroll(target, token.trim(), 1, 0x5eed).await?;
+    for i in 1..n {
+        let d = crate::protocols::obsync::enroll::pair_sharing(&devices[0], i, 0x5eed, 0).await?;
+        devices.push(d);
+    }
+    let head = crate::protocols::obsync::sync::wait_changes(&devices[0], 0, 0)
+        .await?
+        .head_seq;
+    let before = rss_kib_self();
+    let mut set = tokio::task::JoinSet::new();
+    for d in devices {
+        set.spawn(async move {
+            let mut conn = HeldConn::default();
+            let _ = wait_changes_held(&d, &mut conn, head, 30).await;
+        });
+    }
+    // Every poll out and waiting: the server answers none of them before its wait.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let holding = rss_kib_self();
+    set.abort_all();
+    while set.join_next().await.is_some() {}
+    Ok((before, holding))
 }
 
 /// Signing cost in a tight loop, ns per signature: (protocol crate's `sign_request`, the
@@ -310,7 +429,37 @@ pub async fn run(
         )
     };
     let (sign_loop_ns, device_sign_loop_ns) = sign_loop_ns(&dev);
+    let held = match (a.held, &a.target) {
+        (0, _) => None,
+        (_, Some(_)) => bail!(
+            "--held {}: holding devices needs the server bench-peer starts (leave out --url)",
+            a.held
+        ),
+        (n, None) => {
+            let (wrk, u) = (a.wrk.clone(), target.base().to_owned());
+            let (base, peak) = tokio::task::spawn_blocking(move || {
+                Ok::<_, anyhow::Error>((
+                    wrk_peak_kib(&wrk, &u, 1, 2)?,
+                    wrk_peak_kib(&wrk, &u, n, 3)?,
+                ))
+            })
+            .await??;
+            let (before, holding) =
+                vaultbench_holding(&target, &data.path().join("setup-token"), n).await?;
+            let per = |a: u64, b: u64| b.saturating_sub(a) as f64 / n as f64;
+            Some(HeldReport {
+                connections: n,
+                wrk_peak_kib: peak,
+                wrk_base_kib: base,
+                vaultbench_before_kib: before,
+                vaultbench_holding_kib: holding,
+                wrk_kib_per_connection: per(base, peak),
+                vaultbench_kib_per_connection: per(before, holding),
+            })
+        }
+    };
     let report = BenchReport {
+        held,
         target: target.base().to_owned(),
         connections: a.connections,
         duration_s: secs,

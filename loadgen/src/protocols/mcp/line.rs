@@ -111,7 +111,10 @@ mod tests {
     #[tokio::test]
     async fn lines_split_on_newlines_and_drop_a_carriage_return() {
         let (lines, err) = all(b"{\"a\":1}\r\n{}\nlast", 16).await;
-        assert_eq!(lines, vec![b"{\"a\":1}".to_vec(), b"{}".to_vec(), b"last".to_vec()]);
+        assert_eq!(
+            lines,
+            vec![b"{\"a\":1}".to_vec(), b"{}".to_vec(), b"last".to_vec()]
+        );
         assert_eq!(err, None);
     }
 

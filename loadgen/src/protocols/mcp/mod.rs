@@ -25,8 +25,13 @@ pub enum McpError {
     #[error("the vault: {0}")]
     Vault(String),
     /// No answer by the deadline.
-    #[error("{method}: no answer within {}", contract::quote::duration(*waited))]
-    Timeout { method: String, waited: Duration },
+    #[error("{method}: no answer within {}{note}", contract::quote::duration(*waited))]
+    Timeout {
+        method: String,
+        waited: Duration,
+        /// What came instead, if anything (`" (3 answers came with ids no request had)"`).
+        note: String,
+    },
     /// The connection ended (the reason is what ended it).
     #[error("{method}: the MCP server's connection ended: {what}")]
     Closed { method: String, what: String },
@@ -35,5 +40,8 @@ pub enum McpError {
     Protocol { method: String, what: String },
     /// Any of the above, with the last line of the server's stderr.
     #[error("{inner} ({stderr})")]
-    Server { inner: Box<McpError>, stderr: String },
+    Server {
+        inner: Box<McpError>,
+        stderr: String,
+    },
 }

@@ -165,12 +165,42 @@ impl Report {
         };
         let us = |d: Duration| d.as_micros() as f64;
         let phase = |p: &str, stat: &str| PhaseKey::new(p, stat).to_string();
-        put(phase(BOOT, "first_byte_us"), MetricClass::Timing, us(self.boot.first_byte), "us");
-        put(phase(BOOT, "handshake_us"), MetricClass::Timing, us(self.boot.handshake), "us");
-        put(phase(BOOT, "first_list_us"), MetricClass::Timing, us(self.boot.first_list), "us");
-        put(phase(BOOT, "tools"), MetricClass::Exact, self.tools as f64, "tools");
-        put(phase(BOOT, "list_bytes"), MetricClass::Exact, self.list_bytes as f64, "B");
-        put(phase(BOOT, "list_pages"), MetricClass::Exact, self.list_pages as f64, "pages");
+        put(
+            phase(BOOT, "first_byte_us"),
+            MetricClass::Timing,
+            us(self.boot.first_byte),
+            "us",
+        );
+        put(
+            phase(BOOT, "handshake_us"),
+            MetricClass::Timing,
+            us(self.boot.handshake),
+            "us",
+        );
+        put(
+            phase(BOOT, "first_list_us"),
+            MetricClass::Timing,
+            us(self.boot.first_list),
+            "us",
+        );
+        put(
+            phase(BOOT, "tools"),
+            MetricClass::Exact,
+            self.tools as f64,
+            "tools",
+        );
+        put(
+            phase(BOOT, "list_bytes"),
+            MetricClass::Exact,
+            self.list_bytes as f64,
+            "B",
+        );
+        put(
+            phase(BOOT, "list_pages"),
+            MetricClass::Exact,
+            self.list_pages as f64,
+            "pages",
+        );
         if !self.warm_list_us.is_empty() {
             put(
                 phase(WARM, "p50_us"),
@@ -201,14 +231,24 @@ impl Report {
                     "calls",
                 );
             }
-            put(phase(&p, "tool_errors"), MetricClass::Exact, l.tool_errors as f64, "calls");
+            put(
+                phase(&p, "tool_errors"),
+                MetricClass::Exact,
+                l.tool_errors as f64,
+                "calls",
+            );
             put(
                 phase(&p, "protocol_errors"),
                 MetricClass::Exact,
                 l.protocol_errors as f64,
                 "calls",
             );
-            put(phase(&p, "wall_ms"), MetricClass::Timing, l.wall.as_secs_f64() * 1e3, "ms");
+            put(
+                phase(&p, "wall_ms"),
+                MetricClass::Timing,
+                l.wall.as_secs_f64() * 1e3,
+                "ms",
+            );
             if l.calls > 0 {
                 put(
                     ServerKey::new(Scope::phase(&p), "cpu_us_per_call").to_string(),
@@ -237,7 +277,11 @@ fn group_cpu_us(pgid: u32) -> u64 {
     procstat::read::group_pids(pgid)
         .unwrap_or_default()
         .into_iter()
-        .filter_map(|p| procstat::read::process_stat(procstat::Pid::Of(p)).ok().flatten())
+        .filter_map(|p| {
+            procstat::read::process_stat(procstat::Pid::Of(p))
+                .ok()
+                .flatten()
+        })
         .map(|s| (s.utime_ticks + s.stime_ticks) * tick_us)
         .sum()
 }
@@ -247,7 +291,11 @@ fn group_peak_rss_kib(pgid: u32) -> u64 {
     procstat::read::group_pids(pgid)
         .unwrap_or_default()
         .into_iter()
-        .filter_map(|p| procstat::read::peak_rss_kib(procstat::Pid::Of(p)).ok().flatten())
+        .filter_map(|p| {
+            procstat::read::peak_rss_kib(procstat::Pid::Of(p))
+                .ok()
+                .flatten()
+        })
         .max()
         .unwrap_or(0)
 }
@@ -317,10 +365,7 @@ pub async fn run(cfg: &RunConfig) -> Result<Report, McpError> {
             what: "a call was still in flight".into(),
         });
     };
-    let down = session
-        .conn
-        .shutdown(Instant::now() + cfg.shutdown)
-        .await?;
+    let down = session.conn.shutdown(Instant::now() + cfg.shutdown).await?;
     peak_rss_kib = peak_rss_kib.max(down.usage.peak_rss_kib);
     Ok(Report {
         negotiated,
@@ -428,6 +473,9 @@ mod tests {
         assert_eq!(segment(""), "_");
         let k = PhaseRouteKey::new(&calls_phase(8), &segment("read.x"), 99).to_string();
         assert_eq!(k, "mcp_calls_c8.read_x.p99_us");
-        assert_eq!(k.parse::<contract::key::MetricKey>().unwrap().to_string(), k);
+        assert_eq!(
+            k.parse::<contract::key::MetricKey>().unwrap().to_string(),
+            k
+        );
     }
 }

@@ -183,7 +183,10 @@ async fn negotiate(
                     .and_then(|d| d.get("supported").or_else(|| d.get("supportedVersions"))),
             ),
             // Any other error, or no answer in time: a server of the handshake era.
-            Ok(Answer { outcome: Err(_), .. }) | Err(McpError::Timeout { .. }) => Vec::new(),
+            Ok(Answer {
+                outcome: Err(_), ..
+            })
+            | Err(McpError::Timeout { .. }) => Vec::new(),
             Err(e) => return Err(e),
         };
         // A modern server that lists only versions this client does not speak.
@@ -244,7 +247,6 @@ async fn negotiate(
 }
 
 impl Session {
-
     /// `params` with the era's `_meta` added.
     fn params(&self, mut params: Map<String, Value>) -> Value {
         if self.negotiated.era == Era::Stateless {
@@ -294,12 +296,13 @@ impl Session {
                     what: "the result has no tools array".into(),
                 })?;
             for t in tools {
-                let name = t.get("name").and_then(Value::as_str).ok_or_else(|| {
-                    McpError::Protocol {
-                        method: "tools/list".into(),
-                        what: "a tool without a name".into(),
-                    }
-                })?;
+                let name =
+                    t.get("name")
+                        .and_then(Value::as_str)
+                        .ok_or_else(|| McpError::Protocol {
+                            method: "tools/list".into(),
+                            what: "a tool without a name".into(),
+                        })?;
                 listing.tools.push(Tool { name: name.into() });
             }
             match result.get("nextCursor") {

@@ -173,15 +173,11 @@ impl StdioConn {
         }
         die_with_parent(&mut cmd);
         let spawned = Instant::now();
-        let mut child = cmd.spawn().map_err(|e| {
-            McpError::Spawn(format!("{}: {e}", contract::quote::quote(program)))
-        })?;
+        let mut child = cmd
+            .spawn()
+            .map_err(|e| McpError::Spawn(format!("{}: {e}", contract::quote::quote(program))))?;
         let pid = child.id();
-        let pipes = (
-            child.stdin.take(),
-            child.stdout.take(),
-            child.stderr.take(),
-        );
+        let pipes = (child.stdin.take(), child.stdout.take(), child.stderr.take());
         let (Some(stdin), Some(stdout), Some(stderr)) = pipes else {
             kill_group(pid);
             let _ = child.wait();
@@ -199,7 +195,8 @@ impl StdioConn {
             tokio::spawn(read_loop(
                 Lines::new(stdout, cfg.max_line),
                 state.clone(),
-                tx.clone(),
+                // Weak: closing stdin is dropping the one strong sender.
+                tx.downgrade(),
                 cfg.max_values,
                 cfg.max_unknown_ids,
             )),
@@ -314,9 +311,15 @@ impl StdioConn {
                 if s.pending.remove(&id).is_some() {
                     s.abandoned.insert(id);
                 }
+                let unknown = s.traffic.unknown_ids;
                 Err(McpError::Timeout {
                     method: method.into(),
                     waited: sent_at.elapsed(),
+                    note: if unknown > 0 {
+                        format!(" ({unknown} answers came with ids no request had)")
+                    } else {
+                        String::new()
+                    },
                 })
             }
         }
@@ -469,7 +472,7 @@ fn fail(state: &Shared, why: String) {
 async fn read_loop(
     mut lines: Lines<pipe::Receiver>,
     state: Shared,
-    out: mpsc::Sender<Vec<u8>>,
+    out: mpsc::WeakSender<Vec<u8>>,
     max_values: u64,
     max_unknown: u64,
 ) {
@@ -509,8 +512,10 @@ async fn read_loop(
             Ok(Some(reply)) => {
                 let mut bytes = serde_json::to_vec(&reply).unwrap_or_default();
                 bytes.push(b'\n');
-                // The writer gone means stdin is closing: nothing to answer.
-                let _ = out.try_send(bytes);
+                // No sender left means stdin is closing: nothing to answer.
+                if let Some(out) = out.upgrade() {
+                    let _ = out.try_send(bytes);
+                }
             }
             Err(why) => {
                 fail(&state, why);

@@ -115,9 +115,7 @@ pub fn walk(root: &Path) -> Result<(Vec<String>, Vec<String>), McpError> {
                 files.push(path);
             }
             if files.len() + folders.len() > MAX_ENTRIES {
-                return Err(McpError::Vault(format!(
-                    "more than {MAX_ENTRIES} entries"
-                )));
+                return Err(McpError::Vault(format!("more than {MAX_ENTRIES} entries")));
             }
         }
     }
@@ -207,12 +205,7 @@ mod tests {
 
     fn listing(names: &[&str]) -> Listing {
         Listing {
-            tools: names
-                .iter()
-                .map(|n| Tool {
-                    name: (*n).into(),
-                })
-                .collect(),
+            tools: names.iter().map(|n| Tool { name: (*n).into() }).collect(),
             pages: 1,
             bytes: 0,
         }

@@ -271,19 +271,16 @@ impl Report {
     }
 }
 
-/// The CPU of `pgid`'s live processes, µs.
+/// The CPU of `pgid`'s live processes, µs: each thread's `schedstat` (nanoseconds; `stat`'s
+/// clock ticks of 10 ms would round a level of 40 calls to 250 µs per call). A thread that
+/// exits during a level takes its CPU with it (a server's worker threads live as long as it).
 fn group_cpu_us(pgid: u32) -> u64 {
-    let tick_us = 1_000_000 / procstat::clock_ticks_per_second().max(1);
     procstat::read::group_pids(pgid)
         .unwrap_or_default()
         .into_iter()
-        .filter_map(|p| {
-            procstat::read::process_stat(procstat::Pid::Of(p))
-                .ok()
-                .flatten()
-        })
-        .map(|s| (s.utime_ticks + s.stime_ticks) * tick_us)
-        .sum()
+        .filter_map(|p| procstat::read::threads_cpu_ns(procstat::Pid::Of(p)).ok())
+        .sum::<u64>()
+        / 1000
 }
 
 /// The peak RSS of `pgid`'s live processes, KiB (the largest one's).

@@ -16,6 +16,7 @@ mod hostile_obsync_props;
 mod hostile_s3;
 mod locust_props;
 mod mcp_e2e;
+mod mcp_props;
 mod rss;
 mod s3_crypt;
 mod webdav_e2e;

@@ -153,6 +153,21 @@ fn a_handshake_server_that_ignores_the_probe_is_found_after_the_probe_bound() {
     check_report(&r, 40);
 }
 
+#[test]
+fn a_stateless_server_slower_than_the_probe_is_found_by_its_refusal_of_initialize() {
+    let v = vault();
+    let mut cfg = fake("stateless", v.path(), &[]);
+    // No Python answers within a millisecond of its spawn.
+    cfg.probe = Duration::from_millis(1);
+    let r = rt().block_on(run(&cfg)).unwrap();
+    assert_eq!(
+        (r.negotiated.era, r.negotiated.discovered),
+        (Era::Stateless, false)
+    );
+    assert_eq!(r.traffic.late, 1, "the discover answer came after its wait");
+    check_report(&r, 40);
+}
+
 /// The reference filesystem server (`tools/mcp`, pinned by its lock file).
 #[test]
 #[ignore = "slow: real servers (npm ci --prefix tools/mcp)"]

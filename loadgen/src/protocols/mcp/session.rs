@@ -215,10 +215,33 @@ async fn negotiate(
                 deadline,
             )
             .await?;
-        let result = answer.outcome.map_err(|e| McpError::Protocol {
-            method: "initialize".into(),
-            what: e.to_string(),
-        })?;
+        let result = match answer.outcome {
+            Ok(r) => r,
+            // A stateless server slower to start than the probe's bound refuses the
+            // handshake with the versions it speaks: it is of the stateless era after all.
+            Err(e)
+                if e.code == UNSUPPORTED_VERSION
+                    && versions_in(e.data.as_ref().and_then(|d| {
+                        d.get("supported").or_else(|| d.get("supportedVersions"))
+                    }))
+                    .iter()
+                    .any(|v| v == STATELESS_VERSION) =>
+            {
+                return Ok(Negotiated {
+                    era: Era::Stateless,
+                    version: STATELESS_VERSION.into(),
+                    server_name: String::new(),
+                    server_version: String::new(),
+                    discovered: false,
+                });
+            }
+            Err(e) => {
+                return Err(McpError::Protocol {
+                    method: "initialize".into(),
+                    what: e.to_string(),
+                });
+            }
+        };
         let version = result
             .get("protocolVersion")
             .and_then(Value::as_str)

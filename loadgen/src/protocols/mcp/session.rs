@@ -258,7 +258,8 @@ async fn negotiate(
         }
         let version = version.to_owned();
         let (server_name, server_version) = server_info(&result);
-        conn.notify("notifications/initialized", json!({})).await?;
+        conn.notify("notifications/initialized", json!({}), deadline)
+            .await?;
         Ok(Negotiated {
             era: Era::Handshake,
             version,

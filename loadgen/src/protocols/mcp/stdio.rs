@@ -247,10 +247,24 @@ impl StdioConn {
         lock(&self.state).fatal.clone()
     }
 
-    /// Sends a notification (no answer is awaited).
-    pub async fn notify(&self, method: &str, params: Value) -> Result<(), McpError> {
+    /// Sends a notification (no answer is awaited); queueing it waits at most until
+    /// `deadline` (a server that reads nothing fills its stdin's pipe).
+    pub async fn notify(
+        &self,
+        method: &str,
+        params: Value,
+        deadline: Instant,
+    ) -> Result<(), McpError> {
         let msg = json!({"jsonrpc": "2.0", "method": method, "params": params});
-        self.send(&msg, method).await
+        let at = Instant::now();
+        match tokio::time::timeout_at(deadline.into(), self.send(&msg, method)).await {
+            Ok(sent) => sent,
+            Err(_) => Err(McpError::Timeout {
+                method: method.into(),
+                waited: at.elapsed(),
+                note: " (its stdin is not being read)".into(),
+            }),
+        }
     }
 
     async fn send(&self, msg: &Value, method: &str) -> Result<(), McpError> {
@@ -299,13 +313,18 @@ impl StdioConn {
         }
         let msg = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
         let sent_at = Instant::now();
-        if let Err(e) = self.send(&msg, method).await {
-            lock(&self.state).pending.remove(&id);
-            return Err(e);
-        }
-        match tokio::time::timeout_at(deadline.into(), rx).await {
+        // One deadline over queueing the line (a server that reads nothing fills its stdin's
+        // pipe and the writer's queue) and waiting for the answer.
+        let exchange = async {
+            self.send(&msg, method).await?;
+            rx.await.map_err(|_| self.gone(method))
+        };
+        match tokio::time::timeout_at(deadline.into(), exchange).await {
             Ok(Ok(answer)) => Ok(answer),
-            Ok(Err(_)) => Err(self.gone(method)),
+            Ok(Err(e)) => {
+                lock(&self.state).pending.remove(&id);
+                Err(e)
+            }
             Err(_) => {
                 let mut s = lock(&self.state);
                 if s.pending.remove(&id).is_some() {

@@ -66,8 +66,9 @@ impl RunConfig {
     }
 }
 
-/// 100 pages: the largest listing seen (157 tools in a field report's vault server) fits one
-/// page in every server measured; a hundred pages is a server that pages by one or two.
+/// 100 pages: a field report's vault server registered 157 tools, and the reference
+/// filesystem server lists its 14 in one page; a hundred pages is a listing no honest server
+/// of that size needs, however small its pages.
 pub const DEFAULT_MAX_PAGES: usize = 100;
 
 /// Spawn → each step of the cold boot.

@@ -38,9 +38,9 @@ pub struct StdioConfig {
     pub max_unknown_ids: u64,
 }
 
-/// 16 MiB: the TypeScript SDK's reader keeps a whole line in memory without a bound, and the
-/// largest honest answer here is a multi-file read of a few notes or a listing of a few
-/// hundred tools (server-filesystem's 14 tools list in about 12 KB).
+/// 16 MiB: the largest honest message here is a multi-file read of a few notes or a listing
+/// of a few hundred tools (the reference filesystem server, 2026.8.31, lists its 14 tools in
+/// 13,017 bytes), far below it; a server's line past it is refused rather than held.
 pub const DEFAULT_MAX_LINE: usize = 16 << 20;
 /// Unknown ids tolerated: a server that answers one request twice, or a late answer after a
 /// wait gave up, is counted; a stream of them is a broken server.

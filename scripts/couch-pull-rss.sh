@@ -10,6 +10,7 @@
 #      BACKEND   pouchdb-server backend: leveldb (default) or memory
 #      WORK      work dir (default a new one under /tmp; kept, it holds the vault and the db)
 #      PUSH_VB   the build that pushes the vault (default the last VB)
+#      KEEP_DB   1: pull from the database a previous run left in WORK (no push)
 #
 # Needs pouchdb-server (`npm ci --prefix tools/pouchdb`) and GNU time (`apt-get install
 # time`). The vault is generated, pushed once into a fresh database with `load push`, then
@@ -37,7 +38,8 @@ if [ ! -d "$WORK/vault" ]; then
 fi
 
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-rm -rf "$WORK/db"; mkdir -p "$WORK/db"
+[ "${KEEP_DB:-0}" = 1 ] && [ -d "$WORK/db" ] && [ "$BACKEND" = leveldb ] || KEEP_DB=0
+[ "$KEEP_DB" = 1 ] || { rm -rf "$WORK/db"; mkdir -p "$WORK/db"; }
 store=(--dir "$WORK/db"); [ "$BACKEND" = memory ] && store=(--in-memory)
 # In its data dir: pouchdb-server keeps a log.txt in its working directory, and dies when
 # that file goes.
@@ -52,9 +54,9 @@ done
 url="http://127.0.0.1:$port/vault"
 
 t0=$(date +%s)
-"$PUSH_VB" load push --protocol couchdb --url "$url" --vault "$WORK/vault" \
+[ "$KEEP_DB" = 1 ] && echo "pulling from the database already in $WORK/db" || "$PUSH_VB" load push --protocol couchdb --url "$url" --vault "$WORK/vault" \
   --transfer-timeout 6h >"$WORK/push.txt" 2>&1 || { cat "$WORK/push.txt" >&2; exit 1; }
-echo "push by $PUSH_VB: $(( $(date +%s) - t0 )) s; $(head -1 "$WORK/push.txt")"
+[ "$KEEP_DB" = 1 ] || echo "push by $PUSH_VB: $(( $(date +%s) - t0 )) s; $(head -1 "$WORK/push.txt")"
 
 i=0
 for vb in "$@"; do
@@ -63,9 +65,12 @@ for vb in "$@"; do
   rm -rf "$out"
   # The old build has no --transfer-timeout; the new one's default (1 h) might not hold a
   # pull on a busy machine.
+  # Older builds name the server --target.
   extra=()
   "$vb" load pull --help | grep -q -- --transfer-timeout && extra=(--transfer-timeout 6h)
-  /usr/bin/time -v -o "$WORK/time-$i.txt" "$vb" load pull --protocol couchdb --url "$url" \
+  at=--url
+  "$vb" load pull --help | grep -q -- '--url <' || at=--target
+  /usr/bin/time -v -o "$WORK/time-$i.txt" "$vb" load pull --protocol couchdb "$at" "$url" \
     --vault "$out" "${extra[@]}" >"$WORK/pull-$i.txt" 2>&1 \
     || { echo "pull by $vb failed:"; tail -3 "$WORK/pull-$i.txt"; continue; }
   rss=$(awk -F': ' '/Maximum resident set size/{printf "%.1f", $2/1024}' "$WORK/time-$i.txt")

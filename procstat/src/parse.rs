@@ -48,6 +48,9 @@ pub struct Stat {
     pub utime_ticks: u64,
     /// Field 15, clock ticks; as `utime_ticks`.
     pub stime_ticks: u64,
+    /// Fields 16 + 17 (cutime + cstime), clock ticks: the CPU of the children this process
+    /// has reaped (and of what they reaped in turn).
+    pub reaped_children_ticks: u64,
     /// Field 20.
     pub num_threads: u64,
     /// Field 22, clock ticks after boot: with the pid, it tells a reused pid from the old one.
@@ -92,6 +95,7 @@ pub fn stat(text: &str, what: &str) -> Result<Stat, Error> {
         pgrp,
         utime_ticks: num(14)?,
         stime_ticks: num(15)?,
+        reaped_children_ticks: num(16)?.saturating_add(num(17)?),
         num_threads: num(20)?,
         starttime_ticks: num(22)?,
     })

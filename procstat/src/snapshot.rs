@@ -34,6 +34,8 @@ pub struct ProcessSample {
     pub starttime_ticks: u64,
     /// utime + stime of the whole thread group, exited threads included, in clock ticks.
     pub cpu_ticks: u64,
+    /// cutime + cstime: the CPU of the children it has reaped, in clock ticks.
+    pub reaped_children_ticks: u64,
     /// `/proc/<pid>/io`; `None` when the kernel refuses it (another user's process without
     /// `CAP_SYS_PTRACE`, or a kernel without `CONFIG_TASK_IO_ACCOUNTING`).
     pub io: Option<Io>,
@@ -181,6 +183,11 @@ pub struct Delta {
     /// CPU of the processes alive at the second snapshot from `stat` utime + stime, which
     /// includes threads that exited in between, at clock-tick resolution, in ns.
     pub process_cpu_ns_ticks: u64,
+    /// CPU of the processes the tree started and reaped inside the window (a short-lived
+    /// child: a client run, a script's command), from the reapers' cutime + cstime growth,
+    /// less what the reaped ones had already used at the first snapshot; clock-tick
+    /// resolution, in ns.
+    pub reaped_cpu_ns_ticks: u64,
     /// Threads seen at the first snapshot and gone at the second (their CPU since the first
     /// snapshot is missing from `cpu_ns`).
     pub tasks_exited: usize,
@@ -226,6 +233,7 @@ impl Delta {
                 .unwrap_or(u64::MAX),
             ..Delta::default()
         };
+        let (mut reaped, mut already) = (0u64, 0u64);
         for (pid, pb) in &b.processes {
             let pa = a
                 .processes
@@ -236,6 +244,9 @@ impl Delta {
             }
             d.process_cpu_ns_ticks +=
                 pb.cpu_ticks.saturating_sub(pa.map_or(0, |p| p.cpu_ticks)) * tick_ns;
+            reaped += pb
+                .reaped_children_ticks
+                .saturating_sub(pa.map_or(0, |p| p.reaped_children_ticks));
             match (pb.io, pa.map(|p| p.io)) {
                 (Some(ib), Some(Some(ia))) => d.io = d.io + ib.saturating_sub(ia),
                 (Some(ib), None) => d.io = d.io + ib,
@@ -266,6 +277,9 @@ impl Delta {
                 .filter(|pb| pb.starttime_ticks == pa.starttime_ticks);
             match pb {
                 None => {
+                    // Its CPU up to the first snapshot was not inside the window: if its parent
+                    // reaped it, that part is in the parent's growth above.
+                    already += pa.cpu_ticks + pa.reaped_children_ticks;
                     d.processes_exited += 1;
                     d.tasks_exited += pa.tasks.len();
                 }
@@ -282,6 +296,7 @@ impl Delta {
                 }
             }
         }
+        d.reaped_cpu_ns_ticks = reaped.saturating_sub(already) * tick_ns;
         let (sa, sb) = (a.system, b.system);
         let diff = |x: Option<u64>, y: Option<u64>| Some(y?.saturating_sub(x?));
         d.psi_cpu_some_us = diff(
@@ -333,12 +348,13 @@ impl Delta {
     /// The tree's own time is the larger of its live threads' exact time and its processes'
     /// `stat` time, which also holds the threads that exited in the window: a server that
     /// answers each request in a thread of its own (Python's threaded servers) would otherwise
-    /// have its work counted as somebody else's.
+    /// have its work counted as somebody else's. The processes the tree started and reaped in
+    /// the window (a client run of the sample) are its own too.
     pub fn foreign_cpu_share(&self) -> Option<f64> {
         let total = self.system_ticks?;
         let busy = self.machine_busy_ticks?;
         let tick_ns = 1_000_000_000 / clock_ticks_per_second();
-        let own = self.cpu_ns.max(self.process_cpu_ns_ticks) / tick_ns;
+        let own = (self.cpu_ns.max(self.process_cpu_ns_ticks) + self.reaped_cpu_ns_ticks) / tick_ns;
         let foreign = busy
             .saturating_sub(own)
             .saturating_sub(self.kernel_thread_ticks)
@@ -549,6 +565,7 @@ fn read_process(pid: u32, buf: &mut String) -> Result<Option<ProcessSample>, Err
         ppid: st.ppid,
         starttime_ticks: st.starttime_ticks,
         cpu_ticks: st.utime_ticks + st.stime_ticks,
+        reaped_children_ticks: st.reaped_children_ticks,
         io,
         tasks,
     }))
@@ -673,9 +690,15 @@ mod tests {
         assert!((d.foreign_cpu_share().unwrap() - 50.0 / 400.0).abs() < 1e-9);
         let live = Delta {
             process_cpu_ns_ticks: 0,
-            ..d
+            ..d.clone()
         };
         assert!((live.foreign_cpu_share().unwrap() - 200.0 / 400.0).abs() < 1e-9);
+        // A child the tree started and reaped inside the window (30 ticks) is its own too.
+        let reaped = Delta {
+            reaped_cpu_ns_ticks: 30 * tick_ns,
+            ..d
+        };
+        assert!((reaped.foreign_cpu_share().unwrap() - 20.0 / 400.0).abs() < 1e-9);
     }
 
     #[test]

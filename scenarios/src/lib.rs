@@ -7,6 +7,7 @@
 //! vault into a shape file and `Profile::from_shape` makes the profile of its twin.
 
 mod binary;
+pub mod client;
 pub mod edits;
 mod generate;
 pub mod hazards;

@@ -39,6 +39,11 @@ pub struct Scenario {
     /// S3 options (only with `protocol = "s3"`; defaults when absent).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub s3: Option<S3Options>,
+    /// The user's own sync client as the devices (client mode): the command lines device A
+    /// and device B run in place of the harness's protocol client. The target, its readiness
+    /// and credentials still come from `protocol`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client: Option<ClientOptions>,
     /// A fault hop between the devices and the target: each rule picks a seeded share of one
     /// route's requests (a protocol whose client runs the hop; the others refuse it). None
     /// when empty.
@@ -148,6 +153,8 @@ pub struct FaultRule {
 }
 
 pub use contract::fault::FaultKind;
+
+pub use crate::client::ClientOptions;
 
 /// The longest delay or stall a fault rule may ask for.
 pub const MAX_FAULT_MS: u64 = 60_000;
@@ -736,6 +743,9 @@ pub fn parse(text: &str, origin: &str) -> Result<Scenario, ScenarioError> {
         if o.password.is_some() && o.encryption.is_none() {
             return invalid("s3 password is given but no encryption".to_owned());
         }
+    }
+    if let Some(Err(e)) = s.client.as_ref().map(ClientOptions::check) {
+        return invalid(e);
     }
     for f in &s.faults {
         if !(f.rate.is_finite() && (0.0..=1.0).contains(&f.rate)) {

@@ -88,7 +88,8 @@ fn aa_tau_path(prep: &Prepared, paired: bool) -> Option<PathBuf> {
 
 pub fn run(args: AbArgs) -> anyhow::Result<i32> {
     crate::interrupt::install();
-    let scenario = load_scenario(args.scenario.name(), args.common.scenario_file.as_deref())?;
+    let mut scenario = load_scenario(args.scenario.name(), args.common.scenario_file.as_deref())?;
+    args.common.client_into(&mut scenario)?;
     args.common.validate()?;
     let opts = args.common.target_opts()?;
     // `git:REV` arms are checked now and built under the lock, before any sample.
@@ -116,6 +117,11 @@ pub fn run(args: AbArgs) -> anyhow::Result<i32> {
             protocols::those_that(|p| p.paired()),
             scenario.name,
             scenario.protocol
+        );
+    }
+    if args.paired && scenario.client.is_some() {
+        bail!(
+            "--paired does not drive a client-mode scenario (its own client runs one device at a time): use a sequential ab"
         );
     }
     if spec_a.def == spec_b.def && !args.aa {

@@ -350,7 +350,8 @@ fn answer_word(a: Answer) -> &'static str {
 pub fn run(args: BisectArgs) -> anyhow::Result<i32> {
     crate::interrupt::install();
     let t0 = Instant::now();
-    let scenario = load_scenario(args.scenario.name(), args.common.scenario_file.as_deref())?;
+    let mut scenario = load_scenario(args.scenario.name(), args.common.scenario_file.as_deref())?;
+    args.common.client_into(&mut scenario)?;
     args.common.validate()?;
     if args.max_rounds < args.rounds {
         bail!(
@@ -378,10 +379,12 @@ pub fn run(args: BisectArgs) -> anyhow::Result<i32> {
             args.bad
         );
     }
+    // Paired where the protocol's paired flow runs every phase; a client-mode scenario has no
+    // paired flow (its own client runs one device at a time).
     let mode = if is_cost_key(&args.key) {
         Mode::Cost
-    } else if crate::sample::protocols::lookup(scenario.protocol.name())?
-        .paired_covers_every_phase()
+    } else if scenario.client.is_none()
+        && crate::sample::protocols::lookup(scenario.protocol.name())?.paired_covers_every_phase()
     {
         Mode::Paired
     } else {

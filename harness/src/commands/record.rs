@@ -57,7 +57,8 @@ pub struct RecordArgs {
 
 pub fn run(args: RecordArgs) -> anyhow::Result<i32> {
     crate::interrupt::install();
-    let scenario = load_scenario(args.scenario.name(), args.common.scenario_file.as_deref())?;
+    let mut scenario = load_scenario(args.scenario.name(), args.common.scenario_file.as_deref())?;
+    args.common.client_into(&mut scenario)?;
     args.common.validate()?;
     if let Some(out) = &args.out
         && out.exists()

@@ -163,8 +163,70 @@ pub struct RunOpts {
         value_name = "NAME=REGEX"
     )]
     pub sum: Vec<String>,
+    /// Your own sync client as the devices (client mode): the command device A runs to
+    /// upload and device B to download, with `{url}`, `{dir}` (the device's folder),
+    /// `{device}` (0 or 1), `{state}` (a folder for the client's own state, also its working
+    /// directory), `{auth_user}` and `{auth_pass}` filled in. Sets the scenario's
+    /// `[client] command`.
+    #[arg(help_heading = "Client", long, value_name = "CMD")]
+    pub client: Option<String>,
+    /// Client mode: the upload command of a one-way tool (`[client] push`).
+    #[arg(help_heading = "Client", long, value_name = "CMD")]
+    pub client_push: Option<String>,
+    /// Client mode: the download command of a one-way tool (`[client] pull`); without one
+    /// (and without --client) the phases that need B to download are skipped, and named.
+    #[arg(help_heading = "Client", long, value_name = "CMD")]
+    pub client_pull: Option<String>,
+    /// Client mode: run once per device before anything is timed (`[client] setup`).
+    #[arg(help_heading = "Client", long, value_name = "CMD")]
+    pub client_setup: Option<String>,
+    /// Client mode: the client's start-up alone, e.g. `rclone version`, timed once per phase
+    /// to give each phase's start-up share (`[client] startup`).
+    #[arg(help_heading = "Client", long, value_name = "CMD")]
+    pub client_startup: Option<String>,
+    /// Client mode: the deadline of each client run (`[client] timeout`, default 10m).
+    #[arg(help_heading = "Client", long, value_name = "DURATION", value_parser = duration_text)]
+    pub client_timeout: Option<String>,
     #[command(flatten, next_help_heading = "Git builds")]
     pub git: git::GitArgs,
+}
+
+/// A duration flag kept as the text given (checked by the one duration parser), for a
+/// scenario field that holds its text.
+fn duration_text(s: &str) -> Result<String, String> {
+    contract::parse::duration(s).map(|_| s.trim().to_owned())
+}
+
+impl RunOpts {
+    /// The `--client*` flags into the scenario's `[client]` table (a flag replaces the
+    /// table's field), then the client-mode checks: the table's own, each command line
+    /// splits, and the scenario asks only what a client can run. Called right after the
+    /// scenario is loaded, so a mistake is one line before any lock or sample.
+    pub fn client_into(&self, scenario: &mut Scenario) -> anyhow::Result<()> {
+        let flags = [
+            &self.client,
+            &self.client_push,
+            &self.client_pull,
+            &self.client_setup,
+            &self.client_startup,
+            &self.client_timeout,
+        ];
+        if flags.iter().any(|f| f.is_some()) {
+            let c = scenario.client.get_or_insert_with(Default::default);
+            let set = |field: &mut Option<String>, flag: &Option<String>| {
+                if let Some(v) = flag {
+                    *field = Some(v.clone());
+                }
+            };
+            set(&mut c.command, &self.client);
+            set(&mut c.push, &self.client_push);
+            set(&mut c.pull, &self.client_pull);
+            set(&mut c.setup, &self.client_setup);
+            set(&mut c.startup, &self.client_startup);
+            set(&mut c.timeout, &self.client_timeout);
+        }
+        crate::sample::client::check_scenario(scenario)
+    }
 }
 
 /// A byte count on the command line: a number, with an optional `KiB`, `MiB` or `GiB`

@@ -175,7 +175,7 @@ fn measure(
 }
 
 /// Drives the plan's phases against `server` through the scenario's protocol client (the
-/// registry's).
+/// registry's), or through its own client in client mode.
 async fn drive(
     plan: &SamplePlan,
     server: &mut Server,
@@ -183,15 +183,19 @@ async fn drive(
     m: &mut Metrics,
     bounds: &mut dyn phases::Boundary,
 ) -> anyhow::Result<()> {
-    let imp = crate::sample::protocols::lookup(plan.scenario.protocol.name())?;
-    imp.drive(crate::sample::protocols::Run {
+    let run = crate::sample::protocols::Run {
         plan,
         server,
         dir,
         m,
         bounds,
-    })
-    .await
+    };
+    if plan.scenario.client.is_some() {
+        // Client mode: the scenario's own client is the devices; the target is as ever.
+        return crate::sample::client::drive(run).await;
+    }
+    let imp = crate::sample::protocols::lookup(plan.scenario.protocol.name())?;
+    imp.drive(run).await
 }
 
 /// Puts this thread's original CPU set back when dropped.

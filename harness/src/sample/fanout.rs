@@ -30,29 +30,164 @@ pub struct Level {
     pub cfg: FanoutConfig,
 }
 
-/// `/proc` figures at one moment of a level.
-#[derive(Debug, Clone, Copy, Default)]
-struct ProcAt {
-    server_rss_kib: Option<u64>,
-    server_cpu_ticks: Option<u64>,
-    generator_rss_kib: Option<u64>,
-    at: Option<Instant>,
+/// `/proc` figures of the server and of this process (the generator) at one moment of a
+/// fan-out run.
+#[derive(Debug, Clone, Copy, Default, serde::Serialize)]
+pub struct ProcAt {
+    pub server_rss_kib: Option<u64>,
+    pub server_cpu_ticks: Option<u64>,
+    pub generator_rss_kib: Option<u64>,
+    pub generator_cpu_ticks: Option<u64>,
+    /// Milliseconds since the run's clock started.
+    pub at_ms: u64,
 }
 
 impl ProcAt {
-    fn read(server: u32) -> ProcAt {
-        let pid = procstat::Pid::Of(server);
-        ProcAt {
-            server_rss_kib: procstat::read::rss_kib(pid).ok().flatten(),
-            server_cpu_ticks: procstat::read::process_stat(pid)
+    /// Reads them now; `server` is `None` when the server is not a process here.
+    pub fn read(server: Option<u32>, t0: Instant) -> ProcAt {
+        let cpu = |pid| {
+            procstat::read::process_stat(pid)
                 .ok()
                 .flatten()
-                .map(|s| s.utime_ticks + s.stime_ticks),
-            generator_rss_kib: procstat::read::rss_kib(procstat::Pid::Current)
+                .map(|s| s.utime_ticks + s.stime_ticks)
+        };
+        let me = procstat::Pid::Current;
+        let server = server.map(procstat::Pid::Of);
+        ProcAt {
+            server_rss_kib: server.and_then(|p| procstat::read::rss_kib(p).ok().flatten()),
+            server_cpu_ticks: server.and_then(cpu),
+            generator_rss_kib: procstat::read::rss_kib(me).ok().flatten(),
+            generator_cpu_ticks: cpu(me),
+            at_ms: t0.elapsed().as_millis() as u64,
+        }
+    }
+}
+
+/// The generator against the server over one fan-out run, as the run's own figures: peak
+/// RSS per held device (the generator's while enrolling and while holding, apart) and CPU per
+/// delivery, each side's and their ratio.
+#[derive(Debug, Clone, Copy, Default, serde::Serialize)]
+pub struct SideBySide {
+    pub held: u64,
+    pub deliveries: u64,
+    /// The generator's peak RSS up to the devices being ready (enrolment or loading).
+    pub generator_enrol_peak_kib: Option<u64>,
+    /// The generator's peak RSS from then to the run's end (the kernel's mark reset between).
+    pub generator_hold_peak_kib: Option<u64>,
+    /// The server process's peak RSS over its life so far.
+    pub server_peak_kib: Option<u64>,
+    /// CPU from every waiter holding to the deliveries being in, in ms.
+    pub generator_cpu_ms: Option<f64>,
+    pub server_cpu_ms: Option<f64>,
+}
+
+impl SideBySide {
+    /// Marks the end of enrolment: reads the generator's peak so far and resets the mark, so
+    /// the next peak is the holding one's.
+    pub fn enrolled() -> Option<u64> {
+        let peak = procstat::read::peak_rss_kib(procstat::Pid::Current)
+            .ok()
+            .flatten();
+        procstat::read::reset_peak_rss();
+        peak
+    }
+
+    /// The figures from the enrolment peak, the moments `Held` and `Done` and the report.
+    pub fn of(
+        enrol_peak_kib: Option<u64>,
+        held_at: &ProcAt,
+        done_at: &ProcAt,
+        server: Option<u32>,
+        r: &FanoutReport,
+    ) -> SideBySide {
+        let ms = |a: Option<u64>, b: Option<u64>| {
+            let (a, b) = (a?, b?);
+            Some(b.saturating_sub(a) as f64 * 1000.0 / procstat::clock_ticks_per_second() as f64)
+        };
+        SideBySide {
+            held: held(r),
+            deliveries: r.deliveries,
+            generator_enrol_peak_kib: enrol_peak_kib,
+            generator_hold_peak_kib: procstat::read::peak_rss_kib(procstat::Pid::Current)
                 .ok()
                 .flatten(),
-            at: Some(Instant::now()),
+            server_peak_kib: server.and_then(|p| {
+                procstat::read::peak_rss_kib(procstat::Pid::Of(p))
+                    .ok()
+                    .flatten()
+            }),
+            generator_cpu_ms: ms(held_at.generator_cpu_ticks, done_at.generator_cpu_ticks),
+            server_cpu_ms: ms(held_at.server_cpu_ticks, done_at.server_cpu_ticks),
         }
+    }
+
+    /// The generator's peak over the whole command (enrolment or holding).
+    pub fn generator_peak_kib(&self) -> Option<u64> {
+        match (self.generator_enrol_peak_kib, self.generator_hold_peak_kib) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    fn per_held(&self, kib: Option<u64>) -> Option<f64> {
+        (self.held > 0).then_some(())?;
+        Some(round3(kib? as f64 / self.held as f64))
+    }
+
+    fn per_delivery_us(&self, ms: Option<f64>) -> Option<f64> {
+        (self.deliveries > 0).then_some(())?;
+        Some(round3(ms? * 1000.0 / self.deliveries as f64))
+    }
+
+    /// Peak RSS per held device, in KiB: the generator's and the server's.
+    pub fn kib_per_held(&self) -> (Option<f64>, Option<f64>) {
+        (
+            self.per_held(self.generator_peak_kib()),
+            self.per_held(self.server_peak_kib),
+        )
+    }
+
+    /// CPU per delivery, in µs: the generator's and the server's.
+    pub fn cpu_us_per_delivery(&self) -> (Option<f64>, Option<f64>) {
+        (
+            self.per_delivery_us(self.generator_cpu_ms),
+            self.per_delivery_us(self.server_cpu_ms),
+        )
+    }
+
+    /// Generator over server: (RSS per held device, CPU per delivery).
+    pub fn ratios(&self) -> (Option<f64>, Option<f64>) {
+        let ratio = |(g, s): (Option<f64>, Option<f64>)| {
+            let (g, s) = (g?, s?);
+            (s > 0.0).then(|| round3(g / s))
+        };
+        (
+            ratio(self.kib_per_held()),
+            ratio(self.cpu_us_per_delivery()),
+        )
+    }
+
+    /// One line: per held device, then per delivery, each side and the ratio.
+    pub fn line(&self) -> String {
+        let f =
+            |v: Option<f64>, unit: &str| v.map_or("n/a".to_owned(), |v| format!("{v:.1} {unit}"));
+        let mib = |k: Option<u64>| f(k.map(|k| k as f64 / 1024.0), "MiB");
+        let (g, s) = self.kib_per_held();
+        let (gc, sc) = self.cpu_us_per_delivery();
+        let (rr, cr) = self.ratios();
+        let r = |v: Option<f64>| v.map_or("n/a".to_owned(), |v| format!("{v:.2}"));
+        format!(
+            "per held device: generator {} (peak {} enrolling, {} holding), server {} (peak {}), generator/server {}; per delivery: generator CPU {}, server CPU {}, generator/server {}",
+            f(g, "KiB"),
+            mib(self.generator_enrol_peak_kib),
+            mib(self.generator_hold_peak_kib),
+            f(s, "KiB"),
+            mib(self.server_peak_kib),
+            r(rr),
+            f(gc, "µs"),
+            f(sc, "µs"),
+            r(cr),
+        )
     }
 }
 
@@ -70,10 +205,12 @@ pub async fn run_level<C: SyncClient>(
     begin: &mut dyn FnMut() -> anyhow::Result<()>,
 ) -> anyhow::Result<Work> {
     let scope = level.scope.as_str();
+    procstat::read::reset_peak_rss();
     let devices = client
         .long_poll_devices(level.waiters + level.pushers)
         .await
         .with_context(|| format!("{scope}: enrolling its devices"))?;
+    let enrol_peak = SideBySide::enrolled();
     let (pushers, waiters) = devices.split_at(level.pushers);
     let target = loadgen::Target::parse(&server.url(), false)?;
     let before = if scrapes {
@@ -86,6 +223,7 @@ pub async fn run_level<C: SyncClient>(
         None
     };
     let mut at = [ProcAt::default(); 3];
+    let t0 = Instant::now();
     let mut began: anyhow::Result<()> = Ok(());
     let report = run_fanout(waiters, pushers, &level.cfg, |moment| {
         let i = match moment {
@@ -93,7 +231,7 @@ pub async fn run_level<C: SyncClient>(
             Moment::Held => 1,
             Moment::Done => 2,
         };
-        at[i] = ProcAt::read(server.pid);
+        at[i] = ProcAt::read(Some(server.pid), t0);
         if moment == Moment::Held {
             began = begin();
         }
@@ -105,7 +243,15 @@ pub async fn run_level<C: SyncClient>(
         Some(_) => Some(scrape_when_admitted(&target, level.cfg.wait).await?),
         None => None,
     };
-    write_keys(scope, &report, &at, before.as_ref().zip(after.as_ref()), m);
+    let sides = SideBySide::of(enrol_peak, &at[1], &at[2], Some(server.pid), &report);
+    write_keys(
+        scope,
+        &report,
+        &at,
+        &sides,
+        before.as_ref().zip(after.as_ref()),
+        m,
+    );
     check(scope, &report)?;
     Ok(Work {
         requests: 0,
@@ -176,6 +322,7 @@ fn write_keys(
     scope: &str,
     r: &FanoutReport,
     at: &[ProcAt; 3],
+    sides: &SideBySide,
     counters: Option<(&Counters, &Counters)>,
     m: &mut Metrics,
 ) {
@@ -234,15 +381,28 @@ fn write_keys(
     if let Some(v) = per_1000(at[0].generator_rss_kib, at[1].generator_rss_kib) {
         m.resource(key("generator.rss_kib_per_1000_held"), v, "KiB");
     }
+    // Side by side: each one's peak RSS per held device and CPU per delivery, and the
+    // generator's over the server's.
+    let (g, s) = sides.kib_per_held();
+    let (gc, sc) = sides.cpu_us_per_delivery();
+    let (rr, cr) = sides.ratios();
+    let side_keys: [(String, Option<f64>, &str); 6] = [
+        (key("generator.peak_rss_kib_per_held").into(), g, "KiB"),
+        (server("peak_rss_kib_per_held").into(), s, "KiB"),
+        (key("generator.rss_ratio").into(), rr, "ratio"),
+        (key("generator.cpu_us_per_delivery").into(), gc, "µs"),
+        (server("cpu_us_per_delivery").into(), sc, "µs"),
+        (key("generator.cpu_ratio").into(), cr, "ratio"),
+    ];
+    for (k, v, unit) in side_keys {
+        if let Some(v) = v {
+            m.resource(k, v, unit);
+        }
+    }
     // The server's CPU from every waiter holding to the deliveries being in: the posts and
     // every re-poll they caused, in % of one CPU per 1,000 held devices.
-    if let (Some(a), Some(b), Some(t1), Some(t2)) = (
-        at[1].server_cpu_ticks,
-        at[2].server_cpu_ticks,
-        at[1].at,
-        at[2].at,
-    ) {
-        let wall = t2.saturating_duration_since(t1).as_secs_f64();
+    if let (Some(a), Some(b)) = (at[1].server_cpu_ticks, at[2].server_cpu_ticks) {
+        let wall = at[2].at_ms.saturating_sub(at[1].at_ms) as f64 / 1000.0;
         if held > 0 && wall > 0.0 {
             let cpu = b.saturating_sub(a) as f64 / procstat::clock_ticks_per_second() as f64;
             m.resource(
@@ -381,7 +541,14 @@ mod tests {
         let r = report(3, 4, 28);
         assert!(check("fanout", &r).is_ok());
         let mut m = Metrics::default();
-        write_keys("fanout", &r, &[ProcAt::default(); 3], None, &mut m);
+        write_keys(
+            "fanout",
+            &r,
+            &[ProcAt::default(); 3],
+            &SideBySide::default(),
+            None,
+            &mut m,
+        );
         assert_eq!(m.map["fanout.held"].value, 7.0);
         assert_eq!(m.map["fanout.refused"].value, 3.0);
         assert_eq!(m.map["fanout.posts"].value, 4.0);
@@ -429,6 +596,7 @@ mod tests {
             "push_d1",
             &r,
             &[ProcAt::default(); 3],
+            &SideBySide::default(),
             Some((&b, &a)),
             &mut m,
         );
@@ -443,6 +611,7 @@ mod tests {
             "push_d4",
             &r,
             &[ProcAt::default(); 3],
+            &SideBySide::default(),
             Some((&b, &a)),
             &mut m,
         );
@@ -460,6 +629,51 @@ mod tests {
             let parsed: contract::key::MetricKey = key.parse().unwrap();
             assert_eq!(&parsed.to_string(), key);
         }
+    }
+
+    #[test]
+    fn the_side_by_side_figures_are_per_held_device_and_per_delivery() {
+        let sides = SideBySide {
+            held: 1000,
+            deliveries: 5000,
+            generator_enrol_peak_kib: Some(40_000),
+            generator_hold_peak_kib: Some(30_000),
+            server_peak_kib: Some(80_000),
+            generator_cpu_ms: Some(500.0),
+            server_cpu_ms: Some(2000.0),
+        };
+        // The generator's peak is the larger of enrolling and holding.
+        assert_eq!(sides.kib_per_held(), (Some(40.0), Some(80.0)));
+        assert_eq!(sides.cpu_us_per_delivery(), (Some(100.0), Some(400.0)));
+        assert_eq!(sides.ratios(), (Some(0.5), Some(0.25)));
+        let line = sides.line();
+        assert!(
+            line.contains("generator 40.0 KiB (peak 39.1 MiB enrolling, 29.3 MiB holding)"),
+            "{line}"
+        );
+        assert!(
+            line.contains("generator/server 0.50") && line.contains("generator/server 0.25"),
+            "{line}"
+        );
+        let mut m = Metrics::default();
+        let r = report(0, 4, 40);
+        write_keys("fanout", &r, &[ProcAt::default(); 3], &sides, None, &mut m);
+        assert_eq!(m.map["fanout.generator.rss_ratio"].value, 0.5);
+        assert_eq!(m.map["fanout.generator.peak_rss_kib_per_held"].value, 40.0);
+        assert_eq!(m.map["fanout.server.peak_rss_kib_per_held"].value, 80.0);
+        assert_eq!(m.map["fanout.server.cpu_us_per_delivery"].value, 400.0);
+        for key in m.map.keys() {
+            let parsed: contract::key::MetricKey = key.parse().unwrap();
+            assert_eq!(&parsed.to_string(), key);
+        }
+        // Nothing held or delivered: no figure, not a division by zero.
+        let none = SideBySide {
+            held: 0,
+            deliveries: 0,
+            ..sides
+        };
+        assert_eq!(none.kib_per_held(), (None, None));
+        assert_eq!(none.ratios(), (None, None));
     }
 
     #[test]

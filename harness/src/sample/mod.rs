@@ -3,11 +3,12 @@
 //! drives the scenario's phases (`phases`, one flow over the `sync_client` seam, implemented
 //! by each protocol in the `protocols` registry) and prints the result; `contention` reads the
 //! in-sample contention over the measured window and pins the server and the generator to
-//! disjoint CPUs; `logtap` counts the target's log lines per phase and `growth` reads the
+//! disjoint CPUs; `client` runs the scenario's own client as the devices (client mode); `logtap` counts the target's log lines per phase and `growth` reads the
 //! server's cost at every checkpoint of a cold push.
 
 pub mod checkpoint_cost;
 pub mod child;
+pub mod client;
 pub mod contention;
 pub mod cost;
 pub mod crash;

@@ -118,7 +118,7 @@ async fn run_phase<C: SyncClient>(
     m: &mut Metrics,
     bounds: &mut dyn Boundary,
 ) -> anyhow::Result<()> {
-    let pull_dir = sample_dir.join("pull-b");
+    let pull_dir = client.pull_dir(sample_dir);
     let name = phase.name();
     {
         match phase {
@@ -211,9 +211,11 @@ async fn run_phase<C: SyncClient>(
             Phase::IdleResync => {
                 let r = client.resync(&pull_dir).await?;
                 let key = |stat: &str| PhaseKey::new(name, stat);
-                m.exact(key("requests"), r.requests as f64, "count");
-                m.exact(key("mismatched"), r.mismatched as f64, "count");
-                m.exact(key("files_examined"), r.files as f64, "count");
+                if client.counts_requests() {
+                    m.exact(key("requests"), r.requests as f64, "count");
+                    m.exact(key("mismatched"), r.mismatched as f64, "count");
+                    m.exact(key("files_examined"), r.files as f64, "count");
+                }
                 m.timing(key("wall_ms"), r.wall_ns as f64 / 1e6, "ms", Better::Lower);
                 let work = Work {
                     requests: r.requests,
@@ -413,7 +415,9 @@ async fn folder_rename<C: SyncClient>(
         "ms",
         Better::Lower,
     );
-    m.exact(PhaseKey::new(name, "requests"), sent as f64, "count");
+    if client.counts_requests() {
+        m.exact(PhaseKey::new(name, "requests"), sent as f64, "count");
+    }
     let t1 = Instant::now();
     let pulled = client.propagate_rename(&folder, &to, pull_dir).await?;
     m.timing(
@@ -422,7 +426,9 @@ async fn folder_rename<C: SyncClient>(
         "ms",
         Better::Lower,
     );
-    m.exact(PhaseKey::new(name, "pull_requests"), pulled as f64, "count");
+    if client.counts_requests() {
+        m.exact(PhaseKey::new(name, "pull_requests"), pulled as f64, "count");
+    }
     let old = pull_dir.join(&folder);
     let (new_there, old_gone) = (
         pull_dir.join(&to).is_dir(),
@@ -457,6 +463,9 @@ fn transfer_metrics<C: SyncClient>(client: &C, p: &str, r: &TransferReport, m: &
     m.exact(key("files"), r.files as f64, "count");
     m.exact(key("dirs"), r.dirs as f64, "count");
     m.exact(key("bytes"), r.bytes as f64, "bytes");
+    if !client.counts_requests() {
+        return;
+    }
     m.exact(key("requests"), r.requests as f64, "count");
     client.transfer_keys(p, r, m);
     let mut errors = 0;

@@ -117,6 +117,18 @@ pub trait SyncClient {
         (self.spec().routes)()
     }
 
+    /// Whether the client counts the requests it sends (a client the harness only runs,
+    /// such as the scenario's own, cannot): without, the keys counting requests are not
+    /// written.
+    fn counts_requests(&self) -> bool {
+        true
+    }
+
+    /// Device B's copy of the vault: what the cold pull fills and the driver checks.
+    fn pull_dir(&self, sample_dir: &Path) -> PathBuf {
+        sample_dir.join("pull-b")
+    }
+
     /// A phase starts: read the server's own counters, where the protocol has them.
     async fn phase_started(&mut self) -> anyhow::Result<()> {
         Ok(())

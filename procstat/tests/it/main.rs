@@ -285,3 +285,37 @@ fn process_level_schedstat_is_the_main_thread_only() {
         proc_level.cpu_ns
     );
 }
+
+#[test]
+fn a_child_started_and_reaped_in_the_window_is_the_trees_own_cpu() {
+    // The root shell runs a busy child in the foreground (and so reaps it) between the two
+    // snapshots: the child is in neither, its CPU only in the root's cutime.
+    let mut root = Command::new("sh")
+        .args([
+            "-c",
+            "read x; sh -c 'i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done'; echo done; read y",
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let a = Snapshot::capture(root.id()).unwrap();
+    let mut stdin = root.stdin.take().unwrap();
+    writeln!(stdin, "go").and_then(|()| stdin.flush()).unwrap();
+    let mut line = String::new();
+    BufReader::new(root.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert_eq!(line.trim(), "done");
+    let b = Snapshot::capture(root.id()).unwrap();
+    let d = Delta::between(&a, &b);
+    assert!(
+        d.reaped_cpu_ns_ticks >= 50_000_000,
+        "reaped {} ns (live {} ns)",
+        d.reaped_cpu_ns_ticks,
+        d.cpu_ns
+    );
+    drop(stdin);
+    let _ = root.kill();
+    let _ = root.wait();
+}

@@ -1,5 +1,5 @@
 //! The book's scenario chapter (docs/src/scenarios.md) against the scenario types: every
-//! phase kind, every field of every kind, every scenario, `[webdav]` and `[s3]` field, every
+//! phase kind, every field of every kind, every scenario, `[webdav]`, `[s3]` and `[client]` field, every
 //! `[[fault]]` field and kind, and every `kill_at` value is documented. The lists come from the
 //! types themselves (serde's "expected one of" when it meets an unknown name), so a new kind or
 //! field fails this test until the chapter has it.
@@ -113,6 +113,15 @@ fn the_chapter_documents_every_phase_kind_and_field() {
     for f in &s3 {
         if !has_row(&lines, f) {
             missing.push(format!("[s3] field {f}"));
+        }
+    }
+
+    let client = expected(&format!("{BASE}[client]\nzzz = 1\n"));
+    assert!(client.len() >= 6, "client fields from serde: {client:?}");
+    let lines = section(&doc, "### `[client]`");
+    for f in &client {
+        if !has_row(&lines, f) {
+            missing.push(format!("[client] field {f}"));
         }
     }
 

@@ -12,6 +12,7 @@ use loadgen::HistSummary;
 use scenarios::scenario::fanout_defaults as step;
 
 use super::conn::{Checker, ConnArgs, note_renamed, parse_shard};
+use crate::sample::fanout::{ProcAt, SideBySide};
 use crate::sample::protocols::load::{fmt_summary, statuses};
 use crate::sample::protocols::{self, Support};
 
@@ -73,15 +74,6 @@ impl FanoutArgs {
     }
 }
 
-/// What `load fanout` read from `/proc` at one moment.
-#[derive(Debug, Clone, Copy, Default, Serialize)]
-struct ProcAt {
-    generator_rss_kib: Option<u64>,
-    server_rss_kib: Option<u64>,
-    server_cpu_ticks: Option<u64>,
-    at_ms: u64,
-}
-
 /// The `load fanout` document.
 #[derive(Serialize)]
 struct FanoutDoc<'a> {
@@ -96,6 +88,14 @@ struct FanoutDoc<'a> {
     generator_rss_kib_per_1000_held: Option<f64>,
     /// The reference server's journal flushes over the posts (its `/metrics`).
     journal_flushes_per_post: Option<f64>,
+    /// The generator against the server: peak RSS per held device, CPU per delivery.
+    side_by_side: SideBySide,
+    generator_rss_kib_per_held: Option<f64>,
+    server_rss_kib_per_held: Option<f64>,
+    rss_ratio: Option<f64>,
+    generator_cpu_us_per_delivery: Option<f64>,
+    server_cpu_us_per_delivery: Option<f64>,
+    cpu_ratio: Option<f64>,
     moments: [ProcAt; 3],
 }
 
@@ -122,6 +122,7 @@ pub(super) async fn run_fanout(f: FanoutArgs) -> anyhow::Result<i32> {
     let check = Checker::of(imp, &f.conn)?;
     let conn = check.conn();
     let devices = imp.load_devices(&conn, k, f.shard).await?;
+    let enrol_peak = SideBySide::enrolled();
     let (pushers, waiters) = devices.split_at(f.pushers);
     let work = tempfile::Builder::new()
         .prefix("vaultbench-fanout-")
@@ -145,26 +146,13 @@ pub(super) async fn run_fanout(f: FanoutArgs) -> anyhow::Result<i32> {
         .and_then(|m| flushes(&m));
     let t0 = std::time::Instant::now();
     let mut moments = [ProcAt::default(); 3];
-    let server = f.server_pid.map(procstat::Pid::Of);
     let report = loadgen::fanout::run_fanout(waiters, pushers, &cfg, |m| {
         let i = match m {
             loadgen::fanout::Moment::Before => 0,
             loadgen::fanout::Moment::Held => 1,
             loadgen::fanout::Moment::Done => 2,
         };
-        moments[i] = ProcAt {
-            generator_rss_kib: procstat::read::rss_kib(procstat::Pid::Current)
-                .ok()
-                .flatten(),
-            server_rss_kib: server.and_then(|p| procstat::read::rss_kib(p).ok().flatten()),
-            server_cpu_ticks: server.and_then(|p| {
-                procstat::read::process_stat(p)
-                    .ok()
-                    .flatten()
-                    .map(|s| s.utime_ticks + s.stime_ticks)
-            }),
-            at_ms: t0.elapsed().as_millis() as u64,
-        };
+        moments[i] = ProcAt::read(f.server_pid, t0);
     })
     .await?;
     let flushes_after = loadgen::scrape_metrics(&target)
@@ -176,6 +164,9 @@ pub(super) async fn run_fanout(f: FanoutArgs) -> anyhow::Result<i32> {
         (Some(a), Some(b)) if held > 0 => Some((b as f64 - a as f64) / held as f64 * 1000.0),
         _ => None,
     };
+    let sides = SideBySide::of(enrol_peak, &moments[1], &moments[2], f.server_pid, &report);
+    let ((g_kib, s_kib), (g_cpu, s_cpu)) = (sides.kib_per_held(), sides.cpu_us_per_delivery());
+    let (rss_ratio, cpu_ratio) = sides.ratios();
     let cpu = match (moments[1].server_cpu_ticks, moments[2].server_cpu_ticks) {
         (Some(a), Some(b)) if held > 0 && moments[2].at_ms > moments[1].at_ms => {
             let secs = b.saturating_sub(a) as f64 / procstat::clock_ticks_per_second() as f64;
@@ -202,6 +193,13 @@ pub(super) async fn run_fanout(f: FanoutArgs) -> anyhow::Result<i32> {
             (Some(a), Some(b)) if report.posts > 0 => Some((b - a) / report.posts as f64),
             _ => None,
         },
+        side_by_side: sides,
+        generator_rss_kib_per_held: g_kib,
+        server_rss_kib_per_held: s_kib,
+        rss_ratio,
+        generator_cpu_us_per_delivery: g_cpu,
+        server_cpu_us_per_delivery: s_cpu,
+        cpu_ratio,
         moments,
     };
     if f.json {
@@ -242,6 +240,7 @@ pub(super) async fn run_fanout(f: FanoutArgs) -> anyhow::Result<i32> {
             "MiB"
         )
     );
+    println!("{}", sides.line());
     if let Some(j) = doc.journal_flushes_per_post {
         println!("journal flushes per post {j:.3}");
     }

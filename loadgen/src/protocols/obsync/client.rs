@@ -77,7 +77,8 @@ pub(crate) struct DeviceInner {
     pub rng: Mutex<ChaCha8Rng>,
     pub clock: Clock,
     pub files: Mutex<FileIndex>,
-    /// Counts the requests of single operations (push_file, wait_changes, ...).
+    /// Counts the requests of single operations (push_file, wait_changes, ...): counts and
+    /// bytes only ([`Recorder::counting`]), so that a held device stays small.
     pub ambient: Recorder,
     /// Chunk uploads this device made or has in flight, by sid. Two files of one push that
     /// share a body both see the sid missing; the second waits for the first's PUT instead of
@@ -173,6 +174,20 @@ impl Device {
         domain_id: String,
         rng: ChaCha8Rng,
     ) -> Device {
+        Device::with_http(target, creds, index, domain_id, rng, http_client())
+    }
+
+    /// A device over `client`, a pool it may share with others: a generator holding
+    /// thousands of devices keeps one pool, whose connections are the requests in flight,
+    /// not one pool per device.
+    pub(crate) fn with_http(
+        target: Target,
+        creds: DeviceCredentials,
+        index: usize,
+        domain_id: String,
+        rng: ChaCha8Rng,
+        client: HttpClient,
+    ) -> Device {
         Device {
             inner: Arc::new(DeviceInner {
                 target,
@@ -180,11 +195,11 @@ impl Device {
                 creds,
                 index,
                 domain_id,
-                client: http_client(),
+                client,
                 rng: Mutex::new(rng),
                 clock: system_clock(),
                 files: Mutex::new(FileIndex::default()),
-                ambient: Recorder::new(false),
+                ambient: Recorder::counting(),
                 uploads: Mutex::new(BTreeMap::new()),
                 mid_body: Mutex::new(None),
             }),
@@ -245,7 +260,8 @@ impl Device {
     }
 
     /// What this device's single operations (push_file, delete_file, rename_path,
-    /// wait_changes, fetch_and_write) have sent since it was made or last reset.
+    /// wait_changes, fetch_and_write) have sent since it was made or last reset: requests,
+    /// statuses and bytes per route (no latency histograms).
     pub fn measured(&self) -> crate::stats::Measured {
         self.inner.ambient.snapshot()
     }
@@ -272,15 +288,12 @@ impl Device {
         lock(&self.inner.rng).fill_bytes(buf);
     }
 
-    /// Sends one request over the device's pooled client: signs it afresh (new ts and
-    /// nonce) unless `signed` is false, times it, and counts the outcome in `rec` under
-    /// `route`. A non-2xx status is an `Ok` answer; only transport failures are `Err` (and
-    /// are counted too).
-    pub(crate) async fn send(
+    /// The request's head as a hyper builder, signed afresh (a new ts and nonce) unless
+    /// `signed` is false, and how long signing took.
+    pub(crate) fn request_head(
         &self,
-        rec: &Recorder,
-        req: Outgoing<'_>,
-    ) -> Result<Answer, LoadError> {
+        req: &Outgoing<'_>,
+    ) -> (hyper::http::request::Builder, Option<Duration>) {
         let mut builder = Request::builder()
             .method(req.method.clone())
             .uri(self.inner.target.url(req.path_and_query));
@@ -318,6 +331,19 @@ impl Device {
                 .header(HeaderName::from_static(H_NONCE), nonce)
                 .header(HeaderName::from_static(H_SIG), sig);
         }
+        (builder, sign_time)
+    }
+
+    /// Sends one request over the device's pooled client: signs it afresh (new ts and
+    /// nonce) unless `signed` is false, times it, and counts the outcome in `rec` under
+    /// `route`. A non-2xx status is an `Ok` answer; only transport failures are `Err` (and
+    /// are counted too).
+    pub(crate) async fn send(
+        &self,
+        rec: &Recorder,
+        req: Outgoing<'_>,
+    ) -> Result<Answer, LoadError> {
+        let (builder, sign_time) = self.request_head(&req);
         if let Some(trap) = self.trap_for(&req) {
             let head = raw_head(&builder, self.inner.target.authority(), req.body.len());
             return self.send_trapped(rec, &req, head, sign_time, &trap).await;
@@ -714,7 +740,7 @@ pub(crate) fn transport(route: Route, kind: &'static str, detail: String) -> Loa
     }
 }
 
-fn timed_out(route: Route, after: Duration) -> LoadError {
+pub(crate) fn timed_out(route: Route, after: Duration) -> LoadError {
     transport(route, "timeout", format!("no answer within {after:?}"))
 }
 
@@ -743,7 +769,7 @@ fn within_deadline(e: LoadError, deadline: Duration, attempts: u32) -> LoadError
 }
 
 /// The outcome kind of an answer refused for its size (counted under this label).
-const TOO_LARGE: &str = "too_large";
+pub(crate) const TOO_LARGE: &str = "too_large";
 
 /// One path the server acknowledged (answered 2xx to its version post), as this device
 /// last saw it.
@@ -788,7 +814,11 @@ pub(crate) fn lock_files(d: &Device) -> std::sync::MutexGuard<'_, FileIndex> {
 
 /// The HTTP/1.1 head of the request `b` describes, with `Host` and `Content-Length`, as
 /// written on a connection of its own (a mid-body crash point's request).
-fn raw_head(b: &hyper::http::request::Builder, authority: &str, body_len: usize) -> Vec<u8> {
+pub(crate) fn raw_head(
+    b: &hyper::http::request::Builder,
+    authority: &str,
+    body_len: usize,
+) -> Vec<u8> {
     let mut out = Vec::with_capacity(512);
     let method = b.method_ref().map_or("GET", |m| m.as_str());
     let path = b
@@ -809,7 +839,7 @@ fn raw_head(b: &hyper::http::request::Builder, authority: &str, body_len: usize)
 }
 
 /// Status labels for the common codes without allocating per request.
-fn status_label(status: u16) -> &'static str {
+pub(crate) fn status_label(status: u16) -> &'static str {
     match status {
         200 => "200",
         201 => "201",

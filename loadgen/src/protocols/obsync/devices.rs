@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, bail};
 
 use super::client::Device;
-use super::enroll::{StateFile, enroll, pair};
+use super::enroll::{StateFile, enroll, pair_sharing};
 use crate::shard::Shard;
 use crate::target::Target;
 
@@ -73,7 +73,13 @@ pub async fn ensure_devices(
             let token_path = e.token_file(&path)?;
             check.await?;
             let token = setup_token(token_path)?;
-            devices = enroll(target, &token, k, e.seed).await?;
+            devices = enroll(target, &token, 1, e.seed).await?;
+            for i in 1..k {
+                let d = pair_sharing(&devices[0], i, e.seed, 0)
+                    .await
+                    .with_context(|| format!("pairing device {i} of {k}"))?;
+                devices.push(d);
+            }
             eprintln!(
                 "vaultbench: enrolled {} device(s) on {}; state in {}",
                 devices.len(),
@@ -88,7 +94,7 @@ pub async fn ensure_devices(
     if devices.len() < k {
         let first = devices[0].clone();
         for i in devices.len()..k {
-            let d = pair(&first, i, state.seed, state.session)
+            let d = pair_sharing(&first, i, state.seed, state.session)
                 .await
                 .with_context(|| format!("pairing device {i} (state file {})", path.display()))?;
             devices.push(d);
@@ -139,7 +145,7 @@ pub async fn ensure_shard_devices(
     };
     let had = devices.len();
     for i in devices.len()..range.end {
-        let d = pair(&devices[0], i, seed, session)
+        let d = pair_sharing(&devices[0], i, seed, session)
             .await
             .with_context(|| format!("pairing device {i} (state file {})", path.display()))?;
         devices.push(d);

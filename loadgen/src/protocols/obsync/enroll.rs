@@ -14,7 +14,9 @@ use protocol::wire::{
 use sha2::{Digest, Sha256};
 
 use crate::error::LoadError;
-use crate::protocols::obsync::client::{Device, Outgoing, nonce_rng, session_nonce_rng};
+use crate::protocols::obsync::client::{
+    Device, HttpClient, Outgoing, http_client, nonce_rng, session_nonce_rng,
+};
 use crate::stats::Recorder;
 use crate::target::Target;
 
@@ -35,7 +37,7 @@ fn device_info(index: usize) -> DeviceInfo {
 
 /// Checks that `target` answers `GET /readyz` the way an obsync-v1 server does.
 pub async fn probe(target: &Target) -> Result<(), LoadError> {
-    let rec = Recorder::new(false);
+    let rec = Recorder::counting();
     // A throwaway device-less client: readyz needs no credentials.
     let d = Device::new(
         target.clone(),
@@ -118,7 +120,7 @@ pub async fn enroll(
 }
 
 async fn setup(target: &Target, setup_token: &str, seed: u64) -> Result<Device, LoadError> {
-    let rec = Recorder::new(false);
+    let rec = Recorder::counting();
     let anon = Device::new(
         target.clone(),
         DeviceCredentials {
@@ -171,13 +173,36 @@ async fn setup(target: &Target, setup_token: &str, seed: u64) -> Result<Device, 
 }
 
 /// Pairs one more device (`index`) using `creator`: create, claim, approve, fetch envelope.
+/// The new device has an HTTP client of its own.
 pub async fn pair(
     creator: &Device,
     index: usize,
     seed: u64,
     session: u64,
 ) -> Result<Device, LoadError> {
-    let rec = Recorder::new(false);
+    pair_over(creator, index, seed, session, http_client()).await
+}
+
+/// [`pair`], the new device sharing `creator`'s HTTP client (its pool): pairing thousands
+/// reuses one connection instead of leaving each device's idle one open.
+pub async fn pair_sharing(
+    creator: &Device,
+    index: usize,
+    seed: u64,
+    session: u64,
+) -> Result<Device, LoadError> {
+    let client = creator.inner.client.clone();
+    pair_over(creator, index, seed, session, client).await
+}
+
+async fn pair_over(
+    creator: &Device,
+    index: usize,
+    seed: u64,
+    session: u64,
+    client: HttpClient,
+) -> Result<Device, LoadError> {
+    let rec = Recorder::counting();
     let a = creator
         .call(
             &rec,
@@ -241,12 +266,13 @@ pub async fn pair(
             &[204, 200],
         )
         .await?;
-    let dev = Device::new(
+    let dev = Device::with_http(
         creator.target().clone(),
         creds,
         index,
         creator.domain_id().to_owned(),
         nonce_rng(seed, index, session),
+        client,
     );
     let env_path = format!("/v1/pairing/{}/envelope", p.pairing_id);
     let a = dev
@@ -352,9 +378,8 @@ impl StateFile {
         self.devices_in(target, path, 0..self.devices.len())
     }
 
-    /// The enrolled devices `range` only (clamped to those enrolled): a shard of many
-    /// builds the clients of its own devices, not of every device in the file (each
-    /// device's HTTP client costs memory the allocator keeps after it is dropped).
+    /// The enrolled devices `range` only (clamped to those enrolled), sharing one HTTP
+    /// client (one pool: a held device costs its connection, not a client of its own).
     pub fn devices_in(
         &self,
         target: &Target,
@@ -373,6 +398,7 @@ impl StateFile {
         }
         let end = range.end.min(self.devices.len());
         let start = range.start.min(end);
+        let client = http_client();
         self.devices[start..end]
             .iter()
             .enumerate()
@@ -383,12 +409,13 @@ impl StateFile {
                         path: path.to_owned(),
                         reason: format!("device {i} has a malformed id or secret"),
                     })?;
-                Ok(Device::new(
+                Ok(Device::with_http(
                     target.clone(),
                     creds,
                     i,
                     self.domain_id.clone(),
                     session_nonce_rng(self.seed, i, self.session, self.salt, self.stream_tag),
+                    client.clone(),
                 ))
             })
             .collect()

@@ -16,7 +16,8 @@ use tokio::task::JoinSet;
 
 use crate::error::LoadError;
 use crate::protocols::obsync::client::Device;
-use crate::protocols::obsync::sync::{file_id_for, push_file, wait_changes};
+use crate::protocols::obsync::held::HeldConn;
+use crate::protocols::obsync::sync::{file_id_for, push_file, wait_changes, wait_changes_held};
 use crate::stats::{HistSummary, latency_histogram};
 
 /// The reference server's `/metrics` counter of journal flushes, read around the posts.
@@ -177,9 +178,11 @@ pub async fn run_fanout(
         set.spawn(async move {
             let mut since = head;
             let mut first = true;
+            // The waiter's own connection: while it waits, a socket and nothing else.
+            let mut conn = HeldConn::default();
             sh.first_polls.fetch_add(1, Ordering::Relaxed);
             loop {
-                match wait_changes(&dev, since, wait_s).await {
+                match wait_changes_held(&dev, &mut conn, since, wait_s).await {
                     Ok(page) => {
                         if first {
                             sh.held.fetch_add(1, Ordering::Relaxed);

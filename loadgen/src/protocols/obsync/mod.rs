@@ -11,6 +11,7 @@ pub mod devices;
 pub(crate) mod enroll;
 pub mod fanout;
 pub mod faulthop;
+pub mod held;
 #[doc(hidden)]
 pub mod internals;
 pub mod locust;

@@ -30,6 +30,45 @@ pub async fn wait_changes(
     a.json(Route::Changes)
 }
 
+/// [`wait_changes`] over `conn`, a connection the waiting device keeps to itself (see
+/// [`held`](crate::protocols::obsync::held)): while the poll waits it holds a socket and
+/// nothing else. A transport failure or a 503 is tried again, as the pool's requests are, up
+/// to three times within the deadline.
+pub async fn wait_changes_held(
+    dev: &Device,
+    conn: &mut crate::protocols::obsync::held::HeldConn,
+    since: u64,
+    wait_s: u64,
+) -> Result<ChangesResponse, LoadError> {
+    let wait_s = wait_s.min(protocol::limits::MAX_WAIT_S);
+    let pq = format!("/v1/changes?since={since}&wait={wait_s}&limit={MAX_CHANGES_LIMIT}");
+    let timeout = Duration::from_secs(wait_s + 15);
+    let deadline = std::time::Instant::now() + timeout;
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        let req = Outgoing::new(Route::Changes, &pq).timeout(left);
+        let res = dev.send_held(&dev.inner.ambient, conn, &req).await;
+        let retry = match &res {
+            Err(LoadError::Transport { .. }) => true,
+            Ok(a) => a.status == 503,
+            Err(_) => false,
+        };
+        let backoff = Duration::from_millis(50 << (attempt - 1));
+        if retry && attempt < 3 && std::time::Instant::now() + backoff < deadline {
+            tokio::time::sleep(backoff).await;
+            continue;
+        }
+        let a = res?;
+        return if a.status == 200 {
+            a.json(Route::Changes)
+        } else {
+            Err(a.into_error(Route::Changes))
+        };
+    }
+}
+
 /// Pages a feed may list changes without moving `seq` before the reader gives up: a server
 /// whose page is stale once (a reader racing a write) moves on at the next ask; three in a
 /// row is a server that will not.

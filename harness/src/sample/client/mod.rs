@@ -1,0 +1,585 @@
+//! Client mode: the user's own sync client as the devices. [`CommandClient`] implements the
+//! phase seam (`sync_client::SyncClient`) by running the scenario's `[client]` command lines
+//! for device A and device B, so the one phase flow (`phases::drive`) runs through it: cold
+//! push (A's folder holds the vault, A's client runs), cold pull (B's folder starts empty, B's
+//! client runs, the driver checks B's tree against the vault digest), idle resync (A's client
+//! again, nothing changed), edit propagation (A's note edited, A's client, then B's, B's copy
+//! checked each round) and folder rename (on A, A's client, B's client, then the driver's
+//! check). The server, its readiness and its credentials still come from the target and the
+//! scenario's protocol.
+//!
+//! Each client run ([`run`]) is timed apart from the server: per phase its runs, wall time,
+//! CPU and peak RSS (`PHASE.client.*`), and where a start-up command is given, its cost and
+//! its share of the phase. The client cannot say what it sent, so the keys counting requests
+//! are not written in client mode.
+//!
+//! The devices' folders live side by side in one folder of the sample: `a/`, `b/` (the
+//! devices' vault copies) and `a.state/`, `b.state/` (their `{state}`, each run's working
+//! directory). After every run nothing else may have appeared there and neither vault folder
+//! may be gone: a client that writes next to its folder (`{dir}/../x`) or deletes it fails the
+//! phase. Writes anywhere else on the machine are not looked for.
+
+pub mod run;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use contract::key::PhaseKey;
+use loadgen::TransferReport;
+use reports::schema::Better;
+use scenarios::client::{CLIENT_PHASES, ClientOptions};
+use scenarios::scenario::Scenario;
+
+use crate::sample::plan::{Metrics, SamplePlan, ms};
+use crate::sample::protocols::Run;
+use crate::sample::sync_client::{EditJob, EditReport, PushJob, RouteStep, StepReport, SyncClient};
+use crate::sample::target::Server;
+
+/// The client-mode checks of a scenario (its `[client]` table merged with the flags): the
+/// table's own checks, every command line splits, only phases a client can run, no fault
+/// rules. Prints the phases a one-way client skips. Nothing to check without a table.
+pub fn check_scenario(s: &Scenario) -> anyhow::Result<()> {
+    let Some(c) = &s.client else { return Ok(()) };
+    c.check()
+        .map_err(|e| anyhow::anyhow!("scenario {}: {e}", s.name))?;
+    for (field, line) in c.commands() {
+        loadgen::launch::split_command(line)
+            .map_err(|e| anyhow::anyhow!("scenario {}: [client] {field}: {e}", s.name))?;
+    }
+    if !s.faults.is_empty() {
+        bail!(
+            "scenario {}: fault rules need the harness's own protocol client; a client-mode scenario cannot have them",
+            s.name
+        );
+    }
+    for p in &s.phases {
+        if !CLIENT_PHASES.contains(&p.name()) {
+            bail!(
+                "scenario {}: a client-mode scenario runs only {} phases; {} needs the harness's own protocol client",
+                s.name,
+                CLIENT_PHASES.join(", "),
+                p.name()
+            );
+        }
+    }
+    let skipped = skipped(s);
+    if let Some((_, why)) = skipped.first() {
+        let names: Vec<&str> = skipped.iter().map(|(p, _)| *p).collect();
+        eprintln!("client: {} skipped ({why})", names.join(", "));
+    }
+    Ok(())
+}
+
+/// The scenario's phases its client cannot run, with why.
+pub fn skipped(s: &Scenario) -> Vec<(&'static str, &'static str)> {
+    let Some(c) = &s.client else {
+        return Vec::new();
+    };
+    s.phases
+        .iter()
+        .filter_map(|p| c.skips(p.name()).map(|why| (p.name(), why)))
+        .collect()
+}
+
+/// Drives the plan's phases through the scenario's own client (the plan has a `[client]`
+/// table): the phases it cannot run are left out.
+pub async fn drive(run: Run<'_>) -> anyhow::Result<()> {
+    let mut plan = run.plan.clone();
+    let opts = plan
+        .scenario
+        .client
+        .clone()
+        .context("client mode without a [client] table")?;
+    plan.scenario
+        .phases
+        .retain(|p| opts.skips(p.name()).is_none());
+    let mut client = CommandClient::start(&plan, run.server, run.dir)?;
+    crate::sample::phases::drive(&plan, run.server, &mut client, run.dir, run.m, run.bounds).await
+}
+
+/// One device: its index, its vault folder and its state folder.
+struct Device {
+    index: usize,
+    dir: PathBuf,
+    state: PathBuf,
+}
+
+impl Device {
+    fn name(&self) -> &'static str {
+        if self.index == 0 { "A" } else { "B" }
+    }
+}
+
+/// What one phase's client runs cost, summed.
+#[derive(Default)]
+struct Tally {
+    runs: u64,
+    wall: Duration,
+    cpu: Duration,
+    peak_rss_kib: u64,
+    /// The start-up command's run before the phase, when one is given.
+    startup: Option<run::Usage>,
+}
+
+/// The scenario's own client as devices A and B (see the module's doc).
+pub struct CommandClient {
+    spec: &'static loadgen::protocols::Spec,
+    opts: ClientOptions,
+    url: String,
+    auth: Option<loadgen::http::BasicAuth>,
+    /// The folder holding the devices' folders.
+    area: PathBuf,
+    devices: [Device; 2],
+    deadline: Duration,
+    /// Files, folders and bytes of the vault, for the push's and pull's reports.
+    vault_size: (u64, u64, u64),
+    tally: Tally,
+}
+
+impl CommandClient {
+    /// The devices' folders under `sample_dir/client`, A's holding a copy of the vault and
+    /// B's empty, then each device's `setup` run, all before anything is timed.
+    pub fn start(
+        plan: &SamplePlan,
+        server: &Server,
+        sample_dir: &Path,
+    ) -> anyhow::Result<CommandClient> {
+        let opts = plan
+            .scenario
+            .client
+            .clone()
+            .context("client mode without a [client] table")?;
+        let spec = crate::sample::protocols::lookup(plan.scenario.protocol.name())?.spec();
+        let area = sample_dir.join("client");
+        let device = |index: usize, name: &str| Device {
+            index,
+            dir: area.join(name),
+            state: area.join(format!("{name}.state")),
+        };
+        let devices = [device(0, "a"), device(1, "b")];
+        for d in &devices {
+            for p in [&d.dir, &d.state] {
+                std::fs::create_dir_all(p).with_context(|| format!("creating {}", p.display()))?;
+            }
+        }
+        let vault_size = copy_tree(&plan.vault_dir, &devices[0].dir)
+            .context("copying the vault into device A's folder")?;
+        let def = &plan.target.def;
+        let client = CommandClient {
+            spec,
+            deadline: opts.deadline(),
+            opts,
+            url: format!("{}{}", server.url(), def.root()),
+            auth: def.auth.clone(),
+            area,
+            devices,
+            vault_size,
+            tally: Tally::default(),
+        };
+        if let Some(setup) = client.opts.setup.clone() {
+            for i in 0..2 {
+                client.run_line(&setup, i, "setup")?;
+            }
+        }
+        Ok(client)
+    }
+
+    /// `line` split into words, each with this device's placeholders filled in.
+    fn argv(&self, line: &str, device: usize) -> anyhow::Result<Vec<String>> {
+        let d = &self.devices[device];
+        let (user, pass) = self
+            .auth
+            .as_ref()
+            .map_or((String::new(), String::new()), |a| {
+                (a.user.clone(), a.password.clone())
+            });
+        let words =
+            loadgen::launch::split_command(line).map_err(|e| anyhow::anyhow!("[client]: {e}"))?;
+        Ok(words
+            .iter()
+            .map(|w| {
+                w.replace("{url}", &self.url)
+                    .replace("{dir}", &d.dir.to_string_lossy())
+                    .replace("{state}", &d.state.to_string_lossy())
+                    .replace("{device}", &d.index.to_string())
+                    .replace("{auth_user}", &user)
+                    .replace("{auth_pass}", &pass)
+            })
+            .collect())
+    }
+
+    /// Runs `line` for `device` under the client's deadline, then checks the devices' folder
+    /// (`what`: the phase, for errors).
+    fn run_line(&self, line: &str, device: usize, what: &str) -> anyhow::Result<run::Usage> {
+        let d = &self.devices[device];
+        let who = format!("{what}: device {}'s client", d.name());
+        let argv = self.argv(line, device)?;
+        let usage = run::run(&argv, &d.state, self.deadline, &who)?;
+        self.check_area(&who)?;
+        Ok(usage)
+    }
+
+    /// A timed run of the phase: `line` for `device`, added to the phase's tally.
+    fn timed(&mut self, line: &str, device: usize, phase: &str) -> anyhow::Result<run::Usage> {
+        let u = self.run_line(line, device, phase)?;
+        let t = &mut self.tally;
+        t.runs += 1;
+        t.wall += u.wall;
+        t.cpu += u.cpu;
+        t.peak_rss_kib = t.peak_rss_kib.max(u.peak_rss_kib);
+        Ok(u)
+    }
+
+    fn push_line(&self) -> anyhow::Result<String> {
+        self.opts
+            .push_command()
+            .map(str::to_owned)
+            .context("the client has no push command")
+    }
+
+    fn pull_line(&self) -> anyhow::Result<String> {
+        self.opts
+            .pull_command()
+            .map(str::to_owned)
+            .context("the client has no pull command")
+    }
+
+    /// Nothing but the devices' four folders in their folder, and both vault folders there.
+    fn check_area(&self, who: &str) -> anyhow::Result<()> {
+        let known: Vec<std::ffi::OsString> = self
+            .devices
+            .iter()
+            .flat_map(|d| [&d.dir, &d.state])
+            .filter_map(|p| p.file_name().map(ToOwned::to_owned))
+            .collect();
+        let entries = std::fs::read_dir(&self.area)
+            .with_context(|| format!("{who}: listing {}", self.area.display()))?;
+        for e in entries {
+            let name = e
+                .with_context(|| format!("{who}: listing the devices' folder"))?
+                .file_name();
+            if !known.contains(&name) {
+                bail!(
+                    "{who} wrote outside its folders: {} appeared beside the devices' folders",
+                    contract::quote::quote(&name.to_string_lossy())
+                );
+            }
+        }
+        for d in &self.devices {
+            if !d.dir.is_dir() {
+                bail!(
+                    "{who}: device {}'s folder is gone (a client must keep the folder it syncs)",
+                    d.name()
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// A push or pull's report: the client's wall time and what the folder holds.
+    fn report(&self, wall: Duration, size: (u64, u64, u64)) -> TransferReport {
+        TransferReport {
+            files: size.0,
+            dirs: size.1,
+            bytes: size.2,
+            wall_ns: u64::try_from(wall.as_nanos()).unwrap_or(u64::MAX),
+            requests: 0,
+            chunks_transferred: 0,
+            chunks_present: 0,
+            deleted: 0,
+            own_echo: 0,
+            mismatched: 0,
+            last_seq: 0,
+            checkpoints: Vec::new(),
+            routes: Default::default(),
+            signing: hdrhistogram::Histogram::new(3).expect("3 significant figures are valid"),
+        }
+    }
+}
+
+impl SyncClient for CommandClient {
+    fn spec(&self) -> &'static loadgen::protocols::Spec {
+        self.spec
+    }
+
+    fn protocol(&self) -> &'static str {
+        "the scenario's own client"
+    }
+
+    fn counts_requests(&self) -> bool {
+        false
+    }
+
+    fn pull_dir(&self, _sample_dir: &Path) -> PathBuf {
+        self.devices[1].dir.clone()
+    }
+
+    /// A phase starts: its tally from zero, and the start-up command timed once.
+    async fn phase_started(&mut self) -> anyhow::Result<()> {
+        self.tally = Tally::default();
+        if let Some(line) = self.opts.startup.clone() {
+            self.tally.startup = Some(self.run_line(&line, 0, "start-up probe")?);
+        }
+        Ok(())
+    }
+
+    /// The phase's client keys: runs, wall time, CPU, peak RSS, and the start-up share.
+    async fn phase_ended(
+        &mut self,
+        phase: &str,
+        _files: Option<u64>,
+        m: &mut Metrics,
+    ) -> anyhow::Result<()> {
+        let t = std::mem::take(&mut self.tally);
+        if t.runs == 0 {
+            return Ok(());
+        }
+        client_keys(phase, &t, m);
+        Ok(())
+    }
+
+    async fn push(
+        &mut self,
+        _job: PushJob<'_>,
+        _m: &mut Metrics,
+    ) -> anyhow::Result<TransferReport> {
+        let line = self.push_line()?;
+        let u = self.timed(&line, 0, "cold_push")?;
+        Ok(self.report(u.wall, self.vault_size))
+    }
+
+    async fn pull(&mut self, dir: &Path) -> anyhow::Result<TransferReport> {
+        let line = self.pull_line()?;
+        let u = self.timed(&line, 1, "cold_pull")?;
+        let size = tree_size(dir).context("cold_pull: measuring B's folder")?;
+        Ok(self.report(u.wall, size))
+    }
+
+    /// A's client once more with nothing changed; A's folder must be as it was.
+    async fn resync(&mut self, _dir: &Path) -> anyhow::Result<TransferReport> {
+        let line = self.push_line()?;
+        let a = self.devices[0].dir.clone();
+        let before = crate::tree::tree_digest(&a).context("idle_resync: hashing A's folder")?;
+        let u = self.timed(&line, 0, "idle_resync")?;
+        let after = crate::tree::tree_digest(&a).context("idle_resync: hashing A's folder")?;
+        if after != before {
+            bail!(
+                "idle_resync: A's folder changed when its client ran with nothing to do (digest {after}, before the run {before})"
+            );
+        }
+        let size = tree_size(&a).context("idle_resync: measuring A's folder")?;
+        Ok(self.report(u.wall, size))
+    }
+
+    /// Each round: a line appended to the note in A's folder, A's client, B's client, and
+    /// B's copy compared with A's. The round's delay is from the edit to B's client's exit.
+    async fn edit_propagation(
+        &mut self,
+        job: &EditJob<'_>,
+        _m: &mut Metrics,
+    ) -> anyhow::Result<EditReport> {
+        let (push, pull) = (self.push_line()?, self.pull_line()?);
+        let rel = job.rel;
+        let a = self.devices[0].dir.join(rel);
+        let b = self.devices[1].dir.join(rel);
+        let mut body =
+            std::fs::read(&a).with_context(|| format!("edit: reading A's copy of {rel}"))?;
+        let mut lat = Vec::with_capacity(job.rounds);
+        for round in 0..job.rounds {
+            body.extend_from_slice(
+                format!("\nedit round {round}: vaultbench edit propagation\n").as_bytes(),
+            );
+            let t0 = std::time::Instant::now();
+            std::fs::write(&a, &body)
+                .with_context(|| format!("edit: writing A's copy of {rel}"))?;
+            self.timed(&push, 0, "edit")?;
+            self.timed(&pull, 1, "edit")?;
+            lat.push(ms(t0.elapsed()));
+            let got = std::fs::read(&b).with_context(|| {
+                format!("edit: B's copy of {rel} after round {round} cannot be read")
+            })?;
+            if got != body {
+                bail!("edit: B's copy of {rel} differs from A's after round {round}");
+            }
+        }
+        Ok(EditReport {
+            latencies_ms: lat,
+            requests: 0,
+        })
+    }
+
+    async fn rename(&mut self, from: &str, to: &str, _m: &mut Metrics) -> anyhow::Result<u64> {
+        let a = &self.devices[0].dir;
+        std::fs::rename(a.join(from), a.join(to))
+            .with_context(|| format!("folder_rename: renaming A's {from}"))?;
+        let line = self.push_line()?;
+        self.timed(&line, 0, "folder_rename")?;
+        Ok(0)
+    }
+
+    async fn propagate_rename(
+        &mut self,
+        _from: &str,
+        _to: &str,
+        _pull_dir: &Path,
+    ) -> anyhow::Result<u64> {
+        let line = self.pull_line()?;
+        self.timed(&line, 1, "folder_rename")?;
+        Ok(0)
+    }
+
+    async fn route_step(&mut self, _step: RouteStep<'_>) -> anyhow::Result<StepReport> {
+        bail!(
+            "route load needs the harness's own protocol client; a client-mode scenario cannot run it"
+        )
+    }
+}
+
+/// The client keys of one phase's tally (pure).
+fn client_keys(phase: &str, t: &Tally, m: &mut Metrics) {
+    let key = |stat: &str| PhaseKey::new(phase, &format!("client.{stat}"));
+    let wall_ms = ms(t.wall);
+    m.exact(key("runs"), t.runs as f64, "count");
+    m.timing(key("wall_ms"), round3(wall_ms), "ms", Better::Lower);
+    m.resource(key("cpu_ms"), round3(ms(t.cpu)), "ms");
+    m.resource(
+        key("peak_rss_mib"),
+        round3(t.peak_rss_kib as f64 / 1024.0),
+        "MiB",
+    );
+    if let Some(s) = &t.startup {
+        let startup_ms = ms(s.wall);
+        m.timing(key("startup_ms"), round3(startup_ms), "ms", Better::Lower);
+        // Every run of the phase pays the start-up once: the share of the phase's client
+        // time that is start-up, at most all of it (hyperfine subtracts its shell's spawn
+        // the same way).
+        let share = if wall_ms > 0.0 {
+            (startup_ms * t.runs as f64 / wall_ms).min(1.0)
+        } else {
+            0.0
+        };
+        m.timing(key("startup_share"), round3(share), "ratio", Better::Lower);
+    }
+}
+
+fn round3(x: f64) -> f64 {
+    (x * 1e3).round() / 1e3
+}
+
+/// Copies the tree under `from` into `to` (existing, empty): files, folders and bytes copied.
+fn copy_tree(from: &Path, to: &Path) -> anyhow::Result<(u64, u64, u64)> {
+    let (mut files, mut dirs, mut bytes) = (0, 0, 0);
+    let mut stack = vec![(from.to_path_buf(), to.to_path_buf())];
+    while let Some((src, dst)) = stack.pop() {
+        for e in std::fs::read_dir(&src).with_context(|| format!("listing {}", src.display()))? {
+            let e = e.with_context(|| format!("listing {}", src.display()))?;
+            let (s, d) = (e.path(), dst.join(e.file_name()));
+            let ft = e.file_type()?;
+            if ft.is_dir() {
+                std::fs::create_dir(&d).with_context(|| format!("creating {}", d.display()))?;
+                dirs += 1;
+                stack.push((s, d));
+            } else if ft.is_file() {
+                bytes += std::fs::copy(&s, &d)
+                    .with_context(|| format!("copying {} to {}", s.display(), d.display()))?;
+                files += 1;
+            }
+        }
+    }
+    Ok((files, dirs, bytes))
+}
+
+/// Files, folders and file bytes under `dir`.
+fn tree_size(dir: &Path) -> anyhow::Result<(u64, u64, u64)> {
+    let (mut files, mut dirs, mut bytes) = (0, 0, 0);
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).with_context(|| format!("listing {}", d.display()))? {
+            let e = e.with_context(|| format!("listing {}", d.display()))?;
+            let ft = e.file_type()?;
+            if ft.is_dir() {
+                dirs += 1;
+                stack.push(e.path());
+            } else if ft.is_file() {
+                files += 1;
+                bytes += e.metadata()?.len();
+            }
+        }
+    }
+    Ok((files, dirs, bytes))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_phase_states_its_client_cost_and_start_up_share() {
+        let mut m = Metrics::default();
+        let t = Tally {
+            runs: 4,
+            wall: Duration::from_millis(400),
+            cpu: Duration::from_millis(120),
+            peak_rss_kib: 2048,
+            startup: Some(run::Usage {
+                wall: Duration::from_millis(25),
+                ..run::Usage::default()
+            }),
+        };
+        client_keys("edit", &t, &mut m);
+        let v = |k: &str| m.map[k].value;
+        assert_eq!(v("edit.client.runs"), 4.0);
+        assert_eq!(v("edit.client.wall_ms"), 400.0);
+        assert_eq!(v("edit.client.cpu_ms"), 120.0);
+        assert_eq!(v("edit.client.peak_rss_mib"), 2.0);
+        assert_eq!(v("edit.client.startup_ms"), 25.0);
+        assert_eq!(v("edit.client.startup_share"), 0.25);
+        for k in m.map.keys() {
+            assert_eq!(
+                k.parse::<contract::key::MetricKey>().unwrap().to_string(),
+                *k
+            );
+        }
+        let mut m = Metrics::default();
+        client_keys(
+            "cold_push",
+            &Tally {
+                runs: 1,
+                ..Tally::default()
+            },
+            &mut m,
+        );
+        assert!(!m.map.contains_key("cold_push.client.startup_share"));
+    }
+
+    #[test]
+    fn client_mode_refuses_what_a_client_cannot_run() {
+        let parse = |t: &str| scenarios::scenario::parse(t, "f.toml").unwrap();
+        let base = "name='x'\ndoc='d'\nprofile='small'\nprotocol='webdav'\n";
+        let ok = parse(&format!(
+            "{base}[client]\npush='up {{dir}}'\n[[phase]]\nkind='cold_push'\n[[phase]]\nkind='cold_pull'\n[[phase]]\nkind='idle_resync'\n"
+        ));
+        check_scenario(&ok).unwrap();
+        assert_eq!(
+            skipped(&ok),
+            vec![("cold_pull", "the client has no pull command")]
+        );
+        let route = parse(&format!(
+            "{base}[client]\ncommand='sync'\n[[phase]]\nkind='route_load'\nroutes=['get-file']\nin_flight=[1]\nrequests=5\n"
+        ));
+        let e = check_scenario(&route).unwrap_err().to_string();
+        assert!(
+            e.contains("runs only cold_start") && e.contains("route"),
+            "{e}"
+        );
+        let quote = parse(&format!(
+            "{base}[client]\ncommand=\"sync '{{dir}}\"\n[[phase]]\nkind='cold_push'\n"
+        ));
+        let e = check_scenario(&quote).unwrap_err().to_string();
+        assert!(
+            e.contains("[client] command") && e.contains("unbalanced"),
+            "{e}"
+        );
+    }
+}

@@ -1,0 +1,386 @@
+//! Client mode (the scenario's own sync client as the devices), end to end: every phase run
+//! through a client (a file-copying stand-in against the reference server, and rclone against
+//! the Apache WebDAV preset, slow: real servers), the client's own keys beside the server's,
+//! and the hostile clients (one that never exits, one that writes beside its folder), each a
+//! one-line error naming the phase with nothing left running. The refusals of what a client
+//! cannot run are fast: checked before any sample.
+
+use std::path::Path;
+
+use serde_json::Value;
+use testkit::{procs_with, vb};
+
+use crate::common::{record_loose, record_stops_at_its_bound};
+
+/// A client-mode scenario: every phase a client can run, `rounds` edit rounds, the given
+/// `[client]` table.
+fn scenario(home: &Path, profile: &str, protocol: &str, rounds: u32, client: &str) -> String {
+    let text = format!(
+        "name = \"own-client\"\ndoc = \"test\"\nprofile = \"{profile}\"\nprotocol = \"{protocol}\"\nsamples = 1\n\
+         [client]\n{client}\n\
+         [[phase]]\nkind = \"cold_start\"\n[[phase]]\nkind = \"cold_push\"\n[[phase]]\nkind = \"cold_pull\"\n\
+         [[phase]]\nkind = \"idle_resync\"\n[[phase]]\nkind = \"edit_propagation\"\nrounds = {rounds}\n\
+         [[phase]]\nkind = \"folder_rename\"\n"
+    );
+    let f = home.join("own-client.toml");
+    std::fs::write(&f, text).unwrap();
+    f.display().to_string()
+}
+
+fn read(p: &Path) -> Value {
+    serde_json::from_slice(&std::fs::read(p).unwrap()).unwrap()
+}
+
+/// Records `scenario_file` against `target` (loose gate, one sample) into `home/out` and
+/// returns the recording's metrics.
+fn record_client(home: &Path, scenario_file: &str, target: &str) -> Value {
+    let out = home.join("out");
+    let assert = record_loose(
+        home,
+        &[
+            "--scenario-file",
+            scenario_file,
+            "--target",
+            target,
+            "--pre-check",
+            "0s",
+        ],
+    )
+    .arg("--out")
+    .arg(&out)
+    .arg("--work-dir")
+    .arg(home.join("work"))
+    .timeout(std::time::Duration::from_secs(600))
+    .assert();
+    let o = assert.get_output();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    vb!(home).arg("verify").arg(&out).assert().success();
+    read(&out.join("own-client.json"))["metrics"].clone()
+}
+
+/// The client keys of every phase a client ran, and the byte-identical pull.
+fn assert_client_phases(m: &Value, rounds: f64) {
+    let value = |k: &str| {
+        m[k]["value"]
+            .as_f64()
+            .unwrap_or_else(|| panic!("{k} missing: {m}"))
+    };
+    assert_eq!(value("cold_pull.byte_identical"), 1.0);
+    for (phase, runs) in [
+        ("cold_push", 1.0),
+        ("cold_pull", 1.0),
+        ("idle_resync", 1.0),
+        ("edit", 2.0 * rounds),
+        ("folder_rename", 2.0),
+    ] {
+        assert_eq!(value(&format!("{phase}.client.runs")), runs, "{phase}");
+        assert!(value(&format!("{phase}.client.wall_ms")) > 0.0, "{phase}");
+        assert!(
+            value(&format!("{phase}.client.peak_rss_mib")) > 0.0,
+            "{phase}"
+        );
+        let share = value(&format!("{phase}.client.startup_share"));
+        assert!(share > 0.0 && share <= 1.0, "{phase}: {share}");
+        assert!(
+            value(&format!("{phase}.client.startup_ms")) > 0.0,
+            "{phase}"
+        );
+        // The server's cost per phase, as for any target.
+        assert!(value(&format!("{phase}.server.cpu_ms")) >= 0.0, "{phase}");
+    }
+    assert!(value("edit.p50_ms") > 0.0);
+    assert!(value("folder_rename.propagate_ms") > 0.0);
+    assert!(value("cold_push.files") > 0.0);
+    assert_eq!(value("cold_push.files"), value("cold_pull.files"));
+    // The client's requests are not seen: no key counts them.
+    for k in [
+        "cold_push.requests",
+        "idle_resync.requests",
+        "folder_rename.requests",
+    ] {
+        assert!(m.get(k).is_none(), "{k} is written in client mode");
+    }
+}
+
+/// A stand-in client that syncs through a folder of the test (`remote`) with `cp`, so every
+/// phase runs through client runs against any target.
+fn copying_client(remote: &Path) -> String {
+    let r = remote.display();
+    format!(
+        "push = \"sh -c 'rm -rf \\\"$1\\\" && cp -R \\\"$0\\\" \\\"$1\\\"' {{dir}} '{r}'\"\n\
+         pull = \"sh -c 'rm -rf \\\"$0\\\" && cp -R \\\"$1\\\" \\\"$0\\\"' {{dir}} '{r}'\"\n\
+         setup = \"sh -c 'echo {{device}} {{url}} > {{state}}/setup'\"\n\
+         startup = \"true\"\n\
+         timeout = \"60s\""
+    )
+}
+
+#[test]
+#[ignore = "slow: real samples against the reference server"]
+fn a_copying_client_runs_every_phase_and_pulls_byte_identical() {
+    let home = tempfile::tempdir().unwrap();
+    let client = copying_client(&home.path().join("remote"));
+    let f = scenario(home.path(), "small", "obsync-v1", 3, &client);
+    let m = record_client(home.path(), &f, "ref");
+    assert_client_phases(&m, 3.0);
+    assert!(
+        procs_with(&home.path().join("work").display().to_string()).is_empty(),
+        "nothing left running"
+    );
+}
+
+/// rclone as a one-way WebDAV client of Apache: a config written into `{state}` by `setup`
+/// (rclone obscures the password itself), `rclone sync` each way.
+#[test]
+#[ignore = "slow: real servers"]
+fn rclone_against_apache_webdav_runs_every_phase_byte_identical() {
+    let home = tempfile::tempdir().unwrap();
+    let conf = "--config {state}/rclone.conf";
+    let client = format!(
+        "setup = \"rclone config create vb webdav url={{url}} vendor=other user={{auth_user}} pass={{auth_pass}} {conf}\"\n\
+         push = \"rclone sync {{dir}} vb: {conf}\"\n\
+         pull = \"rclone sync vb: {{dir}} {conf}\"\n\
+         startup = \"rclone version\"\n\
+         timeout = \"2m\""
+    );
+    let f = scenario(home.path(), "small", "webdav", 3, &client);
+    let m = record_client(home.path(), &f, "apache-webdav");
+    assert_client_phases(&m, 3.0);
+    // rclone is a Go binary: its CPU is its own, read from wait4.
+    assert!(m["cold_push.client.cpu_ms"]["value"].as_f64().unwrap() > 0.0);
+    assert!(
+        procs_with(&home.path().join("work").display().to_string()).is_empty(),
+        "nothing left running"
+    );
+}
+
+/// A client that never exits: killed at its deadline with its process group, the sample
+/// failed in one line naming the phase and the device, nothing of it left running.
+#[test]
+#[ignore = "slow: real samples against the reference server"]
+fn a_client_that_never_exits_is_stopped_at_its_deadline() {
+    let home = tempfile::tempdir().unwrap();
+    // The background sleep's odd length marks it (it names no folder of the test).
+    let nap = format!("6{}.5", std::process::id());
+    let client = format!(
+        "push = \"sh -c 'sleep {nap} & while :; do sleep 1; done' {{dir}}\"\n\
+         pull = \"true\"\ntimeout = \"2s\""
+    );
+    let f = scenario(home.path(), "small", "obsync-v1", 1, &client);
+    let err = record_stops_at_its_bound(
+        home.path(),
+        &[
+            "--scenario-file".into(),
+            f,
+            "--pre-check".into(),
+            "0s".into(),
+        ],
+        "own-client.json",
+        &["cold_push: device A's client did not finish within 2s"],
+    );
+    // One line says what happened and what was done about it.
+    assert!(
+        err.lines()
+            .any(|l| l.contains("device A's client did not finish within 2s")
+                && l.contains("killed with its process group")),
+        "{err}"
+    );
+    assert!(
+        procs_with(&home.path().join("work").display().to_string()).is_empty()
+            && procs_with(&format!("sleep {nap}")).is_empty(),
+        "nothing left running"
+    );
+}
+
+/// A client that writes beside its folder (`{dir}/../stray`) fails the phase, named.
+#[test]
+#[ignore = "slow: real samples against the reference server"]
+fn a_client_that_writes_beside_its_folder_fails_the_phase() {
+    let home = tempfile::tempdir().unwrap();
+    let client = "push = \"sh -c 'echo x > \\\"$0/../stray\\\"' {dir}\"\npull = \"true\"";
+    let f = scenario(home.path(), "small", "obsync-v1", 1, client);
+    record_stops_at_its_bound(
+        home.path(),
+        &[
+            "--scenario-file".into(),
+            f,
+            "--pre-check".into(),
+            "0s".into(),
+        ],
+        "own-client.json",
+        &["cold_push: device A's client wrote outside its folders: \"stray\""],
+    );
+}
+
+/// What a client cannot run is refused before anything starts, in one line, exit 2: a
+/// scenario with a route load, a bad placeholder, `ab --paired`.
+#[test]
+fn client_mode_refuses_what_a_client_cannot_run() {
+    let home = tempfile::tempdir().unwrap();
+    let run = |args: &[&str]| {
+        let o = vb!(home.path()).args(args).output().unwrap();
+        (
+            o.status.code(),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+        )
+    };
+    let (code, err) = run(&["record", "small", "--client", "sync {dir}"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("a client-mode scenario runs only") && err.contains("route"),
+        "{err}"
+    );
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    let (code, err) = run(&["record", "small", "--client", "sync {folder}"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("unknown placeholder {folder}"), "{err}");
+    let (code, err) = run(&["record", "small", "--client-pull", "down {dir}"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("needs `command` or `push`"), "{err}");
+    let f = scenario(
+        home.path(),
+        "small",
+        "obsync-v1",
+        1,
+        "command = \"sync {dir}\"",
+    );
+    let (code, err) = run(&[
+        "ab",
+        "--a",
+        "ref",
+        "--b",
+        "ref --group-commit",
+        "--scenario-file",
+        &f,
+        "--paired",
+    ]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("--paired does not drive a client-mode scenario"),
+        "{err}"
+    );
+}
+
+/// `record` killed (SIGKILL, SIGINT, SIGTERM) while a client runs: nothing of the client is
+/// left within 5 s, a grandchild it put in the background included (the client's own guard
+/// kills its process group when the sample dies).
+#[test]
+#[ignore = "slow: real recordings killed mid-sample"]
+fn a_killed_record_leaves_nothing_of_its_client() {
+    for signal in [libc::SIGKILL, libc::SIGINT, libc::SIGTERM] {
+        let home = tempfile::tempdir().unwrap();
+        // The background sleep's odd length marks it (it names no folder of the test).
+        let nap = format!("6{}{signal}.25", std::process::id());
+        let client = format!(
+            "push = \"sh -c 'sleep {nap} & while :; do sleep 1; done' {{dir}}\"\npull = \"true\""
+        );
+        let f = scenario(home.path(), "small", "obsync-v1", 1, &client);
+        let gate = home.path().join("gate.toml");
+        std::fs::write(&gate, testkit::LOOSE_GATE).unwrap();
+        let work = home.path().join("work");
+        let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin!("vaultbench"))
+            .args(["record", "--scenario-file", &f, "--pre-check", "0s"])
+            .arg("--gate-config")
+            .arg(&gate)
+            .arg("--out")
+            .arg(home.path().join("out"))
+            .arg("--work-dir")
+            .arg(&work)
+            .env("VAULTBENCH_CACHE", home.path().join("cache"))
+            .env("VAULTBENCH_LOCK", home.path().join("machine.lock"))
+            .env("XDG_DATA_HOME", home.path().join("data"))
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        // The client's shell names A's folder, under the work dir.
+        let marker = work.display().to_string();
+        let client_up = || {
+            procs_with(&marker)
+                .iter()
+                .any(|(_, cmd)| cmd.contains("while :"))
+                || !procs_with(&format!("sleep {nap}")).is_empty()
+        };
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+        while !client_up() && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        assert!(client_up(), "the client never started");
+        // SAFETY: signalling our own child.
+        unsafe { libc::kill(child.id() as i32, signal) };
+        let _ = child.wait();
+        let t0 = std::time::Instant::now();
+        while client_up() && t0.elapsed() < std::time::Duration::from_secs(5) {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        assert!(
+            !client_up(),
+            "signal {signal}: left behind after 5 s: {:?}",
+            procs_with(&marker)
+        );
+    }
+}
+
+/// A push-only client: the phases that need B to download are skipped and named on stderr;
+/// the others run through the client and have their keys, the skipped ones none.
+#[test]
+#[ignore = "slow: real samples against the reference server"]
+fn a_push_only_client_skips_the_pull_phases_and_names_them() {
+    let home = tempfile::tempdir().unwrap();
+    let remote = home.path().join("remote");
+    let client = format!(
+        "push = \"sh -c 'rm -rf \\\"$1\\\" && cp -R \\\"$0\\\" \\\"$1\\\"' {{dir}} '{}'\"",
+        remote.display()
+    );
+    let f = scenario(home.path(), "small", "obsync-v1", 2, &client);
+    let out = home.path().join("out");
+    let assert = record_loose(home.path(), &["--scenario-file", &f, "--pre-check", "0s"])
+        .arg("--out")
+        .arg(&out)
+        .arg("--work-dir")
+        .arg(home.path().join("work"))
+        .timeout(std::time::Duration::from_secs(600))
+        .assert()
+        .success();
+    let err = String::from_utf8_lossy(&assert.get_output().stderr).into_owned();
+    assert!(
+        err.contains(
+            "client: cold_pull, edit, folder_rename skipped (the client has no pull command)"
+        ),
+        "{err}"
+    );
+    let m = &read(&out.join("own-client.json"))["metrics"];
+    assert_eq!(m["cold_push.client.runs"]["value"].as_f64(), Some(1.0));
+    assert_eq!(m["idle_resync.client.runs"]["value"].as_f64(), Some(1.0));
+    let keys: Vec<&String> = m.as_object().unwrap().keys().collect();
+    for skipped in ["cold_pull.", "edit.", "folder_rename."] {
+        assert!(
+            !keys.iter().any(|k| k.starts_with(skipped)),
+            "{skipped} keys written: {keys:?}"
+        );
+    }
+    // What A pushed is on the stand-in server.
+    assert!(remote.is_dir());
+}
+
+/// A client run that fails: its exit status and last stderr line, quoted, name it with the
+/// phase and the device.
+#[test]
+#[ignore = "slow: real samples against the reference server"]
+fn a_failing_client_is_named_by_its_status_and_last_stderr_line() {
+    let home = tempfile::tempdir().unwrap();
+    let client =
+        "push = \"true\"\npull = \"sh -c 'echo first >&2; echo \\\"remote gone\\\" >&2; exit 3'\"";
+    let f = scenario(home.path(), "small", "obsync-v1", 1, client);
+    record_stops_at_its_bound(
+        home.path(),
+        &[
+            "--scenario-file".into(),
+            f,
+            "--pre-check".into(),
+            "0s".into(),
+        ],
+        "own-client.json",
+        &["cold_pull: device B's client exited with status 3: \"remote gone\""],
+    );
+}

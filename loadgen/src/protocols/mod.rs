@@ -6,6 +6,7 @@
 //! in the same order (a test holds the two lists together).
 
 pub mod couch;
+pub mod mcp;
 pub mod obsync;
 pub mod s3;
 pub mod webdav;

@@ -1,6 +1,7 @@
 //! The load generator's one integration-test binary: end to end against the in-process
 //! reference server over loopback (port 0, temp dirs), the clients against fake servers that
-//! answer badly on purpose (`hostile_*`), and CI-sized property tests of the parsers (the
+//! answer badly on purpose (`hostile_*`), MCP servers over stdio (`mcp_e2e`, with the test
+//! server in `mcp/`), and CI-sized property tests of the parsers (the
 //! fuzz targets in `fuzz/` run the same properties for longer). The `vaultbench load` CLI is
 //! tested in the harness.
 
@@ -9,10 +10,13 @@ mod h1_answer;
 mod hostile_couch;
 mod hostile_couch_props;
 mod hostile_dav;
+mod hostile_mcp;
 mod hostile_obsync;
 mod hostile_obsync_props;
 mod hostile_s3;
 mod locust_props;
+mod mcp_e2e;
+mod mcp_props;
 mod rss;
 mod s3_crypt;
 mod webdav_e2e;

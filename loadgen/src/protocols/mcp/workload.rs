@@ -1,0 +1,241 @@
+//! The fixed, seeded `tools/call` workload over a vault: read a note, read several, list a
+//! folder, and search where the server has a search tool. Which tool does each is read from
+//! the server's listing by the names the vault servers use; the paths and search words come
+//! from the vault's sorted listing and one ChaCha8 stream, so a build and a seed give the same
+//! calls in the same order.
+
+use std::path::Path;
+
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use serde_json::{Value, json};
+
+use super::McpError;
+use super::session::Listing;
+
+/// One kind of call in the workload.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Op {
+    ReadNote,
+    ReadSeveral,
+    ListFolder,
+    Search,
+}
+
+/// Which listed tool does each [`Op`], where the server has one.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ToolMap {
+    pub read: Option<String>,
+    pub read_several: Option<String>,
+    pub list: Option<String>,
+    pub search: Option<String>,
+}
+
+/// Tool names by op, preferred first: the reference filesystem server's (`read_text_file`
+/// since 2025.7, `read_file` before), then vault servers' spellings.
+const NAMES: &[(Op, &[&str])] = &[
+    (Op::ReadNote, &["read_text_file", "read_file", "read_note"]),
+    (
+        Op::ReadSeveral,
+        &["read_multiple_files", "read_multiple_notes"],
+    ),
+    (Op::ListFolder, &["list_directory", "list_notes"]),
+    (Op::Search, &["search_notes", "search_files", "search"]),
+];
+
+impl ToolMap {
+    /// The tools of `listing` that do each op.
+    pub fn from_listing(listing: &Listing) -> ToolMap {
+        let pick = |op: Op| -> Option<String> {
+            let (_, names) = NAMES.iter().find(|(o, _)| *o == op)?;
+            names
+                .iter()
+                .find(|n| listing.tools.iter().any(|t| t.name == **n))
+                .map(|n| (*n).to_owned())
+        };
+        ToolMap {
+            read: pick(Op::ReadNote),
+            read_several: pick(Op::ReadSeveral),
+            list: pick(Op::ListFolder),
+            search: pick(Op::Search),
+        }
+    }
+
+    fn tool(&self, op: Op) -> Option<&str> {
+        match op {
+            Op::ReadNote => self.read.as_deref(),
+            Op::ReadSeveral => self.read_several.as_deref(),
+            Op::ListFolder => self.list.as_deref(),
+            Op::Search => self.search.as_deref(),
+        }
+    }
+}
+
+/// One planned call.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Call {
+    pub op: Op,
+    pub tool: String,
+    pub arguments: Value,
+}
+
+/// Notes read by one "read several" call.
+pub const SEVERAL: usize = 4;
+/// The most entries a vault walk takes.
+pub const MAX_ENTRIES: usize = 1_000_000;
+
+/// The vault's files and folders (folders with the root as `""`), relative, sorted by bytes;
+/// dot-entries skipped.
+pub fn walk(root: &Path) -> Result<(Vec<String>, Vec<String>), McpError> {
+    let mut files = Vec::new();
+    let mut folders = vec![String::new()];
+    let mut stack = vec![String::new()];
+    while let Some(rel) = stack.pop() {
+        let dir = root.join(&rel);
+        let rd = std::fs::read_dir(&dir)
+            .map_err(|e| McpError::Vault(format!("reading {}: {e}", dir.display())))?;
+        for e in rd {
+            let e = e.map_err(|e| McpError::Vault(format!("reading {}: {e}", dir.display())))?;
+            let name = e.file_name().to_string_lossy().into_owned();
+            if name.starts_with('.') {
+                continue;
+            }
+            let path = if rel.is_empty() {
+                name
+            } else {
+                format!("{rel}/{name}")
+            };
+            let ty = e
+                .file_type()
+                .map_err(|e| McpError::Vault(format!("{path}: {e}")))?;
+            if ty.is_dir() {
+                folders.push(path.clone());
+                stack.push(path);
+            } else if ty.is_file() {
+                files.push(path);
+            }
+            if files.len() + folders.len() > MAX_ENTRIES {
+                return Err(McpError::Vault(format!("more than {MAX_ENTRIES} entries")));
+            }
+        }
+    }
+    files.sort();
+    folders.sort();
+    Ok((files, folders))
+}
+
+/// A search word from a note's name: its longest run of 3 or more ASCII letters.
+fn word_of(path: &str) -> Option<String> {
+    let stem = path.rsplit('/').next()?.split('.').next()?;
+    stem.split(|c: char| !c.is_ascii_alphabetic())
+        .filter(|w| w.len() >= 3)
+        .max_by_key(|w| w.len())
+        .map(str::to_ascii_lowercase)
+}
+
+/// An index below `n` (> 0) from the stream (the modulo's bias is below 2^-40 for any vault).
+fn pick(rng: &mut ChaCha8Rng, n: usize) -> usize {
+    (rng.next_u64() % n as u64) as usize
+}
+
+/// `per_op` calls of every op the server has a tool for, interleaved in a seeded order.
+/// Paths are absolute under `root` (what a filesystem server's allowed directory holds).
+pub fn plan(
+    root: &Path,
+    files: &[String],
+    folders: &[String],
+    map: &ToolMap,
+    per_op: usize,
+    seed: u64,
+) -> Vec<Call> {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let abs = |rel: &str| {
+        if rel.is_empty() {
+            root.display().to_string()
+        } else {
+            root.join(rel).display().to_string()
+        }
+    };
+    let notes: Vec<&String> = files.iter().filter(|f| f.ends_with(".md")).collect();
+    let notes: Vec<&String> = if notes.is_empty() {
+        files.iter().collect()
+    } else {
+        notes
+    };
+    let mut calls = Vec::new();
+    for op in [Op::ReadNote, Op::ReadSeveral, Op::ListFolder, Op::Search] {
+        let Some(tool) = map.tool(op) else { continue };
+        if notes.is_empty() && op != Op::ListFolder {
+            continue;
+        }
+        for _ in 0..per_op {
+            let arguments = match op {
+                Op::ReadNote => json!({"path": abs(notes[pick(&mut rng, notes.len())])}),
+                Op::ReadSeveral => {
+                    let paths: Vec<String> = (0..SEVERAL)
+                        .map(|_| abs(notes[pick(&mut rng, notes.len())]))
+                        .collect();
+                    json!({"paths": paths})
+                }
+                Op::ListFolder => json!({"path": abs(&folders[pick(&mut rng, folders.len())])}),
+                Op::Search => {
+                    let note = notes[pick(&mut rng, notes.len())];
+                    let word = word_of(note).unwrap_or_else(|| "note".into());
+                    json!({"path": abs(""), "pattern": format!("*{word}*"), "query": word})
+                }
+            };
+            calls.push(Call {
+                op,
+                tool: tool.to_owned(),
+                arguments,
+            });
+        }
+    }
+    // Fisher–Yates over the seeded stream.
+    for i in (1..calls.len()).rev() {
+        calls.swap(i, pick(&mut rng, i + 1));
+    }
+    calls
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocols::mcp::session::Tool;
+
+    fn listing(names: &[&str]) -> Listing {
+        Listing {
+            tools: names.iter().map(|n| Tool { name: (*n).into() }).collect(),
+            pages: 1,
+            bytes: 0,
+        }
+    }
+
+    #[test]
+    fn tools_are_picked_by_name_and_the_plan_is_seeded() {
+        let map = ToolMap::from_listing(&listing(&[
+            "read_file",
+            "read_text_file",
+            "list_directory",
+            "write_file",
+        ]));
+        assert_eq!(map.read.as_deref(), Some("read_text_file"));
+        assert_eq!(map.read_several, None);
+        assert_eq!(map.search, None);
+        let files: Vec<String> = ["a/one-apple.md", "b/two-pear.md", "c.png"]
+            .map(String::from)
+            .to_vec();
+        let folders: Vec<String> = ["", "a", "b"].map(String::from).to_vec();
+        let root = Path::new("/v");
+        let p = plan(root, &files, &folders, &map, 5, 7);
+        assert_eq!(p.len(), 10);
+        assert_eq!(p, plan(root, &files, &folders, &map, 5, 7));
+        assert_ne!(p, plan(root, &files, &folders, &map, 5, 8));
+        for c in &p {
+            let path = c.arguments["path"].as_str().unwrap();
+            assert!(path.starts_with("/v"), "{path}");
+            assert!(!path.ends_with(".png"), "a note is read: {path}");
+        }
+        assert_eq!(word_of("a/one-apple.md").as_deref(), Some("apple"));
+    }
+}

@@ -184,6 +184,27 @@ pub fn seconds_or_duration(s: &str) -> Result<SecondsOrDuration, String> {
     })
 }
 
+/// The `{name}` placeholders of a command line `s` (lowercase letters and `_` between
+/// braces) that are not among `known`, in order. Other braces (a JSON header, `{Dir}`) are
+/// text, not placeholders.
+pub fn unknown_placeholders<'a>(s: &'a str, known: &[&str]) -> Vec<&'a str> {
+    let mut out = Vec::new();
+    let mut rest = s;
+    while let Some(i) = rest.find('{') {
+        rest = &rest[i + 1..];
+        let Some(j) = rest.find('}') else { break };
+        let name = &rest[..j];
+        if !name.is_empty()
+            && name.chars().all(|c| c.is_ascii_lowercase() || c == '_')
+            && !known.contains(&name)
+        {
+            out.push(name);
+        }
+        rest = &rest[j..];
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -157,22 +157,12 @@ pub fn split_command(line: &str) -> Result<Vec<String>, LaunchError> {
     Ok(words)
 }
 
-/// The `{name}` placeholders in `s` that are not [`PLACEHOLDERS`].
+/// The `{name}` placeholders in `s` that are not [`PLACEHOLDERS`], with their braces.
 fn unknown_placeholders(s: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut rest = s;
-    while let Some(i) = rest.find('{') {
-        rest = &rest[i + 1..];
-        let Some(j) = rest.find('}') else { break };
-        let name = &rest[..j];
-        if !name.is_empty()
-            && name.chars().all(|c| c.is_ascii_lowercase() || c == '_')
-            && !PLACEHOLDERS.contains(&name)
-        {
-            out.push(format!("{{{name}}}"));
-        }
-    }
-    out
+    contract::parse::unknown_placeholders(s, &PLACEHOLDERS)
+        .into_iter()
+        .map(|name| format!("{{{name}}}"))
+        .collect()
 }
 
 /// A data-dir-relative name: no absolute path, no `..`, not empty.

@@ -140,24 +140,9 @@ impl ClientOptions {
     }
 }
 
-/// The `{name}` placeholders of `s` (lowercase letters and `_` between braces) that are not
-/// [`CLIENT_PLACEHOLDERS`].
-pub fn unknown_placeholders(s: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut rest = s;
-    while let Some(i) = rest.find('{') {
-        rest = &rest[i + 1..];
-        let Some(j) = rest.find('}') else { break };
-        let name = &rest[..j];
-        if !name.is_empty()
-            && name.chars().all(|c| c.is_ascii_lowercase() || c == '_')
-            && !CLIENT_PLACEHOLDERS.contains(&name)
-        {
-            out.push(name.to_owned());
-        }
-        rest = &rest[j..];
-    }
-    out
+/// The `{name}` placeholders of `s` that are not [`CLIENT_PLACEHOLDERS`].
+pub fn unknown_placeholders(s: &str) -> Vec<&str> {
+    contract::parse::unknown_placeholders(s, CLIENT_PLACEHOLDERS)
 }
 
 #[cfg(test)]

@@ -722,8 +722,8 @@ pub struct Replica {
     node: String,
     /// What is kept of each file written or removed, by metadata document id.
     files: BTreeMap<String, FileState>,
-    /// Metadata documents whose files wait for chunks, by id.
-    pending: BTreeMap<String, Doc>,
+    /// Metadata documents whose files wait for chunks, by id, indexed by chunk.
+    pending: Pending,
     /// Chunks received and checked against their ids, until no waiting file lists them.
     chunks: BTreeMap<String, Held>,
     /// The bytes the three above hold, as [`Replica::cost_of`] counts them.
@@ -745,6 +745,88 @@ pub struct FileState {
     pub size: Option<u64>,
     /// Removed (`deleted: true`, or the document deleted).
     pub deleted: bool,
+}
+
+/// The metadata documents waiting for chunks, indexed so that a settle looks only at the
+/// files a new chunk may have completed, and knows at once which chunks no waiting file lists
+/// (a walk over every waiting file per batch made a large pull's CPU grow with the square of
+/// its waiting files).
+#[derive(Debug, Clone, Default)]
+struct Pending {
+    docs: BTreeMap<String, Doc>,
+    /// How many waiting documents list each chunk (a document listing one twice counts once).
+    refs: BTreeMap<String, u32>,
+    /// Waiting documents by a chunk they lacked when they came; an entry may name a document
+    /// written since, which is skipped.
+    waiters: BTreeMap<String, Vec<String>>,
+    /// Documents whose chunks may all be in: what the next settle looks at.
+    ready: BTreeSet<String>,
+}
+
+impl Pending {
+    fn distinct_children(doc: &Doc) -> BTreeSet<&String> {
+        doc.children.iter().flatten().collect()
+    }
+
+    /// Adds (or replaces) `doc`; `held` says whether a chunk is in.
+    fn insert(&mut self, doc: Doc, held: impl Fn(&str) -> bool) -> Option<Doc> {
+        let old = self.remove(&doc.id);
+        for c in Pending::distinct_children(&doc) {
+            *self.refs.entry(c.clone()).or_default() += 1;
+            if !held(c) {
+                self.waiters
+                    .entry(c.clone())
+                    .or_default()
+                    .push(doc.id.clone());
+            }
+        }
+        self.ready.insert(doc.id.clone());
+        self.docs.insert(doc.id.clone(), doc);
+        old
+    }
+
+    fn remove(&mut self, id: &str) -> Option<Doc> {
+        let doc = self.docs.remove(id)?;
+        self.ready.remove(id);
+        for c in Pending::distinct_children(&doc) {
+            if let Some(n) = self.refs.get_mut(c) {
+                *n -= 1;
+                if *n == 0 {
+                    self.refs.remove(c);
+                }
+            }
+        }
+        Some(doc)
+    }
+
+    /// Chunk `id` is in: the documents that lacked it may be complete.
+    fn chunk_arrived(&mut self, id: &str) {
+        if let Some(ws) = self.waiters.remove(id) {
+            self.ready
+                .extend(ws.into_iter().filter(|w| self.docs.contains_key(w)));
+        }
+    }
+
+    /// Whether a waiting document lists chunk `id`.
+    fn lists(&self, id: &str) -> bool {
+        self.refs.contains_key(id)
+    }
+
+    fn get(&self, id: &str) -> Option<&Doc> {
+        self.docs.get(id)
+    }
+
+    fn contains_key(&self, id: &str) -> bool {
+        self.docs.contains_key(id)
+    }
+
+    fn is_empty(&self) -> bool {
+        self.docs.is_empty()
+    }
+
+    fn len(&self) -> usize {
+        self.docs.len()
+    }
 }
 
 /// A chunk as held: its data, checked against its id, or why it cannot be used.
@@ -789,7 +871,7 @@ impl Replica {
         Replica {
             node: node.to_owned(),
             files: BTreeMap::new(),
-            pending: BTreeMap::new(),
+            pending: Pending::default(),
             chunks: BTreeMap::new(),
             held: 0,
             since: Value::from(0),
@@ -1063,6 +1145,7 @@ impl Replica {
                 self.held = self
                     .held
                     .saturating_add(Replica::cost_of_chunk(&doc.id, &held));
+                self.pending.chunk_arrived(&doc.id);
                 self.chunks.insert(doc.id, held);
             }
             return Ok(true);
@@ -1093,11 +1176,11 @@ impl Replica {
         }
         match mode {
             Mode::Write(_) => {
-                if let Some(old) = self.pending.remove(&doc.id) {
+                self.held = self.held.saturating_add(Replica::cost_of(&doc));
+                let chunks = &self.chunks;
+                if let Some(old) = self.pending.insert(doc, |c| chunks.contains_key(c)) {
                     self.held = self.held.saturating_sub(Replica::cost_of(&old));
                 }
-                self.held = self.held.saturating_add(Replica::cost_of(&doc));
-                self.pending.insert(doc.id.clone(), doc);
             }
             Mode::Note => {
                 let state = FileState {
@@ -1174,25 +1257,43 @@ impl Replica {
         if self.pending.is_empty() {
             return Ok(());
         }
+        // Without fetching, only the files a chunk may have completed; with it, every one.
+        let ids: Vec<String> = if fetch {
+            self.pending.ready.clear();
+            self.pending.docs.keys().cloned().collect()
+        } else {
+            std::mem::take(&mut self.pending.ready)
+                .into_iter()
+                .collect()
+        };
+        if ids.is_empty() {
+            return Ok(());
+        }
         std::fs::create_dir_all(dir).map_err(|e| CouchError::io(dir, e))?;
-        let ids: Vec<String> = self.pending.keys().cloned().collect();
         let mut used: BTreeSet<String> = BTreeSet::new();
         for id in ids {
             let Some(doc) = self.pending.get(&id) else {
                 continue;
             };
-            let children = doc.children.clone().unwrap_or_default();
-            let missing: Vec<String> = children
+            let complete = doc
+                .children
                 .iter()
-                .filter(|c| !self.chunks.contains_key(*c))
-                .cloned()
-                .collect::<BTreeSet<_>>()
-                .into_iter()
-                .collect();
-            if !missing.is_empty() {
-                if !fetch {
-                    continue;
-                }
+                .flatten()
+                .all(|c| self.chunks.contains_key(c));
+            if !complete && !fetch {
+                // It waits on a chunk that has not come: that chunk's arrival (or the last
+                // settle, which fetches) brings it back.
+                continue;
+            }
+            let children = doc.children.clone().unwrap_or_default();
+            if !complete {
+                let missing: Vec<String> = children
+                    .iter()
+                    .filter(|c| !self.chunks.contains_key(*c))
+                    .cloned()
+                    .collect::<BTreeSet<_>>()
+                    .into_iter()
+                    .collect();
                 let path = doc.path.clone().unwrap_or_default();
                 // A file that cannot be made whatever its chunks are is refused before any
                 // is fetched: each chunk is at least a byte.
@@ -1230,12 +1331,10 @@ impl Replica {
             self.keep_file(id, state);
         }
         // Chunks a written file used and no waiting file lists are dropped.
-        let listed: BTreeSet<&String> = self
-            .pending
-            .values()
-            .flat_map(|d| d.children.iter().flatten())
+        let unneeded: Vec<String> = used
+            .into_iter()
+            .filter(|c| !self.pending.lists(c))
             .collect();
-        let unneeded: Vec<String> = used.into_iter().filter(|c| !listed.contains(c)).collect();
         for c in unneeded {
             self.drop_chunk(&c);
         }

@@ -345,7 +345,7 @@ impl TargetDef {
             || self.files.values().any(|t| t.contains("{data}"))
     }
 
-    /// The root (`/`, or `/dav/` with both slashes).
+    /// The root (`/`, or `/files/` with both slashes).
     pub fn root(&self) -> &str {
         self.root.as_deref().unwrap_or("/")
     }
@@ -463,7 +463,7 @@ pub fn normalize_root(s: &str) -> Result<String, LaunchError> {
     if segs.iter().any(|x| *x == ".." || *x == ".") || s.contains(['?', '#', ' ', '\r', '\n']) {
         return Err(invalid(
             format!("root {s:?}"),
-            "must be a plain path such as / or /dav/ (no .., no query)",
+            "must be a plain path such as / or /files/ (no .., no query)",
         ));
     }
     let mut out = String::from("/");

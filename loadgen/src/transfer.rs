@@ -117,7 +117,8 @@ pub struct TransferReport {
 }
 
 impl TransferReport {
-    pub(super) fn new(m: Measured, wall: Duration) -> TransferReport {
+    /// A report of `wall` from what a recorder measured; no files counted yet.
+    pub fn new(m: Measured, wall: Duration) -> TransferReport {
         TransferReport {
             files: 0,
             dirs: 0,

@@ -293,17 +293,7 @@ mod tests {
             .parse()
             .unwrap();
         // Killed: gone, or a zombie waiting for whoever inherited it to reap it.
-        let gone_by = Instant::now() + Duration::from_secs(10);
-        let alive = || {
-            procstat::read::process_stat(procstat::read::Pid::Of(pid))
-                .ok()
-                .flatten()
-                .is_some_and(|s| s.state != 'Z')
-        };
-        while alive() {
-            assert!(Instant::now() < gone_by, "grandchild {pid} still alive");
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        testkit::wait_gone(pid);
     }
 
     #[test]

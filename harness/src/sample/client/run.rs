@@ -345,7 +345,7 @@ mod tests {
             .trim()
             .parse()
             .unwrap();
-        wait_gone(pid);
+        testkit::wait_gone(pid);
     }
 
     #[test]
@@ -365,21 +365,6 @@ mod tests {
             .trim()
             .parse()
             .unwrap();
-        wait_gone(pid);
-    }
-
-    /// Waits (bounded) until `pid` is gone or a zombie for its new parent to reap.
-    fn wait_gone(pid: u32) {
-        let until = Instant::now() + Duration::from_secs(10);
-        let alive = || {
-            procstat::read::process_stat(procstat::read::Pid::Of(pid))
-                .ok()
-                .flatten()
-                .is_some_and(|s| s.state != 'Z')
-        };
-        while alive() {
-            assert!(Instant::now() < until, "{pid} still alive");
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        testkit::wait_gone(pid);
     }
 }

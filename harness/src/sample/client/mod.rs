@@ -547,7 +547,7 @@ mod tests {
     #[test]
     fn client_mode_refuses_what_a_client_cannot_run() {
         let parse = |t: &str| scenarios::scenario::parse(t, "f.toml").unwrap();
-        let base = "name='x'\ndoc='d'\nprofile='small'\nprotocol='webdav'\n";
+        let base = "name='x'\ndoc='d'\nprofile='small'\n";
         let ok = parse(&format!(
             "{base}[client]\npush='up {{dir}}'\n[[phase]]\nkind='cold_push'\n[[phase]]\nkind='cold_pull'\n[[phase]]\nkind='idle_resync'\n"
         ));

@@ -277,6 +277,20 @@ mod tests {
         vec!["/bin/sh".into(), "-c".into(), script.into()]
     }
 
+    /// The one-line error of a run that must fail.
+    fn fails(argv: &[String], dir: &Path, deadline: Duration, what: &str) -> String {
+        run(argv, dir, deadline, what).unwrap_err().to_string()
+    }
+
+    /// The pid a test script wrote into `dir/child`.
+    fn child_pid(dir: &Path) -> u32 {
+        std::fs::read_to_string(dir.join("child"))
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap()
+    }
+
     #[test]
     fn a_run_reports_its_own_cpu_and_wall() {
         let dir = tempfile::tempdir().unwrap();
@@ -297,26 +311,22 @@ mod tests {
     #[test]
     fn a_failed_run_names_its_status_and_last_stderr_line() {
         let dir = tempfile::tempdir().unwrap();
-        let e = run(
+        let e = fails(
             &sh("echo first >&2; printf 'bad \\033[31mthing\\n\\n' >&2; exit 3"),
             dir.path(),
             Duration::from_secs(60),
             "cold_pull: device B's client",
-        )
-        .unwrap_err()
-        .to_string();
+        );
         assert_eq!(
             e,
             "cold_pull: device B's client exited with status 3: \"bad \\x1b[31mthing\""
         );
-        let e = run(
+        let e = fails(
             &["/nonexistent/client".to_owned()],
             dir.path(),
             Duration::from_secs(60),
             "x",
-        )
-        .unwrap_err()
-        .to_string();
+        );
         assert!(
             e.starts_with("x: cannot start \"/nonexistent/client\""),
             "{e}"
@@ -327,44 +337,30 @@ mod tests {
     fn a_run_past_its_deadline_is_killed_with_its_group() {
         let dir = tempfile::tempdir().unwrap();
         let t0 = Instant::now();
-        let e = run(
+        let e = fails(
             &sh("sleep 60 & echo $! > child; wait"),
             dir.path(),
             Duration::from_millis(400),
             "edit: device A's client",
-        )
-        .unwrap_err()
-        .to_string();
+        );
         assert!(t0.elapsed() < Duration::from_secs(10), "{:?}", t0.elapsed());
         assert!(
             e.starts_with("edit: device A's client did not finish within 400ms"),
             "{e}"
         );
-        let pid: u32 = std::fs::read_to_string(dir.path().join("child"))
-            .unwrap()
-            .trim()
-            .parse()
-            .unwrap();
-        testkit::wait_gone(pid);
+        testkit::wait_gone(child_pid(dir.path()));
     }
 
     #[test]
     fn a_process_left_behind_fails_the_run_and_is_killed() {
         let dir = tempfile::tempdir().unwrap();
-        let e = run(
+        let e = fails(
             &sh("sleep 60 >/dev/null 2>&1 & echo $! > child"),
             dir.path(),
             Duration::from_secs(30),
             "idle_resync: device A's client",
-        )
-        .unwrap_err()
-        .to_string();
+        );
         assert!(e.contains("left 1 process running"), "{e}");
-        let pid: u32 = std::fs::read_to_string(dir.path().join("child"))
-            .unwrap()
-            .trim()
-            .parse()
-            .unwrap();
-        testkit::wait_gone(pid);
+        testkit::wait_gone(child_pid(dir.path()));
     }
 }

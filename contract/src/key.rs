@@ -27,6 +27,16 @@
 use std::fmt;
 use std::str::FromStr;
 
+/// The whole-sync phases by their key names, in the order a scenario runs them.
+pub const SYNC_PHASES: [&str; 6] = [
+    "cold_start",
+    "cold_push",
+    "cold_pull",
+    "idle_resync",
+    "edit",
+    "folder_rename",
+];
+
 /// The first segment of every route-load key and histogram.
 pub const ROUTE_PREFIX: &str = "route";
 

@@ -52,14 +52,7 @@ pub const MAX_CLIENT_COMMAND_BYTES: usize = 4096;
 
 /// The phase kinds a client can run (by their key names); the others need the harness's
 /// own protocol client and are refused in client mode.
-pub const CLIENT_PHASES: &[&str] = &[
-    "cold_start",
-    "cold_push",
-    "cold_pull",
-    "idle_resync",
-    "edit",
-    "folder_rename",
-];
+pub const CLIENT_PHASES: &[&str] = &contract::key::SYNC_PHASES;
 
 /// The phases that need a pull direction (B brings the server's copy into its folder).
 pub const PULL_PHASES: &[&str] = &["cold_pull", "edit", "folder_rename"];

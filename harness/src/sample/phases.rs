@@ -407,28 +407,25 @@ async fn folder_rename<C: SyncClient>(
         bail!("folder rename: the vault has no folder");
     };
     let to = format!("{folder} renamed");
+    let counts = client.counts_requests();
+    // One step's wall time and, when the client counts them, its requests.
+    let step = |m: &mut Metrics, t: Instant, wall: &str, requests: &str, n: u64| {
+        m.timing(
+            PhaseKey::new(name, wall),
+            ms(t.elapsed()),
+            "ms",
+            Better::Lower,
+        );
+        if counts {
+            m.exact(PhaseKey::new(name, requests), n as f64, "count");
+        }
+    };
     let t0 = Instant::now();
     let sent = client.rename(&folder, &to, m).await?;
-    m.timing(
-        PhaseKey::new(name, "wall_ms"),
-        ms(t0.elapsed()),
-        "ms",
-        Better::Lower,
-    );
-    if client.counts_requests() {
-        m.exact(PhaseKey::new(name, "requests"), sent as f64, "count");
-    }
+    step(m, t0, "wall_ms", "requests", sent);
     let t1 = Instant::now();
     let pulled = client.propagate_rename(&folder, &to, pull_dir).await?;
-    m.timing(
-        PhaseKey::new(name, "propagate_ms"),
-        ms(t1.elapsed()),
-        "ms",
-        Better::Lower,
-    );
-    if client.counts_requests() {
-        m.exact(PhaseKey::new(name, "pull_requests"), pulled as f64, "count");
-    }
+    step(m, t1, "propagate_ms", "pull_requests", pulled);
     let old = pull_dir.join(&folder);
     let (new_there, old_gone) = (
         pull_dir.join(&to).is_dir(),

@@ -15,14 +15,7 @@ use contract::key::RouteLoadKey;
 pub const KIND_REPORT: &str = "vaultbench.report";
 
 /// Phases in the order a scenario runs them (scenarios' `Phase::name`); unknown ones follow.
-const PHASE_ORDER: [&str; 6] = [
-    "cold_start",
-    "cold_push",
-    "cold_pull",
-    "idle_resync",
-    "edit",
-    "folder_rename",
-];
+const PHASE_ORDER: [&str; 6] = contract::key::SYNC_PHASES;
 
 /// One value with the spread of its raw series (min and max over the counted samples).
 #[derive(Debug, Clone, PartialEq, Serialize)]

@@ -220,11 +220,17 @@ impl Checkpoint {
         }
     }
 
-    async fn read(&mut self, client: &CouchClient, rec: &Recorder) -> Result<(), CouchError> {
-        if let Some(doc) = client.get_doc(rec, "get-local", &self.id).await? {
-            self.rev = doc.get("_rev").and_then(Value::as_str).map(str::to_owned);
+    /// The checkpoint of `node`'s replication with `client`'s database, as the server holds it.
+    async fn read(
+        node: &str,
+        client: &CouchClient,
+        rec: &Recorder,
+    ) -> Result<Checkpoint, CouchError> {
+        let mut cp = Checkpoint::new(node, client.db_name());
+        if let Some(doc) = client.get_doc(rec, "get-local", &cp.id).await? {
+            cp.rev = doc.get("_rev").and_then(Value::as_str).map(str::to_owned);
         }
-        Ok(())
+        Ok(cp)
     }
 
     async fn write(
@@ -403,11 +409,7 @@ impl Writer {
         let w = self.replicate(client, rec, docs).await?;
         let mut cp = match self.checkpoint.take() {
             Some(cp) => cp,
-            None => {
-                let mut cp = Checkpoint::new(&self.node, client.db_name());
-                cp.read(client, rec).await?;
-                cp
-            }
+            None => Checkpoint::read(&self.node, client, rec).await?,
         };
         let seq = Value::from(self.local_seq);
         let r = cp.write(client, rec, &seq).await;
@@ -490,9 +492,7 @@ impl Writer {
         client: &CouchClient,
         rec: &Recorder,
     ) -> Result<(), CouchError> {
-        let mut cp = Checkpoint::new(&self.node, client.db_name());
-        cp.read(client, rec).await?;
-        self.checkpoint = Some(cp);
+        self.checkpoint = Some(Checkpoint::read(&self.node, client, rec).await?);
         Ok(())
     }
 
@@ -1106,17 +1106,7 @@ impl Replica {
             .collect::<BTreeSet<_>>()
             .into_iter()
             .collect();
-        if !missing.is_empty() {
-            return Err(CouchError::protocol(
-                "bulk-get",
-                format!(
-                    "the answer lacks {} of the {} documents asked for: {}",
-                    missing.len(),
-                    batch.len(),
-                    name_some(&missing)
-                ),
-            ));
-        }
+        lacks("bulk-get", &missing, batch.len(), "documents")?;
         Ok(chunks)
     }
 
@@ -1433,29 +1423,19 @@ impl Replica {
             .map(String::as_str)
             .filter(|k| !answered.contains(*k))
             .collect();
-        if !missing.is_empty() {
-            return Err(CouchError::protocol(
-                "all-docs-keys",
-                format!(
-                    "the answer lacks {} of the {} chunks of {} asked for: {}",
-                    missing.len(),
-                    keys.len(),
-                    quote(path),
-                    name_some(&missing)
-                ),
-            ));
-        }
+        lacks(
+            "all-docs-keys",
+            &missing,
+            keys.len(),
+            &format!("chunks of {}", quote(path)),
+        )?;
         Ok(n)
     }
 
     async fn checkpoint(&mut self, client: &CouchClient, rec: &Recorder) -> Result<(), CouchError> {
         let mut cp = match self.checkpoint.take() {
             Some(cp) => cp,
-            None => {
-                let mut cp = Checkpoint::new(&self.node, client.db_name());
-                cp.read(client, rec).await?;
-                cp
-            }
+            None => Checkpoint::read(&self.node, client, rec).await?,
         };
         let since = self.since.clone();
         let r = cp.write(client, rec, &since).await;
@@ -1473,9 +1453,7 @@ impl Replica {
         let rec = Recorder::new(false);
         let t0 = Instant::now();
         setup(client, &rec, &self.node, false).await?;
-        let mut cp = Checkpoint::new(&self.node, client.db_name());
-        cp.read(client, &rec).await?;
-        self.checkpoint = Some(cp);
+        self.checkpoint = Some(Checkpoint::read(&self.node, client, &rec).await?);
         // The folder is made when the first file is written (and at the end, for an empty
         // database): a pull that fails on its feed leaves nothing.
         let pulled = self.replicate(client, &rec, None, dir).await?;
@@ -1499,9 +1477,7 @@ impl Replica {
     ) -> Result<TransferReport, CouchError> {
         let rec = Recorder::new(false);
         let t0 = Instant::now();
-        let mut cp = Checkpoint::new(&self.node, client.db_name());
-        cp.read(client, &rec).await?;
-        self.checkpoint = Some(cp);
+        self.checkpoint = Some(Checkpoint::read(&self.node, client, &rec).await?);
         let pulled = self.walk(client, &rec, None, Mode::Note).await?;
         let mut mismatched = pulled.rows;
         let mut files = 0;
@@ -1584,6 +1560,26 @@ fn flawed(id: &str, path: &str, flaw: chunk::Flaw) -> CouchError {
 }
 
 /// A few of `ids`, quoted, and how many more.
+/// An answer that lacks some of the `asked` `what` (ids `missing`) is a protocol error of `route`.
+fn lacks(
+    route: &'static str,
+    missing: &[&str],
+    asked: usize,
+    what: &str,
+) -> Result<(), CouchError> {
+    if missing.is_empty() {
+        return Ok(());
+    }
+    Err(CouchError::protocol(
+        route,
+        format!(
+            "the answer lacks {} of the {asked} {what} asked for: {}",
+            missing.len(),
+            name_some(missing)
+        ),
+    ))
+}
+
 fn name_some(ids: &[&str]) -> String {
     let mut out: Vec<String> = ids.iter().take(3).map(|i| quote(i)).collect();
     if ids.len() > 3 {

@@ -384,3 +384,29 @@ fn a_failing_client_is_named_by_its_status_and_last_stderr_line() {
         &["cold_pull: device B's client exited with status 3: \"remote gone\""],
     );
 }
+
+/// The PouchDB client of `tools/pouchdb-client` (pouchdb's own `replicate`, as Self-hosted
+/// LiveSync replicates), two-way, against pouchdb-server: every phase through it, the pull
+/// byte-identical.
+#[test]
+#[ignore = "slow: real servers"]
+fn the_pouchdb_client_against_pouchdb_server_runs_every_phase_byte_identical() {
+    let home = tempfile::tempdir().unwrap();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../tools/pouchdb-client/sync.js")
+        .canonicalize()
+        .expect("tools/pouchdb-client (npm ci --prefix tools/pouchdb-client)");
+    let s = script.display();
+    let client = format!(
+        "command = \"node '{s}' sync --dir {{dir}} --state {{state}} --url {{url}}\"\n\
+         startup = \"node '{s}' --version\"\n\
+         timeout = \"2m\""
+    );
+    let f = scenario(home.path(), "small", "couchdb", 3, &client);
+    let m = record_client(home.path(), &f, "pouchdb-server");
+    assert_client_phases(&m, 3.0);
+    assert!(
+        procs_with(&home.path().join("work").display().to_string()).is_empty(),
+        "nothing left running"
+    );
+}

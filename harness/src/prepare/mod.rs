@@ -212,6 +212,11 @@ impl RunOpts {
             &self.client_timeout,
         ];
         if flags.iter().any(|f| f.is_some()) {
+            if scenario.client.is_none() {
+                // A scenario written for a built-in protocol, driven by the flags' client:
+                // the phases only the harness's own client can run are left out, and named.
+                crate::sample::client::keep_client_phases(scenario);
+            }
             let c = scenario.client.get_or_insert_with(Default::default);
             let set = |field: &mut Option<String>, flag: &Option<String>| {
                 if let Some(v) = flag {

@@ -71,6 +71,31 @@ pub fn check_scenario(s: &Scenario) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Drops the phases of `s` that only the harness's own protocol client can run (route load,
+/// crash, long polls) and its fault rules, naming on stderr what was dropped: `--client`
+/// given to a scenario written for a built-in protocol runs the rest.
+pub fn keep_client_phases(s: &mut Scenario) {
+    let mut dropped: Vec<&'static str> = Vec::new();
+    s.phases.retain(|p| {
+        let keep = CLIENT_PHASES.contains(&p.name());
+        if !keep && !dropped.contains(&p.name()) {
+            dropped.push(p.name());
+        }
+        keep
+    });
+    if !s.faults.is_empty() {
+        s.faults.clear();
+        dropped.push("its fault rules");
+    }
+    if !dropped.is_empty() {
+        eprintln!(
+            "client: scenario {}: {} left out (they need the harness's own protocol client)",
+            s.name,
+            dropped.join(", ")
+        );
+    }
+}
+
 /// The scenario's phases its client cannot run, with why.
 pub fn skipped(s: &Scenario) -> Vec<(&'static str, &'static str)> {
     let Some(c) = &s.client else {
@@ -504,6 +529,29 @@ fn tree_size(dir: &Path) -> anyhow::Result<(u64, u64, u64)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_built_in_scenario_keeps_the_phases_a_client_can_run() {
+        let mut s = scenarios::scenario::builtin("small").unwrap();
+        keep_client_phases(&mut s);
+        let names: Vec<&str> = s.phases.iter().map(|p| p.name()).collect();
+        assert_eq!(names, CLIENT_PHASES);
+        s.client = Some(ClientOptions {
+            command: Some("sync {dir}".into()),
+            ..ClientOptions::default()
+        });
+        check_scenario(&s).unwrap();
+        let mut faults = scenarios::scenario::builtin("faults-small").unwrap();
+        assert!(!faults.faults.is_empty());
+        keep_client_phases(&mut faults);
+        assert!(faults.faults.is_empty());
+        assert!(
+            faults
+                .phases
+                .iter()
+                .all(|p| CLIENT_PHASES.contains(&p.name()))
+        );
+    }
 
     #[test]
     fn a_phase_states_its_client_cost_and_start_up_share() {

@@ -212,6 +212,26 @@ fn a_client_that_writes_beside_its_folder_fails_the_phase() {
     );
 }
 
+/// A client that deletes the other device's folder fails the phase in one line naming it.
+#[test]
+#[ignore = "slow: real samples against the reference server"]
+fn a_client_that_deletes_the_other_devices_folder_fails_the_phase() {
+    let home = tempfile::tempdir().unwrap();
+    let client = "push = \"sh -c 'rm -rf \\\"$0/../b\\\"' {dir}\"\npull = \"true\"";
+    let f = scenario(home.path(), "small", "obsync-v1", 1, client);
+    record_stops_at_its_bound(
+        home.path(),
+        &[
+            "--scenario-file".into(),
+            f,
+            "--pre-check".into(),
+            "0s".into(),
+        ],
+        "own-client.json",
+        &["cold_push: device A's client: device B's folder is gone"],
+    );
+}
+
 /// What a client cannot run is refused before anything starts, in one line, exit 2: a
 /// scenario with a route load, a bad placeholder, `ab --paired`.
 #[test]

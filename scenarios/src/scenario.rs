@@ -656,6 +656,7 @@ pub const BUILTIN: &[(&str, &str)] = &[
         include_str!("../scenarios/import-small-s3.toml"),
     ),
     ("small-mcp", include_str!("../scenarios/small-mcp.toml")),
+    ("vault1k-mcp", include_str!("../scenarios/vault1k-mcp.toml")),
 ];
 
 /// Names of the built-in scenarios.

@@ -500,6 +500,10 @@ impl StatusMatch {
 pub enum Ready {
     /// A TCP connect succeeds.
     Tcp,
+    /// No probe: the server's stdin and stdout are the protocol's transport, so it has no
+    /// address, and its first answer on stdout (which the protocol's client times) is its
+    /// readiness.
+    Stdio,
     /// One HTTP/1.1 request (with the credentials, if any) answers with a matching status.
     Http {
         method: String,
@@ -511,17 +515,18 @@ pub enum Ready {
 impl std::str::FromStr for Ready {
     type Err = LaunchError;
 
-    /// `tcp`, or `METHOD PATH STATUS` (`GET /readyz 200`, `OPTIONS / 2xx`).
+    /// `tcp`, `stdio`, or `METHOD PATH STATUS` (`GET /readyz 200`, `OPTIONS / 2xx`).
     fn from_str(s: &str) -> Result<Ready, LaunchError> {
         let bad = || {
             invalid(
                 format!("ready check {s:?}"),
-                "must be `tcp` or `METHOD PATH STATUS`, e.g. `GET /readyz 200`, `OPTIONS / 2xx` or `GET / any`",
+                "must be `tcp`, `stdio` or `METHOD PATH STATUS`, e.g. `GET /readyz 200`, `OPTIONS / 2xx` or `GET / any`",
             )
         };
         let words: Vec<&str> = s.split_whitespace().collect();
         match words.as_slice() {
             ["tcp"] => Ok(Ready::Tcp),
+            ["stdio"] => Ok(Ready::Stdio),
             [method, path, status] => {
                 if !method.chars().all(|c| c.is_ascii_uppercase()) || !path.starts_with('/') {
                     return Err(bad());
@@ -554,6 +559,7 @@ impl std::fmt::Display for Ready {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Ready::Tcp => write!(f, "tcp"),
+            Ready::Stdio => write!(f, "stdio"),
             Ready::Http {
                 method,
                 path,
@@ -580,6 +586,8 @@ impl Ready {
         };
         let (method, path, status) = match self {
             Ready::Tcp => return true,
+            // Nothing listens: a stdio server is ready when its client says so.
+            Ready::Stdio => return false,
             Ready::Http {
                 method,
                 path,

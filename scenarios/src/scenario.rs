@@ -340,6 +340,39 @@ pub enum Phase {
         #[serde(default = "default_settle_ms")]
         settle_ms: u64,
     },
+    /// An MCP server's `tools/list` asked `lists` more times after the cold boot's first
+    /// listing (every `nextCursor` page followed), one at a time: the warm listing's median,
+    /// under `mcp_list_warm.`. Only an MCP scenario.
+    McpListWarm {
+        #[serde(default = "default_mcp_lists")]
+        lists: usize,
+    },
+    /// An MCP server's `tools/call` under the seeded workload over the vault (read a note,
+    /// read several, list a folder, search where the server has a search tool; `calls_per_op`
+    /// calls of each), once at each level of `in_flight` calls outstanding: per-tool
+    /// latencies, tool and protocol errors apart, the server's CPU per call, under
+    /// `mcp_calls_c<N>.`. Only an MCP scenario.
+    McpCalls {
+        #[serde(default = "default_mcp_in_flight")]
+        in_flight: Vec<usize>,
+        #[serde(default = "default_mcp_calls_per_op")]
+        calls_per_op: usize,
+    },
+}
+
+/// The most calls of each kind one `mcp_calls` level may make, and the most warm listings.
+pub const MAX_MCP_CALLS: usize = 100_000;
+/// The most calls one `mcp_calls` level may have outstanding.
+pub const MAX_MCP_IN_FLIGHT: usize = 256;
+
+fn default_mcp_lists() -> usize {
+    5
+}
+fn default_mcp_in_flight() -> Vec<usize> {
+    vec![1, 8]
+}
+fn default_mcp_calls_per_op() -> usize {
+    20
 }
 
 /// The most long-polling devices one step may enrol.
@@ -506,7 +539,14 @@ impl Phase {
             Phase::RouteLoad { .. } => "route",
             Phase::LongPollFanout { .. } => "fanout",
             Phase::ConcurrentPush { .. } => "concurrent_push",
+            Phase::McpListWarm { .. } => "mcp_list_warm",
+            Phase::McpCalls { .. } => "mcp_calls",
         }
+    }
+
+    /// Whether the phase is one an MCP server runs (`mcp_list_warm`, `mcp_calls`).
+    pub fn is_mcp(&self) -> bool {
+        matches!(self, Phase::McpListWarm { .. } | Phase::McpCalls { .. })
     }
 
     /// Whether the step holds many long-polling devices (its devices are enrolled by the step).
@@ -615,6 +655,8 @@ pub const BUILTIN: &[(&str, &str)] = &[
         "import-small-s3",
         include_str!("../scenarios/import-small-s3.toml"),
     ),
+    ("small-mcp", include_str!("../scenarios/small-mcp.toml")),
+    ("vault1k-mcp", include_str!("../scenarios/vault1k-mcp.toml")),
 ];
 
 /// Names of the built-in scenarios.
@@ -835,10 +877,40 @@ pub fn parse(text: &str, origin: &str) -> Result<Scenario, ScenarioError> {
                     return invalid("concurrent_push files must be at least 1".into());
                 }
             }
+            Phase::McpListWarm { lists } if *lists > MAX_MCP_CALLS => {
+                return invalid(format!(
+                    "mcp_list_warm lists {lists} is over {MAX_MCP_CALLS}"
+                ));
+            }
+            Phase::McpCalls {
+                in_flight,
+                calls_per_op,
+            } => {
+                if in_flight.is_empty()
+                    || in_flight.iter().any(|n| *n == 0 || *n > MAX_MCP_IN_FLIGHT)
+                {
+                    return invalid(format!(
+                        "mcp_calls needs in_flight levels in 1..={MAX_MCP_IN_FLIGHT}"
+                    ));
+                }
+                if *calls_per_op == 0 || *calls_per_op > MAX_MCP_CALLS {
+                    return invalid(format!(
+                        "mcp_calls calls_per_op {calls_per_op} must be in 1..={MAX_MCP_CALLS}"
+                    ));
+                }
+                let mut seen = in_flight.clone();
+                seen.sort_unstable();
+                seen.dedup();
+                if seen.len() != in_flight.len() {
+                    return invalid(format!(
+                        "mcp_calls in_flight {in_flight:?} names a level twice"
+                    ));
+                }
+            }
             _ => {}
         }
     }
-    for kind in ["fanout", "concurrent_push"] {
+    for kind in ["fanout", "concurrent_push", "mcp_list_warm", "mcp_calls"] {
         if s.phases.iter().filter(|p| p.name() == kind).count() > 1 {
             return invalid(format!(
                 "{kind}: one such step per scenario (their keys would collide)"
@@ -858,6 +930,8 @@ pub fn parse(text: &str, origin: &str) -> Result<Scenario, ScenarioError> {
                 | Phase::RouteLoad { .. }
                 | Phase::LongPollFanout { .. }
                 | Phase::ConcurrentPush { .. }
+                | Phase::McpListWarm { .. }
+                | Phase::McpCalls { .. }
         );
         if needs_push && pushes.is_none_or(|j| j > i) {
             return invalid(format!("phase {} needs a cold_push before it", p.name()));

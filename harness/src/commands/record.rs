@@ -265,7 +265,14 @@ pub fn is_headline(key: &str) -> bool {
         ".cpu_us_per_file",
     ];
     SUFFIXES.iter().any(|s| key.ends_with(s))
-        || matches!(key, "server.cpu_s" | "server.peak_rss_mib")
+        || matches!(
+            key,
+            "server.cpu_s"
+                | "server.peak_rss_mib"
+                // An MCP server's boot and shutdown (its `cold_start.ready_ms`).
+                | "mcp_boot.first_list_us"
+                | "mcp_shutdown.exit_us"
+        )
 }
 
 /// Coefficient of variation (sample sd / mean) of a raw series; `None` under two values or a

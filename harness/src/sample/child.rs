@@ -132,8 +132,11 @@ fn measure(
     if let Some((server_cpus, _)) = &split {
         contention::pin_this_thread(server_cpus).context("pinning the server's CPU set")?;
     }
+    let imp = crate::sample::protocols::lookup(plan.scenario.protocol.name())?;
+    let data_dir = sample_dir.join("data");
+    imp.seed_data_dir(plan, &data_dir)?;
     // Started on this (main) thread: PR_SET_PDEATHSIG follows the spawning thread.
-    let mut server = Server::start(&plan.target, &sample_dir.join("data"))?;
+    let mut server = Server::start(&plan.target, &data_dir)?;
     *server_pid = server.pid;
     server.count_log(&plan.scenario.counts)?;
     if let Some((_, generator_cpus)) = &split {
@@ -143,12 +146,15 @@ fn measure(
         contention::connections(&plan.scenario),
         split.as_ref().map_or(allowed.len(), |(_, g)| g.len()),
     );
-    m.timing(
-        "cold_start.ready_ms",
-        server.ready_after.as_secs_f64() * 1e3,
-        "ms",
-        Better::Lower,
-    );
+    // A stdio server has no readiness probe: its protocol times its boot step by step.
+    if !server.is_stdio() {
+        m.timing(
+            "cold_start.ready_ms",
+            server.ready_after.as_secs_f64() * 1e3,
+            "ms",
+            Better::Lower,
+        );
+    }
     let rt = loadgen::runtime(threads).context("building the tokio runtime")?;
     let window = Window::start();
     // One phase flow for every protocol; the per-phase server cost reads the target's whole

@@ -243,6 +243,7 @@ pub fn connections(s: &scenarios::scenario::Scenario) -> usize {
             Phase::ConcurrentPush {
                 waiters, pushers, ..
             } => waiters + pushers.iter().copied().max().unwrap_or(1),
+            Phase::McpCalls { in_flight, .. } => in_flight.iter().copied().max().unwrap_or(1),
             _ => 1,
         })
         .chain([s.devices])

@@ -161,6 +161,10 @@ async fn run_phase<C: SyncClient>(
                 long_poll_step(plan, phase, server, client, sample_dir, m, bounds).await?;
                 return Ok(());
             }
+            // `check_scenario` refuses them before any sample; a plan made otherwise fails.
+            Phase::McpListWarm { .. } | Phase::McpCalls { .. } => {
+                bail!("{name}: an MCP phase runs only in an MCP scenario")
+            }
             _ => {}
         }
         if bounds.scrapes() {
@@ -266,7 +270,9 @@ async fn run_phase<C: SyncClient>(
             | Phase::Crash { .. }
             | Phase::RouteLoad { .. }
             | Phase::LongPollFanout { .. }
-            | Phase::ConcurrentPush { .. } => {
+            | Phase::ConcurrentPush { .. }
+            | Phase::McpListWarm { .. }
+            | Phase::McpCalls { .. } => {
                 unreachable!("handled above")
             }
         };

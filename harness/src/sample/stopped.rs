@@ -11,7 +11,8 @@ use crate::sample::target::{Server, ServerUsage};
 /// Stops and reaps `server`; fails when it had exited by itself mid-sample (`under` names
 /// the tool it ran under, if any).
 pub(crate) fn stop_live(mut server: Server, under: &str) -> anyhow::Result<ServerUsage> {
-    let crashed = !server.is_running();
+    // A server asked to exit (a stdio server's stdin closed) has exited as asked.
+    let crashed = !server.exit_is_requested() && !server.is_running();
     let stderr = server.stderr_line();
     let usage = server.stop()?;
     if crashed {

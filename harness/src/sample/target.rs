@@ -83,7 +83,13 @@ impl TargetSpec {
         } else {
             let mut d = TargetDef::command(words.clone(), first)
                 .map_err(|e| anyhow::anyhow!("target {given:?}: {e}"))?;
-            if !d.has_address() {
+            // A stdio protocol's server listens nowhere (`--protocol mcp`).
+            let stdio = opts
+                .protocol
+                .as_ref()
+                .and_then(|p| loadgen::protocols::spec_named(p.name()))
+                .is_some_and(|s| s.ready_of(&d) == Ready::Stdio);
+            if !d.has_address() && !stdio {
                 if words.len() > 1 {
                     bail!(
                         "target {given:?} has arguments but no {{addr}} or {{port}} placeholder: say where the listen address goes"
@@ -479,7 +485,19 @@ pub struct Server {
     tracked: bool,
     /// The cgroup holding the server's whole tree, where one could be made.
     cgroup: Option<crate::sample::guard::Cgroup>,
+    /// When it was spawned.
+    pub spawned: Instant,
+    /// Its stdin and stdout are its protocol's transport (it listens nowhere).
+    stdio: bool,
+    /// A stdio server's stdin and stdout, until its protocol's client takes them.
+    pipes: Option<loadgen::protocols::mcp::stdio::Pipes>,
+    /// Asked to exit by its protocol (a stdio server's stdin closed): its threads' CPU and
+    /// io as read just before, which a stop after its exit can no longer read.
+    exit_requested: Option<LiveUsage>,
 }
+
+/// A live server's threads' CPU and io, as [`Server::stop`] reads them.
+type LiveUsage = (BTreeMap<String, f64>, BTreeMap<String, u64>);
 
 /// How long one read of a readiness answer may stay silent (as `Ready::probe`'s).
 const PROBE_READ: Duration = Duration::from_millis(500);
@@ -510,6 +528,8 @@ fn probe_by(
         std::net::TcpStream::connect_timeout(&addr, t).map_err(|e| format!("connecting: {e}"))?;
     let (method, path, status) = match ready {
         Ready::Tcp => return Ok(()),
+        // Never probed: `Server::start_on` hands a stdio server's pipes to its client.
+        Ready::Stdio => return Err("a stdio server has no address to probe".to_owned()),
         Ready::Http {
             method,
             path,
@@ -612,7 +632,13 @@ impl Server {
         data_dir: &Path,
         wrap: &[String],
     ) -> anyhow::Result<Server> {
-        Self::start_on(spec, data_dir, reserve_port()?, wrap)
+        // A stdio server listens nowhere: no port is reserved for it.
+        let addr = if spec.ready_check() == Ready::Stdio {
+            SocketAddr::from(([127, 0, 0, 1], 0))
+        } else {
+            reserve_port()?
+        };
+        Self::start_on(spec, data_dir, addr, wrap)
     }
 
     /// [`Server::start_wrapped`] on a given address (a restart after a crash keeps the
@@ -650,10 +676,13 @@ impl Server {
         } else {
             WRAPPED_READY_TIMEOUT
         };
+        // A stdio server's stdin and stdout are its protocol's transport, handed to the
+        // protocol's client; no address is probed.
+        let stdio = ready == Ready::Stdio;
         let mut cmd = Command::new(&argv[0]);
         cmd.args(&argv[1..])
             .envs(&spec.def.env)
-            .stdin(Stdio::null())
+            .stdin(if stdio { Stdio::piped() } else { Stdio::null() })
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
         if spec.def.run_in_data_dir {
@@ -699,7 +728,16 @@ impl Server {
         // Both pipes are drained from the start, counted or not: a target never blocks on a
         // full pipe (`sample::logtap`).
         let log = Arc::new(crate::sample::logtap::Tap::default());
-        if let Some(out) = child.stdout.take() {
+        let mut pipes = None;
+        if stdio {
+            if let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) {
+                pipes = Some(loadgen::protocols::mcp::stdio::Pipes {
+                    stdin,
+                    stdout,
+                    stderr: None,
+                });
+            }
+        } else if let Some(out) = child.stdout.take() {
             crate::sample::logtap::drain(out, log.clone(), false);
         }
         if let Some(err) = child.stderr.take() {
@@ -719,7 +757,22 @@ impl Server {
             guard,
             tracked: true,
             cgroup,
+            spawned: t0,
+            stdio,
+            pipes,
+            exit_requested: None,
         };
+        if stdio {
+            if server.pipes.is_none() {
+                bail!(
+                    "target {:?}: its stdin and stdout were not opened",
+                    spec.given
+                );
+            }
+            let stop = server.rss_stop.clone();
+            server.rss_thread = Some(std::thread::spawn(move || sample_rss(pid, true, &stop)));
+            return Ok(server);
+        }
         loop {
             if let Some(child) = server.child.as_mut()
                 && let Ok(Some(status)) = child.try_wait()
@@ -782,6 +835,45 @@ impl Server {
             .to_owned()
     }
 
+    /// A stdio server's stdin and stdout (once: its protocol's client takes them).
+    pub fn take_pipes(&mut self) -> Option<loadgen::protocols::mcp::stdio::Pipes> {
+        self.pipes.take()
+    }
+
+    /// Whether the server's stdin and stdout are its transport (it has no address).
+    pub fn is_stdio(&self) -> bool {
+        self.stdio
+    }
+
+    /// The protocol is about to ask the server to exit (a stdio server's stdin closed):
+    /// its threads' CPU and io are read now, while they can be, and its exit is no crash.
+    pub fn exit_will_be_requested(&mut self) {
+        self.exit_requested = Some(self.live_usage());
+    }
+
+    /// Whether [`Server::exit_will_be_requested`] was called.
+    pub fn exit_is_requested(&self) -> bool {
+        self.exit_requested.is_some()
+    }
+
+    fn live_usage(&self) -> LiveUsage {
+        let pids = if self.group {
+            group_pids(self.pid)
+        } else {
+            vec![self.pid]
+        };
+        let (mut cpu, mut io) = (BTreeMap::new(), BTreeMap::new());
+        for &p in &pids {
+            for (k, v) in thread_cpu(p) {
+                *cpu.entry(k).or_insert(0.0) += v;
+            }
+            for (k, v) in proc_io(p) {
+                *io.entry(k).or_insert(0) += v;
+            }
+        }
+        (cpu, io)
+    }
+
     /// True while the process has not exited.
     pub fn is_running(&mut self) -> bool {
         matches!(self.child.as_mut().map(|c| c.try_wait()), Some(Ok(None)))
@@ -790,20 +882,11 @@ impl Server {
     /// Reads per-thread CPU and /proc io, sends SIGTERM, waits (bounded; then SIGKILL) and
     /// reaps with `wait4` to get the child's own rusage.
     pub fn stop(mut self) -> anyhow::Result<ServerUsage> {
-        let pids = if self.group {
-            group_pids(self.pid)
-        } else {
-            vec![self.pid]
-        };
         let mut usage = ServerUsage::default();
-        for &p in &pids {
-            for (k, v) in thread_cpu(p) {
-                *usage.thread_cpu_s.entry(k).or_insert(0.0) += v;
-            }
-            for (k, v) in proc_io(p) {
-                *usage.io.entry(k).or_insert(0) += v;
-            }
-        }
+        (usage.thread_cpu_s, usage.io) = match self.exit_requested.take() {
+            Some(before) => before,
+            None => self.live_usage(),
+        };
         self.rss_stop.store(true, Ordering::SeqCst);
         let mut sampled_peak = 0;
         if let Some(h) = self.rss_thread.take()

@@ -13,6 +13,7 @@ mod growth;
 mod git;
 mod load;
 mod locust;
+mod mcp;
 mod own_client;
 mod record;
 mod s3;

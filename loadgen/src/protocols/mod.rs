@@ -17,7 +17,13 @@ pub use spec::{Preset, Spec};
 use crate::launch::{LaunchError, TargetDef};
 
 /// Every protocol's spec, the default protocol first.
-pub static SPECS: &[&Spec] = &[&obsync::SPEC, &webdav::SPEC, &couch::SPEC, &s3::SPEC];
+pub static SPECS: &[&Spec] = &[
+    &obsync::SPEC,
+    &webdav::SPEC,
+    &couch::SPEC,
+    &s3::SPEC,
+    &mcp::SPEC,
+];
 
 /// Every protocol's former target-file keys, `(former, current)`.
 pub fn former_keys() -> Vec<(&'static str, &'static str)> {
@@ -113,9 +119,14 @@ mod tests {
                 "{name}"
             );
             assert!(d.packages.is_some(), "{name} names its packages");
+            // A stdio server has no address: its pipes are the transport.
+            let stdio = spec_named(d.protocol.as_ref().unwrap().name())
+                .unwrap()
+                .ready_of(&d)
+                == crate::launch::Ready::Stdio;
             // A server that keeps nothing on disk still runs in its fresh data dir.
             assert!(
-                d.has_address() && (d.has_data() || d.run_in_data_dir),
+                (d.has_address() != stdio) && (d.has_data() || d.run_in_data_dir),
                 "{name}"
             );
             let v = d.vars(addr, Path::new("/d/x"));
@@ -129,7 +140,8 @@ mod tests {
                 .collect::<Vec<_>>()
                 .join("\n");
             assert!(
-                all.contains("127.0.0.1:4321")
+                stdio
+                    || all.contains("127.0.0.1:4321")
                     || (all.contains("127.0.0.1") && all.contains("4321")),
                 "{name}: {all}"
             );

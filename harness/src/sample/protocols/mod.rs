@@ -12,6 +12,7 @@ use scenarios::scenario::{Phase, Scenario};
 
 mod couch;
 pub mod load;
+mod mcp;
 mod obsync;
 mod s3;
 mod seam;
@@ -20,8 +21,13 @@ mod webdav;
 pub use seam::{Local, ProtocolImpl, Run, Support};
 
 /// The registered protocols, the default first.
-pub static REGISTRY: &[&dyn ProtocolImpl] =
-    &[&obsync::Impl, &webdav::Impl, &couch::Impl, &s3::Impl];
+pub static REGISTRY: &[&dyn ProtocolImpl] = &[
+    &obsync::Impl,
+    &webdav::Impl,
+    &couch::Impl,
+    &s3::Impl,
+    &mcp::Impl,
+];
 
 /// The canonical names of the registered protocols.
 pub fn names() -> Vec<&'static str> {
@@ -98,6 +104,12 @@ pub fn check_scenario(s: &mut Scenario, origin: &str) -> anyhow::Result<&'static
         refuse("fault rules", imp.faults())?;
     }
     for p in &s.phases {
+        if let Support::No(reason) = imp.runs(p) {
+            bail!(
+                "{origin}: phase {} cannot run against {name}: {reason}",
+                p.name()
+            );
+        }
         match p {
             Phase::Crash { .. } => refuse("crash phases", imp.faults())?,
             p if p.is_fanout() => refuse("long-polling steps", imp.long_poll())?,
@@ -123,7 +135,12 @@ mod tests {
         for p in REGISTRY {
             all.push(p.spec().name);
             all.extend(p.spec().aliases);
-            assert!(!(p.spec().routes)().is_empty(), "{}", p.spec().name);
+            // A stdio protocol has no HTTP routes; every other lists its route load's.
+            let stdio = p
+                .spec()
+                .ready_of(&loadgen::launch::TargetDef::command(vec!["x".into()], "x").unwrap())
+                == loadgen::launch::Ready::Stdio;
+            assert_eq!((p.spec().routes)().is_empty(), stdio, "{}", p.spec().name);
         }
         let n = all.len();
         all.sort();

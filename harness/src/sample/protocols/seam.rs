@@ -102,6 +102,21 @@ pub trait ProtocolImpl: Sync {
         NO_DEVICES
     }
 
+    /// Whether it runs `phase`: by default every phase but an MCP server's.
+    fn runs(&self, phase: &scenarios::scenario::Phase) -> Support {
+        if phase.is_mcp() {
+            Support::No("it is a sync protocol; MCP phases need an MCP server")
+        } else {
+            Support::Yes
+        }
+    }
+
+    /// Fills the sample's fresh data dir before the server starts (an MCP server is given a
+    /// copy of the vault to serve); by default nothing.
+    fn seed_data_dir(&self, _plan: &SamplePlan, _data: &Path) -> anyhow::Result<()> {
+        Ok(())
+    }
+
     /// The scenario file's options table this protocol reads (its name in brackets), if any.
     fn options_table(&self) -> Option<&'static str> {
         None

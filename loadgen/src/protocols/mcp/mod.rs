@@ -17,6 +17,32 @@ pub mod workload;
 
 use std::time::Duration;
 
+use crate::launch::{Ready, TargetDef};
+use crate::protocols::spec::{Preset, Spec};
+
+/// What the rest of the generator and the harness's registry know of this protocol. Its
+/// targets are stdio servers: no address, no readiness probe (the client times the first
+/// answer), no routes and no feed.
+pub const SPEC: Spec = Spec {
+    name: "mcp",
+    aliases: &[],
+    about: "MCP (the Model Context Protocol) over stdio, as an assistant starts a vault's tool server",
+    ready,
+    feed: None,
+    routes: Vec::new,
+    presets: &[Preset {
+        name: "mcp-filesystem",
+        text: include_str!("../../../targets/mcp-filesystem.toml"),
+    }],
+    database: None,
+    former_keys: &[],
+};
+
+/// Every MCP target here is a stdio server.
+fn ready(_def: &TargetDef) -> Ready {
+    Ready::Stdio
+}
+
 /// Why an MCP exchange failed: one line, the server's text quoted.
 #[derive(Debug, thiserror::Error)]
 pub enum McpError {

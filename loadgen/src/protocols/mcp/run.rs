@@ -14,8 +14,8 @@ use contract::key::{PhaseKey, PhaseRouteKey, Scope, ServerKey};
 use contract::schema::MetricClass;
 
 use super::McpError;
-use super::session::{CallOutcome, Era, Negotiated, Session};
-use super::stdio::{StdioConfig, StdioConn, Traffic};
+use super::session::{CallOutcome, Era, Listing, Negotiated, Session};
+use super::stdio::{Shutdown, StdioConfig, StdioConn, Traffic};
 use super::workload::{self, ToolMap};
 
 /// What one run does and how long each wait may take.
@@ -155,6 +155,19 @@ pub fn calls_phase(n: usize) -> String {
 impl Report {
     /// Every figure as a metric key with its class and unit.
     pub fn keys(&self) -> Vec<KeyValue> {
+        let mut out = self.phase_keys();
+        out.push(KeyValue {
+            key: ServerKey::sample("peak_rss_kib").to_string(),
+            class: MetricClass::Resource,
+            value: self.peak_rss_kib as f64,
+            unit: "KiB",
+        });
+        out
+    }
+
+    /// The figures of the phases (`mcp_*`), without the server's sample-wide peak RSS (which
+    /// a recording's sample measures on its own).
+    pub fn phase_keys(&self) -> Vec<KeyValue> {
         let mut out = Vec::new();
         let mut put = |key: String, class, value: f64, unit| {
             out.push(KeyValue {
@@ -262,12 +275,6 @@ impl Report {
         if let Some(d) = self.shutdown {
             put(phase(SHUTDOWN, "exit_us"), MetricClass::Timing, us(d), "us");
         }
-        put(
-            ServerKey::sample("peak_rss_kib").to_string(),
-            MetricClass::Resource,
-            self.peak_rss_kib as f64,
-            "KiB",
-        );
         out
     }
 }
@@ -275,7 +282,7 @@ impl Report {
 /// The CPU of `pgid`'s live processes, µs: each thread's `schedstat` (nanoseconds; `stat`'s
 /// clock ticks of 10 ms would round a level of 40 calls to 250 µs per call). A thread that
 /// exits during a level takes its CPU with it (a server's worker threads live as long as it).
-fn group_cpu_us(pgid: u32) -> u64 {
+pub fn group_cpu_us(pgid: u32) -> u64 {
     procstat::read::group_pids(pgid)
         .unwrap_or_default()
         .into_iter()
@@ -298,46 +305,65 @@ fn group_peak_rss_kib(pgid: u32) -> u64 {
         .unwrap_or(0)
 }
 
-fn with_stderr(e: McpError, conn: &StdioConn) -> McpError {
-    McpError::Server {
-        inner: Box::new(e),
-        stderr: conn.stderr_line(),
-    }
+/// A server up: its session, spawn → each step of the boot, and its first listing.
+pub struct Booted {
+    pub session: Arc<Session>,
+    pub boot: Boot,
+    pub listing: Listing,
 }
 
-/// Runs one server's whole measured life. Every wait has its bound; on an error the server's
-/// group is killed and reaped before the error returns.
-pub async fn run(cfg: &RunConfig) -> Result<Report, McpError> {
-    let (files, folders) = workload::walk(&cfg.vault)?;
-    let conn = StdioConn::spawn(&cfg.stdio)?;
+/// The cold boot over `conn` (spawned at `conn.spawned`): the era probe and handshake, then
+/// the first complete listing, all within `cfg.boot` of the spawn.
+pub async fn boot(conn: StdioConn, cfg: &RunConfig) -> Result<Booted, McpError> {
     let t0 = conn.spawned;
     let boot_by = t0 + cfg.boot;
-    let session = match Session::open(conn, cfg.probe, boot_by).await {
-        Ok(s) => s,
-        Err(e) => return Err(e),
-    };
+    let session = Session::open(conn, cfg.probe, boot_by).await?;
     let handshake = t0.elapsed();
-    let session = Arc::new(session);
-    let fail = |e: McpError, s: &Arc<Session>| with_stderr(e, &s.conn);
     let listing = session
         .list_tools(cfg.max_pages, boot_by)
         .await
-        .map_err(|e| fail(e, &session))?;
+        .map_err(|e| session.conn.with_stderr(e))?;
     let first_list = t0.elapsed();
     let first_byte = session
         .conn
         .first_byte()
         .map_or(handshake, |t| t.duration_since(t0));
-    let mut warm_list_us = Vec::new();
-    for _ in 0..cfg.warm_lists {
+    Ok(Booted {
+        session: Arc::new(session),
+        boot: Boot {
+            first_byte,
+            handshake,
+            first_list,
+        },
+        listing,
+    })
+}
+
+/// `n` warm listings, one after another, each within `cfg.call`: their times, µs.
+pub async fn warm_lists(
+    session: &Session,
+    n: usize,
+    cfg: &RunConfig,
+) -> Result<Vec<u64>, McpError> {
+    let mut out = Vec::with_capacity(n);
+    for _ in 0..n {
         let at = Instant::now();
         session
             .list_tools(cfg.max_pages, at + cfg.call)
             .await
-            .map_err(|e| fail(e, &session))?;
-        warm_list_us.push(at.elapsed().as_micros() as u64);
+            .map_err(|e| session.conn.with_stderr(e))?;
+        out.push(at.elapsed().as_micros() as u64);
     }
-    let tool_map = ToolMap::from_listing(&listing);
+    Ok(out)
+}
+
+/// The seeded workload over `cfg.vault` for the tools of `listing`.
+pub fn workload(
+    cfg: &RunConfig,
+    listing: &Listing,
+) -> Result<(ToolMap, Vec<workload::Call>), McpError> {
+    let (files, folders) = workload::walk(&cfg.vault)?;
+    let tool_map = ToolMap::from_listing(listing);
     let calls = workload::plan(
         &cfg.vault,
         &files,
@@ -346,32 +372,54 @@ pub async fn run(cfg: &RunConfig) -> Result<Report, McpError> {
         cfg.calls_per_op,
         cfg.seed,
     );
-    let pgid = session.conn.pid();
-    let mut levels = BTreeMap::new();
-    for &n in &cfg.levels {
-        let level = run_level(&session, &calls, n.max(1), cfg)
-            .await
-            .map_err(|e| fail(e, &session))?;
-        levels.insert(n, level);
-    }
-    let mut peak_rss_kib = group_peak_rss_kib(pgid);
-    let traffic = session.conn.traffic();
-    let negotiated = session.negotiated.clone();
+    Ok((tool_map, calls))
+}
+
+/// The peak RSS of the session's server now (its process group's largest `VmHWM`), KiB.
+pub fn peak_rss_now(session: &Session) -> u64 {
+    group_peak_rss_kib(session.conn.pid())
+}
+
+/// Closes the server's stdin and waits, within `cfg.shutdown`, for it to exit (then it is
+/// killed). Every call must have ended (the session is not shared any more).
+pub async fn shutdown(session: Arc<Session>, cfg: &RunConfig) -> Result<Shutdown, McpError> {
     let Ok(mut session) = Arc::try_unwrap(session) else {
         return Err(McpError::Protocol {
             method: "shutdown".into(),
             what: "a call was still in flight".into(),
         });
     };
-    let down = session.conn.shutdown(Instant::now() + cfg.shutdown).await?;
+    session.conn.shutdown(Instant::now() + cfg.shutdown).await
+}
+
+/// Runs one server's whole measured life. Every wait has its bound; on an error the server's
+/// group is killed and reaped before the error returns.
+pub async fn run(cfg: &RunConfig) -> Result<Report, McpError> {
+    // The vault is read before the spawn: a missing one fails before any server starts.
+    workload::walk(&cfg.vault)?;
+    let conn = StdioConn::spawn(&cfg.stdio)?;
+    let Booted {
+        session,
+        boot,
+        listing,
+    } = boot(conn, cfg).await?;
+    let warm_list_us = warm_lists(&session, cfg.warm_lists, cfg).await?;
+    let (tool_map, calls) = workload(cfg, &listing)?;
+    let mut levels = BTreeMap::new();
+    for &n in &cfg.levels {
+        let level = run_level(&session, &calls, n.max(1), cfg)
+            .await
+            .map_err(|e| session.conn.with_stderr(e))?;
+        levels.insert(n, level);
+    }
+    let mut peak_rss_kib = peak_rss_now(&session);
+    let traffic = session.conn.traffic();
+    let negotiated = session.negotiated.clone();
+    let down = shutdown(session, cfg).await?;
     peak_rss_kib = peak_rss_kib.max(down.usage.peak_rss_kib);
     Ok(Report {
         negotiated,
-        boot: Boot {
-            first_byte,
-            handshake,
-            first_list,
-        },
+        boot,
         tools: listing.tools.len(),
         list_pages: listing.pages,
         list_bytes: listing.bytes,
@@ -385,7 +433,7 @@ pub async fn run(cfg: &RunConfig) -> Result<Report, McpError> {
 }
 
 /// The workload at `n` in flight: `n` tasks take the next call in plan order.
-async fn run_level(
+pub async fn run_level(
     session: &Arc<Session>,
     calls: &[workload::Call],
     n: usize,

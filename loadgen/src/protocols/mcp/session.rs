@@ -134,10 +134,7 @@ impl Session {
     ) -> Result<Session, McpError> {
         match negotiate(&conn, probe, deadline).await {
             Ok(negotiated) => Ok(Session { conn, negotiated }),
-            Err(e) => Err(McpError::Server {
-                inner: Box::new(e),
-                stderr: conn.stderr_line(),
-            }),
+            Err(e) => Err(conn.with_stderr(e)),
         }
     }
 }

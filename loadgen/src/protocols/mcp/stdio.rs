@@ -3,7 +3,8 @@
 //! tail for error messages. Requests carry integer ids; a reader task hands each answer to
 //! its waiter by id, answers `ping`, refuses other server requests, and counts what matches
 //! no waiter. Whatever the server does, a wait ends by its deadline, and the server's whole
-//! process group is killed and reaped when the connection is dropped.
+//! process group is killed and reaped when the connection is dropped. A server started by
+//! someone else (the harness's sample, which measures and reaps it) is attached by its pipes.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::os::fd::OwnedFd;
@@ -119,9 +120,23 @@ fn lock(s: &Shared) -> std::sync::MutexGuard<'_, State> {
     s.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+/// The pipes of a server started elsewhere, for [`StdioConn::attach`].
+pub struct Pipes {
+    pub stdin: std::process::ChildStdin,
+    pub stdout: std::process::ChildStdout,
+    /// Its stderr, when the connection is to keep its tail for messages (`None`: the owner
+    /// reads it).
+    pub stderr: Option<std::process::ChildStderr>,
+}
+
 /// A running stdio server and the JSON-RPC channel to it.
 pub struct StdioConn {
     child: Option<Child>,
+    /// The process is this connection's (spawned by [`StdioConn::spawn`]): killed on drop,
+    /// reaped here. An attached one ([`StdioConn::attach`]) is its owner's to kill and reap.
+    owned: bool,
+    /// Its stderr is read here (else its owner reads it).
+    stderr_kept: bool,
     pid: u32,
     /// When the server was spawned.
     pub spawned: Instant,
@@ -183,14 +198,56 @@ impl StdioConn {
             let _ = child.wait();
             return Err(McpError::Spawn("its pipes were not opened".into()));
         };
+        let pipes = Pipes {
+            stdin,
+            stdout,
+            stderr: Some(stderr),
+        };
+        match StdioConn::over(pid, spawned, pipes, cfg) {
+            Ok(mut conn) => {
+                conn.child = Some(child);
+                conn.owned = true;
+                Ok(conn)
+            }
+            Err(e) => {
+                kill_group(pid);
+                let _ = child.wait();
+                Err(e)
+            }
+        }
+    }
+
+    /// The channel over the pipes of a server started elsewhere, `pid` (a process group
+    /// leader) spawned at `spawned`. Its owner kills and reaps it; [`StdioConn::shutdown`]
+    /// closes its stdin and waits for it to exit without reaping it. Must be called inside a
+    /// tokio runtime.
+    pub fn attach(
+        pid: u32,
+        spawned: Instant,
+        pipes: Pipes,
+        cfg: &StdioConfig,
+    ) -> Result<StdioConn, McpError> {
+        StdioConn::over(pid, spawned, pipes, cfg)
+    }
+
+    fn over(
+        pid: u32,
+        spawned: Instant,
+        pipes: Pipes,
+        cfg: &StdioConfig,
+    ) -> Result<StdioConn, McpError> {
         let io = |e: std::io::Error| McpError::Spawn(format!("its pipes: {e}"));
-        let stdin = pipe::Sender::from_owned_fd(OwnedFd::from(stdin)).map_err(io)?;
-        let stdout = pipe::Receiver::from_owned_fd(OwnedFd::from(stdout)).map_err(io)?;
-        let stderr = pipe::Receiver::from_owned_fd(OwnedFd::from(stderr)).map_err(io)?;
+        let stdin = pipe::Sender::from_owned_fd(OwnedFd::from(pipes.stdin)).map_err(io)?;
+        let stdout = pipe::Receiver::from_owned_fd(OwnedFd::from(pipes.stdout)).map_err(io)?;
+        let stderr = pipes
+            .stderr
+            .map(|e| pipe::Receiver::from_owned_fd(OwnedFd::from(e)))
+            .transpose()
+            .map_err(io)?;
         let state: Shared = Arc::default();
         let (tx, rx) = mpsc::channel::<Vec<u8>>(256);
         let stderr_tail = Arc::new(Mutex::new(Vec::new()));
-        let tasks = vec![
+        let mut tasks = vec![
             tokio::spawn(write_loop(stdin, rx, state.clone())),
             tokio::spawn(read_loop(
                 Lines::new(stdout, cfg.max_line),
@@ -200,10 +257,15 @@ impl StdioConn {
                 cfg.max_values,
                 cfg.max_unknown_ids,
             )),
-            tokio::spawn(stderr_loop(stderr, stderr_tail.clone())),
         ];
+        let stderr_kept = stderr.is_some();
+        if let Some(err) = stderr {
+            tasks.push(tokio::spawn(stderr_loop(err, stderr_tail.clone())));
+        }
         Ok(StdioConn {
-            child: Some(child),
+            child: None,
+            owned: false,
+            stderr_kept,
             pid,
             spawned,
             state,
@@ -240,6 +302,17 @@ impl StdioConn {
         match text.lines().rev().find(|l| !l.trim().is_empty()) {
             Some(l) => format!("its stderr: {}", contract::quote::text(l.trim())),
             None => "nothing on its stderr".into(),
+        }
+    }
+
+    /// `e` with the last line of the server's stderr, where this connection reads it.
+    pub fn with_stderr(&self, e: McpError) -> McpError {
+        if !self.stderr_kept || matches!(e, McpError::Server { .. }) {
+            return e;
+        }
+        McpError::Server {
+            inner: Box::new(e),
+            stderr: self.stderr_line(),
         }
     }
 
@@ -353,6 +426,27 @@ impl StdioConn {
         // Dropping the only sender ends the writer task, which drops (closes) stdin.
         self.out = None;
         let closed = Instant::now();
+        if !self.owned {
+            // The owner reaps (for its own rusage): here only whether it has exited.
+            loop {
+                if let Some(status) = exited_unreaped(self.pid) {
+                    return Ok(Shutdown {
+                        after: Some(closed.elapsed()),
+                        status,
+                        usage: Usage::default(),
+                    });
+                }
+                if Instant::now() >= deadline {
+                    kill_group(self.pid);
+                    return Ok(Shutdown {
+                        after: None,
+                        status: 128 + libc::SIGKILL,
+                        usage: Usage::default(),
+                    });
+                }
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+        }
         loop {
             if let Some((status, usage)) = self.try_reap() {
                 kill_group(self.pid);
@@ -435,6 +529,32 @@ impl Usage {
     }
 }
 
+/// Whether child `pid` has exited, its wait status left for its owner to reap (`waitid`
+/// with `WNOWAIT`): the exit code, or 128 + the signal.
+fn exited_unreaped(pid: u32) -> Option<i32> {
+    // SAFETY: a zeroed siginfo_t is a valid out-parameter.
+    let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+    // SAFETY: waitid on our own child; WNOWAIT leaves it unreaped.
+    let r = unsafe {
+        libc::waitid(
+            libc::P_PID,
+            pid as libc::id_t,
+            &mut info,
+            libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
+        )
+    };
+    // SAFETY: si_pid and si_status are set by a successful waitid (zero when none exited).
+    let (who, status, code) = unsafe { (info.si_pid(), info.si_status(), info.si_code) };
+    if r != 0 || who == 0 {
+        return None;
+    }
+    Some(if code == libc::CLD_EXITED {
+        status
+    } else {
+        128 + status
+    })
+}
+
 fn kill_group(pid: u32) {
     // SAFETY: signals the process group this connection made; ESRCH when it is gone.
     unsafe {
@@ -446,6 +566,9 @@ impl Drop for StdioConn {
     fn drop(&mut self) {
         for t in &self.tasks {
             t.abort();
+        }
+        if !self.owned {
+            return;
         }
         kill_group(self.pid);
         if let Some(mut c) = self.child.take() {

@@ -322,7 +322,9 @@ fn deterministic(phases: &[Phase]) -> bool {
         | Phase::Crash { .. }
         | Phase::RouteLoad { .. }
         | Phase::LongPollFanout { .. }
-        | Phase::ConcurrentPush { .. } => false,
+        | Phase::ConcurrentPush { .. }
+        | Phase::McpListWarm { .. }
+        | Phase::McpCalls { .. } => false,
     })
 }
 

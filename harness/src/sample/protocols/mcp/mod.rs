@@ -1,0 +1,268 @@
+//! MCP's side of the sample: a fresh stdio server per sample (started by `sample::target` on
+//! the sample's data dir, which holds a copy of the vault, in the sample's process tree), its
+//! pipes attached to `loadgen`'s MCP client, and the scenario's MCP phases driven through
+//! `loadgen::protocols::mcp::run`'s steps: the cold boot, warm listings, the seeded
+//! `tools/call` workload at each in-flight level, and the shutdown (stdin closed → exit).
+//! The server's own costs are the sample's as for any target: per-phase CPU and io at each
+//! phase boundary (`sample::server_cost`), its CPU, peak RSS and threads at the end.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use anyhow::{Context, bail};
+use contract::key::{PhaseKey, Scope, ServerKey};
+use contract::schema::MetricClass;
+use loadgen::protocols::mcp::McpError;
+use loadgen::protocols::mcp::run::{self, Report, RunConfig};
+use loadgen::protocols::mcp::stdio::StdioConn;
+use reports::schema::Better;
+use scenarios::scenario::Phase;
+
+use crate::sample::phases::within_phase;
+use crate::sample::plan::{Metrics, SamplePlan};
+use crate::sample::protocols::seam::{Local, ProtocolImpl, Run, Support};
+use crate::sample::server_cost::Work;
+use crate::sample::target::Server;
+
+/// The registry's entry.
+pub struct Impl;
+
+impl ProtocolImpl for Impl {
+    fn spec(&self) -> &'static loadgen::protocols::Spec {
+        &loadgen::protocols::mcp::SPEC
+    }
+
+    fn cost(&self) -> Support {
+        Support::No(
+            "the cost sample's callgrind and strace runs drive sync phases; an MCP server's run under them is not built (and callgrind cannot count a Node server's instructions in useful time); per-phase server CPU from /proc is recorded without it",
+        )
+    }
+
+    fn paired(&self) -> Support {
+        Support::No(
+            "its paired flow (both servers up, calls alternated) is not built; run ab without --paired",
+        )
+    }
+
+    fn faults(&self) -> Support {
+        Support::No("its stdio client is not driven through the fault hop")
+    }
+
+    fn long_poll(&self) -> Support {
+        Support::No("an MCP server has no long-poll feed")
+    }
+
+    fn runs(&self, phase: &Phase) -> Support {
+        if matches!(phase, Phase::ColdStart) || phase.is_mcp() {
+            Support::Yes
+        } else {
+            Support::No(
+                "an MCP server is a tool server, not a sync server: it runs cold_start, mcp_list_warm and mcp_calls",
+            )
+        }
+    }
+
+    fn seed_data_dir(&self, plan: &SamplePlan, data: &Path) -> anyhow::Result<()> {
+        std::fs::create_dir_all(data).with_context(|| format!("creating {}", data.display()))?;
+        copy_tree(&plan.vault_dir, data)
+    }
+
+    fn drive<'a>(&'a self, run: Run<'a>) -> Local<'a, ()> {
+        Box::pin(drive(run))
+    }
+}
+
+/// Copies the vault under `from` into `to` (existing, empty): its folders and files.
+fn copy_tree(from: &Path, to: &Path) -> anyhow::Result<()> {
+    let mut stack = vec![(from.to_path_buf(), to.to_path_buf())];
+    while let Some((src, dst)) = stack.pop() {
+        for e in std::fs::read_dir(&src).with_context(|| format!("listing {}", src.display()))? {
+            let e = e.with_context(|| format!("listing {}", src.display()))?;
+            let (s, d) = (e.path(), dst.join(e.file_name()));
+            let ft = e.file_type()?;
+            if ft.is_dir() {
+                std::fs::create_dir(&d).with_context(|| format!("creating {}", d.display()))?;
+                stack.push((s, d));
+            } else if ft.is_file() {
+                std::fs::copy(&s, &d)
+                    .with_context(|| format!("copying {} to {}", s.display(), d.display()))?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// An MCP error with the last line the server wrote on stderr (which the sample's log tap
+/// reads, not the client).
+fn failed(e: McpError, server: &Server) -> anyhow::Error {
+    anyhow::anyhow!("{e} (its stderr: {})", server.stderr_line())
+}
+
+/// The threads of the server's tree now.
+fn threads(pid: u32) -> usize {
+    procstat::Snapshot::capture(pid).map_or(0, |s| s.task_count())
+}
+
+async fn drive(run: Run<'_>) -> anyhow::Result<()> {
+    let Run {
+        plan,
+        server,
+        m,
+        bounds,
+        ..
+    } = run;
+    let pipes = server
+        .take_pipes()
+        .context("the MCP target was not started on its stdin and stdout (ready = \"stdio\")")?;
+    let vault = std::fs::canonicalize(&server.data_dir)
+        .with_context(|| format!("the vault copy {}", server.data_dir.display()))?;
+    let mut cfg = RunConfig::new(plan.target.def.argv.clone(), vault);
+    cfg.seed = plan.seed;
+    cfg.level = plan.phase_timeout;
+    let conn = StdioConn::attach(server.pid, server.spawned, pipes, &cfg.stdio)
+        .map_err(|e| failed(e, server))?;
+    let pid = server.pid;
+    let booted = run::boot(conn, &cfg).await.map_err(|e| failed(e, server))?;
+    // Everything the server did so far was its boot (it was spawned for this sample).
+    let boot_cpu_us = run::group_cpu_us(pid);
+    let mut peak_threads = threads(pid);
+    let session = booted.session;
+    let mut warm_list_us = Vec::new();
+    let mut levels = BTreeMap::new();
+    let mut tool_map = Default::default();
+    for phase in &plan.scenario.phases {
+        let name = phase.name();
+        match phase {
+            Phase::ColdStart => {}
+            Phase::McpListWarm { lists } => {
+                bounds.begin()?;
+                let work = run::warm_lists(&session, *lists, &cfg);
+                warm_list_us = within_phase(plan, name, async {
+                    work.await.map_err(|e| failed(e, server))
+                })
+                .await?;
+                let requests = (*lists * booted.listing.pages) as u64;
+                bounds.end(&Scope::phase(run::WARM), work_of(requests), false, m)?;
+            }
+            Phase::McpCalls {
+                in_flight,
+                calls_per_op,
+            } => {
+                cfg.calls_per_op = *calls_per_op;
+                let (map, calls) =
+                    run::workload(&cfg, &booted.listing).map_err(|e| failed(e, server))?;
+                if calls.is_empty() {
+                    bail!(
+                        "{name}: the server lists none of the tools the workload calls (read, read several, list, search)"
+                    );
+                }
+                tool_map = map;
+                for &n in in_flight {
+                    bounds.begin()?;
+                    let work = run::run_level(&session, &calls, n, &cfg);
+                    let level = within_phase(plan, name, async {
+                        work.await.map_err(|e| failed(e, server))
+                    })
+                    .await?;
+                    peak_threads = peak_threads.max(threads(pid));
+                    bounds.end(
+                        &Scope::phase(&run::calls_phase(n)),
+                        work_of(level.calls),
+                        false,
+                        m,
+                    )?;
+                    levels.insert(n, level);
+                }
+            }
+            other => bail!(
+                "{}: an MCP server runs cold_start, mcp_list_warm and mcp_calls only",
+                other.name()
+            ),
+        }
+    }
+    let peak_rss_kib = run::peak_rss_now(&session);
+    let traffic = session.conn.traffic();
+    let negotiated = session.negotiated.clone();
+    server.exit_will_be_requested();
+    let down = run::shutdown(session, &cfg)
+        .await
+        .map_err(|e| failed(e, server))?;
+    let report = Report {
+        negotiated,
+        boot: booted.boot,
+        tools: booted.listing.tools.len(),
+        list_pages: booted.listing.pages,
+        list_bytes: booted.listing.bytes,
+        tool_map,
+        warm_list_us,
+        levels,
+        shutdown: down.after,
+        peak_rss_kib,
+        traffic,
+    };
+    if down.after.is_none() {
+        bail!(
+            "{}: the server did not exit within {} of its stdin closing (killed)",
+            run::SHUTDOWN,
+            contract::quote::duration(cfg.shutdown)
+        );
+    }
+    keys(&report, boot_cpu_us, peak_threads, m);
+    Ok(())
+}
+
+/// A phase's work for its cost keys: `requests` JSON-RPC requests.
+fn work_of(requests: u64) -> Work {
+    Work {
+        requests,
+        files: None,
+        timed: false,
+    }
+}
+
+/// The run's figures as the sample's keys, with the era and version it spoke as keys that name
+/// them (`mcp_boot.era.handshake`, `mcp_boot.protocol.2025-11-25`, each 1).
+fn keys(report: &Report, boot_cpu_us: u64, peak_threads: usize, m: &mut Metrics) {
+    for kv in report.phase_keys() {
+        match kv.class {
+            MetricClass::Timing => m.timing(kv.key, kv.value, kv.unit, Better::Lower),
+            MetricClass::Exact => m.exact(kv.key, kv.value, kv.unit),
+            MetricClass::Resource => m.resource(kv.key, kv.value, kv.unit),
+            MetricClass::Cost => m.cost(kv.key, kv.value, kv.unit),
+        }
+    }
+    let n = &report.negotiated;
+    m.exact(
+        PhaseKey::new(run::BOOT, &format!("era.{}", n.era.name())).to_string(),
+        1.0,
+        "bool",
+    );
+    m.exact(
+        PhaseKey::new(run::BOOT, &format!("protocol.{}", run::segment(&n.version))).to_string(),
+        1.0,
+        "bool",
+    );
+    m.resource(
+        ServerKey::new(Scope::phase(run::BOOT), "cpu_ms").to_string(),
+        boot_cpu_us as f64 / 1e3,
+        "ms",
+    );
+    m.resource(
+        ServerKey::sample("threads").to_string(),
+        peak_threads as f64,
+        "count",
+    );
+    let t = &report.traffic;
+    for (stat, v) in [
+        ("notifications", t.notifications),
+        ("server_requests", t.server_requests),
+        ("unknown_ids", t.unknown_ids),
+        ("late_answers", t.late),
+    ] {
+        m.exact(
+            PhaseKey::new("mcp_traffic", stat).to_string(),
+            v as f64,
+            "count",
+        );
+    }
+}

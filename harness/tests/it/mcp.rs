@@ -1,0 +1,116 @@
+//! MCP servers over a vault, recorded (slow: real server processes, so `#[ignore]`d;
+//! `.ci/run` installs the reference server with `npm ci --prefix tools/mcp`): `record
+//! small-mcp` against the `mcp-filesystem` preset gives the cold boot's steps, the listing,
+//! per-tool latencies at 1 and 8 in flight, the server's CPU, RSS and threads and its
+//! shutdown; against a test server that speaks only the 2026-07-28 revision, the recording
+//! names that era. `verify` accepts both recordings.
+
+use std::path::Path;
+
+use serde_json::Value;
+use testkit::vb;
+
+use crate::common::record_loose;
+
+/// Records `small-mcp` (one sample) against `target` with `extra` arguments: the baseline.
+fn record_small_mcp(home: &Path, target: &str, extra: &[&str]) -> Value {
+    let out = home.join("out");
+    record_loose(home, &["small-mcp", "--target", target, "--samples", "1"])
+        .args(extra)
+        .arg("--out")
+        .arg(&out)
+        .arg("--work-dir")
+        .arg(home.join("work"))
+        .timeout(std::time::Duration::from_secs(600))
+        .assert()
+        .success();
+    vb!(home)
+        .arg("verify")
+        .arg(out.join("small-mcp.json"))
+        .assert()
+        .success();
+    serde_json::from_slice(&std::fs::read(out.join("small-mcp.json")).unwrap()).unwrap()
+}
+
+fn value(b: &Value, k: &str) -> f64 {
+    b["metrics"][k]["value"]
+        .as_f64()
+        .unwrap_or_else(|| panic!("{k} missing: {}", b["metrics"]))
+}
+
+#[test]
+#[ignore = "slow: real servers"]
+fn small_mcp_records_the_reference_filesystem_server() {
+    let home = tempfile::tempdir().unwrap();
+    let b = record_small_mcp(home.path(), "mcp-filesystem", &[]);
+    // 2026.8.31 lists 14 tools in one page.
+    assert_eq!(value(&b, "mcp_boot.tools"), 14.0);
+    assert_eq!(value(&b, "mcp_boot.list_pages"), 1.0);
+    assert!(value(&b, "mcp_boot.list_bytes") > 1000.0);
+    assert_eq!(value(&b, "mcp_boot.era.handshake"), 1.0);
+    assert_eq!(value(&b, "mcp_boot.protocol.2025-11-25"), 1.0);
+    let (first, shake, list) = (
+        value(&b, "mcp_boot.first_byte_us"),
+        value(&b, "mcp_boot.handshake_us"),
+        value(&b, "mcp_boot.first_list_us"),
+    );
+    assert!(
+        0.0 < first && first <= shake && shake <= list && list < 30e6,
+        "{first} {shake} {list}"
+    );
+    assert!(value(&b, "mcp_list_warm.p50_us") > 0.0);
+    for n in [1, 8] {
+        let p = format!("mcp_calls_c{n}");
+        for tool in [
+            "read_text_file",
+            "read_multiple_files",
+            "list_directory",
+            "search_files",
+        ] {
+            assert_eq!(value(&b, &format!("{p}.calls.{tool}")), 20.0, "{p} {tool}");
+            let (p50, p99) = (
+                value(&b, &format!("{p}.{tool}.p50_us")),
+                value(&b, &format!("{p}.{tool}.p99_us")),
+            );
+            assert!(0.0 < p50 && p50 <= p99 && p99 < 10e6, "{p} {tool}");
+        }
+        assert_eq!(value(&b, &format!("{p}.tool_errors")), 0.0, "{p}");
+        assert_eq!(value(&b, &format!("{p}.protocol_errors")), 0.0, "{p}");
+        assert!(
+            value(&b, &format!("{p}.server.cpu_us_per_call")) > 0.0,
+            "{p}"
+        );
+        assert!(value(&b, &format!("{p}.server.cpu_ms")) > 0.0, "{p}");
+    }
+    let exit = value(&b, "mcp_shutdown.exit_us");
+    assert!(0.0 < exit && exit < 5e6, "{exit}");
+    // A Node server: tens of MiB resident, several threads, CPU spent booting.
+    let rss = value(&b, "server.peak_rss_mib");
+    assert!((10.0..4096.0).contains(&rss), "{rss}");
+    assert!(value(&b, "server.threads") >= 2.0);
+    assert!(value(&b, "mcp_boot.server.cpu_ms") > 1.0);
+    assert!(value(&b, "server.cpu_s") > 0.0);
+}
+
+#[test]
+#[ignore = "slow: real servers"]
+fn a_stateless_only_server_is_recorded_in_its_era() {
+    let home = tempfile::tempdir().unwrap();
+    let fake = Path::new(env!("CARGO_MANIFEST_DIR")).join("../loadgen/tests/it/mcp/fake_server.py");
+    let target = format!("python3 {} stateless {{data}}", fake.display());
+    let b = record_small_mcp(home.path(), &target, &["--protocol", "mcp"]);
+    assert_eq!(value(&b, "mcp_boot.era.stateless"), 1.0);
+    assert_eq!(value(&b, "mcp_boot.protocol.2026-07-28"), 1.0);
+    assert!(b["metrics"].get("mcp_boot.era.handshake").is_none());
+    // The fake pages its four tools two at a time.
+    assert_eq!(value(&b, "mcp_boot.tools"), 4.0);
+    assert_eq!(value(&b, "mcp_boot.list_pages"), 2.0);
+    for n in [1, 8] {
+        assert_eq!(
+            value(&b, &format!("mcp_calls_c{n}.calls.read_text_file")),
+            20.0
+        );
+        assert_eq!(value(&b, &format!("mcp_calls_c{n}.protocol_errors")), 0.0);
+    }
+    assert!(value(&b, "mcp_shutdown.exit_us") > 0.0);
+}

@@ -33,6 +33,14 @@ pub struct ClientOptions {
     /// [`DEFAULT_CLIENT_TIMEOUT`] when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout: Option<String>,
+    /// Whether the client talks to the server through the recording proxy (`{url}` is the
+    /// proxy's); `true` when absent, `false` for `--no-proxy`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub proxy: Option<bool>,
+    /// Named routes of the proxy's counts, `NAME=METHOD REGEX` each (`--route-pattern`),
+    /// tried before the route templates.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub route_patterns: Vec<String>,
 }
 
 /// The placeholders a client command line may hold: the server's URL (its root included),
@@ -73,6 +81,11 @@ impl ClientOptions {
     /// The command that downloads: `pull`, else `command`.
     pub fn pull_command(&self) -> Option<&str> {
         self.pull.as_deref().or(self.command.as_deref())
+    }
+
+    /// Whether the recording proxy stands between the client and the server.
+    pub fn proxied(&self) -> bool {
+        self.proxy != Some(false)
     }
 
     /// Each run's deadline (checked by [`ClientOptions::check`]; the default when absent).

@@ -40,7 +40,7 @@ use crate::lock::lock;
 /// handful (rclone's default is 4 transfers and 8 checkers); each holds two 64 KiB buffers.
 pub const MAX_CONNECTIONS: usize = 512;
 
-/// How long [`Proxy::close_connections`] and dropping the proxy wait for its thread.
+/// How long [`Proxy::close_connections`] waits for the proxy's thread.
 const CONTROL_WAIT: Duration = Duration::from_secs(10);
 
 /// What the proxy relays to and how.
@@ -106,6 +106,11 @@ impl Proxy {
     /// The counts since the last take (a phase's), and a fresh tally from now on.
     pub fn take(&self) -> Tally {
         lock(&self.shared.live).take()
+    }
+
+    /// What ended connections on the upstream's side since the last take, by kind.
+    pub fn faults(&self) -> std::collections::BTreeMap<&'static str, u64> {
+        lock(&self.shared.live).tally.faults.clone()
     }
 
     /// Adds file and folder names that collapse into `{path}` (a folder's new name after a

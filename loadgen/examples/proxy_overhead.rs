@@ -19,7 +19,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let rounds: usize = args.next().map_or(Ok(20), |a| a.parse())?;
     let requests: usize = args.next().map_or(Ok(2000), |a| a.parse())?;
     let path = args.next().unwrap_or_else(|| "/livez".to_owned());
-    let (server, _data) = testkit::vault::server();
+    let (server, _data) = testkit::server();
     let proxy = loadgen::proxy::Proxy::start(loadgen::proxy::ProxyConfig {
         upstream: server.addr,
         read_timeout: Duration::from_secs(30),
@@ -44,6 +44,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             }
         }
     }
+    proxy.close_connections();
     let seen = proxy.take();
     let q = |h: &Histogram<u64>, x: f64| h.value_at_quantile(x);
     println!(
@@ -51,8 +52,18 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         seen.requests()
     );
     println!("{:>10} {:>10} {:>10}", "", "p50_us", "p99_us");
-    println!("{:>10} {:>10} {:>10}", "direct", q(&direct, 0.5), q(&direct, 0.99));
-    println!("{:>10} {:>10} {:>10}", "proxied", q(&proxied, 0.5), q(&proxied, 0.99));
+    println!(
+        "{:>10} {:>10} {:>10}",
+        "direct",
+        q(&direct, 0.5),
+        q(&direct, 0.99)
+    );
+    println!(
+        "{:>10} {:>10} {:>10}",
+        "proxied",
+        q(&proxied, 0.5),
+        q(&proxied, 0.99)
+    );
     println!(
         "{:>10} {:>10} {:>10}",
         "added",
@@ -64,7 +75,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
 /// `n` requests on one keep-alive connection to `addr`, each timed from its write to its
 /// answer's last byte (µs).
-fn block(addr: SocketAddr, path: &str, n: usize) -> Result<Histogram<u64>, Box<dyn std::error::Error>> {
+fn block(
+    addr: SocketAddr,
+    path: &str,
+    n: usize,
+) -> Result<Histogram<u64>, Box<dyn std::error::Error>> {
     let mut s = TcpStream::connect(addr)?;
     s.set_nodelay(true)?;
     s.set_read_timeout(Some(Duration::from_secs(10)))?;
@@ -88,7 +103,13 @@ fn block(addr: SocketAddr, path: &str, n: usize) -> Result<Histogram<u64>, Box<d
                     .headers
                     .iter()
                     .find(|h| h.name.eq_ignore_ascii_case("content-length"))
-                    .and_then(|h| std::str::from_utf8(h.value).ok()?.trim().parse::<usize>().ok())
+                    .and_then(|h| {
+                        std::str::from_utf8(h.value)
+                            .ok()?
+                            .trim()
+                            .parse::<usize>()
+                            .ok()
+                    })
                     .ok_or("an answer without Content-Length")?;
                 if have >= head + len {
                     break;

@@ -663,6 +663,50 @@ mod tests {
     }
 
     #[test]
+    fn the_proxys_counts_become_keys_per_route() {
+        let mut t = loadgen::proxy::Tally::default();
+        let ended = |status: Option<u16>, us: Option<u64>| loadgen::proxy::tally::Ended {
+            bytes_up: 100,
+            bytes_down: 40,
+            status,
+            latency: us.map(Duration::from_micros),
+            ws_frames: (0, 0),
+        };
+        for _ in 0..3 {
+            t.record("PUT_{path}", ended(Some(201), Some(800)));
+        }
+        t.record("PUT_{path}", ended(None, None));
+        t.record("PROPFIND_", ended(Some(207), Some(300)));
+        t.max_in_flight = 4;
+        let mut m = Metrics::default();
+        proxy_keys("cold_push", &t, 2, &mut m);
+        let v = |k: &str| m.map[k].value;
+        assert_eq!(v("cold_push.proxy.requests"), 5.0);
+        assert_eq!(v("cold_push.proxy.requests_per_file"), 2.5);
+        assert_eq!(v("cold_push.proxy.max_in_flight"), 4.0);
+        assert_eq!(v("cold_push.proxy.PUT_{path}.requests"), 4.0);
+        assert_eq!(v("cold_push.proxy.PUT_{path}.requests_per_file"), 2.0);
+        assert_eq!(v("cold_push.proxy.PUT_{path}.status_2xx"), 3.0);
+        assert_eq!(v("cold_push.proxy.PUT_{path}.status_4xx"), 0.0);
+        assert_eq!(v("cold_push.proxy.PUT_{path}.failed"), 1.0);
+        assert_eq!(v("cold_push.proxy.PUT_{path}.bytes_up"), 400.0);
+        let p50 = v("cold_push.proxy.PUT_{path}.p50_us");
+        assert!((799.0..=801.0).contains(&p50), "{p50}");
+        assert!(m.histograms.contains_key("cold_push.proxy.PUT_{path}"));
+        assert!(m.histograms.contains_key("cold_push.proxy.PROPFIND_"));
+        assert!(
+            !m.map
+                .contains_key("cold_push.proxy.PUT_{path}.ws_frames_up")
+        );
+        // Every key reads back as a phase key of its phase.
+        for k in m.map.keys() {
+            let parsed = k.parse::<contract::key::MetricKey>().unwrap();
+            assert_eq!(parsed.to_string(), *k);
+            assert_eq!(parsed.phase_name(), Some("cold_push"), "{k}");
+        }
+    }
+
+    #[test]
     fn client_mode_refuses_what_a_client_cannot_run() {
         let parse = |t: &str| scenarios::scenario::parse(t, "f.toml").unwrap();
         let base = "name='x'\ndoc='d'\nprofile='small'\n";
@@ -690,5 +734,15 @@ mod tests {
             e.contains("[client] command") && e.contains("unbalanced"),
             "{e}"
         );
+        let pattern = parse(&format!(
+            "{base}[client]\ncommand='sync'\nroute_patterns=['up=PUT ^/(']\n[[phase]]\nkind='cold_push'\n"
+        ));
+        let e = check_scenario(&pattern).unwrap_err().to_string();
+        assert!(e.contains("[client] route_patterns: route pattern"), "{e}");
+        let unproxied = parse(&format!(
+            "{base}[client]\ncommand='sync'\nproxy=false\nroute_patterns=['up=PUT ^/']\n[[phase]]\nkind='cold_push'\n"
+        ));
+        let e = check_scenario(&unproxied).unwrap_err().to_string();
+        assert!(e.contains("without the proxy"), "{e}");
     }
 }

@@ -41,6 +41,11 @@ pub struct ClientOptions {
     /// tried before the route templates.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub route_patterns: Vec<String>,
+    /// The name of a `[[count]]` rule that counts one line per request in the server's log
+    /// (an access log): in every phase its count must equal the requests the proxy counted,
+    /// or the sample fails.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub log_requests: Option<String>,
 }
 
 /// The placeholders a client command line may hold: the server's URL (its root included),

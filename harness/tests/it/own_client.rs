@@ -168,6 +168,7 @@ fn rclone_through_the_proxy_counts_what_apache_logs() {
          pull = \"rclone sync vb: {{dir}} {conf}\"\n\
          startup = \"rclone version\"\n\
          timeout = \"2m\"\n\
+         log_requests = \"access\"\n\
          [[count]]\nname = \"access\"\nregex = '^'\nsource = \"file:access.log\""
     );
     let f = scenario(home.path(), "small", "webdav", 3, &client);

@@ -54,6 +54,25 @@ pub fn check_scenario(s: &Scenario) -> anyhow::Result<()> {
         loadgen::proxy::RoutePattern::parse(p)
             .map_err(|e| anyhow::anyhow!("scenario {}: [client] route_patterns: {e}", s.name))?;
     }
+    if let Some(name) = &c.log_requests {
+        if !c.proxied() {
+            bail!(
+                "scenario {}: [client] log_requests checks the proxy's counts; without the proxy (--no-proxy) there are none",
+                s.name
+            );
+        }
+        // A rule from `--count` is merged later; the sample checks it is there.
+        if s.counts
+            .iter()
+            .any(|r| &r.name == name && r.kind != scenarios::scenario::CountKind::Count)
+        {
+            bail!(
+                "scenario {}: [client] log_requests names {}, a [[count]] rule of kind sum; it needs one line per request",
+                s.name,
+                contract::quote::quote(name)
+            );
+        }
+    }
     if !c.route_patterns.is_empty() && !c.proxied() {
         bail!(
             "scenario {}: [client] route_patterns name the proxy's routes; without the proxy (--no-proxy) nothing counts them",
@@ -177,6 +196,14 @@ impl CommandClient {
             for p in [&d.dir, &d.state] {
                 std::fs::create_dir_all(p).with_context(|| format!("creating {}", p.display()))?;
             }
+        }
+        if let Some(name) = &opts.log_requests
+            && !plan.scenario.counts.iter().any(|r| &r.name == name)
+        {
+            bail!(
+                "[client] log_requests names {}, but no [[count]] rule (or --count) has that name",
+                contract::quote::quote(name)
+            );
         }
         let mut names = std::collections::BTreeSet::new();
         let vault_size = copy_tree(&plan.vault_dir, &devices[0].dir, &mut names)
@@ -382,6 +409,9 @@ impl SyncClient for CommandClient {
         client_keys(phase, &t, m);
         if let Some(seen) = seen {
             proxy_keys(phase, &seen, self.vault_size.0, m);
+            if let Some(name) = &self.opts.log_requests {
+                cross_check(phase, seen.requests(), name, m)?;
+            }
         }
         Ok(())
     }
@@ -516,6 +546,20 @@ fn client_keys(phase: &str, t: &Tally, m: &mut Metrics) {
         };
         m.timing(key("startup_share"), round3(share), "ratio", Better::Lower);
     }
+}
+
+/// The server's own count of the phase's requests (the `[[count]]` rule `name` over its
+/// access log, read before the phase ended) against the proxy's: a difference fails the sample.
+fn cross_check(phase: &str, proxied: u64, name: &str, m: &Metrics) -> anyhow::Result<()> {
+    let key = PhaseKey::new(phase, &format!("log.{name}")).to_string();
+    let logged = m.map.get(&key).map_or(0.0, |v| v.value);
+    if logged != proxied as f64 {
+        bail!(
+            "{phase}: the proxy relayed {proxied} requests but the server's log counted {logged} ([client] log_requests = {})",
+            contract::quote::quote(name)
+        );
+    }
+    Ok(())
 }
 
 /// The proxy's keys of one phase (pure): per route `PHASE.proxy.ROUTE.*` (requests, per file
@@ -707,6 +751,23 @@ mod tests {
     }
 
     #[test]
+    fn the_servers_log_must_count_what_the_proxy_relayed() {
+        let mut m = Metrics::default();
+        m.exact("edit.log.access", 12.0, "lines");
+        cross_check("edit", 12, "access", &m).unwrap();
+        let e = cross_check("edit", 13, "access", &m)
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            e,
+            "edit: the proxy relayed 13 requests but the server's log counted 12 ([client] log_requests = \"access\")"
+        );
+        // A phase in which the log has no line at all has no key: zero.
+        assert!(cross_check("cold_pull", 1, "access", &m).is_err());
+        cross_check("cold_pull", 0, "access", &m).unwrap();
+    }
+
+    #[test]
     fn client_mode_refuses_what_a_client_cannot_run() {
         let parse = |t: &str| scenarios::scenario::parse(t, "f.toml").unwrap();
         let base = "name='x'\ndoc='d'\nprofile='small'\n";
@@ -744,5 +805,17 @@ mod tests {
         ));
         let e = check_scenario(&unproxied).unwrap_err().to_string();
         assert!(e.contains("without the proxy"), "{e}");
+        let sum = parse(&format!(
+            "{base}[client]\ncommand='sync'\nlog_requests='access'\n[[count]]\nname='access'\nregex='(?P<value>1)'\nkind='sum'\n[[phase]]\nkind='cold_push'\n"
+        ));
+        let e = check_scenario(&sum).unwrap_err().to_string();
+        assert!(
+            e.contains("log_requests names \"access\", a [[count]] rule of kind sum"),
+            "{e}"
+        );
+        let ruled = parse(&format!(
+            "{base}[client]\ncommand='sync'\nlog_requests='access'\n[[count]]\nname='access'\nregex='^'\n[[phase]]\nkind='cold_push'\n"
+        ));
+        check_scenario(&ruled).unwrap();
     }
 }

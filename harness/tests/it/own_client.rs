@@ -228,6 +228,90 @@ fn rclone_through_the_proxy_counts_what_apache_logs() {
     );
 }
 
+/// `ab` in client mode: the same rclone client against Apache and nginx, each arm with its own
+/// fresh server per sample and its own proxy; the result analyses the proxy's keys beside the
+/// server's, and the request counts of the cold push (one PUT a file) are the same in both.
+#[test]
+#[ignore = "slow: real servers, an A/B of two"]
+fn ab_of_two_webdav_servers_through_the_same_client() {
+    let home = tempfile::tempdir().unwrap();
+    let conf = "--config {state}/rclone.conf";
+    let client = format!(
+        "setup = \"rclone config create vb webdav url={{url}} vendor=other user={{auth_user}} pass={{auth_pass}} {conf}\"\n\
+         push = \"rclone sync {{dir}} vb: {conf}\"\n\
+         pull = \"rclone sync vb: {{dir}} {conf}\"\n\
+         timeout = \"2m\""
+    );
+    let f = scenario(home.path(), "small", "webdav", 2, &client);
+    let gate = home.path().join("gate.toml");
+    std::fs::write(&gate, testkit::LOOSE_GATE).unwrap();
+    let res = home.path().join("ab.json");
+    let o = vb!(home.path())
+        .args([
+            "ab",
+            "--a",
+            "apache-webdav",
+            "--b",
+            "nginx-webdav",
+            "--rounds",
+            "3",
+            "--pre-check",
+            "0s",
+        ])
+        .arg("--scenario-file")
+        .arg(&f)
+        .arg("--gate-config")
+        .arg(&gate)
+        .arg("--out")
+        .arg(&res)
+        .arg("--work-dir")
+        .arg(home.path().join("work"))
+        .timeout(std::time::Duration::from_secs(900))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.code().is_some_and(|c| c <= 1), "{err}");
+    let doc: Value = serde_json::from_slice(&std::fs::read(&res).unwrap()).unwrap();
+    // Timing and resource keys are analysed into verdicts; exact counts are facts, the same
+    // in both arms or a difference.
+    let metrics = doc["metrics"].as_object().unwrap();
+    for k in [
+        "cold_push.proxy.PUT_{path}.p50_us",
+        "cold_pull.proxy.max_in_flight",
+        "cold_push.server.cpu_ms",
+    ] {
+        assert!(
+            metrics.contains_key(k),
+            "{k} not analysed: {:?}",
+            metrics.keys()
+        );
+        assert!(metrics[k]["verdict"].is_string(), "{k}: {}", metrics[k]);
+    }
+    let same: Vec<&str> = doc["exact_same"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    let differ = doc["exact_differences"].as_object().unwrap();
+    for k in [
+        "cold_push.proxy.requests",
+        "cold_push.proxy.PUT_{path}.requests",
+        "cold_pull.proxy.requests",
+    ] {
+        assert!(same.contains(&k) || differ.contains_key(k), "{k} missing");
+    }
+    // One PUT a file whichever server answers.
+    assert!(
+        same.contains(&"cold_push.proxy.PUT_{path}.requests"),
+        "{differ:?}"
+    );
+    assert!(
+        procs_with(&home.path().join("work").display().to_string()).is_empty(),
+        "nothing left running"
+    );
+}
+
 /// A hostile server behind the proxy: an answer whose body stalls after a few bytes, and one
 /// of 10 GB. Each sample fails in one line naming the phase and the client within the client's
 /// deadline, with nothing left running.

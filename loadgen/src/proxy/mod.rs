@@ -8,7 +8,7 @@
 //! answer ends (`Content-Length`, chunked bodies with trailers, `Expect: 100-continue`,
 //! keep-alive and pipelining, answers until close), bodies stream through one buffer per
 //! direction, a long poll is held as long as the client waits, and an upgrade (WebSocket)
-//! becomes a tunnel whose bytes and frames are counted both ways ([`relay`]).
+//! becomes a tunnel whose bytes and frames are counted both ways (`relay.rs`).
 //!
 //! Bounded: a head is at most [`MAX_HEAD_BYTES`], a connection holds two buffers of that size
 //! whatever the bodies' sizes, at most [`MAX_CONNECTIONS`] connections are open, at most

@@ -12,7 +12,7 @@
 //! CPU and peak RSS (`PHASE.client.*`), and where a start-up command is given, its cost and
 //! its share of the phase. The client cannot say what it sent: unless the table turns it off,
 //! its `{url}` is the recording proxy's (`loadgen::proxy`), which counts every request per
-//! route template (`PHASE.proxy.*`, [`proxy_keys`]). The vault's file and folder names are
+//! route template (`PHASE.proxy.*`, `proxy_keys`). The vault's file and folder names are
 //! the template's `{path}`. Every connection through the proxy is closed when a run ends, so
 //! nothing of a run goes on into the next.
 //!

@@ -57,6 +57,7 @@ pub mod hlog;
 pub mod http;
 pub mod launch;
 pub mod protocols;
+pub mod proxy;
 pub mod routeload;
 
 #[doc(hidden)]

@@ -33,6 +33,19 @@ pub struct ClientOptions {
     /// [`DEFAULT_CLIENT_TIMEOUT`] when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout: Option<String>,
+    /// Whether the client talks to the server through the recording proxy (`{url}` is the
+    /// proxy's); `true` when absent, `false` for `--no-proxy`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub proxy: Option<bool>,
+    /// Named routes of the proxy's counts, `NAME=METHOD REGEX` each (`--route-pattern`),
+    /// tried before the route templates.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub route_patterns: Vec<String>,
+    /// The name of a `[[count]]` rule that counts one line per request in the server's log
+    /// (an access log): in every phase its count must equal the requests the proxy counted,
+    /// or the sample fails.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub log_requests: Option<String>,
 }
 
 /// The placeholders a client command line may hold: the server's URL (its root included),
@@ -66,6 +79,11 @@ impl ClientOptions {
     /// The command that downloads: `pull`, else `command`.
     pub fn pull_command(&self) -> Option<&str> {
         self.pull.as_deref().or(self.command.as_deref())
+    }
+
+    /// Whether the recording proxy stands between the client and the server.
+    pub fn proxied(&self) -> bool {
+        self.proxy != Some(false)
     }
 
     /// Each run's deadline (checked by [`ClientOptions::check`]; the default when absent).

@@ -187,6 +187,15 @@ pub struct RunOpts {
     /// Client mode: the deadline of each client run (`[client] timeout`, default 10m).
     #[arg(help_heading = "Client", long, value_name = "DURATION", value_parser = duration_text)]
     pub client_timeout: Option<String>,
+    /// Client mode: connect the client straight to the server, without the recording proxy
+    /// (`[client] proxy = false`); no `PHASE.proxy.*` keys are written.
+    #[arg(help_heading = "Client", long)]
+    pub no_proxy: bool,
+    /// Client mode: name a route of the proxy's counts, NAME='METHOD REGEX' (the regex over
+    /// the path without its query, method `*` for any), repeatable; tried before the route
+    /// templates (`[client] route_patterns`).
+    #[arg(help_heading = "Client", long, value_name = "NAME='METHOD REGEX'")]
+    pub route_pattern: Vec<String>,
     #[command(flatten, next_help_heading = "Git builds")]
     pub git: git::GitArgs,
 }
@@ -229,6 +238,22 @@ impl RunOpts {
             set(&mut c.setup, &self.client_setup);
             set(&mut c.startup, &self.client_startup);
             set(&mut c.timeout, &self.client_timeout);
+        }
+        if self.no_proxy || !self.route_pattern.is_empty() {
+            let Some(c) = scenario.client.as_mut() else {
+                anyhow::bail!(
+                    "{} is for client mode: give --client (or --client-push) or a scenario with a [client] table",
+                    if self.no_proxy {
+                        "--no-proxy"
+                    } else {
+                        "--route-pattern"
+                    }
+                );
+            };
+            if self.no_proxy {
+                c.proxy = Some(false);
+            }
+            c.route_patterns.extend(self.route_pattern.iter().cloned());
         }
         crate::sample::client::check_scenario(scenario)
     }

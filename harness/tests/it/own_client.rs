@@ -154,6 +154,231 @@ fn rclone_against_apache_webdav_runs_every_phase_byte_identical() {
     );
 }
 
+/// rclone against Apache through the recording proxy (the default): every phase runs, the
+/// pull is byte-identical, and in every phase the proxy counted exactly the requests Apache
+/// logged (its access log in the data dir, counted per phase by a `[[count]]` rule).
+#[test]
+#[ignore = "slow: real servers"]
+fn rclone_through_the_proxy_counts_what_apache_logs() {
+    let home = tempfile::tempdir().unwrap();
+    let conf = "--config {state}/rclone.conf";
+    let client = format!(
+        "setup = \"rclone config create vb webdav url={{url}} vendor=other user={{auth_user}} pass={{auth_pass}} {conf}\"\n\
+         push = \"rclone sync {{dir}} vb: {conf}\"\n\
+         pull = \"rclone sync vb: {{dir}} {conf}\"\n\
+         startup = \"rclone version\"\n\
+         timeout = \"2m\"\n\
+         log_requests = \"access\"\n\
+         [[count]]\nname = \"access\"\nregex = '^'\nsource = \"file:access.log\""
+    );
+    let f = scenario(home.path(), "small", "webdav", 3, &client);
+    let m = record_client(home.path(), &f, "apache-webdav");
+    assert_client_phases(&m, 3.0);
+    let value = |k: &str| {
+        m[k]["value"]
+            .as_f64()
+            .unwrap_or_else(|| panic!("{k} missing: {m}"))
+    };
+    for phase in [
+        "cold_push",
+        "cold_pull",
+        "idle_resync",
+        "edit",
+        "folder_rename",
+    ] {
+        let proxied = value(&format!("{phase}.proxy.requests"));
+        assert!(proxied > 0.0, "{phase}");
+        assert_eq!(proxied, value(&format!("{phase}.log.access")), "{phase}");
+        // The routes' counts add up to the phase's, and every one was answered.
+        let routes: Vec<(&String, f64)> = m
+            .as_object()
+            .unwrap()
+            .iter()
+            .filter(|(k, _)| {
+                k.starts_with(&format!("{phase}.proxy."))
+                    && k.ends_with(".requests")
+                    && k.matches('.').count() == 3
+            })
+            .map(|(k, v)| (k, v["value"].as_f64().unwrap()))
+            .collect();
+        assert!(!routes.is_empty(), "{phase}");
+        assert_eq!(
+            routes.iter().map(|(_, n)| n).sum::<f64>(),
+            proxied,
+            "{phase}: {routes:?}"
+        );
+        for (k, _) in &routes {
+            let route = k.trim_end_matches(".requests");
+            assert_eq!(value(&format!("{route}.failed")), 0.0, "{route}");
+            assert!(value(&format!("{route}.p50_us")) > 0.0, "{route}");
+        }
+    }
+    // A cold push uploads every file of the vault: one PUT each, under the vault's {path}.
+    assert_eq!(
+        value("cold_push.proxy.PUT_{path}.requests"),
+        value("cold_push.files")
+    );
+    assert_eq!(
+        value("cold_push.proxy.PUT_{path}.status_2xx"),
+        value("cold_push.files")
+    );
+    assert!(
+        procs_with(&home.path().join("work").display().to_string()).is_empty(),
+        "nothing left running"
+    );
+}
+
+/// `ab` in client mode: the same rclone client against Apache and nginx, each arm with its own
+/// fresh server per sample and its own proxy; the result analyses the proxy's keys beside the
+/// server's, and the request counts of the cold push (one PUT a file) are the same in both.
+#[test]
+#[ignore = "slow: real servers, an A/B of two"]
+fn ab_of_two_webdav_servers_through_the_same_client() {
+    let home = tempfile::tempdir().unwrap();
+    let conf = "--config {state}/rclone.conf";
+    let client = format!(
+        "setup = \"rclone config create vb webdav url={{url}} vendor=other user={{auth_user}} pass={{auth_pass}} {conf}\"\n\
+         push = \"rclone sync {{dir}} vb: {conf}\"\n\
+         pull = \"rclone sync vb: {{dir}} {conf}\"\n\
+         timeout = \"2m\""
+    );
+    let f = scenario(home.path(), "small", "webdav", 2, &client);
+    let gate = home.path().join("gate.toml");
+    std::fs::write(&gate, testkit::LOOSE_GATE).unwrap();
+    let res = home.path().join("ab.json");
+    let o = vb!(home.path())
+        .args([
+            "ab",
+            "--a",
+            "apache-webdav",
+            "--b",
+            "nginx-webdav",
+            "--rounds",
+            "3",
+            "--pre-check",
+            "0s",
+        ])
+        .arg("--scenario-file")
+        .arg(&f)
+        .arg("--gate-config")
+        .arg(&gate)
+        .arg("--out")
+        .arg(&res)
+        .arg("--work-dir")
+        .arg(home.path().join("work"))
+        .timeout(std::time::Duration::from_secs(900))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.code().is_some_and(|c| c <= 1), "{err}");
+    let doc: Value = serde_json::from_slice(&std::fs::read(&res).unwrap()).unwrap();
+    // Timing and resource keys are analysed into verdicts; exact counts are facts, the same
+    // in both arms or a difference.
+    let metrics = doc["metrics"].as_object().unwrap();
+    for k in [
+        "cold_push.proxy.PUT_{path}.p50_us",
+        "cold_pull.proxy.max_in_flight",
+        "cold_push.server.cpu_ms",
+    ] {
+        assert!(
+            metrics.contains_key(k),
+            "{k} not analysed: {:?}",
+            metrics.keys()
+        );
+        assert!(metrics[k]["verdict"].is_string(), "{k}: {}", metrics[k]);
+    }
+    let same: Vec<&str> = doc["exact_same"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    let differ = doc["exact_differences"].as_object().unwrap();
+    for k in [
+        "cold_push.proxy.requests",
+        "cold_push.proxy.PUT_{path}.requests",
+        "cold_pull.proxy.requests",
+    ] {
+        assert!(same.contains(&k) || differ.contains_key(k), "{k} missing");
+    }
+    // One PUT a file whichever server answers.
+    assert!(
+        same.contains(&"cold_push.proxy.PUT_{path}.requests"),
+        "{differ:?}"
+    );
+    assert!(
+        procs_with(&home.path().join("work").display().to_string()).is_empty(),
+        "nothing left running"
+    );
+}
+
+/// A hostile server behind the proxy: an answer whose body stalls after a few bytes, and one
+/// of 10 GB. Each sample fails in one line naming the phase and the client within the client's
+/// deadline, with nothing left running.
+#[test]
+#[ignore = "slow: real samples against a hostile server"]
+fn a_hostile_server_behind_the_proxy_is_bounded() {
+    // The server answers any request after the first (the readiness check is a bare
+    // connection) with a head and then its hostile body.
+    let server = |body: &[&str]| {
+        let mut lines = vec![
+            "import socket,sys,time",
+            "s=socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)",
+            "h,p=sys.argv[1].rsplit(':',1); s.bind((h,int(p))); s.listen(16)",
+            "while True:",
+            "  c,_=s.accept(); c.settimeout(30)",
+            "  try:",
+            "    d=c.recv(65536)",
+            "    if not d: continue",
+        ];
+        lines.extend(body);
+        lines.push("  except Exception: pass");
+        format!("python3 -c \"{}\" {{addr}} {{data}}", lines.join("\n"))
+    };
+    let stall = server(&[
+        r"    c.sendall(b'HTTP/1.1 200 OK\r\nContent-Length: 1000000\r\n\r\npartial')",
+        "    time.sleep(600)",
+    ]);
+    let huge = server(&[
+        r"    c.sendall(b'HTTP/1.1 200 OK\r\nContent-Length: 10737418240\r\n\r\n')",
+        "    z=bytes(1<<20)",
+        "    for i in range(10240): c.sendall(z)",
+    ]);
+    for (name, target) in [("stall", stall), ("huge", huge)] {
+        let home = tempfile::tempdir().unwrap();
+        let client =
+            "push = \"curl -sS -f -o {state}/got {url}note\"\npull = \"true\"\ntimeout = \"5s\"";
+        let f = scenario(home.path(), "small", "webdav", 1, client);
+        let t0 = std::time::Instant::now();
+        let err = record_stops_at_its_bound(
+            home.path(),
+            &[
+                "--scenario-file".into(),
+                f,
+                "--pre-check".into(),
+                "0s".into(),
+                "--target".into(),
+                target,
+                "--ready".into(),
+                "tcp".into(),
+            ],
+            "own-client.json",
+            &["cold_push: device A's client"],
+        );
+        assert!(t0.elapsed() < std::time::Duration::from_secs(60), "{name}");
+        let line = err
+            .lines()
+            .find(|l| l.contains("cold_push: device A's client"))
+            .unwrap();
+        assert!(line.len() < 1000, "{name}: one line: {line}");
+        // The client's folder holds nothing of the 10 GB beyond what came in 5 s.
+        assert!(
+            procs_with(&home.path().join("work").display().to_string()).is_empty(),
+            "{name}: nothing left running"
+        );
+    }
+}
+
 /// A client that never exits: killed at its deadline with its process group, the sample
 /// failed in one line naming the phase and the device, nothing of it left running.
 #[test]

@@ -10,8 +10,11 @@
 //!
 //! Each client run ([`run`]) is timed apart from the server: per phase its runs, wall time,
 //! CPU and peak RSS (`PHASE.client.*`), and where a start-up command is given, its cost and
-//! its share of the phase. The client cannot say what it sent, so the keys counting requests
-//! are not written in client mode.
+//! its share of the phase. The client cannot say what it sent: unless the table turns it off,
+//! its `{url}` is the recording proxy's (`loadgen::proxy`), which counts every request per
+//! route template (`PHASE.proxy.*`, `proxy_keys`). The vault's file and folder names are
+//! the template's `{path}`. Every connection through the proxy is closed when a run ends, so
+//! nothing of a run goes on into the next.
 //!
 //! The devices' folders live side by side in one folder of the sample: `a/`, `b/` (the
 //! devices' vault copies) and `a.state/`, `b.state/` (their `{state}`, each run's working
@@ -46,6 +49,35 @@ pub fn check_scenario(s: &Scenario) -> anyhow::Result<()> {
     for (field, line) in c.commands() {
         loadgen::launch::split_command(line)
             .map_err(|e| anyhow::anyhow!("scenario {}: [client] {field}: {e}", s.name))?;
+    }
+    for p in &c.route_patterns {
+        loadgen::proxy::RoutePattern::parse(p)
+            .map_err(|e| anyhow::anyhow!("scenario {}: [client] route_patterns: {e}", s.name))?;
+    }
+    if let Some(name) = &c.log_requests {
+        if !c.proxied() {
+            bail!(
+                "scenario {}: [client] log_requests checks the proxy's counts; without the proxy (--no-proxy) there are none",
+                s.name
+            );
+        }
+        // A rule from `--count` is merged later; the sample checks it is there.
+        if s.counts
+            .iter()
+            .any(|r| &r.name == name && r.kind != scenarios::scenario::CountKind::Count)
+        {
+            bail!(
+                "scenario {}: [client] log_requests names {}, a [[count]] rule of kind sum; it needs one line per request",
+                s.name,
+                contract::quote::quote(name)
+            );
+        }
+    }
+    if !c.route_patterns.is_empty() && !c.proxied() {
+        bail!(
+            "scenario {}: [client] route_patterns name the proxy's routes; without the proxy (--no-proxy) nothing counts them",
+            s.name
+        );
     }
     if !s.faults.is_empty() {
         bail!(
@@ -160,6 +192,8 @@ pub struct CommandClient {
     /// Files, folders and bytes of the vault, for the push's and pull's reports.
     vault_size: (u64, u64, u64),
     tally: Tally,
+    /// The recording proxy the clients' `{url}` points at, unless turned off.
+    proxy: Option<loadgen::proxy::Proxy>,
 }
 
 impl CommandClient {
@@ -188,19 +222,46 @@ impl CommandClient {
                 std::fs::create_dir_all(p).with_context(|| format!("creating {}", p.display()))?;
             }
         }
-        let vault_size = copy_tree(&plan.vault_dir, &devices[0].dir)
+        if let Some(name) = &opts.log_requests
+            && !plan.scenario.counts.iter().any(|r| &r.name == name)
+        {
+            bail!(
+                "[client] log_requests names {}, but no [[count]] rule (or --count) has that name",
+                contract::quote::quote(name)
+            );
+        }
+        let mut names = std::collections::BTreeSet::new();
+        let vault_size = copy_tree(&plan.vault_dir, &devices[0].dir, &mut names)
             .context("copying the vault into device A's folder")?;
         let def = &plan.target.def;
+        let proxy = if opts.proxied() {
+            let patterns = opts
+                .route_patterns
+                .iter()
+                .map(|p| loadgen::proxy::RoutePattern::parse(p).map_err(anyhow::Error::msg))
+                .collect::<anyhow::Result<Vec<_>>>()?;
+            let cfg = loadgen::proxy::ProxyConfig {
+                upstream: server.addr,
+                // A long poll is held as long as the client waits: the client's own deadline.
+                read_timeout: opts.deadline(),
+                classifier: loadgen::proxy::Classifier { patterns, names },
+            };
+            Some(loadgen::proxy::Proxy::start(cfg).context("starting the recording proxy")?)
+        } else {
+            None
+        };
+        let base = proxy.as_ref().map_or_else(|| server.url(), |p| p.url());
         let client = CommandClient {
             spec,
             deadline: opts.deadline(),
             opts,
-            url: format!("{}{}", server.url(), def.root()),
+            url: format!("{base}{}", def.root()),
             auth: def.auth.clone(),
             area,
             devices,
             vault_size,
             tally: Tally::default(),
+            proxy,
         };
         if let Some(setup) = client.opts.setup.clone() {
             for i in 0..2 {
@@ -240,7 +301,21 @@ impl CommandClient {
         let d = &self.devices[device];
         let who = format!("{what}: device {}'s client", d.name());
         let argv = self.argv(line, device)?;
-        let usage = run::run(&argv, &d.state, self.deadline, &who)?;
+        let usage = run::run(&argv, &d.state, self.deadline, &who);
+        // The run is over: whatever it left open through the proxy is closed and counted.
+        if let Some(p) = &self.proxy {
+            p.close_connections();
+        }
+        let usage = match usage {
+            Ok(u) => u,
+            Err(e) => match self.proxy.as_ref().map(|p| p.faults()) {
+                Some(f) if !f.is_empty() => {
+                    let seen: Vec<String> = f.iter().map(|(w, n)| format!("{w} ({n})")).collect();
+                    bail!("{e:#}; the proxy saw from the server: {}", seen.join(", "))
+                }
+                _ => return Err(e),
+            },
+        };
         self.check_area(&who)?;
         Ok(usage)
     }
@@ -337,6 +412,10 @@ impl SyncClient for CommandClient {
         if let Some(line) = self.opts.startup.clone() {
             self.tally.startup = Some(self.run_line(&line, 0, "start-up probe")?);
         }
+        // The proxy's counts from here on are the phase's (not the setup's or the probe's).
+        if let Some(p) = &self.proxy {
+            p.take();
+        }
         Ok(())
     }
 
@@ -348,10 +427,17 @@ impl SyncClient for CommandClient {
         m: &mut Metrics,
     ) -> anyhow::Result<()> {
         let t = std::mem::take(&mut self.tally);
+        let seen = self.proxy.as_ref().map(|p| p.take());
         if t.runs == 0 {
             return Ok(());
         }
         client_keys(phase, &t, m);
+        if let Some(seen) = seen {
+            proxy_keys(phase, &seen, self.vault_size.0, m);
+            if let Some(name) = &self.opts.log_requests {
+                cross_check(phase, seen.requests(), name, m)?;
+            }
+        }
         Ok(())
     }
 
@@ -429,6 +515,14 @@ impl SyncClient for CommandClient {
         let a = &self.devices[0].dir;
         std::fs::rename(a.join(from), a.join(to))
             .with_context(|| format!("folder_rename: renaming A's {from}"))?;
+        // The folder's new name is part of a `{path}` from now on.
+        if let Some(p) = &self.proxy {
+            p.add_names(
+                std::path::Path::new(to)
+                    .components()
+                    .map(|c| c.as_os_str().to_string_lossy().into_owned()),
+            );
+        }
         let line = self.push_line()?;
         self.timed(&line, 0, "folder_rename")?;
         Ok(0)
@@ -479,18 +573,86 @@ fn client_keys(phase: &str, t: &Tally, m: &mut Metrics) {
     }
 }
 
+/// The server's own count of the phase's requests (the `[[count]]` rule `name` over its
+/// access log, read before the phase ended) against the proxy's: a difference fails the sample.
+fn cross_check(phase: &str, proxied: u64, name: &str, m: &Metrics) -> anyhow::Result<()> {
+    let key = PhaseKey::new(phase, &format!("log.{name}")).to_string();
+    let logged = m.map.get(&key).map_or(0.0, |v| v.value);
+    if logged != proxied as f64 {
+        bail!(
+            "{phase}: the proxy relayed {proxied} requests but the server's log counted {logged} ([client] log_requests = {})",
+            contract::quote::quote(name)
+        );
+    }
+    Ok(())
+}
+
+/// The proxy's keys of one phase (pure): per route `PHASE.proxy.ROUTE.*` (requests, per file
+/// of the vault, bytes each way, answers by status class, failed exchanges, the most in flight,
+/// latency at the proxy; WebSocket frames where there were any) and its HdrHistogram, and
+/// over all routes `PHASE.proxy.requests`, `.requests_per_file` and `.max_in_flight`.
+fn proxy_keys(phase: &str, t: &loadgen::proxy::Tally, vault_files: u64, m: &mut Metrics) {
+    let per_file = |n: u64| {
+        if vault_files == 0 {
+            0.0
+        } else {
+            round3(n as f64 / vault_files as f64)
+        }
+    };
+    let key = |stat: &str| PhaseKey::new(phase, &format!("proxy.{stat}"));
+    let all = t.requests();
+    m.exact(key("requests"), all as f64, "count");
+    m.exact(key("requests_per_file"), per_file(all), "requests/file");
+    m.resource(key("max_in_flight"), t.max_in_flight as f64, "count");
+    for (route, r) in t.routes.iter().filter(|(_, r)| r.requests > 0) {
+        let k = |stat: &str| key(&format!("{route}.{stat}"));
+        m.exact(k("requests"), r.requests as f64, "count");
+        m.exact(
+            k("requests_per_file"),
+            per_file(r.requests),
+            "requests/file",
+        );
+        // Header lengths vary with dates and tags: bytes are resources, not exact.
+        m.resource(k("bytes_up"), r.bytes_up as f64, "bytes");
+        m.resource(k("bytes_down"), r.bytes_down as f64, "bytes");
+        for (i, n) in r.status.iter().enumerate() {
+            m.exact(k(&format!("status_{}xx", i + 1)), *n as f64, "count");
+        }
+        m.exact(k("failed"), r.failed as f64, "count");
+        m.resource(k("max_in_flight"), r.max_in_flight as f64, "count");
+        if r.ws_frames_up + r.ws_frames_down > 0 {
+            m.resource(k("ws_frames_up"), r.ws_frames_up as f64, "count");
+            m.resource(k("ws_frames_down"), r.ws_frames_down as f64, "count");
+        }
+        if !r.latency.is_empty() {
+            let q = |x: f64| r.latency.value_at_quantile(x) as f64;
+            m.timing(k("p50_us"), q(0.50), "us", Better::Lower);
+            m.timing(k("p99_us"), q(0.99), "us", Better::Lower);
+            if let Some(h) = crate::sample::sync_client::encode_histogram(&r.latency) {
+                m.histograms.insert(format!("{phase}.proxy.{route}"), h);
+            }
+        }
+    }
+}
+
 fn round3(x: f64) -> f64 {
     (x * 1e3).round() / 1e3
 }
 
-/// Copies the tree under `from` into `to` (existing, empty): files, folders and bytes copied.
-fn copy_tree(from: &Path, to: &Path) -> anyhow::Result<(u64, u64, u64)> {
+/// Copies the tree under `from` into `to` (existing, empty): files, folders and bytes copied;
+/// every file and folder name into `names`.
+fn copy_tree(
+    from: &Path,
+    to: &Path,
+    names: &mut std::collections::BTreeSet<String>,
+) -> anyhow::Result<(u64, u64, u64)> {
     let (mut files, mut dirs, mut bytes) = (0, 0, 0);
     let mut stack = vec![(from.to_path_buf(), to.to_path_buf())];
     while let Some((src, dst)) = stack.pop() {
         for e in std::fs::read_dir(&src).with_context(|| format!("listing {}", src.display()))? {
             let e = e.with_context(|| format!("listing {}", src.display()))?;
             let (s, d) = (e.path(), dst.join(e.file_name()));
+            names.insert(e.file_name().to_string_lossy().into_owned());
             let ft = e.file_type()?;
             if ft.is_dir() {
                 std::fs::create_dir(&d).with_context(|| format!("creating {}", d.display()))?;
@@ -593,6 +755,67 @@ mod tests {
     }
 
     #[test]
+    fn the_proxys_counts_become_keys_per_route() {
+        let mut t = loadgen::proxy::Tally::default();
+        let ended = |status: Option<u16>, us: Option<u64>| loadgen::proxy::tally::Ended {
+            bytes_up: 100,
+            bytes_down: 40,
+            status,
+            latency: us.map(Duration::from_micros),
+            ws_frames: (0, 0),
+        };
+        for _ in 0..3 {
+            t.record("PUT_{path}", ended(Some(201), Some(800)));
+        }
+        t.record("PUT_{path}", ended(None, None));
+        t.record("PROPFIND_", ended(Some(207), Some(300)));
+        t.max_in_flight = 4;
+        let mut m = Metrics::default();
+        proxy_keys("cold_push", &t, 2, &mut m);
+        let v = |k: &str| m.map[k].value;
+        assert_eq!(v("cold_push.proxy.requests"), 5.0);
+        assert_eq!(v("cold_push.proxy.requests_per_file"), 2.5);
+        assert_eq!(v("cold_push.proxy.max_in_flight"), 4.0);
+        assert_eq!(v("cold_push.proxy.PUT_{path}.requests"), 4.0);
+        assert_eq!(v("cold_push.proxy.PUT_{path}.requests_per_file"), 2.0);
+        assert_eq!(v("cold_push.proxy.PUT_{path}.status_2xx"), 3.0);
+        assert_eq!(v("cold_push.proxy.PUT_{path}.status_4xx"), 0.0);
+        assert_eq!(v("cold_push.proxy.PUT_{path}.failed"), 1.0);
+        assert_eq!(v("cold_push.proxy.PUT_{path}.bytes_up"), 400.0);
+        let p50 = v("cold_push.proxy.PUT_{path}.p50_us");
+        assert!((799.0..=801.0).contains(&p50), "{p50}");
+        assert!(m.histograms.contains_key("cold_push.proxy.PUT_{path}"));
+        assert!(m.histograms.contains_key("cold_push.proxy.PROPFIND_"));
+        assert!(
+            !m.map
+                .contains_key("cold_push.proxy.PUT_{path}.ws_frames_up")
+        );
+        // Every key reads back as a phase key of its phase.
+        for k in m.map.keys() {
+            let parsed = k.parse::<contract::key::MetricKey>().unwrap();
+            assert_eq!(parsed.to_string(), *k);
+            assert_eq!(parsed.phase_name(), Some("cold_push"), "{k}");
+        }
+    }
+
+    #[test]
+    fn the_servers_log_must_count_what_the_proxy_relayed() {
+        let mut m = Metrics::default();
+        m.exact("edit.log.access", 12.0, "lines");
+        cross_check("edit", 12, "access", &m).unwrap();
+        let e = cross_check("edit", 13, "access", &m)
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            e,
+            "edit: the proxy relayed 13 requests but the server's log counted 12 ([client] log_requests = \"access\")"
+        );
+        // A phase in which the log has no line at all has no key: zero.
+        assert!(cross_check("cold_pull", 1, "access", &m).is_err());
+        cross_check("cold_pull", 0, "access", &m).unwrap();
+    }
+
+    #[test]
     fn client_mode_refuses_what_a_client_cannot_run() {
         let parse = |t: &str| scenarios::scenario::parse(t, "f.toml").unwrap();
         let base = "name='x'\ndoc='d'\nprofile='small'\n";
@@ -620,5 +843,27 @@ mod tests {
             e.contains("[client] command") && e.contains("unbalanced"),
             "{e}"
         );
+        let pattern = parse(&format!(
+            "{base}[client]\ncommand='sync'\nroute_patterns=['up=PUT ^/(']\n[[phase]]\nkind='cold_push'\n"
+        ));
+        let e = check_scenario(&pattern).unwrap_err().to_string();
+        assert!(e.contains("[client] route_patterns: route pattern"), "{e}");
+        let unproxied = parse(&format!(
+            "{base}[client]\ncommand='sync'\nproxy=false\nroute_patterns=['up=PUT ^/']\n[[phase]]\nkind='cold_push'\n"
+        ));
+        let e = check_scenario(&unproxied).unwrap_err().to_string();
+        assert!(e.contains("without the proxy"), "{e}");
+        let sum = parse(&format!(
+            "{base}[client]\ncommand='sync'\nlog_requests='access'\n[[count]]\nname='access'\nregex='(?P<value>1)'\nkind='sum'\n[[phase]]\nkind='cold_push'\n"
+        ));
+        let e = check_scenario(&sum).unwrap_err().to_string();
+        assert!(
+            e.contains("log_requests names \"access\", a [[count]] rule of kind sum"),
+            "{e}"
+        );
+        let ruled = parse(&format!(
+            "{base}[client]\ncommand='sync'\nlog_requests='access'\n[[count]]\nname='access'\nregex='^'\n[[phase]]\nkind='cold_push'\n"
+        ));
+        check_scenario(&ruled).unwrap();
     }
 }

@@ -662,6 +662,19 @@ fn the_pouchdb_client_against_pouchdb_server_runs_every_phase_byte_identical() {
     let f = scenario(home.path(), "small", "couchdb", 3, &client);
     let m = record_client(home.path(), &f, "pouchdb-server");
     assert_client_phases(&m, 3.0);
+    // The replication's requests per file pushed and pulled, as the proxy counted them.
+    for phase in ["cold_push", "cold_pull"] {
+        let per_file: f64 = m
+            .as_object()
+            .unwrap()
+            .iter()
+            .filter(|(k, _)| {
+                k.starts_with(&format!("{phase}.proxy.")) && k.ends_with(".requests_per_file")
+            })
+            .map(|(_, v)| v["value"].as_f64().unwrap())
+            .sum();
+        assert!(per_file > 0.0, "{phase}: no proxy counts in {m}");
+    }
     assert!(
         procs_with(&home.path().join("work").display().to_string()).is_empty(),
         "nothing left running"

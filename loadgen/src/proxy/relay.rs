@@ -109,6 +109,8 @@ struct Exchange {
     shared: Arc<Shared>,
     method: String,
     upgrade: bool,
+    /// The request asked to close the connection after its answer (`Connection: close`).
+    close: bool,
     state: Mutex<ExState>,
     /// A final answer has come (a request waiting to send its body after `Expect:
     /// 100-continue` then sends none).
@@ -136,6 +138,7 @@ impl Exchange {
             shared,
             method: head.method.clone(),
             upgrade: head.upgrade,
+            close: head.close,
             state: Mutex::new(ExState {
                 route,
                 ..ExState::default()
@@ -412,8 +415,10 @@ async fn requests(
         }
         drop(ex);
         if head.close {
-            let _ = uw.shutdown().await;
-            return Ok(());
+            // No request follows. The upstream's write side stays open until its answer is
+            // relayed (a server may drop a request whose client half-closes, as Node's does):
+            // the answer half ends the connection after that answer.
+            std::future::pending::<()>().await;
         }
     }
 }
@@ -530,7 +535,7 @@ async fn answer_loop(
             }
         }
         ex.end();
-        if head.close {
+        if head.close || ex.close {
             let _ = cw.shutdown().await;
             return Ok(());
         }

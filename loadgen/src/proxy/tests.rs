@@ -21,6 +21,9 @@ enum Step {
     /// Write `n` bytes of `x`, 1 MiB at a time.
     SendMany(u64),
     Sleep(Duration),
+    /// Fail (close without answering, as Node's HTTP server does) if the proxy has shut down
+    /// its writing within this long.
+    DropIfHalfClosed(Duration),
 }
 
 /// A fake upstream that runs `script` on the first connection it accepts; the task's result
@@ -58,6 +61,12 @@ async fn upstream(script: Vec<Step>) -> (SocketAddr, tokio::task::JoinHandle<Res
                     }
                 }
                 Step::Sleep(d) => tokio::time::sleep(d).await,
+                Step::DropIfHalfClosed(d) => {
+                    let mut one = [0u8; 1];
+                    if let Ok(Ok(0)) = tokio::time::timeout(d, s.read(&mut one)).await {
+                        return Err("the proxy half-closed before the answer".into());
+                    }
+                }
             }
         }
         // Hold the connection until the proxy closes it.
@@ -352,4 +361,23 @@ async fn closing_the_connections_ends_a_held_long_poll() {
     .unwrap();
     assert!(matches!(c.read(&mut one).await, Ok(0) | Err(_)));
     assert!(t0.elapsed() < Duration::from_secs(5));
+}
+
+#[tokio::test]
+async fn a_request_that_asks_to_close_still_gets_its_answer() {
+    let r = b("GET /db/ HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    let a = b("HTTP/1.1 404 Not Found\r\nContent-Length: 2\r\nConnection: close\r\n\r\nno");
+    let (addr, fake) = upstream(vec![
+        Step::Expect(r.clone()),
+        Step::DropIfHalfClosed(Duration::from_millis(200)),
+        Step::Send(a.clone()),
+    ])
+    .await;
+    let p = proxy(addr, Duration::from_secs(5), &[]);
+    let mut c = TcpStream::connect(p.addr()).await.unwrap();
+    c.write_all(&r).await.unwrap();
+    // The whole answer, then the connection closed by the proxy.
+    assert_eq!(read_n(&mut c, a.len() + 1).await, a);
+    fake.await.unwrap().unwrap();
+    assert_eq!(p.take().requests(), 1);
 }

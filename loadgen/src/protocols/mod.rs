@@ -9,6 +9,7 @@ pub mod couch;
 pub mod mcp;
 pub mod obsync;
 pub mod s3;
+pub mod tus;
 pub mod webdav;
 
 mod spec;
@@ -17,7 +18,13 @@ pub use spec::{Preset, Spec};
 use crate::launch::{LaunchError, TargetDef};
 
 /// Every protocol's spec, the default protocol first.
-pub static SPECS: &[&Spec] = &[&obsync::SPEC, &webdav::SPEC, &couch::SPEC, &s3::SPEC];
+pub static SPECS: &[&Spec] = &[
+    &obsync::SPEC,
+    &webdav::SPEC,
+    &couch::SPEC,
+    &s3::SPEC,
+    &tus::SPEC,
+];
 
 /// Every protocol's former target-file keys, `(former, current)`.
 pub fn former_keys() -> Vec<(&'static str, &'static str)> {

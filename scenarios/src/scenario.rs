@@ -615,6 +615,11 @@ pub const BUILTIN: &[(&str, &str)] = &[
         "import-small-s3",
         include_str!("../scenarios/import-small-s3.toml"),
     ),
+    ("import-tus", include_str!("../scenarios/import-tus.toml")),
+    (
+        "import-tus-small",
+        include_str!("../scenarios/import-tus-small.toml"),
+    ),
 ];
 
 /// Names of the built-in scenarios.

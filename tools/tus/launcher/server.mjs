@@ -45,8 +45,9 @@ if (busyMs > 0) {
     }
   });
 }
+// Port 0 takes a free port; the line names the one bound (a test reads it).
 const http = server.listen({ host, port }, () => {
-  console.error(`vaultbench-tus-node: listening on ${host}:${port}${route}`);
+  console.error(`vaultbench-tus-node: listening on ${host}:${http.address().port}${route}`);
 });
 const stop = () => http.close(() => process.exit(0));
 process.on("SIGTERM", stop);

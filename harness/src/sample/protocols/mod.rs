@@ -15,13 +15,19 @@ pub mod load;
 mod obsync;
 mod s3;
 mod seam;
+mod tus;
 mod webdav;
 
 pub use seam::{Local, ProtocolImpl, Run, Support};
 
 /// The registered protocols, the default first.
-pub static REGISTRY: &[&dyn ProtocolImpl] =
-    &[&obsync::Impl, &webdav::Impl, &couch::Impl, &s3::Impl];
+pub static REGISTRY: &[&dyn ProtocolImpl] = &[
+    &obsync::Impl,
+    &webdav::Impl,
+    &couch::Impl,
+    &s3::Impl,
+    &tus::Impl,
+];
 
 /// The canonical names of the registered protocols.
 pub fn names() -> Vec<&'static str> {
@@ -98,6 +104,12 @@ pub fn check_scenario(s: &mut Scenario, origin: &str) -> anyhow::Result<&'static
         refuse("fault rules", imp.faults())?;
     }
     for p in &s.phases {
+        if let Support::No(reason) = imp.phase(p) {
+            bail!(
+                "{origin}: phase {} cannot run on {name} targets: {reason}",
+                p.name()
+            );
+        }
         match p {
             Phase::Crash { .. } => refuse("crash phases", imp.faults())?,
             p if p.is_fanout() => refuse("long-polling steps", imp.long_poll())?,

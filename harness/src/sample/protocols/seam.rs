@@ -102,6 +102,12 @@ pub trait ProtocolImpl: Sync {
         NO_DEVICES
     }
 
+    /// Whether it runs phase `p` at all (a protocol with no listing or feed runs push-type
+    /// phases only); by default every phase the other checks allow.
+    fn phase(&self, _p: &scenarios::scenario::Phase) -> Support {
+        Support::Yes
+    }
+
     /// The scenario file's options table this protocol reads (its name in brackets), if any.
     fn options_table(&self) -> Option<&'static str> {
         None

@@ -6,7 +6,6 @@
 
 use std::io::Write;
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -22,8 +21,6 @@ struct Req {
     path: String,
     head: String,
     body: Vec<u8>,
-    /// Requests the server has read before this one (0 for the first).
-    n: usize,
 }
 
 impl Req {
@@ -55,19 +52,17 @@ impl Fake {
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = l.local_addr().unwrap();
         let seen = Arc::new(Mutex::new(Vec::new()));
-        let counter = Arc::new(AtomicUsize::new(0));
         let answer: Arc<Handler> = Arc::new(answer);
         let log = seen.clone();
         std::thread::spawn(move || {
             for s in l.incoming() {
                 let Ok(mut s) = s else { continue };
-                let (answer, counter, log) = (answer.clone(), counter.clone(), log.clone());
+                let (answer, log) = (answer.clone(), log.clone());
                 std::thread::spawn(move || {
                     let Some((r, _)) = testkit::read_request(&mut s, Vec::new()) else {
                         return;
                     };
                     let req = Req {
-                        n: counter.fetch_add(1, Ordering::SeqCst),
                         method: r.method,
                         path: r.target,
                         head: r.head,

@@ -317,6 +317,17 @@ fn a_cut_patch_resumes_from_the_servers_offset() {
         fake.methods(),
         ["OPTIONS", "POST", "PATCH", "HEAD", "PATCH"]
     );
+    let paths: Vec<String> = fake
+        .seen
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|r| r.path.clone())
+        .collect();
+    assert_eq!(
+        paths,
+        ["/files/", "/files/", "/files/u1", "/files/u1", "/files/u1"]
+    );
 }
 
 #[test]

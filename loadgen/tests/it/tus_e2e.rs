@@ -136,3 +136,72 @@ fn a_vault_imports_into_tus_node_and_reads_back_byte_identical() {
     });
     drop(server);
 }
+
+/// Resume under cuts: 20 uploads whose first `PATCH` body the seeded hop cuts mid-way all
+/// resume (`HEAD`, then `PATCH` from the server's offset) to byte-identical uploads; the
+/// bytes sent again are those the cuts kept from the server.
+#[test]
+#[ignore = "slow: real servers (@tus/server from tools/tus)"]
+fn twenty_cut_uploads_resume_byte_identical() {
+    use loadgen::protocols::tus::cut::CutHop;
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("vault");
+    let mut files = Vec::new();
+    for i in 0..20u32 {
+        let body: Vec<u8> = (0..(8192 + i * 977))
+            .map(|j| ((j * 31 + i) % 253) as u8)
+            .collect();
+        let rel = format!("Notes/n{i:02}.md");
+        std::fs::create_dir_all(dir.join("Notes")).unwrap();
+        std::fs::write(dir.join(&rel), &body).unwrap();
+        files.push((rel, body));
+    }
+    let server = start(&tmp.path().join("data"));
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let direct: std::net::SocketAddr = format!("127.0.0.1:{}", server.port).parse().unwrap();
+        let hop = CutHop::start(direct, 0x5eed, 20).await.unwrap();
+        let via = Target::parse(&format!("http://{}", hop.addr()), false).unwrap();
+        let mut client = TusClient::new(via, None, "/files/").without_creation_with_upload();
+        let rec = Recorder::new(false);
+        client.discover(&rec).await.unwrap();
+        let opts = ImportOpts {
+            in_flight: 1,
+            checkpoint_every: 10,
+        };
+        let (_, imported) = import_vault(&client, &dir, opts).await.unwrap();
+        assert_eq!(hop.cut(), 20);
+        assert_eq!(imported.resumed_uploads, 20);
+        assert_eq!(imported.resumes, 20);
+        // What the cuts kept from the server is sent again; a server that dropped part of what
+        // reached it before the cut makes it more.
+        assert!(
+            imported.resent_bytes >= hop.bytes_cut(),
+            "{} < {}",
+            imported.resent_bytes,
+            hop.bytes_cut()
+        );
+        assert!(imported.resent_bytes > 0);
+        eprintln!(
+            "cut uploads {}, resumed {}, bytes the cuts kept from the server {}, bytes re-sent {}",
+            hop.cut(),
+            imported.resumed_uploads,
+            hop.bytes_cut(),
+            imported.resent_bytes
+        );
+        // Read back directly, not through the hop.
+        let target = Target::parse(&format!("http://{direct}"), false).unwrap();
+        let mut reader = TusClient::new(target, None, "/files/");
+        reader.discover(&rec).await.unwrap();
+        let out = tmp.path().join("back");
+        read_back(&reader, &imported, &out).await.unwrap();
+        for (rel, body) in &files {
+            assert_eq!(&std::fs::read(out.join(rel)).unwrap(), body, "{rel}");
+        }
+    });
+    drop(server);
+}

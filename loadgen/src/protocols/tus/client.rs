@@ -106,6 +106,9 @@ pub struct TusClient {
     pub chunk: usize,
     /// One exchange's deadline.
     pub timeout: Duration,
+    /// Send the first chunk with the creation when the server offers creation-with-upload
+    /// (`false`: always `POST`, then `PATCH`, so every body goes through `PATCH`).
+    pub with_upload: bool,
 }
 
 /// The headers an upload's answers are read for.
@@ -133,7 +136,15 @@ impl TusClient {
             caps: None,
             chunk: DEFAULT_CHUNK,
             timeout: REQUEST_TIMEOUT,
+            with_upload: true,
         }
+    }
+
+    /// This client creating uploads without their first chunk even where the server offers
+    /// creation-with-upload (`POST`, then `PATCH`).
+    pub fn without_creation_with_upload(mut self) -> Self {
+        self.with_upload = false;
+        self
     }
 
     /// This client with `PATCH` bodies of at most `chunk` bytes (at least 1).
@@ -222,7 +233,7 @@ impl TusClient {
         let mut sent = 0u64;
         let coll = self.collection.clone();
         let metadata = header::encode_metadata(meta);
-        let with_upload = caps.has("creation-with-upload");
+        let with_upload = self.with_upload && caps.has("creation-with-upload");
         let route = if with_upload {
             TusRoute::CreateWithUpload
         } else {

@@ -8,7 +8,8 @@
 //!
 //! Read in this order: [`header`] (the headers, parsed strictly; pure) → [`client`] (one
 //! exchange per route: discovery, upload with resume, read-back, termination) → [`ops`]
-//! (import a vault, read it back).
+//! (import a vault, read it back); [`cut`] is the seeded hop that cuts `PATCH` bodies for the
+//! resume check.
 //!
 //! # Client conventions
 //! - Discovery first: `OPTIONS` of the collection must list version 1.0.0 and the `creation`
@@ -25,6 +26,7 @@
 //!   [`client::MAX_RESUMES`]); every exchange has its deadline.
 
 pub mod client;
+pub mod cut;
 mod error;
 pub mod header;
 pub mod ops;

@@ -205,7 +205,7 @@ impl TusClient {
         })
     }
 
-    /// Uploads `body` as a new upload carrying `meta` (`filename`, `filetype`): a creation
+    /// Uploads `body` as a new upload carrying `meta` (`relativePath`, `filetype`): a creation
     /// (with the first chunk when the server offers creation-with-upload), then `PATCH`es of
     /// at most [`TusClient::chunk`] bytes. A `PATCH` cut off, answered `409`, or kept nothing of
     /// is resumed from the offset a `HEAD` answers (at most [`MAX_RESUMES`] times); a `460`
@@ -218,7 +218,10 @@ impl TusClient {
     ) -> Result<Uploaded, TusError> {
         let caps = self.caps()?;
         let len = body.len() as u64;
-        let name = meta.get("filename").map_or("(unnamed)", String::as_str);
+        let name = meta
+            .get("relativePath")
+            .or_else(|| meta.get("filename"))
+            .map_or("(unnamed)", String::as_str);
         let what = |w: &str| format!("tus upload of {}: {w}", contract::quote::quote(name));
         if let Some(max) = caps.max_size
             && len > max

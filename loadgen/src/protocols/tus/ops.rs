@@ -57,9 +57,13 @@ pub struct Imported {
     pub resumed_uploads: u64,
 }
 
-/// The `Upload-Metadata` of vault file `rel`: `filename` (the vault path, folders
-/// included, as the field report's import names a note) and `filetype` (by extension, as
-/// tus-js-client's browser uploads send the file's type).
+/// The `Upload-Metadata` of vault file `rel`: `relativePath` (the vault path, folders
+/// included, under the key Uppy's tus uploads give a file's path in a dropped folder) and
+/// `filetype` (by extension, as tus-js-client's browser uploads send the file's type).
+///
+/// Not `filename`: `@tus/server` 2.4.5 copies `filename` raw into the `Content-Disposition` of
+/// its `GET` answer, and a name with a character above U+00FF (a CJK note name) makes that
+/// `GET` answer 500, so no such note could be read back.
 pub fn metadata_of(rel: &str) -> BTreeMap<String, String> {
     let ext = rel.rsplit_once('.').map(|(_, e)| e.to_ascii_lowercase());
     let filetype = match ext.as_deref() {
@@ -72,7 +76,7 @@ pub fn metadata_of(rel: &str) -> BTreeMap<String, String> {
         _ => "application/octet-stream",
     };
     BTreeMap::from([
-        ("filename".to_owned(), rel.to_owned()),
+        ("relativePath".to_owned(), rel.to_owned()),
         ("filetype".to_owned(), filetype.to_owned()),
     ])
 }

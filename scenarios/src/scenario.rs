@@ -657,6 +657,11 @@ pub const BUILTIN: &[(&str, &str)] = &[
     ),
     ("small-mcp", include_str!("../scenarios/small-mcp.toml")),
     ("vault1k-mcp", include_str!("../scenarios/vault1k-mcp.toml")),
+    ("import-tus", include_str!("../scenarios/import-tus.toml")),
+    (
+        "import-tus-small",
+        include_str!("../scenarios/import-tus-small.toml"),
+    ),
 ];
 
 /// Names of the built-in scenarios.

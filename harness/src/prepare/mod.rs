@@ -91,13 +91,15 @@ pub struct RunOpts {
     #[arg(help_heading = "Target", long, value_name = "NAME", value_parser = protocol_value_parser())]
     pub protocol: Option<Protocol>,
     /// The path a command-line target serves the vault under (default `/`): a WebDAV
-    /// collection, an S3 bucket (`/NAME/`), a CouchDB database (`/NAME/`). `--webdav-root`
-    /// is its former spelling.
+    /// collection, an S3 bucket (`/NAME/`), a CouchDB database (`/NAME/`), a tus server's
+    /// collection URL, where uploads are created (`--tus-path`, default `/files/`).
+    /// `--webdav-root` is its former spelling.
     #[arg(
         help_heading = "Target",
         long,
         value_name = "PATH",
-        alias = "webdav-root"
+        alias = "webdav-root",
+        visible_alias = "tus-path"
     )]
     pub root: Option<String>,
     /// HTTP Basic credentials a command-line target demands, as USER:PASS (default: none;

@@ -9,6 +9,7 @@ pub mod couch;
 pub mod mcp;
 pub mod obsync;
 pub mod s3;
+pub mod tus;
 pub mod webdav;
 
 mod spec;
@@ -23,6 +24,7 @@ pub static SPECS: &[&Spec] = &[
     &couch::SPEC,
     &s3::SPEC,
     &mcp::SPEC,
+    &tus::SPEC,
 ];
 
 /// Every protocol's former target-file keys, `(former, current)`.

@@ -16,6 +16,7 @@ mod mcp;
 mod obsync;
 mod s3;
 mod seam;
+mod tus;
 mod webdav;
 
 pub use seam::{Local, ProtocolImpl, Run, Support};
@@ -27,6 +28,7 @@ pub static REGISTRY: &[&dyn ProtocolImpl] = &[
     &couch::Impl,
     &s3::Impl,
     &mcp::Impl,
+    &tus::Impl,
 ];
 
 /// The canonical names of the registered protocols.

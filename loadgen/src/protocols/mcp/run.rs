@@ -412,11 +412,24 @@ pub async fn run(cfg: &RunConfig) -> Result<Report, McpError> {
             .map_err(|e| session.conn.with_stderr(e))?;
         levels.insert(n, level);
     }
-    let mut peak_rss_kib = peak_rss_now(&session);
+    close(session, boot, &listing, tool_map, warm_list_us, levels, cfg).await
+}
+
+/// The report of a run whose calls are done: the server's peak RSS and traffic read, then
+/// its shutdown ([`shutdown`]).
+pub async fn close(
+    session: Arc<Session>,
+    boot: Boot,
+    listing: &Listing,
+    tool_map: ToolMap,
+    warm_list_us: Vec<u64>,
+    levels: BTreeMap<usize, Level>,
+    cfg: &RunConfig,
+) -> Result<Report, McpError> {
+    let peak_rss_kib = peak_rss_now(&session);
     let traffic = session.conn.traffic();
     let negotiated = session.negotiated.clone();
     let down = shutdown(session, cfg).await?;
-    peak_rss_kib = peak_rss_kib.max(down.usage.peak_rss_kib);
     Ok(Report {
         negotiated,
         boot,
@@ -427,7 +440,7 @@ pub async fn run(cfg: &RunConfig) -> Result<Report, McpError> {
         warm_list_us,
         levels,
         shutdown: down.after,
-        peak_rss_kib,
+        peak_rss_kib: peak_rss_kib.max(down.usage.peak_rss_kib),
         traffic,
     })
 }

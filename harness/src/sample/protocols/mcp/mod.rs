@@ -180,27 +180,19 @@ async fn drive(run: Run<'_>) -> anyhow::Result<()> {
             ),
         }
     }
-    let peak_rss_kib = run::peak_rss_now(&session);
-    let traffic = session.conn.traffic();
-    let negotiated = session.negotiated.clone();
     server.exit_will_be_requested();
-    let down = run::shutdown(session, &cfg)
-        .await
-        .map_err(|e| failed(e, server))?;
-    let report = Report {
-        negotiated,
-        boot: booted.boot,
-        tools: booted.listing.tools.len(),
-        list_pages: booted.listing.pages,
-        list_bytes: booted.listing.bytes,
+    let report = run::close(
+        session,
+        booted.boot,
+        &booted.listing,
         tool_map,
         warm_list_us,
         levels,
-        shutdown: down.after,
-        peak_rss_kib,
-        traffic,
-    };
-    if down.after.is_none() {
+        &cfg,
+    )
+    .await
+    .map_err(|e| failed(e, server))?;
+    if report.shutdown.is_none() {
         bail!(
             "{}: the server did not exit within {} of its stdin closing (killed)",
             run::SHUTDOWN,

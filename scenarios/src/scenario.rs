@@ -358,6 +358,24 @@ pub enum Phase {
         #[serde(default = "default_mcp_calls_per_op")]
         calls_per_op: usize,
     },
+    /// tus's one promise under faults: `cuts` of the vault's files (the first in sorted order
+    /// with at least two bytes) are uploaded again, each as a new upload, one at a time,
+    /// through a seeded cutting hop in front of the target that cuts each first `PATCH` body
+    /// part-way (a creation `POST` without a body, then the `PATCH`); the client resumes with
+    /// `HEAD` and a `PATCH` from the server's offset, and every resumed upload is read back
+    /// past the hop and compared byte for byte. Keys under `tus.` (`tus.resumed_byte_identical`
+    /// must be 1: a sample whose resumed upload differs fails). Only a tus scenario.
+    TusResume {
+        #[serde(default = "default_tus_cuts")]
+        cuts: usize,
+    },
+}
+
+/// The most uploads one `tus_resume` phase may cut (each costs the hop a 50 ms pause).
+pub const MAX_TUS_CUTS: usize = 1_000;
+
+fn default_tus_cuts() -> usize {
+    20
 }
 
 /// The most calls of each kind one `mcp_calls` level may make, and the most warm listings.
@@ -541,6 +559,7 @@ impl Phase {
             Phase::ConcurrentPush { .. } => "concurrent_push",
             Phase::McpListWarm { .. } => "mcp_list_warm",
             Phase::McpCalls { .. } => "mcp_calls",
+            Phase::TusResume { .. } => "tus_resume",
         }
     }
 
@@ -912,10 +931,21 @@ pub fn parse(text: &str, origin: &str) -> Result<Scenario, ScenarioError> {
                     ));
                 }
             }
+            Phase::TusResume { cuts } if *cuts == 0 || *cuts > MAX_TUS_CUTS => {
+                return invalid(format!(
+                    "tus_resume cuts {cuts} must be in 1..={MAX_TUS_CUTS}"
+                ));
+            }
             _ => {}
         }
     }
-    for kind in ["fanout", "concurrent_push", "mcp_list_warm", "mcp_calls"] {
+    for kind in [
+        "fanout",
+        "concurrent_push",
+        "mcp_list_warm",
+        "mcp_calls",
+        "tus_resume",
+    ] {
         if s.phases.iter().filter(|p| p.name() == kind).count() > 1 {
             return invalid(format!(
                 "{kind}: one such step per scenario (their keys would collide)"
@@ -937,6 +967,7 @@ pub fn parse(text: &str, origin: &str) -> Result<Scenario, ScenarioError> {
                 | Phase::ConcurrentPush { .. }
                 | Phase::McpListWarm { .. }
                 | Phase::McpCalls { .. }
+                | Phase::TusResume { .. }
         );
         if needs_push && pushes.is_none_or(|j| j > i) {
             return invalid(format!("phase {} needs a cold_push before it", p.name()));
@@ -1022,6 +1053,35 @@ mod tests {
                 .to_string()
                 .contains("twice")
         );
+    }
+
+    #[test]
+    fn tus_resume_takes_a_bounded_number_of_cuts() {
+        let head = "name = \"t\"\ndoc = \"d\"\nprofile = \"small\"\nprotocol = \"tus\"\n";
+        let s = parse(&format!("{head}[[phase]]\nkind = \"tus_resume\"\n"), "t").unwrap();
+        assert_eq!(s.phases, vec![Phase::TusResume { cuts: 20 }]);
+        assert_eq!(s.phases[0].name(), "tus_resume");
+        for bad in [0, MAX_TUS_CUTS + 1] {
+            let e = parse(
+                &format!("{head}[[phase]]\nkind = \"tus_resume\"\ncuts = {bad}\n"),
+                "t",
+            )
+            .unwrap_err()
+            .to_string();
+            assert!(e.contains("tus_resume cuts"), "{e}");
+        }
+        let twice =
+            format!("{head}[[phase]]\nkind = \"tus_resume\"\n[[phase]]\nkind = \"tus_resume\"\n");
+        assert!(
+            parse(&twice, "t")
+                .unwrap_err()
+                .to_string()
+                .contains("one such step")
+        );
+        for name in ["import-tus-small", "import-tus"] {
+            let s = builtin(name).unwrap();
+            assert!(s.phases.contains(&Phase::TusResume { cuts: 20 }), "{name}");
+        }
     }
 
     #[test]

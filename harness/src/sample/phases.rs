@@ -161,6 +161,16 @@ async fn run_phase<C: SyncClient>(
                 long_poll_step(plan, phase, server, client, sample_dir, m, bounds).await?;
                 return Ok(());
             }
+            Phase::TusResume { cuts } => {
+                let job = crate::sample::sync_client::TusResumeJob {
+                    plan,
+                    server,
+                    cuts: *cuts,
+                    sample_dir,
+                };
+                client.tus_resume(job, bounds, m).await?;
+                return Ok(());
+            }
             // `check_scenario` refuses them before any sample; a plan made otherwise fails.
             Phase::McpListWarm { .. } | Phase::McpCalls { .. } => {
                 bail!("{name}: an MCP phase runs only in an MCP scenario")
@@ -272,7 +282,8 @@ async fn run_phase<C: SyncClient>(
             | Phase::LongPollFanout { .. }
             | Phase::ConcurrentPush { .. }
             | Phase::McpListWarm { .. }
-            | Phase::McpCalls { .. } => {
+            | Phase::McpCalls { .. }
+            | Phase::TusResume { .. } => {
                 unreachable!("handled above")
             }
         };

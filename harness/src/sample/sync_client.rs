@@ -40,6 +40,15 @@ pub struct EditReport {
 /// How long B waits for one edit before the sample fails.
 pub const EDIT_DEADLINE: Duration = Duration::from_secs(30);
 
+/// What a `tus_resume` phase is given: the plan, the running server, the uploads to cut and
+/// the sample's scratch folder.
+pub struct TusResumeJob<'a> {
+    pub plan: &'a SamplePlan,
+    pub server: &'a Server,
+    pub cuts: usize,
+    pub sample_dir: &'a Path,
+}
+
 /// What the cold push hands the client: the vault, the files in flight and how often a
 /// throughput checkpoint is taken.
 pub struct PushJob<'a> {
@@ -176,6 +185,21 @@ pub trait SyncClient {
         to: &str,
         pull_dir: &Path,
     ) -> anyhow::Result<u64>;
+
+    /// The `tus_resume` phase (uploads cut part-way by a seeded hop, resumed, read back past
+    /// it), for a protocol whose client builds it; the others refuse here. The client calls
+    /// `bounds` around the cut uploads (not around its set-up or the read-back).
+    async fn tus_resume(
+        &mut self,
+        _job: TusResumeJob<'_>,
+        _bounds: &mut dyn crate::sample::phases::Boundary,
+        _m: &mut Metrics,
+    ) -> anyhow::Result<()> {
+        anyhow::bail!(
+            "tus_resume: not built for {} targets (it checks tus's resume after a cut)",
+            self.protocol()
+        )
+    }
 
     /// The crash phase (kill the target mid-push, restart, check), for a protocol whose client
     /// builds it; the others refuse here.

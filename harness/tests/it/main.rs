@@ -23,6 +23,7 @@ mod shard;
 mod user_vault;
 mod report;
 mod trend;
+mod tus;
 mod twin;
 mod vault;
 mod webdav;

@@ -182,6 +182,22 @@ mod tests {
         );
         check_scenario(&mut s, "f.toml").unwrap();
         assert!(s.protocol.is_default());
+        // tus's resume check runs against tus targets only, and is named when refused.
+        for (protocol, runs) in [("webdav", false), ("obsync", false), ("tus", true)] {
+            let mut s = parse(&format!(
+                "name='x'\ndoc='d'\nprofile='small'\nprotocol='{protocol}'\n[[phase]]\nkind='tus_resume'\ncuts=3\n"
+            ));
+            match check_scenario(&mut s, "f.toml") {
+                Ok(_) => assert!(runs, "{protocol} ran tus_resume"),
+                Err(e) => {
+                    let e = e.to_string();
+                    assert!(
+                        !runs && e.contains("tus_resume") && e.contains("tus target"),
+                        "{e}"
+                    );
+                }
+            }
+        }
         for name in scenarios::scenario::builtin_names() {
             let mut s = scenarios::scenario::builtin(name).unwrap();
             check_scenario(&mut s, name).unwrap();

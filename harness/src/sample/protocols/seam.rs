@@ -102,10 +102,13 @@ pub trait ProtocolImpl: Sync {
         NO_DEVICES
     }
 
-    /// Whether it runs `phase`: by default every phase but an MCP server's.
+    /// Whether it runs `phase`: by default every phase but an MCP server's and tus's resume
+    /// check.
     fn runs(&self, phase: &scenarios::scenario::Phase) -> Support {
         if phase.is_mcp() {
             Support::No("it is a sync protocol; MCP phases need an MCP server")
+        } else if matches!(phase, scenarios::scenario::Phase::TusResume { .. }) {
+            Support::No("tus_resume checks tus's resume after a cut; it needs a tus target")
         } else {
             Support::Yes
         }

@@ -324,7 +324,8 @@ fn deterministic(phases: &[Phase]) -> bool {
         | Phase::LongPollFanout { .. }
         | Phase::ConcurrentPush { .. }
         | Phase::McpListWarm { .. }
-        | Phase::McpCalls { .. } => false,
+        | Phase::McpCalls { .. }
+        | Phase::TusResume { .. } => false,
     })
 }
 

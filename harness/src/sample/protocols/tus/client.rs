@@ -17,13 +17,18 @@
 use anyhow::{Context, bail};
 use std::path::Path;
 
-use contract::key::PhaseKey;
+use contract::key::{PhaseKey, Scope};
 use loadgen::TransferReport;
 use loadgen::protocols::tus::client::Recorder;
+use loadgen::protocols::tus::cut::CutHop;
 use loadgen::protocols::tus::{ImportOpts, Imported, TusClient};
 
+use crate::sample::phases::Boundary;
 use crate::sample::plan::{Metrics, SamplePlan};
-use crate::sample::sync_client::{EditJob, EditReport, PushJob, RouteStep, StepReport, SyncClient};
+use crate::sample::server_cost::Work;
+use crate::sample::sync_client::{
+    EditJob, EditReport, PushJob, RouteStep, StepReport, SyncClient, TusResumeJob,
+};
 use crate::sample::target::{Server, TargetSpec};
 
 /// A tus client of `server` for `spec`: its collection and credentials.
@@ -35,6 +40,46 @@ pub fn client_for(spec: &TargetSpec, server: &Server) -> anyhow::Result<TusClien
         def.auth.as_ref(),
         &loadgen::protocols::tus::collection_of(def),
     ))
+}
+
+/// Where `tus_resume`'s keys go (`tus.resumed_byte_identical`, …): the protocol's promise,
+/// under its name.
+const RESUME_SCOPE: &str = "tus";
+/// Mixed into the plan's seed for the cutting hop's cut points.
+const RESUME_SEED: u64 = 0x7475_735f_6375_7473;
+
+/// The first `cuts` files of `vault` (sorted by path) with at least two bytes (a cut keeps at
+/// least one byte from the server and passes at least one), copied under `dir`; that folder
+/// and its manifest.
+fn resume_files(
+    vault: &Path,
+    cuts: usize,
+    dir: &Path,
+) -> anyhow::Result<(std::path::PathBuf, scenarios::Manifest)> {
+    let all = crate::tree::manifest_of_dir(vault)?;
+    let picked: Vec<_> = all
+        .entries
+        .iter()
+        .filter(|e| e.size >= 2)
+        .take(cuts)
+        .collect();
+    if picked.len() < cuts {
+        bail!(
+            "tus_resume: cuts = {cuts}, but the vault has only {} files of at least 2 bytes",
+            picked.len()
+        );
+    }
+    let _ = std::fs::remove_dir_all(dir);
+    for e in &picked {
+        let (from, to) = (vault.join(&e.path), dir.join(&e.path));
+        if let Some(parent) = to.parent() {
+            std::fs::create_dir_all(parent)
+                .with_context(|| format!("creating {}", parent.display()))?;
+        }
+        std::fs::copy(&from, &to).with_context(|| format!("copying {}", from.display()))?;
+    }
+    let sent = scenarios::Manifest::from_entries(picked.into_iter().cloned().collect());
+    Ok((dir.to_owned(), sent))
 }
 
 /// A tus client of a target and the record of the last import (what the read-back reads).
@@ -108,6 +153,109 @@ impl SyncClient for TusSyncClient {
         loadgen::protocols::tus::read_back(&self.client, &self.imported, dir)
             .await
             .context("cold pull (tus read-back)")
+    }
+
+    async fn tus_resume(
+        &mut self,
+        job: TusResumeJob<'_>,
+        bounds: &mut dyn Boundary,
+        m: &mut Metrics,
+    ) -> anyhow::Result<()> {
+        let cuts = job.cuts;
+        let root = job.sample_dir.join("tus-resume");
+        let (src, sent) = resume_files(&job.plan.vault_dir, cuts, &root.join("vault"))?;
+        let hop = CutHop::start(job.server.addr, job.plan.seed ^ RESUME_SEED, cuts as u64)
+            .await
+            .context("tus_resume: starting the cutting hop")?;
+        let via = loadgen::Target::parse(&format!("http://{}", hop.addr()), false)?;
+        let def = &job.plan.target.def;
+        let mut client = TusClient::new(
+            via,
+            def.auth.as_ref(),
+            &loadgen::protocols::tus::collection_of(def),
+        )
+        .without_creation_with_upload();
+        client
+            .discover(&Recorder::new(false))
+            .await
+            .context("tus_resume: discovery through the cutting hop")?;
+        // One upload at a time, so the hop's seeded cut points fall on the same uploads.
+        let opts = ImportOpts {
+            in_flight: 1,
+            checkpoint_every: cuts,
+        };
+        bounds.begin()?;
+        let (r, imported) = loadgen::protocols::tus::import_vault(&client, &src, opts)
+            .await
+            .context("tus_resume: the cut uploads")?;
+        let work = Work {
+            requests: r.requests,
+            files: Some(r.files),
+            timed: false,
+        };
+        bounds.end(&Scope::phase(RESUME_SCOPE), work, false, m)?;
+        let (cut, withheld) = (hop.cut(), hop.bytes_cut());
+        drop(hop);
+        if cut != cuts as u64 {
+            bail!(
+                "tus_resume: the hop cut {cut} of {cuts} first PATCH bodies (the server took the uploads some other way)"
+            );
+        }
+        if imported.resumed_uploads != cut {
+            bail!(
+                "tus_resume: {} of {cut} cut uploads were resumed; the rest finished without a HEAD",
+                imported.resumed_uploads
+            );
+        }
+        // Read back past the hop, with the client the import phases use.
+        let back = root.join("back");
+        std::fs::create_dir_all(&back).with_context(|| format!("creating {}", back.display()))?;
+        loadgen::protocols::tus::read_back(&self.client, &imported, &back)
+            .await
+            .context("tus_resume: reading the resumed uploads back")?;
+        let got = crate::tree::manifest_of_dir(&back)?;
+        if let Some(d) = sent.first_difference(&got) {
+            bail!("tus_resume: a resumed upload reads back differently: {d}");
+        }
+        m.passed(PhaseKey::new(RESUME_SCOPE, "resumed_byte_identical"));
+        let key = |stat: &str| PhaseKey::new(RESUME_SCOPE, stat);
+        for (stat, v, unit) in [
+            ("cut_uploads", cut, "count"),
+            ("resumed_uploads", imported.resumed_uploads, "count"),
+            ("resumes", imported.resumes, "count"),
+            ("bytes_withheld", withheld, "bytes"),
+            ("resent_bytes", imported.resent_bytes, "bytes"),
+            ("answers_409", imported.conflicts, "count"),
+            ("answers_460", imported.mismatches, "count"),
+        ] {
+            m.exact(key(stat), v as f64, unit);
+        }
+        if imported.resumes > 0 {
+            m.exact(
+                key("resent_bytes_per_resume"),
+                imported.resent_bytes as f64 / imported.resumes as f64,
+                "bytes",
+            );
+        }
+        if r.files > 0 {
+            m.exact(
+                key("round_trips_per_note"),
+                r.requests as f64 / r.files as f64,
+                "count",
+            );
+        }
+        m.timing(
+            key("wall_ms"),
+            r.wall_ns as f64 / 1e6,
+            "ms",
+            reports::schema::Better::Lower,
+        );
+        eprintln!(
+            "tus_resume: {cut} uploads cut, {} resumed byte-identical; {} bytes sent again ({withheld} withheld by the cuts)",
+            imported.resumed_uploads, imported.resent_bytes
+        );
+        let _ = std::fs::remove_dir_all(&root);
+        Ok(())
     }
 
     async fn resync(&mut self, _dir: &Path) -> anyhow::Result<TransferReport> {

@@ -23,11 +23,16 @@ impl ProtocolImpl for Impl {
 
     fn runs(&self, p: &Phase) -> Support {
         match p {
-            Phase::ColdStart | Phase::ColdPush { .. } | Phase::ColdPull => Support::Yes,
+            Phase::ColdStart
+            | Phase::ColdPush { .. }
+            | Phase::ColdPull
+            | Phase::TusResume { .. } => Support::Yes,
             Phase::IdleResync | Phase::EditPropagation { .. } | Phase::FolderRename => Support::No(
                 "tus has no listing, change feed or rename; it runs cold_push, and cold_pull reads each upload back",
             ),
-            _ => Support::No("tus runs cold_push and the cold_pull that reads each upload back"),
+            _ => Support::No(
+                "tus runs cold_push, the cold_pull that reads each upload back, and tus_resume",
+            ),
         }
     }
 

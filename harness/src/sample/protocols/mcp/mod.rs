@@ -3,6 +3,8 @@
 //! pipes attached to `loadgen`'s MCP client, and the scenario's MCP phases driven through
 //! `loadgen::protocols::mcp::run`'s steps: the cold boot, warm listings, the seeded
 //! `tools/call` workload at each in-flight level, and the shutdown (stdin closed → exit).
+//! Where the vault has planted queries (a `*-queries` profile), the server's search tool is
+//! scored on them before the shutdown (`loadgen::protocols::mcp::quality`, exact keys).
 //! The server's own costs are the sample's as for any target: per-phase CPU and io at each
 //! phase boundary (`sample::server_cost`), its CPU, peak RSS and threads at the end.
 

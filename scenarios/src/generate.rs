@@ -77,16 +77,21 @@ pub struct Files {
     seed: u64,
     plan: Plan,
     extras: Vec<Extra>,
+    /// Text appended to planted notes (empty unless the profile plants queries).
+    planting: crate::plant::Planting,
     next: usize,
 }
 
 /// Every file of `profile` made from `seed`, in a deterministic order.
 pub fn generate(p: &Profile, seed: u64) -> Files {
+    let plan = Plan::new(p, seed);
+    let planting = crate::plant::plant(p, &plan, seed);
     Files {
         profile: p.clone(),
         seed,
-        plan: Plan::new(p, seed),
+        plan,
         extras: extras(p),
+        planting,
         next: 0,
     }
 }
@@ -106,7 +111,10 @@ impl Iterator for Files {
         self.next += 1;
         let (n_notes, n_att) = (self.plan.notes.len(), self.plan.attachments.len());
         if i < n_notes {
-            let bytes = crate::note::render(&self.profile, &self.plan, self.seed, i as u32);
+            let mut bytes = crate::note::render(&self.profile, &self.plan, self.seed, i as u32);
+            if let Some(text) = self.planting.appended.get(&(i as u32)) {
+                bytes.extend_from_slice(text.as_bytes());
+            }
             return Some(GenFile {
                 path: self.plan.notes[i].path.clone(),
                 size: bytes.len() as u64,

@@ -15,6 +15,7 @@ pub mod links;
 mod manifest;
 mod note;
 mod plan;
+pub mod plant;
 mod profile;
 mod rng;
 pub mod script;
@@ -26,6 +27,7 @@ mod twin;
 pub use binary::RandomReader;
 pub use generate::{FileReader, Files, GenFile, generate};
 pub use manifest::{Difference, Manifest, ManifestEntry, entry, hash_reader, manifest};
+pub use plant::{PlantedQuery, queries};
 pub use profile::{
     DEFAULT_SEED, Fanout, HazardNames, ImageSizes, LinkStyle, ObsidianConfig, PROFILE_NAMES,
     Profile, TitleNames, profile,

@@ -112,6 +112,9 @@ pub struct Profile {
     /// How a measured vault names its image-sized attachments (a twin), the same way; `None`:
     /// English nouns.
     pub attachment_names: Option<TitleNames>,
+    /// Planted search queries (`plant.rs`): each a rare phrase in a few known notes, with
+    /// decoys holding its single words; 0 plants none and leaves every note as it was.
+    pub planted_queries: u32,
 }
 
 /// Notes' names as a measured vault writes them (`[names.notes]` of a shape file).
@@ -197,6 +200,8 @@ pub const PROFILE_NAMES: &[&str] = &[
     "assets",
     "personal",
     "vault1k",
+    "small-queries",
+    "vault1k-queries",
     "fixture",
     "large",
     "vault100k",
@@ -247,6 +252,7 @@ pub(crate) fn base(name: &'static str, doc: &'static str, notes: u32) -> Profile
         heavy_max_bytes: 0,
         title_names: None,
         attachment_names: None,
+        planted_queries: 0,
     }
 }
 
@@ -306,6 +312,19 @@ pub fn profile(name: &str) -> Option<Profile> {
                 "1,000 notes with [text](Note%20name.md) links and few frontmatters (the other real-vault mode)",
                 1000,
             )
+        },
+        "small-queries" => Profile {
+            // Eight queries: 8 x (2-4 relevant + 3 decoys) = at most 56 of the 100 notes.
+            planted_queries: 8,
+            doc: "small + 8 planted search queries (a rare phrase in 2-4 notes each, decoys holding its single words) for scoring a search tool's recall@10, nDCG@10 and MRR",
+            name: "small-queries",
+            ..profile("small")?
+        },
+        "vault1k-queries" => Profile {
+            planted_queries: 20,
+            doc: "vault1k + 20 planted search queries (a rare phrase in 2-4 notes each, decoys holding its single words) for scoring a search tool's recall@10, nDCG@10 and MRR",
+            name: "vault1k-queries",
+            ..profile("vault1k")?
         },
         "fixture" => Profile {
             folders: 60,

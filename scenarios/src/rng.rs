@@ -27,6 +27,8 @@ pub(crate) enum Purpose {
     Hazards = 6,
     /// The edit stream.
     Edits = 7,
+    /// Planted queries: phrases, their notes and decoys (`plant.rs`).
+    Plant = 8,
 }
 
 /// A generator for one purpose and one item (`index`) of the vault made from `seed`.

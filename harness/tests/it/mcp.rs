@@ -90,6 +90,39 @@ fn small_mcp_records_the_reference_filesystem_server() {
     assert!(value(&b, "server.threads") >= 2.0);
     assert!(value(&b, "mcp_boot.server.cpu_ms") > 1.0);
     assert!(value(&b, "server.cpu_s") > 0.0);
+    // Its search_files is a glob over names: no content search, no scores.
+    assert_eq!(value(&b, "mcp_quality.content_search"), 0.0);
+    assert!(b["metrics"].get("mcp_quality.recall_at_10").is_none());
+}
+
+#[test]
+#[ignore = "slow: real servers"]
+fn small_mcp_scores_mcpvaults_search_on_the_planted_queries() {
+    let home = tempfile::tempdir().unwrap();
+    let b = record_small_mcp(home.path(), "mcpvault", &[]);
+    assert!(value(&b, "mcp_boot.tools") > 0.0);
+    assert_eq!(value(&b, "mcp_quality.content_search"), 1.0);
+    // small-queries plants 8 queries.
+    assert_eq!(value(&b, "mcp_quality.queries"), 8.0);
+    assert_eq!(value(&b, "mcp_quality.failed_queries"), 0.0);
+    for k in ["recall_at_10", "ndcg_at_10", "mrr_at_10"] {
+        let v = value(&b, &format!("mcp_quality.{k}"));
+        assert!((0.0..=1.0).contains(&v), "{k} {v}");
+        assert_eq!(
+            b["metrics"][format!("mcp_quality.{k}")]["class"].as_str(),
+            Some("exact"),
+            "{k}"
+        );
+    }
+    // The phrase's three words are rare and every relevant note holds all three: a BM25
+    // search finds some of them.
+    assert!(value(&b, "mcp_quality.recall_at_10") > 0.0);
+    for n in [1, 8] {
+        let p = format!("mcp_calls_c{n}");
+        assert_eq!(value(&b, &format!("{p}.calls.search_notes")), 20.0, "{p}");
+        assert_eq!(value(&b, &format!("{p}.protocol_errors")), 0.0, "{p}");
+    }
+    assert!(value(&b, "mcp_shutdown.exit_us") > 0.0);
 }
 
 #[test]

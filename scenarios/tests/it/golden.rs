@@ -48,6 +48,26 @@ fn golden_personal() {
 }
 
 #[test]
+fn golden_small_queries() {
+    check(
+        "small-queries",
+        100,
+        264057,
+        "b50385ac638d6aeaf8b732e5f1358753ee3a16006be2f637827cbab51700f6a0",
+    );
+}
+
+#[test]
+fn golden_vault1k_queries() {
+    check(
+        "vault1k-queries",
+        1100,
+        15244977,
+        "769b144f440714529b9e3eceeffb0b2a1573491e9cbbcce4b75efe9d9c9696de",
+    );
+}
+
+#[test]
 fn golden_vault1k() {
     check(
         "vault1k",

@@ -7,9 +7,11 @@
 //! `run`, its figures named as metric keys by `run::Report::keys`.
 //!
 //! Read order: `line` (bounded framing) → `stdio` (the process and the id-matched channel)
-//! → `session` (eras, listing, calls) → `workload` → `run`.
+//! → `session` (eras, listing, calls) → `workload` → `run`; `quality` scores a search tool
+//! on a vault's planted queries.
 
 pub mod line;
+pub mod quality;
 pub mod run;
 pub mod session;
 pub mod stdio;
@@ -30,10 +32,16 @@ pub const SPEC: Spec = Spec {
     ready,
     feed: None,
     routes: Vec::new,
-    presets: &[Preset {
-        name: "mcp-filesystem",
-        text: include_str!("../../../targets/mcp-filesystem.toml"),
-    }],
+    presets: &[
+        Preset {
+            name: "mcp-filesystem",
+            text: include_str!("../../../targets/mcp-filesystem.toml"),
+        },
+        Preset {
+            name: "mcpvault",
+            text: include_str!("../../../targets/mcpvault.toml"),
+        },
+    ],
     database: None,
     former_keys: &[],
 };

@@ -372,4 +372,25 @@ impl Session {
             }
         })
     }
+
+    /// One `tools/call` by `deadline`, with its result when the server gave one (the
+    /// retrieval scoring reads what a search returned; the timed workload uses [`call_tool`],
+    /// which keeps no result).
+    ///
+    /// [`call_tool`]: Session::call_tool
+    pub async fn call_tool_result(
+        &self,
+        name: &str,
+        arguments: Value,
+        deadline: Instant,
+    ) -> Result<Result<Value, String>, McpError> {
+        let mut p = Map::new();
+        p.insert("name".into(), Value::String(name.into()));
+        p.insert("arguments".into(), arguments);
+        let answer = self
+            .conn
+            .request("tools/call", self.params(p), deadline)
+            .await?;
+        Ok(answer.outcome.map_err(|e| e.to_string()))
+    }
 }

@@ -3,6 +3,8 @@
 //! pipes attached to `loadgen`'s MCP client, and the scenario's MCP phases driven through
 //! `loadgen::protocols::mcp::run`'s steps: the cold boot, warm listings, the seeded
 //! `tools/call` workload at each in-flight level, and the shutdown (stdin closed → exit).
+//! Where the vault has planted queries (a `*-queries` profile), the server's search tool is
+//! scored on them before the shutdown (`loadgen::protocols::mcp::quality`, exact keys).
 //! The server's own costs are the sample's as for any target: per-phase CPU and io at each
 //! phase boundary (`sample::server_cost`), its CPU, peak RSS and threads at the end.
 
@@ -13,6 +15,7 @@ use anyhow::{Context, bail};
 use contract::key::{PhaseKey, Scope, ServerKey};
 use contract::schema::MetricClass;
 use loadgen::protocols::mcp::McpError;
+use loadgen::protocols::mcp::quality;
 use loadgen::protocols::mcp::run::{self, Report, RunConfig};
 use loadgen::protocols::mcp::stdio::StdioConn;
 use reports::schema::Better;
@@ -180,6 +183,10 @@ async fn drive(run: Run<'_>) -> anyhow::Result<()> {
             ),
         }
     }
+    // Retrieval quality, where the vault has planted queries (a `*-queries` profile).
+    let quality = retrieval(plan, &session, &booted.listing, &cfg)
+        .await
+        .map_err(|e| failed(e, server))?;
     server.exit_will_be_requested();
     let report = run::close(
         session,
@@ -200,7 +207,42 @@ async fn drive(run: Run<'_>) -> anyhow::Result<()> {
         );
     }
     keys(&report, boot_cpu_us, peak_threads, m);
+    if let Some(q) = quality {
+        eprintln!("  {}: {}", quality::PHASE, quality::line(&q));
+        for (key, value, unit) in quality::keys(&q) {
+            m.exact(key, value, unit);
+        }
+    }
     Ok(())
+}
+
+/// The search tool's scores on the vault's planted queries (`scenarios::plant`, recomputed
+/// from the scenario's profile and seed), or `None` when the vault plants none.
+async fn retrieval(
+    plan: &SamplePlan,
+    session: &loadgen::protocols::mcp::session::Session,
+    listing: &loadgen::protocols::mcp::session::Listing,
+    cfg: &RunConfig,
+) -> Result<Option<quality::Quality>, McpError> {
+    let Some(profile) = scenarios::profile(&plan.scenario.profile) else {
+        return Ok(None);
+    };
+    let planted = scenarios::queries(&profile, plan.seed);
+    if planted.is_empty() {
+        return Ok(None);
+    }
+    let queries: Vec<quality::Query> = planted
+        .into_iter()
+        .map(|q| quality::Query {
+            phrase: q.phrase,
+            relevant: q.relevant.into_iter().collect(),
+        })
+        .collect();
+    let (files, _) = loadgen::protocols::mcp::workload::walk(&cfg.vault)?;
+    let notes = files.into_iter().filter(|f| f.ends_with(".md")).collect();
+    quality::measure(session, listing, &queries, &cfg.vault, &notes, cfg.call)
+        .await
+        .map(Some)
 }
 
 /// A phase's work for its cost keys: `requests` JSON-RPC requests.

@@ -680,3 +680,66 @@ fn the_pouchdb_client_against_pouchdb_server_runs_every_phase_byte_identical() {
         "nothing left running"
     );
 }
+
+/// `vaultbench load push|pull --mirror` as an obsync client of the reference server: both
+/// devices enrolled in one state file in `{shared}` (B is paired through A, as obsync pairs a
+/// second device), the first with the setup token the server wrote into `{data}`. Every phase
+/// runs through it, the pull is byte-identical (the rename's old folder removed on both sides
+/// by the mirror), and the proxy counts the requests of each file pushed and pulled.
+#[test]
+#[ignore = "slow: real samples against the reference server"]
+fn vaultbench_load_as_the_client_of_ref_runs_every_phase_byte_identical() {
+    let home = tempfile::tempdir().unwrap();
+    let vb = env!("CARGO_BIN_EXE_vaultbench");
+    let conn = "--url {url} --setup-token-file {data}/setup-token --state {shared}/obsync.json --device {device}";
+    let client = format!(
+        "setup = \"'{vb}' load pull {conn} --vault {{state}}/enrolled --mirror\"\n\
+         push = \"'{vb}' load push {conn} --vault {{dir}} --mirror\"\n\
+         pull = \"'{vb}' load pull {conn} --vault {{dir}} --mirror\"\n\
+         startup = \"'{vb}' --version\"\n\
+         timeout = \"2m\""
+    );
+    let f = scenario(home.path(), "small", "obsync-v1", 3, &client);
+    let m = record_client(home.path(), &f, "ref");
+    assert_client_phases(&m, 3.0);
+    let value = |k: &str| {
+        m[k]["value"]
+            .as_f64()
+            .unwrap_or_else(|| panic!("{k} missing: {m}"))
+    };
+    for phase in ["cold_push", "cold_pull"] {
+        let per_file: Vec<(&String, f64)> = m
+            .as_object()
+            .unwrap()
+            .iter()
+            .filter(|(k, _)| {
+                k.starts_with(&format!("{phase}.proxy.")) && k.ends_with(".requests_per_file")
+            })
+            .map(|(k, v)| (k, v["value"].as_f64().unwrap()))
+            .collect();
+        assert!(
+            per_file.iter().map(|(_, n)| n).sum::<f64>() > 0.0,
+            "{phase}: no proxy counts in {m}"
+        );
+    }
+    // The cold push posts one version per file and folder, and the idle push only reads the
+    // server's listing: nothing is posted when nothing changed.
+    let posts = |phase: &str| -> f64 {
+        m.as_object()
+            .unwrap()
+            .iter()
+            .filter(|(k, _)| {
+                k.starts_with(&format!("{phase}.proxy.POST_"))
+                    && k.ends_with(".requests")
+                    && k.contains("versions")
+            })
+            .map(|(_, v)| v["value"].as_f64().unwrap())
+            .sum()
+    };
+    assert!(posts("cold_push") >= value("cold_push.files"), "{m}");
+    assert_eq!(posts("idle_resync"), 0.0, "{m}");
+    assert!(
+        procs_with(&home.path().join("work").display().to_string()).is_empty(),
+        "nothing left running"
+    );
+}

@@ -320,7 +320,7 @@ async fn push_vault_from(
 
 /// The push. With `drain`, a failure first waits for the tasks in flight (each bounded by its
 /// requests' timeouts), so `rec` holds every request sent.
-async fn push_vault_inner(
+pub(super) async fn push_vault_inner(
     dev: &Device,
     dir: &Path,
     opts: &PushOpts,

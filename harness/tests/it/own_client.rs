@@ -312,9 +312,10 @@ fn ab_of_two_webdav_servers_through_the_same_client() {
     );
 }
 
-/// A hostile server behind the proxy: an answer whose body stalls after a few bytes, and one
-/// of 10 GB. Each sample fails in one line naming the phase and the client within the client's
-/// deadline, with nothing left running.
+/// A hostile server behind the proxy: an answer whose body stalls after a few bytes, one of
+/// 10 GB, a WebSocket upgrade answered `101` and then silent, and an upgrade request never
+/// answered. Each sample fails in one line naming the phase and the client within the
+/// client's deadline, with nothing left running.
 #[test]
 #[ignore = "slow: real samples against a hostile server"]
 fn a_hostile_server_behind_the_proxy_is_bounded() {
@@ -344,10 +345,23 @@ fn a_hostile_server_behind_the_proxy_is_bounded() {
         "    z=bytes(1<<20)",
         "    for i in range(10240): c.sendall(z)",
     ]);
-    for (name, target) in [("stall", stall), ("huge", huge)] {
+    let upgraded = server(&[
+        r"    c.sendall(b'HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n')",
+        "    time.sleep(600)",
+    ]);
+    let unanswered = server(&["    time.sleep(600)"]);
+    let plain =
+        "push = \"curl -sS -f -o {state}/got {url}note\"\npull = \"true\"\ntimeout = \"5s\"";
+    // curl sends the upgrade's headers as given and, once answered 101, waits for the
+    // upgraded connection's bytes.
+    let upgrade = "push = \"curl -sS -f -o {state}/got -H 'Connection: Upgrade' -H 'Upgrade: websocket' -H 'Sec-WebSocket-Version: 13' -H 'Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==' {url}feed\"\npull = \"true\"\ntimeout = \"5s\"";
+    for (name, target, client) in [
+        ("stall", stall, plain),
+        ("huge", huge, plain),
+        ("upgraded then silent", upgraded, upgrade),
+        ("upgrade unanswered", unanswered, upgrade),
+    ] {
         let home = tempfile::tempdir().unwrap();
-        let client =
-            "push = \"curl -sS -f -o {state}/got {url}note\"\npull = \"true\"\ntimeout = \"5s\"";
         let f = scenario(home.path(), "small", "webdav", 1, client);
         let t0 = std::time::Instant::now();
         let err = record_stops_at_its_bound(
@@ -371,6 +385,7 @@ fn a_hostile_server_behind_the_proxy_is_bounded() {
             .find(|l| l.contains("cold_push: device A's client"))
             .unwrap();
         assert!(line.len() < 1000, "{name}: one line: {line}");
+        eprintln!("{name}: {line}");
         // The client's folder holds nothing of the 10 GB beyond what came in 5 s.
         assert!(
             procs_with(&home.path().join("work").display().to_string()).is_empty(),

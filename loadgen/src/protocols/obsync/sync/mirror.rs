@@ -72,7 +72,8 @@ pub async fn mirror_push(
     for (rel, st) in &live {
         lock_files(dev).insert(rel, st.clone());
     }
-    let pushed = push_vault_inner(dev, dir, opts, true, &rec, false).await?;
+    // The index holds the server's whole listing: a file it lacks is new there.
+    let pushed = push_vault_inner(dev, dir, opts, true, false, &rec, false).await?;
     let mut deleted = 0;
     // Reverse path order: a folder's entries come before the folder itself.
     for (rel, st) in live.iter().rev() {

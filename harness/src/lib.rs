@@ -72,7 +72,7 @@ pub enum Command {
     Load(load::LoadArgs),
     /// Measure this machine's calibration channels while quiet and store the reference.
     Calibrate(calibrate::CalibrateArgs),
-    /// Probe what this machine can do (fsync throughput).
+    /// Probe what this machine can do (fsync throughput, the recording proxy's added latency).
     #[command(subcommand)]
     Probe(probe::ProbeCmd),
     /// List the built-in scenarios by protocol, with their phases; `scenarios show NAME`

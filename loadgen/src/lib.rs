@@ -84,8 +84,8 @@ pub use stats::{
 };
 pub use sync::{
     Checkpoint, Interrupted, PushOpts, PushedVersion, TransferReport, decode_manifest, delete_file,
-    fetch_and_write, file_id_for, get_chunk, list_changes, pull_vault, push_file, push_vault,
-    push_vault_counted, rename_path, resume_vault, resync, wait_changes,
+    fetch_and_write, file_id_for, get_chunk, list_changes, mirror_pull, mirror_push, pull_vault,
+    push_file, push_vault, push_vault_counted, rename_path, resume_vault, resync, wait_changes,
 };
 pub use target::Target;
 

@@ -50,9 +50,18 @@ pub struct ClientOptions {
 
 /// The placeholders a client command line may hold: the server's URL (its root included),
 /// the device's folder, its index (0 for A, 1 for B), a folder of its own for the client's
-/// state (also the run's working directory), and the target's credentials (empty without).
-pub const CLIENT_PLACEHOLDERS: &[&str] =
-    &["url", "dir", "device", "state", "auth_user", "auth_pass"];
+/// state (also the run's working directory), a folder both devices' clients see, the
+/// server's data dir, and the target's credentials (empty without).
+pub const CLIENT_PLACEHOLDERS: &[&str] = &[
+    "url",
+    "dir",
+    "device",
+    "state",
+    "shared",
+    "data",
+    "auth_user",
+    "auth_pass",
+];
 
 /// The deadline of one client run when the table gives none: 10 minutes, the bound on a
 /// client that hangs. It is not sized from a measurement: a cold push of a large vault by a

@@ -1,8 +1,10 @@
-//! `vaultbench probe fsync`: arguments and flow over `calibration::probe`.
+//! `vaultbench probe fsync` (arguments and flow over `calibration::probe`) and `vaultbench
+//! probe proxy` (the recording proxy's added latency, `loadgen::proxy::overhead`, against an
+//! in-process reference server).
 
 use std::path::PathBuf;
 
-use anyhow::bail;
+use anyhow::{Context, bail};
 use clap::{Args, Subcommand, ValueEnum};
 
 use calibration::MachineLock;
@@ -14,6 +16,30 @@ use contract::exit;
 pub enum ProbeCmd {
     /// Flushes per second at 1..N threads: does the device serialise flushes, does group commit pay?
     Fsync(FsyncArgs),
+    /// What the recording proxy of client mode adds per request: the same request straight to
+    /// a reference server and through the proxy, alternated in blocks, p50 and p99 of both.
+    Proxy(ProxyArgs),
+}
+
+/// `probe proxy` arguments.
+#[derive(Debug, Clone, Args)]
+pub struct ProxyArgs {
+    /// Rounds counted, each a block straight and a block through the proxy (which first
+    /// alternates); one more round before them is a warm-up.
+    #[arg(long, value_name = "N", default_value_t = 20, value_parser = clap::value_parser!(u64).range(1..=10_000))]
+    pub rounds: u64,
+    /// Requests per block, each on the block's one keep-alive connection.
+    #[arg(long, value_name = "N", default_value_t = 2000, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub requests: u64,
+    /// The path every request GETs from the reference server.
+    #[arg(long, value_name = "PATH", default_value = "/livez")]
+    pub path: String,
+    /// Write one JSON document to stdout instead of a table.
+    #[arg(long)]
+    pub json: bool,
+    /// Fail (exit 5) instead of waiting when a recording holds the machine lock.
+    #[arg(long)]
+    pub no_wait: bool,
 }
 
 /// `probe fsync` arguments.
@@ -64,7 +90,74 @@ pub enum ModeArg {
 pub fn run(cmd: ProbeCmd) -> anyhow::Result<i32> {
     match cmd {
         ProbeCmd::Fsync(args) => probe_fsync(args),
+        ProbeCmd::Proxy(args) => probe_proxy(args),
     }
+}
+
+/// `probe proxy --json`'s document.
+#[derive(serde::Serialize)]
+struct ProxyDoc<'a> {
+    rounds: u64,
+    requests: u64,
+    path: &'a str,
+    /// Requests the proxy relayed, the warm-up round's included.
+    proxy_counted: u64,
+    direct_p50_us: u64,
+    direct_p99_us: u64,
+    proxied_p50_us: u64,
+    proxied_p99_us: u64,
+    added_p50_us: i64,
+    added_p99_us: i64,
+}
+
+fn probe_proxy(args: ProxyArgs) -> anyhow::Result<i32> {
+    let path = &args.path;
+    if !path.starts_with('/')
+        || path
+            .bytes()
+            .any(|b| b.is_ascii_whitespace() || b.is_ascii_control())
+    {
+        bail!("--path {path:?}: must start with / and hold no space or control character");
+    }
+    let _lock = MachineLock::acquire(None, !args.no_wait)?;
+    let data = tempfile::tempdir().context("creating the reference server's data dir")?;
+    let server = refserver::TestServer::start(refserver::ServerConfig::new(data.path()))
+        .context("starting the reference server")?;
+    let o = loadgen::proxy::overhead::measure(
+        server.addr,
+        args.rounds as usize,
+        args.requests as usize,
+        path,
+    );
+    server.shutdown();
+    let o = o?;
+    let (d50, p50, a50) = o.at(0.5);
+    let (d99, p99, a99) = o.at(0.99);
+    if args.json {
+        let doc = ProxyDoc {
+            rounds: args.rounds,
+            requests: args.requests,
+            path,
+            proxy_counted: o.counted,
+            direct_p50_us: d50,
+            direct_p99_us: d99,
+            proxied_p50_us: p50,
+            proxied_p99_us: p99,
+            added_p50_us: a50,
+            added_p99_us: a99,
+        };
+        println!("{}", serde_json::to_string_pretty(&doc)?);
+    } else {
+        println!(
+            "probe proxy: {} rounds x {} requests of GET {path} each way, alternated (one warm-up round more; {} requests relayed by the proxy)",
+            args.rounds, args.requests, o.counted
+        );
+        println!("{:>10} {:>10} {:>10}", "", "p50_us", "p99_us");
+        println!("{:>10} {:>10} {:>10}", "direct", d50, d99);
+        println!("{:>10} {:>10} {:>10}", "proxied", p50, p99);
+        println!("{:>10} {:>10} {:>10}", "added", a50, a99);
+    }
+    Ok(exit::OK)
 }
 
 fn probe_fsync(args: FsyncArgs) -> anyhow::Result<i32> {

@@ -168,8 +168,8 @@ pub struct RunOpts {
     /// Your own sync client as the devices (client mode): the command device A runs to
     /// upload and device B to download, with `{url}`, `{dir}` (the device's folder),
     /// `{device}` (0 or 1), `{state}` (a folder for the client's own state, also its working
-    /// directory), `{auth_user}` and `{auth_pass}` filled in. Sets the scenario's
-    /// `[client] command`.
+    /// directory), `{shared}` (a folder both devices see), `{data}` (the server's data dir),
+    /// `{auth_user}` and `{auth_pass}` filled in. Sets the scenario's `[client] command`.
     #[arg(help_heading = "Client", long, value_name = "CMD")]
     pub client: Option<String>,
     /// Client mode: the upload command of a one-way tool (`[client] push`).

@@ -112,7 +112,9 @@ fn the_cli_parses_and_rejects_bad_input_by_name() {
         dir.path().to_str().unwrap(),
     ])
     .unwrap();
-    let ProbeCmd::Fsync(args) = &cmd;
+    let ProbeCmd::Fsync(args) = &cmd else {
+        panic!("not parsed as probe fsync: {cmd:?}")
+    };
     assert_eq!(args.threads, vec![1, 2]);
     assert!(args.shared_file && args.json);
     assert!(parse(&["fsync", "--mode", "osync"]).is_err());

@@ -20,8 +20,11 @@
 //! The proxy runs on a thread of its own with a current-thread runtime, so the caller's
 //! runtime may block (a client run is waited for synchronously) without stalling it, and a
 //! request's bytes never change threads.
+//!
+//! What the hop adds per request is measured by [`overhead`] (`vaultbench probe proxy`).
 
 pub mod frame;
+pub mod overhead;
 mod relay;
 pub mod route;
 pub mod tally;

@@ -4,8 +4,8 @@ use std::time::Duration;
 
 use loadgen::{
     LoadError, Mode, PushOpts, Route, RouteLoadConfig, Target, delete_file, enroll,
-    fetch_and_write, pull_vault, push_file, push_vault, rename_path, resync, run_route_load,
-    scrape_metrics, wait_changes,
+    fetch_and_write, mirror_pull, mirror_push, pair, pull_vault, push_file, push_vault,
+    rename_path, resync, run_route_load, scrape_metrics, wait_changes,
 };
 
 use testkit::{server, tree, write_small_vault, write_vault};
@@ -147,6 +147,71 @@ fn push_then_pull_small_vault_byte_identical_then_edits_propagate() {
             .sum();
         // The server counted exactly the chunk PUTs the generator made (push + the edit).
         assert_eq!(puts as u64, push.chunks_transferred + v.chunks_put);
+    });
+}
+
+/// Mirror push and pull as a client run once per sync: every run is a device that knows
+/// nothing yet (a freshly paired one), so each reads the server's listing. An idle push posts
+/// nothing; an edit, a deleted file and a renamed folder reach the server as versions and
+/// tombstones; the pull removes what the server no longer lists, a stray file included.
+#[test]
+fn mirror_push_and_pull_make_both_sides_equal_deletes_included() {
+    let (srv, _data) = server();
+    let target = Target::parse(&srv.url(), false).unwrap();
+    let src = tempfile::tempdir().unwrap();
+    let dst = tempfile::tempdir().unwrap();
+    write_small_vault(src.path());
+    let opts = PushOpts {
+        in_flight: 4,
+        checkpoint_every: 1000,
+    };
+    rt().block_on(async {
+        let devs = enroll(&target, &srv.setup_token, 1, 7).await.unwrap();
+        let mut next = 1;
+        let mut fresh = async || {
+            next += 1;
+            pair(&devs[0], next, 7, next as u64).await.unwrap()
+        };
+        let (files, dirs) = tree(src.path());
+        let push = mirror_push(&fresh().await, src.path(), &opts)
+            .await
+            .unwrap();
+        assert_eq!(push.files, files.len() as u64);
+        assert_eq!(push.dirs, dirs.len() as u64);
+        assert_eq!(push.deleted, 0);
+        mirror_pull(&fresh().await, dst.path()).await.unwrap();
+        assert_eq!(tree(dst.path()), tree(src.path()), "cold pull");
+
+        // Nothing changed: one feed read, nothing posted.
+        let idle = mirror_push(&fresh().await, src.path(), &opts)
+            .await
+            .unwrap();
+        assert_eq!((idle.files, idle.dirs, idle.deleted), (0, 0, 0), "{idle:?}");
+        assert_eq!(idle.routes.keys().collect::<Vec<_>>(), ["changes"]);
+
+        // An edit, a deleted file, a renamed folder.
+        let mut names: Vec<&String> = files.keys().filter(|p| !p.contains('/')).collect();
+        if names.len() < 2 {
+            names = files.keys().collect();
+        }
+        let (edited, gone) = (names[0].clone(), names[1].clone());
+        let mut body = files[&edited].clone();
+        body.extend_from_slice(b"\nedited\n");
+        std::fs::write(src.path().join(&edited), &body).unwrap();
+        std::fs::remove_file(src.path().join(&gone)).unwrap();
+        std::fs::rename(src.path().join("attachments"), src.path().join("moved")).unwrap();
+        let push = mirror_push(&fresh().await, src.path(), &opts)
+            .await
+            .unwrap();
+        // The removed file, the old folder and the file it held.
+        assert_eq!(push.deleted, 3, "{push:?}");
+        // The edited note and the moved file, and the new folder.
+        assert_eq!((push.files, push.dirs), (2, 1), "{push:?}");
+        std::fs::write(dst.path().join("stray.md"), "not on the server").unwrap();
+        let pull = mirror_pull(&fresh().await, dst.path()).await.unwrap();
+        assert_eq!(tree(dst.path()), tree(src.path()), "after the changes");
+        // The stray file, the removed file, the old folder's file and the folder.
+        assert_eq!(pull.deleted, 4, "{pull:?}");
     });
 }
 

@@ -51,6 +51,11 @@ pub struct PushArgs {
     /// A throughput checkpoint every N files.
     #[arg(help_heading = "Load", long, value_name = "N", default_value_t = 1000)]
     pub checkpoint_every: usize,
+    /// Make the server's vault equal the folder, as a sync client run once per sync does:
+    /// read the server's listing first, skip what it holds with the same content, and delete
+    /// on the server what the folder no longer has (obsync-v1 only).
+    #[arg(help_heading = "Load", long)]
+    pub mirror: bool,
 }
 
 /// `load pull` flags.
@@ -65,6 +70,10 @@ pub struct PullArgs {
     /// folder (protocols that list folders).
     #[arg(help_heading = "Load", long)]
     pub depth_infinity: bool,
+    /// Make the folder equal the server's vault: pull the whole feed, then remove every file
+    /// and folder the server does not list (obsync-v1 only; conflicts with --since).
+    #[arg(help_heading = "Load", long, conflicts_with = "since")]
+    pub mirror: bool,
     #[arg(help_heading = "Bounds", long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..), help = feed_help("Most entries the walk of the changes feed may list", |b| b.max_entries.to_string()))]
     pub feed_max_entries: Option<u64>,
     #[arg(help_heading = "Bounds", long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..), help = feed_help("Most pages the walk of the changes feed may ask for", |b| b.max_pages.to_string()))]
@@ -98,6 +107,7 @@ impl PushArgs {
         let op = Op::Push {
             in_flight: self.in_flight,
             checkpoint_every: self.checkpoint_every,
+            mirror: self.mirror,
         };
         run_transfer(&self.common, op, FeedOverrides::default()).await
     }
@@ -109,6 +119,7 @@ impl PullArgs {
         let op = Op::Pull {
             since: self.since,
             depth_infinity: self.depth_infinity,
+            mirror: self.mirror,
         };
         let feed = FeedOverrides {
             max_entries: self.feed_max_entries,
@@ -136,6 +147,17 @@ async fn run_transfer(t: &TransferArgs, op: Op, feed: FeedOverrides) -> anyhow::
 async fn transfer(t: &TransferArgs, op: Op, feed: FeedOverrides) -> anyhow::Result<i32> {
     let imp: &'static dyn ProtocolImpl = t.conn.protocol()?;
     let push = matches!(op, Op::Push { .. });
+    let mirror = matches!(
+        op,
+        Op::Push { mirror: true, .. } | Op::Pull { mirror: true, .. }
+    );
+    if mirror && imp.spec().name != contract::protocol::DEFAULT_NAME {
+        bail!(
+            "--mirror: only {} transfers can mirror; {} cannot",
+            contract::protocol::DEFAULT_NAME,
+            imp.spec().name
+        );
+    }
     if push {
         match std::fs::metadata(&t.vault) {
             Ok(m) if m.is_dir() => {}

@@ -17,8 +17,11 @@
 //! nothing of a run goes on into the next.
 //!
 //! The devices' folders live side by side in one folder of the sample: `a/`, `b/` (the
-//! devices' vault copies) and `a.state/`, `b.state/` (their `{state}`, each run's working
-//! directory). After every run nothing else may have appeared there and neither vault folder
+//! devices' vault copies), `a.state/`, `b.state/` (their `{state}`, each run's working
+//! directory) and `shared/` (`{shared}`, one folder both devices' clients see, for a client
+//! whose second device is enrolled through its first, as obsync's is). `{data}` is the
+//! server's data dir, for a client that reads what the server writes there (the reference
+//! server's setup token). After every run nothing else may have appeared there and neither vault folder
 //! may be gone: a client that writes next to its folder (`{dir}/../x`) or deletes it fails the
 //! phase. Writes anywhere else on the machine are not looked for.
 
@@ -155,6 +158,9 @@ pub async fn drive(run: Run<'_>) -> anyhow::Result<()> {
     crate::sample::phases::drive(&plan, run.server, &mut client, run.dir, run.m, run.bounds).await
 }
 
+/// The name of the folder both devices' clients see (`{shared}`), beside theirs.
+const SHARED: &str = "shared";
+
 /// One device: its index, its vault folder and its state folder.
 struct Device {
     index: usize,
@@ -188,6 +194,10 @@ pub struct CommandClient {
     /// The folder holding the devices' folders.
     area: PathBuf,
     devices: [Device; 2],
+    /// `{shared}`: one folder both devices' clients see.
+    shared: PathBuf,
+    /// `{data}`: the server's data dir.
+    data: PathBuf,
     deadline: Duration,
     /// Files, folders and bytes of the vault, for the push's and pull's reports.
     vault_size: (u64, u64, u64),
@@ -217,10 +227,13 @@ impl CommandClient {
             state: area.join(format!("{name}.state")),
         };
         let devices = [device(0, "a"), device(1, "b")];
-        for d in &devices {
-            for p in [&d.dir, &d.state] {
-                std::fs::create_dir_all(p).with_context(|| format!("creating {}", p.display()))?;
-            }
+        let shared = area.join(SHARED);
+        for p in devices
+            .iter()
+            .flat_map(|d| [&d.dir, &d.state])
+            .chain([&shared])
+        {
+            std::fs::create_dir_all(p).with_context(|| format!("creating {}", p.display()))?;
         }
         if let Some(name) = &opts.log_requests
             && !plan.scenario.counts.iter().any(|r| &r.name == name)
@@ -259,6 +272,8 @@ impl CommandClient {
             auth: def.auth.clone(),
             area,
             devices,
+            shared,
+            data: server.data_dir.clone(),
             vault_size,
             tally: Tally::default(),
             proxy,
@@ -288,6 +303,8 @@ impl CommandClient {
                 w.replace("{url}", &self.url)
                     .replace("{dir}", &d.dir.to_string_lossy())
                     .replace("{state}", &d.state.to_string_lossy())
+                    .replace("{shared}", &self.shared.to_string_lossy())
+                    .replace("{data}", &self.data.to_string_lossy())
                     .replace("{device}", &d.index.to_string())
                     .replace("{auth_user}", &user)
                     .replace("{auth_pass}", &pass)
@@ -345,12 +362,14 @@ impl CommandClient {
             .context("the client has no pull command")
     }
 
-    /// Nothing but the devices' four folders in their folder, and both vault folders there.
+    /// Nothing but the devices' four folders and the shared one in their folder, and both
+    /// vault folders there.
     fn check_area(&self, who: &str) -> anyhow::Result<()> {
         let known: Vec<std::ffi::OsString> = self
             .devices
             .iter()
             .flat_map(|d| [&d.dir, &d.state])
+            .chain([&self.shared])
             .filter_map(|p| p.file_name().map(ToOwned::to_owned))
             .collect();
         let entries = std::fs::read_dir(&self.area)

@@ -70,12 +70,17 @@ pub enum Op {
     Push {
         in_flight: usize,
         checkpoint_every: usize,
+        /// Make the server's vault equal the folder, deletes included (protocols whose
+        /// transfer can; the caller refused the others).
+        mirror: bool,
     },
     Pull {
         /// Start after this change-feed seq.
         since: u64,
         /// List the vault with one recursive listing instead of one per folder.
         depth_infinity: bool,
+        /// Make the folder equal the server's vault, deletes included.
+        mirror: bool,
     },
 }
 

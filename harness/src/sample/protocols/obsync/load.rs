@@ -7,7 +7,7 @@ use contract::exit;
 use loadgen::protocols::obsync::devices::{Enrolment, ensure_devices, ensure_shard_devices};
 use loadgen::{
     Device, HistSummary, PushOpts, Route, RouteLoadConfig, RouteLoadReport, Shard, Target,
-    pull_vault, push_vault, run_route_load,
+    mirror_pull, mirror_push, pull_vault, push_vault, run_route_load,
 };
 
 use crate::sample::protocols::load::{
@@ -156,15 +156,22 @@ pub async fn transfer(job: TransferJob<'_>) -> anyhow::Result<Transferred> {
         Op::Push {
             in_flight,
             checkpoint_every,
+            mirror,
         } => {
             let opts = PushOpts {
                 in_flight,
                 checkpoint_every,
             };
-            push_vault(dev, vault, &opts)
-                .await
-                .with_context(|| format!("pushing {}", vault.display()))?
+            if mirror {
+                mirror_push(dev, vault, &opts).await
+            } else {
+                push_vault(dev, vault, &opts).await
+            }
+            .with_context(|| format!("pushing {}", vault.display()))?
         }
+        Op::Pull { mirror: true, .. } => mirror_pull(dev, vault)
+            .await
+            .with_context(|| format!("pulling into {}", vault.display()))?,
         Op::Pull { since, .. } => pull_vault(dev, vault, since)
             .await
             .with_context(|| format!("pulling into {}", vault.display()))?,

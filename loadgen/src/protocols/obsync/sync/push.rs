@@ -301,7 +301,7 @@ pub async fn push_vault_counted(
 ) -> Result<TransferReport, Interrupted> {
     let rec = Recorder::new(false);
     let t0 = Instant::now();
-    push_vault_inner(dev, dir, opts, resume, &rec, true)
+    push_vault_inner(dev, dir, opts, resume, resume, &rec, true)
         .await
         .map_err(|error| Interrupted {
             error,
@@ -315,16 +315,20 @@ async fn push_vault_from(
     opts: &PushOpts,
     resume: bool,
 ) -> Result<TransferReport, LoadError> {
-    push_vault_inner(dev, dir, opts, resume, &Recorder::new(false), false).await
+    push_vault_inner(dev, dir, opts, resume, resume, &Recorder::new(false), false).await
 }
 
-/// The push. With `drain`, a failure first waits for the tasks in flight (each bounded by its
-/// requests' timeouts), so `rec` holds every request sent.
-async fn push_vault_inner(
+/// The push. With `resume`, entries the device's index holds with the same content are
+/// skipped; with `ask_server`, a file the index does not hold gets the server's heads asked
+/// first (not needed when the index holds the server's whole listing). With `drain`, a
+/// failure first waits for the tasks in flight (each bounded by its requests' timeouts), so
+/// `rec` holds every request sent.
+pub(super) async fn push_vault_inner(
     dev: &Device,
     dir: &Path,
     opts: &PushOpts,
     resume: bool,
+    ask_server: bool,
     rec: &Recorder,
     drain: bool,
 ) -> Result<TransferReport, LoadError> {
@@ -383,7 +387,7 @@ async fn push_vault_inner(
                                 return Ok((Pushed::Skipped, OneFile::skipped(), t.elapsed()));
                             }
                         }
-                        push_one(&d, &r, abs, rel, resume)
+                        push_one(&d, &r, abs, rel, ask_server)
                             .await
                             .map(|f| (Pushed::File, f, t.elapsed()))
                     });

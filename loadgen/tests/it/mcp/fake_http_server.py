@@ -1,9 +1,9 @@
 """A small MCP server over Streamable HTTP for the MCP client's tests (standard library only).
 
-Usage: fake_http_server.py MODE ROOT PORT_FILE
+Usage: fake_http_server.py MODE ROOT PORT_FILE|PORT
 
-It listens on 127.0.0.1 on a free port, writes the port to PORT_FILE, and serves POST and
-DELETE on /mcp.
+It listens on 127.0.0.1, on PORT, or on a free port that it writes to PORT_FILE, and serves
+POST and DELETE on /mcp.
 
 Modes:
   json        the handshake era (2025-11-25): initialize gives an Mcp-Session-Id, every later
@@ -204,12 +204,13 @@ def main():
     if pid_file:
         with open(pid_file, "w") as f:
             f.write(str(os.getpid()))
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    where = sys.argv[3]
+    server = ThreadingHTTPServer(("127.0.0.1", int(where) if where.isdigit() else 0), Handler)
     server.daemon_threads = True
-    tmp = sys.argv[3] + ".tmp"
-    with open(tmp, "w") as f:
-        f.write(str(server.server_address[1]))
-    os.rename(tmp, sys.argv[3])
+    if not where.isdigit():
+        with open(where + ".tmp", "w") as f:
+            f.write(str(server.server_address[1]))
+        os.rename(where + ".tmp", where)
     server.serve_forever()
 
 

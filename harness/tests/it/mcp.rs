@@ -122,6 +122,8 @@ fn a_stateless_only_server_is_recorded_in_its_era() {
 /// the session's DELETE as its shutdown (no process exit is timed).
 fn check_http(b: &Value) {
     assert_eq!(value(b, "mcp_boot.transport.http"), 1.0);
+    // An HTTP server has a readiness probe (its port), a stdio one has none.
+    assert!(value(b, "cold_start.ready_ms") > 0.0);
     let (first, shake, list) = (
         value(b, "mcp_boot.first_byte_us"),
         value(b, "mcp_boot.handshake_us"),

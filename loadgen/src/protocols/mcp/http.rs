@@ -26,7 +26,6 @@ use hyper_util::rt::TokioExecutor;
 use serde_json::{Value, json};
 
 use super::McpError;
-use super::session::STATELESS_VERSION;
 use super::sse::{Event, SseParser};
 use super::stdio::{Answer, RpcError, Shutdown, Traffic, Usage};
 use crate::answer::chain;
@@ -182,9 +181,12 @@ impl HttpConn {
         if let Some(s) = session {
             b = b.header("mcp-session-id", s);
         }
+        // A request that names its version in `_meta` is of the stateless revision, which
+        // also wants the method (and a call's tool) in headers.
+        let stateless = meta_version.is_some();
         if let Some(v) = meta_version.or(version) {
             b = b.header("mcp-protocol-version", v);
-            if meta_version_is_stateless(params) {
+            if stateless {
                 b = b.header("mcp-method", method);
                 if let Some(name) = params.get("name").and_then(Value::as_str)
                     && plain_header(name)
@@ -547,14 +549,6 @@ impl HttpConn {
             }),
         }
     }
-}
-
-fn meta_version_is_stateless(params: &Value) -> bool {
-    params
-        .get("_meta")
-        .and_then(|m| m.get("io.modelcontextprotocol/protocolVersion"))
-        .and_then(Value::as_str)
-        == Some(STATELESS_VERSION)
 }
 
 /// A value that can go in a header as it is (visible ASCII and spaces, not too long).

@@ -2,7 +2,7 @@
 //! MCP endpoint, with `Accept: application/json, text/event-stream`. A request's answer is
 //! either one JSON object (`application/json`) or an SSE stream (`text/event-stream`) that
 //! carries the response, perhaps after notifications; the stream is read through the bounded
-//! [`SseParser`](super::sse::SseParser) and dropped (closed) once the response came. A
+//! [`SseParser`] and dropped (closed) once the response came. A
 //! notification is answered 202. The `Mcp-Session-Id` the `initialize` answer gives is sent on
 //! every later request, and `MCP-Protocol-Version` once a version is negotiated (the stateless
 //! revision's version from the request's own `_meta`, with its `Mcp-Method` and `Mcp-Name`

@@ -186,3 +186,68 @@ fn a_typed_http_server_is_recorded_over_sse() {
     // Every answer's stream carried a progress notification.
     assert!(value(&b, "mcp_traffic.notifications") > 0.0);
 }
+
+/// `ab --paired` of the reference filesystem server against itself: both servers up in each
+/// round, every warm listing and every call at 1 in flight sent to both in turn. The per-tool
+/// and listing keys are judged on their pairs, no timing key is called (an A/A), and the
+/// boot's timings and the 8-in-flight level are named as not paired.
+#[test]
+#[ignore = "slow: paired A/A rounds against real servers"]
+fn a_paired_a_a_run_of_the_filesystem_server_calls_no_timing_key() {
+    let home = tempfile::tempdir().unwrap();
+    let (gate, _) = crate::common::loose_files(home.path());
+    let res = home.path().join("ab.json");
+    vb!(home.path())
+        .args([
+            "ab",
+            "--paired",
+            "--aa",
+            "--a",
+            "mcp-filesystem",
+            "--b",
+            "mcp-filesystem",
+            "--scenario",
+            "small-mcp",
+            "--rounds",
+            "3",
+        ])
+        .arg("--gate-config")
+        .arg(&gate)
+        .arg("--out")
+        .arg(&res)
+        .timeout(std::time::Duration::from_secs(600))
+        .assert()
+        .success();
+    let doc: Value = serde_json::from_slice(&std::fs::read(&res).unwrap()).unwrap();
+    let p = &doc["paired"];
+    for key in [
+        "mcp_list_warm.p50_us",
+        "mcp_calls_c1.read_text_file.p50_us",
+        "mcp_calls_c1.search_files.p50_us",
+    ] {
+        assert_eq!(
+            doc["metrics"][key]["interval_method"], "paired_blocks",
+            "{key}: {}",
+            doc["metrics"][key]
+        );
+        assert!(
+            p["keys"][key]["pairs"][0].as_u64().unwrap() >= 5,
+            "{key}: {p}"
+        );
+    }
+    let metrics = doc["metrics"].as_object().unwrap();
+    let called: Vec<&String> = metrics
+        .iter()
+        .filter(|(k, m)| {
+            k.starts_with("mcp_")
+                && (k.ends_with("_us") || k.ends_with("_ms"))
+                && (m["verdict"] == "better" || m["verdict"] == "worse")
+        })
+        .map(|(k, _)| k)
+        .collect();
+    assert!(called.is_empty(), "an A/A called {called:?}");
+    let skipped = p["skipped_phases"].as_array().unwrap();
+    for phase in ["mcp_boot", "mcp_calls_c8"] {
+        assert!(skipped.iter().any(|s| s == phase), "{phase}: {skipped:?}");
+    }
+}

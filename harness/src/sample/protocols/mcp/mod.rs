@@ -8,6 +8,8 @@
 //! The server's own costs are the sample's as for any target: per-phase CPU and io at each
 //! phase boundary (`sample::server_cost`), its CPU, peak RSS and threads at the end.
 
+mod paired;
+
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -22,6 +24,7 @@ use loadgen::protocols::mcp::stdio::StdioConn;
 use reports::schema::Better;
 use scenarios::scenario::Phase;
 
+use crate::sample::pairs::PairedJob;
 use crate::sample::phases::within_phase;
 use crate::sample::plan::{Metrics, SamplePlan};
 use crate::sample::protocols::seam::{Local, ProtocolImpl, Run, Support};
@@ -43,9 +46,11 @@ impl ProtocolImpl for Impl {
     }
 
     fn paired(&self) -> Support {
-        Support::No(
-            "its paired flow (both servers up, calls alternated) is not built; run ab without --paired",
-        )
+        Support::Yes
+    }
+
+    fn drive_paired<'a>(&'a self, job: PairedJob<'a>) -> Local<'a, ()> {
+        Box::pin(paired::drive(job))
     }
 
     fn faults(&self) -> Support {

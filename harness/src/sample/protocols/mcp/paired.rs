@@ -154,9 +154,16 @@ pub(super) async fn drive(job: PairedJob<'_>) -> anyhow::Result<()> {
                 let step = async {
                     let mut series: BTreeMap<String, PairSeries> = BTreeMap::new();
                     let mut errors = [[0u64; 2]; 2];
+                    // Each tool's own calls alternate ABBA (by the tool's count, not the
+                    // plan's index: the shuffled plan would give a tool more A-first pairs
+                    // than B-first ones, the same in every round).
+                    let mut nth: BTreeMap<String, usize> = BTreeMap::new();
                     for i in 0..plans[0].len() {
                         let tool = plans[0][i].tool.clone();
-                        let (ta, tb) = in_turn(i, a_first, async |k: usize| {
+                        let j = nth.entry(tool.clone()).or_insert(0);
+                        let turn = *j;
+                        *j += 1;
+                        let (ta, tb) = in_turn(turn, a_first, async |k: usize| {
                             let c = &plans[k][i];
                             let at = Instant::now();
                             let outcome = sessions[k]

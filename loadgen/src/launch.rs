@@ -80,7 +80,8 @@ pub struct TargetDef {
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub run_in_data_dir: bool,
     /// Environment variables the server starts with, beside the harness's own (a runtime's
-    /// switch such as Node's `NODE_OPTIONS`).
+    /// switch such as Node's `NODE_OPTIONS`, a port as `PORT = "{port}"`); values take the
+    /// command line's placeholders.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub env: BTreeMap<String, String>,
 }
@@ -333,10 +334,13 @@ impl TargetDef {
         })
     }
 
-    /// Whether the command line (or a file template) says where the listen address goes.
+    /// Whether the command line (or a file template, or an environment value) says where the
+    /// listen address goes.
     pub fn has_address(&self) -> bool {
         let said = |s: &str| ["{addr}", "{port}"].iter().any(|p| s.contains(p));
-        self.argv.iter().any(|a| said(a)) || self.files.values().any(|t| said(t))
+        self.argv.iter().any(|a| said(a))
+            || self.files.values().any(|t| said(t))
+            || self.env.values().any(|t| said(t))
     }
 
     /// Whether the command line (or a file template) uses the data dir.

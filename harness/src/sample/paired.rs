@@ -51,7 +51,11 @@ pub fn measure(
     }
     // Started on this (main) thread: PR_SET_PDEATHSIG follows the spawning thread. The arm
     // started first alternates with the round's order, as the first arm of each pair does.
+    let imp = crate::sample::protocols::lookup(plan.scenario.protocol.name())?;
     let start = |spec: &TargetSpec, dir: &Path, arm: &str| {
+        // The data dir filled as a sample's is (an MCP server's copy of the vault).
+        imp.seed_data_dir(plan, &dir.join("data"))
+            .with_context(|| format!("seeding {arm}'s data dir"))?;
         Server::start(spec, &dir.join("data")).with_context(|| format!("starting {arm}"))
     };
     let (sa, sb) = if a_first {
@@ -88,7 +92,6 @@ pub fn measure(
     let window = crate::sample::contention::Window::start();
     let mut pairs = BTreeMap::new();
     let mut skipped = Vec::new();
-    let imp = crate::sample::protocols::lookup(plan.scenario.protocol.name())?;
     let driven = match imp.paired() {
         crate::sample::protocols::Support::Yes => rt.block_on(imp.drive_paired(PairedJob {
             plan,

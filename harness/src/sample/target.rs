@@ -679,9 +679,18 @@ impl Server {
         // A stdio server's stdin and stdout are its protocol's transport, handed to the
         // protocol's client; no address is probed.
         let stdio = ready == Ready::Stdio;
+        // Environment values take the command line's placeholders (`PORT = "{port}"`).
+        let canon = std::fs::canonicalize(data_dir).unwrap_or_else(|_| data_dir.to_path_buf());
+        let vars = spec.def.vars(addr, &canon);
+        let env: BTreeMap<&String, String> = spec
+            .def
+            .env
+            .iter()
+            .map(|(k, v)| (k, vars.render(v)))
+            .collect();
         let mut cmd = Command::new(&argv[0]);
         cmd.args(&argv[1..])
-            .envs(&spec.def.env)
+            .envs(env)
             .stdin(if stdio { Stdio::piped() } else { Stdio::null() })
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());

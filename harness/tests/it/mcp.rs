@@ -3,7 +3,10 @@
 //! small-mcp` against the `mcp-filesystem` preset gives the cold boot's steps, the listing,
 //! per-tool latencies at 1 and 8 in flight, the server's CPU, RSS and threads and its
 //! shutdown; against a test server that speaks only the 2026-07-28 revision, the recording
-//! names that era. `verify` accepts both recordings.
+//! names that era. Over Streamable HTTP: the `mcp-everything` preset (the reference test
+//! server, its `echo` and `get-sum` tools) and a typed command line of the HTTP test server
+//! (`{port}` makes it an HTTP target) give the same boot keys, per-tool keys, and the
+//! session's DELETE as the shutdown key. `verify` accepts every recording.
 
 use std::path::Path;
 
@@ -146,4 +149,139 @@ fn a_stateless_only_server_is_recorded_in_its_era() {
         assert_eq!(value(&b, &format!("mcp_calls_c{n}.protocol_errors")), 0.0);
     }
     assert!(value(&b, "mcp_shutdown.exit_us") > 0.0);
+}
+
+/// What an HTTP recording shows beside the calls: the boot steps in order, the transport, and
+/// the session's DELETE as its shutdown (no process exit is timed).
+fn check_http(b: &Value) {
+    assert_eq!(value(b, "mcp_boot.transport.http"), 1.0);
+    // An HTTP server has a readiness probe (its port), a stdio one has none.
+    assert!(value(b, "cold_start.ready_ms") > 0.0);
+    let (first, shake, list) = (
+        value(b, "mcp_boot.first_byte_us"),
+        value(b, "mcp_boot.handshake_us"),
+        value(b, "mcp_boot.first_list_us"),
+    );
+    assert!(
+        0.0 < first && first <= shake && shake <= list && list < 30e6,
+        "{first} {shake} {list}"
+    );
+    let delete = value(b, "mcp_shutdown.delete_us");
+    assert!(0.0 < delete && delete < 5e6, "{delete}");
+    assert!(b["metrics"].get("mcp_shutdown.exit_us").is_none());
+    assert!(b["metrics"].get("mcp_boot.transport.stdio").is_none());
+}
+
+#[test]
+#[ignore = "slow: real servers"]
+fn small_mcp_records_the_reference_test_server_over_http() {
+    let home = tempfile::tempdir().unwrap();
+    let b = record_small_mcp(home.path(), "mcp-everything", &[]);
+    check_http(&b);
+    assert_eq!(value(&b, "mcp_boot.era.handshake"), 1.0);
+    assert!(value(&b, "mcp_boot.tools") >= 2.0);
+    for n in [1, 8] {
+        let p = format!("mcp_calls_c{n}");
+        for tool in ["echo", "get-sum"] {
+            assert_eq!(value(&b, &format!("{p}.calls.{tool}")), 20.0, "{p} {tool}");
+            let (p50, p99) = (
+                value(&b, &format!("{p}.{tool}.p50_us")),
+                value(&b, &format!("{p}.{tool}.p99_us")),
+            );
+            assert!(0.0 < p50 && p50 <= p99 && p99 < 10e6, "{p} {tool}");
+        }
+        assert_eq!(value(&b, &format!("{p}.tool_errors")), 0.0, "{p}");
+        assert_eq!(value(&b, &format!("{p}.protocol_errors")), 0.0, "{p}");
+    }
+    let rss = value(&b, "server.peak_rss_mib");
+    assert!((10.0..4096.0).contains(&rss), "{rss}");
+}
+
+#[test]
+#[ignore = "slow: real servers"]
+fn a_typed_http_server_is_recorded_over_sse() {
+    let home = tempfile::tempdir().unwrap();
+    let fake =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../loadgen/tests/it/mcp/fake_http_server.py");
+    let target = format!("python3 {} sse {{data}} {{port}}", fake.display());
+    let b = record_small_mcp(home.path(), &target, &["--protocol", "mcp"]);
+    check_http(&b);
+    assert_eq!(value(&b, "mcp_boot.protocol.2025-11-25"), 1.0);
+    assert_eq!(value(&b, "mcp_boot.tools"), 4.0);
+    assert_eq!(value(&b, "mcp_boot.list_pages"), 2.0);
+    for n in [1, 8] {
+        assert_eq!(
+            value(&b, &format!("mcp_calls_c{n}.calls.read_text_file")),
+            20.0
+        );
+        assert_eq!(value(&b, &format!("mcp_calls_c{n}.protocol_errors")), 0.0);
+    }
+    // Every answer's stream carried a progress notification.
+    assert!(value(&b, "mcp_traffic.notifications") > 0.0);
+}
+
+/// `ab --paired` of the reference filesystem server against itself: both servers up in each
+/// round, every warm listing and every call at 1 in flight sent to both in turn. The per-tool
+/// and listing keys are judged on their pairs, no timing key is called (an A/A), and the
+/// boot's timings and the 8-in-flight level are named as not paired. (Six rounds: on a busy
+/// machine three rounds called one tool's p50 in 3 of 10 runs, six rounds in 1 of 5.)
+#[test]
+#[ignore = "slow: paired A/A rounds against real servers"]
+fn a_paired_a_a_run_of_the_filesystem_server_calls_no_timing_key() {
+    let home = tempfile::tempdir().unwrap();
+    let (gate, _) = crate::common::loose_files(home.path());
+    let res = home.path().join("ab.json");
+    vb!(home.path())
+        .args([
+            "ab",
+            "--paired",
+            "--aa",
+            "--a",
+            "mcp-filesystem",
+            "--b",
+            "mcp-filesystem",
+            "--scenario",
+            "small-mcp",
+            "--rounds",
+            "6",
+        ])
+        .arg("--gate-config")
+        .arg(&gate)
+        .arg("--out")
+        .arg(&res)
+        .timeout(std::time::Duration::from_secs(600))
+        .assert()
+        .success();
+    let doc: Value = serde_json::from_slice(&std::fs::read(&res).unwrap()).unwrap();
+    let p = &doc["paired"];
+    for key in [
+        "mcp_list_warm.p50_us",
+        "mcp_calls_c1.read_text_file.p50_us",
+        "mcp_calls_c1.search_files.p50_us",
+    ] {
+        assert_eq!(
+            doc["metrics"][key]["interval_method"], "paired_blocks",
+            "{key}: {}",
+            doc["metrics"][key]
+        );
+        assert!(
+            p["keys"][key]["pairs"][0].as_u64().unwrap() >= 5,
+            "{key}: {p}"
+        );
+    }
+    let metrics = doc["metrics"].as_object().unwrap();
+    let called: Vec<&String> = metrics
+        .iter()
+        .filter(|(k, m)| {
+            k.starts_with("mcp_")
+                && (k.ends_with("_us") || k.ends_with("_ms"))
+                && (m["verdict"] == "better" || m["verdict"] == "worse")
+        })
+        .map(|(k, _)| k)
+        .collect();
+    assert!(called.is_empty(), "an A/A called {called:?}");
+    let skipped = p["skipped_phases"].as_array().unwrap();
+    for phase in ["mcp_boot", "mcp_calls_c8"] {
+        assert!(skipped.iter().any(|s| s == phase), "{phase}: {skipped:?}");
+    }
 }

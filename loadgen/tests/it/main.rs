@@ -17,6 +17,7 @@ mod hostile_s3;
 mod hostile_tus;
 mod locust_props;
 mod mcp_e2e;
+mod mcp_http;
 mod mcp_props;
 mod rss;
 mod s3_crypt;

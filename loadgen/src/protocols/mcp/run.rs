@@ -14,7 +14,7 @@ use contract::key::{PhaseKey, PhaseRouteKey, Scope, ServerKey};
 use contract::schema::MetricClass;
 
 use super::McpError;
-use super::session::{CallOutcome, Era, Listing, Negotiated, Session};
+use super::session::{CallOutcome, Conn, Era, Listing, Negotiated, Session};
 use super::stdio::{Shutdown, StdioConfig, StdioConn, Traffic};
 use super::workload::{self, ToolMap};
 
@@ -104,8 +104,11 @@ pub struct Report {
     pub tool_map: ToolMap,
     pub warm_list_us: Vec<u64>,
     pub levels: BTreeMap<usize, Level>,
-    /// stdin closed → exit; `None`: it did not exit by itself and was killed.
+    /// stdin closed → exit (stdio), or the session's DELETE answered (HTTP); `None`: it did
+    /// not exit by itself and was killed, or an HTTP server has no session to delete.
     pub shutdown: Option<Duration>,
+    /// `stdio` or `http`.
+    pub transport: &'static str,
     pub peak_rss_kib: u64,
     pub traffic: Traffic,
 }
@@ -273,7 +276,12 @@ impl Report {
             }
         }
         if let Some(d) = self.shutdown {
-            put(phase(SHUTDOWN, "exit_us"), MetricClass::Timing, us(d), "us");
+            let stat = if self.transport == "http" {
+                "delete_us"
+            } else {
+                "exit_us"
+            };
+            put(phase(SHUTDOWN, stat), MetricClass::Timing, us(d), "us");
         }
         out
     }
@@ -312,10 +320,11 @@ pub struct Booted {
     pub listing: Listing,
 }
 
-/// The cold boot over `conn` (spawned at `conn.spawned`): the era probe and handshake, then
+/// The cold boot over `conn` (spawned at `conn.spawned()`): the era probe and handshake, then
 /// the first complete listing, all within `cfg.boot` of the spawn.
-pub async fn boot(conn: StdioConn, cfg: &RunConfig) -> Result<Booted, McpError> {
-    let t0 = conn.spawned;
+pub async fn boot(conn: impl Into<Conn>, cfg: &RunConfig) -> Result<Booted, McpError> {
+    let conn = conn.into();
+    let t0 = conn.spawned();
     let boot_by = t0 + cfg.boot;
     let session = Session::open(conn, cfg.probe, boot_by).await?;
     let handshake = t0.elapsed();
@@ -364,7 +373,7 @@ pub fn workload(
 ) -> Result<(ToolMap, Vec<workload::Call>), McpError> {
     let (files, folders) = workload::walk(&cfg.vault)?;
     let tool_map = ToolMap::from_listing(listing);
-    let calls = workload::plan(
+    let mut calls = workload::plan(
         &cfg.vault,
         &files,
         &folders,
@@ -372,6 +381,10 @@ pub fn workload(
         cfg.calls_per_op,
         cfg.seed,
     );
+    // A server without vault tools (the reference test server) gets its own calls.
+    if calls.is_empty() {
+        calls = super::generic::plan(listing, &files, cfg.calls_per_op, cfg.seed);
+    }
     Ok((tool_map, calls))
 }
 
@@ -380,8 +393,9 @@ pub fn peak_rss_now(session: &Session) -> u64 {
     group_peak_rss_kib(session.conn.pid())
 }
 
-/// Closes the server's stdin and waits, within `cfg.shutdown`, for it to exit (then it is
-/// killed). Every call must have ended (the session is not shared any more).
+/// The transport's end of the session within `cfg.shutdown`: stdin closed and the exit
+/// awaited (a server that does not exit is killed), or the session's DELETE. Every call must
+/// have ended (the session is not shared any more).
 pub async fn shutdown(session: Arc<Session>, cfg: &RunConfig) -> Result<Shutdown, McpError> {
     let Ok(mut session) = Arc::try_unwrap(session) else {
         return Err(McpError::Protocol {
@@ -398,6 +412,12 @@ pub async fn run(cfg: &RunConfig) -> Result<Report, McpError> {
     // The vault is read before the spawn: a missing one fails before any server starts.
     workload::walk(&cfg.vault)?;
     let conn = StdioConn::spawn(&cfg.stdio)?;
+    run_over(conn, cfg).await
+}
+
+/// [`run`] over a connection made elsewhere: a stdio server's, or an HTTP server's (whose
+/// process its owner stops; the run ends with the session's DELETE).
+pub async fn run_over(conn: impl Into<Conn>, cfg: &RunConfig) -> Result<Report, McpError> {
     let Booted {
         session,
         boot,
@@ -429,6 +449,7 @@ pub async fn close(
     let peak_rss_kib = peak_rss_now(&session);
     let traffic = session.conn.traffic();
     let negotiated = session.negotiated.clone();
+    let transport = session.conn.transport();
     let down = shutdown(session, cfg).await?;
     Ok(Report {
         negotiated,
@@ -440,6 +461,7 @@ pub async fn close(
         warm_list_us,
         levels,
         shutdown: down.after,
+        transport,
         peak_rss_kib: peak_rss_kib.max(down.usage.peak_rss_kib),
         traffic,
     })

@@ -15,7 +15,8 @@ use std::time::{Duration, Instant};
 use serde_json::{Map, Value, json};
 
 use super::McpError;
-use super::stdio::{Answer, StdioConn};
+use super::http::HttpConn;
+use super::stdio::{Answer, Shutdown, StdioConn, Traffic};
 
 /// The stateless revision.
 pub const STATELESS_VERSION: &str = "2026-07-28";
@@ -82,8 +83,118 @@ pub enum CallOutcome {
 
 /// A session in its era.
 pub struct Session {
-    pub conn: StdioConn,
+    pub conn: Conn,
     pub negotiated: Negotiated,
+}
+
+/// The transport a session runs over: a stdio server's pipes, or a Streamable HTTP endpoint.
+pub enum Conn {
+    Stdio(StdioConn),
+    /// Boxed: the HTTP client and its pool are larger than a pipe's channel.
+    Http(Box<HttpConn>),
+}
+
+impl From<StdioConn> for Conn {
+    fn from(c: StdioConn) -> Conn {
+        Conn::Stdio(c)
+    }
+}
+
+impl From<HttpConn> for Conn {
+    fn from(c: HttpConn) -> Conn {
+        Conn::Http(Box::new(c))
+    }
+}
+
+impl Conn {
+    /// The transport's name as a recording gives it.
+    pub fn transport(&self) -> &'static str {
+        match self {
+            Conn::Stdio(_) => "stdio",
+            Conn::Http(_) => "http",
+        }
+    }
+
+    /// Sends a request and waits for its answer until `deadline`.
+    pub async fn request(
+        &self,
+        method: &str,
+        params: Value,
+        deadline: Instant,
+    ) -> Result<Answer, McpError> {
+        match self {
+            Conn::Stdio(c) => c.request(method, params, deadline).await,
+            Conn::Http(c) => c.request(method, params, deadline).await,
+        }
+    }
+
+    /// Sends a notification by `deadline`.
+    pub async fn notify(
+        &self,
+        method: &str,
+        params: Value,
+        deadline: Instant,
+    ) -> Result<(), McpError> {
+        match self {
+            Conn::Stdio(c) => c.notify(method, params, deadline).await,
+            Conn::Http(c) => c.notify(method, params, deadline).await,
+        }
+    }
+
+    /// The server's process group.
+    pub fn pid(&self) -> u32 {
+        match self {
+            Conn::Stdio(c) => c.pid(),
+            Conn::Http(c) => c.pid(),
+        }
+    }
+
+    /// When the server was spawned.
+    pub fn spawned(&self) -> Instant {
+        match self {
+            Conn::Stdio(c) => c.spawned,
+            Conn::Http(c) => c.spawned,
+        }
+    }
+
+    /// When its first byte came (stdout's, or the first HTTP answer's head).
+    pub fn first_byte(&self) -> Option<Instant> {
+        match self {
+            Conn::Stdio(c) => c.first_byte(),
+            Conn::Http(c) => c.first_byte(),
+        }
+    }
+
+    pub fn traffic(&self) -> Traffic {
+        match self {
+            Conn::Stdio(c) => c.traffic(),
+            Conn::Http(c) => c.traffic(),
+        }
+    }
+
+    /// `e` with the last line of a stdio server's stderr, where this connection reads it.
+    pub fn with_stderr(&self, e: McpError) -> McpError {
+        match self {
+            Conn::Stdio(c) => c.with_stderr(e),
+            Conn::Http(_) => e,
+        }
+    }
+
+    /// The version negotiated, which an HTTP request names in its header from now on.
+    fn negotiated(&self, version: &str) {
+        if let Conn::Http(c) = self {
+            c.set_version(version);
+        }
+    }
+
+    /// The transport's end of the session: stdin closed and the exit awaited (stdio), or
+    /// the session's `DELETE` (HTTP), by `deadline`.
+    pub async fn shutdown(&mut self, deadline: Instant) -> Result<Shutdown, McpError> {
+        match self {
+            Conn::Stdio(c) => c.shutdown(deadline).await,
+            Conn::Http(c) => c.shutdown(deadline).await,
+        }
+    }
 }
 
 fn client_info() -> Value {
@@ -128,12 +239,16 @@ impl Session {
     /// Probes the era (the `server/discover` wait bounded by `probe`) and completes the
     /// handshake where the era has one, all by `deadline`.
     pub async fn open(
-        conn: StdioConn,
+        conn: impl Into<Conn>,
         probe: Duration,
         deadline: Instant,
     ) -> Result<Session, McpError> {
+        let conn = conn.into();
         match negotiate(&conn, probe, deadline).await {
-            Ok(negotiated) => Ok(Session { conn, negotiated }),
+            Ok(negotiated) => {
+                conn.negotiated(&negotiated.version);
+                Ok(Session { conn, negotiated })
+            }
             Err(e) => Err(conn.with_stderr(e)),
         }
     }
@@ -141,7 +256,7 @@ impl Session {
 
 /// The era probe and the handshake where the era has one.
 async fn negotiate(
-    conn: &StdioConn,
+    conn: &Conn,
     probe: Duration,
     deadline: Instant,
 ) -> Result<Negotiated, McpError> {
@@ -255,6 +370,7 @@ async fn negotiate(
         }
         let version = version.to_owned();
         let (server_name, server_version) = server_info(&result);
+        conn.negotiated(&version);
         conn.notify("notifications/initialized", json!({}), deadline)
             .await?;
         Ok(Negotiated {

@@ -20,6 +20,8 @@ pub enum Op {
     ReadSeveral,
     ListFolder,
     Search,
+    /// A call of a server without vault tools (`generic`: the reference test server's).
+    Fixed,
 }
 
 /// Which listed tool does each [`Op`], where the server has one.
@@ -67,6 +69,7 @@ impl ToolMap {
             Op::ReadSeveral => self.read_several.as_deref(),
             Op::ListFolder => self.list.as_deref(),
             Op::Search => self.search.as_deref(),
+            Op::Fixed => None,
         }
     }
 }
@@ -183,6 +186,7 @@ pub fn plan(
                     let word = word_of(note).unwrap_or_else(|| "note".into());
                     json!({"path": abs(""), "pattern": format!("*{word}*"), "query": word})
                 }
+                Op::Fixed => continue,
             };
             calls.push(Call {
                 op,

@@ -1,12 +1,16 @@
-//! MCP's side of the sample: a fresh stdio server per sample (started by `sample::target` on
-//! the sample's data dir, which holds a copy of the vault, in the sample's process tree), its
-//! pipes attached to `loadgen`'s MCP client, and the scenario's MCP phases driven through
-//! `loadgen::protocols::mcp::run`'s steps: the cold boot, warm listings, the seeded
-//! `tools/call` workload at each in-flight level, and the shutdown (stdin closed → exit).
+//! MCP's side of the sample: a fresh server per sample (started by `sample::target` on the
+//! sample's data dir, which holds a copy of the vault, in the sample's process tree), a stdio
+//! server's pipes attached to `loadgen`'s MCP client or an HTTP server reached at its address
+//! (Streamable HTTP, under the target's root, `/mcp` by default), and the scenario's MCP
+//! phases driven through `loadgen::protocols::mcp::run`'s steps: the cold boot, warm listings,
+//! the seeded `tools/call` workload at each in-flight level, and the shutdown (stdin closed →
+//! exit, or the session's DELETE; the sample then stops an HTTP server as any other).
 //! Where the vault has planted queries (a `*-queries` profile), the server's search tool is
 //! scored on them before the shutdown (`loadgen::protocols::mcp::quality`, exact keys).
 //! The server's own costs are the sample's as for any target: per-phase CPU and io at each
 //! phase boundary (`sample::server_cost`), its CPU, peak RSS and threads at the end.
+
+mod paired;
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -15,12 +19,15 @@ use anyhow::{Context, bail};
 use contract::key::{PhaseKey, Scope, ServerKey};
 use contract::schema::MetricClass;
 use loadgen::protocols::mcp::McpError;
+use loadgen::protocols::mcp::http::{HttpConfig, HttpConn};
 use loadgen::protocols::mcp::quality;
 use loadgen::protocols::mcp::run::{self, Report, RunConfig};
+use loadgen::protocols::mcp::session::Conn;
 use loadgen::protocols::mcp::stdio::StdioConn;
 use reports::schema::Better;
 use scenarios::scenario::Phase;
 
+use crate::sample::pairs::PairedJob;
 use crate::sample::phases::within_phase;
 use crate::sample::plan::{Metrics, SamplePlan};
 use crate::sample::protocols::seam::{Local, ProtocolImpl, Run, Support};
@@ -42,9 +49,11 @@ impl ProtocolImpl for Impl {
     }
 
     fn paired(&self) -> Support {
-        Support::No(
-            "its paired flow (both servers up, calls alternated) is not built; run ab without --paired",
-        )
+        Support::Yes
+    }
+
+    fn drive_paired<'a>(&'a self, job: PairedJob<'a>) -> Local<'a, ()> {
+        Box::pin(paired::drive(job))
     }
 
     fn faults(&self) -> Support {
@@ -114,16 +123,26 @@ async fn drive(run: Run<'_>) -> anyhow::Result<()> {
         bounds,
         ..
     } = run;
-    let pipes = server
-        .take_pipes()
-        .context("the MCP target was not started on its stdin and stdout (ready = \"stdio\")")?;
+    // A stdio server's pipes; a server started with another readiness check is reached
+    // over Streamable HTTP at its address, under the target's root (`/mcp` by default).
+    let pipes = server.take_pipes();
     let vault = std::fs::canonicalize(&server.data_dir)
         .with_context(|| format!("the vault copy {}", server.data_dir.display()))?;
     let mut cfg = RunConfig::new(plan.target.def.argv.clone(), vault);
     cfg.seed = plan.seed;
     cfg.level = plan.phase_timeout;
-    let conn = StdioConn::attach(server.pid, server.spawned, pipes, &cfg.stdio)
-        .map_err(|e| failed(e, server))?;
+    let conn: Conn = match pipes {
+        Some(pipes) => StdioConn::attach(server.pid, server.spawned, pipes, &cfg.stdio)
+            .map_err(|e| failed(e, server))?
+            .into(),
+        None => {
+            let url = HttpConfig::endpoint(server.addr, plan.target.def.root.as_deref());
+            HttpConn::new(HttpConfig::new(url), server.pid, server.spawned)
+                .map_err(|e| failed(e, server))?
+                .into()
+        }
+    };
+    let stdio = matches!(conn, Conn::Stdio(_));
     let pid = server.pid;
     let booted = run::boot(conn, &cfg).await.map_err(|e| failed(e, server))?;
     // Everything the server did so far was its boot (it was spawned for this sample).
@@ -187,7 +206,9 @@ async fn drive(run: Run<'_>) -> anyhow::Result<()> {
     let quality = retrieval(plan, &session, &booted.listing, &cfg)
         .await
         .map_err(|e| failed(e, server))?;
-    server.exit_will_be_requested();
+    if stdio {
+        server.exit_will_be_requested();
+    }
     let report = run::close(
         session,
         booted.boot,
@@ -199,7 +220,7 @@ async fn drive(run: Run<'_>) -> anyhow::Result<()> {
     )
     .await
     .map_err(|e| failed(e, server))?;
-    if report.shutdown.is_none() {
+    if stdio && report.shutdown.is_none() {
         bail!(
             "{}: the server did not exit within {} of its stdin closing (killed)",
             run::SHUTDOWN,
@@ -254,8 +275,9 @@ fn work_of(requests: u64) -> Work {
     }
 }
 
-/// The run's figures as the sample's keys, with the era and version it spoke as keys that name
-/// them (`mcp_boot.era.handshake`, `mcp_boot.protocol.2025-11-25`, each 1).
+/// The run's figures as the sample's keys, with the era, version and transport it spoke as
+/// keys that name them (`mcp_boot.era.handshake`, `mcp_boot.protocol.2025-11-25`,
+/// `mcp_boot.transport.http`, each 1).
 fn keys(report: &Report, boot_cpu_us: u64, peak_threads: usize, m: &mut Metrics) {
     for kv in report.phase_keys() {
         match kv.class {
@@ -273,6 +295,11 @@ fn keys(report: &Report, boot_cpu_us: u64, peak_threads: usize, m: &mut Metrics)
     );
     m.exact(
         PhaseKey::new(run::BOOT, &format!("protocol.{}", run::segment(&n.version))).to_string(),
+        1.0,
+        "bool",
+    );
+    m.exact(
+        PhaseKey::new(run::BOOT, &format!("transport.{}", report.transport)).to_string(),
         1.0,
         "bool",
     );

@@ -73,6 +73,29 @@ impl Boundary for PhaseCost {
     }
 }
 
+/// A [`Boundary`] as the cost window a client opens around its own measured steps.
+struct Window<'a>(&'a mut dyn Boundary);
+
+impl crate::sample::sync_client::CostWindow for Window<'_> {
+    fn begin(&mut self) -> anyhow::Result<()> {
+        self.0.begin()
+    }
+    fn end(
+        &mut self,
+        scope: &str,
+        requests: u64,
+        files: u64,
+        m: &mut Metrics,
+    ) -> anyhow::Result<()> {
+        let work = Work {
+            requests,
+            files: Some(files),
+            timed: false,
+        };
+        self.0.end(&Scope::phase(scope), work, false, m)
+    }
+}
+
 /// Runs every phase of the plan's scenario with `client` against `server`, with `bounds` at
 /// each phase boundary. Keys shared by every protocol are written here; the client adds its
 /// own.
@@ -168,7 +191,7 @@ async fn run_phase<C: SyncClient>(
                     cuts: *cuts,
                     sample_dir,
                 };
-                client.tus_resume(job, bounds, m).await?;
+                client.tus_resume(job, &mut Window(bounds), m).await?;
                 return Ok(());
             }
             // `check_scenario` refuses them before any sample; a plan made otherwise fails.

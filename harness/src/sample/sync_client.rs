@@ -40,6 +40,21 @@ pub struct EditReport {
 /// How long B waits for one edit before the sample fails.
 pub const EDIT_DEADLINE: Duration = Duration::from_secs(30);
 
+/// The server-cost window a client opens and closes around the measured part of a phase it
+/// runs in steps of its own (the phase flow supplies it over its boundary).
+pub trait CostWindow {
+    /// The measured part starts.
+    fn begin(&mut self) -> anyhow::Result<()>;
+    /// It ended after `requests` requests moving `files` files; its keys go under `scope`.
+    fn end(
+        &mut self,
+        scope: &str,
+        requests: u64,
+        files: u64,
+        m: &mut Metrics,
+    ) -> anyhow::Result<()>;
+}
+
 /// What a `tus_resume` phase is given: the plan, the running server, the uploads to cut and
 /// the sample's scratch folder.
 pub struct TusResumeJob<'a> {
@@ -187,12 +202,12 @@ pub trait SyncClient {
     ) -> anyhow::Result<u64>;
 
     /// The `tus_resume` phase (uploads cut part-way by a seeded hop, resumed, read back past
-    /// it), for a protocol whose client builds it; the others refuse here. The client calls
-    /// `bounds` around the cut uploads (not around its set-up or the read-back).
+    /// it), for a protocol whose client builds it; the others refuse here. The client opens
+    /// and closes `window` around the cut uploads (not around its set-up or the read-back).
     async fn tus_resume(
         &mut self,
         _job: TusResumeJob<'_>,
-        _bounds: &mut dyn crate::sample::phases::Boundary,
+        _window: &mut dyn CostWindow,
         _m: &mut Metrics,
     ) -> anyhow::Result<()> {
         anyhow::bail!(

@@ -17,17 +17,15 @@
 use anyhow::{Context, bail};
 use std::path::Path;
 
-use contract::key::{PhaseKey, Scope};
+use contract::key::PhaseKey;
 use loadgen::TransferReport;
 use loadgen::protocols::tus::client::Recorder;
 use loadgen::protocols::tus::cut::CutHop;
 use loadgen::protocols::tus::{ImportOpts, Imported, TusClient};
 
-use crate::sample::phases::Boundary;
 use crate::sample::plan::{Metrics, SamplePlan};
-use crate::sample::server_cost::Work;
 use crate::sample::sync_client::{
-    EditJob, EditReport, PushJob, RouteStep, StepReport, SyncClient, TusResumeJob,
+    CostWindow, EditJob, EditReport, PushJob, RouteStep, StepReport, SyncClient, TusResumeJob,
 };
 use crate::sample::target::{Server, TargetSpec};
 
@@ -158,7 +156,7 @@ impl SyncClient for TusSyncClient {
     async fn tus_resume(
         &mut self,
         job: TusResumeJob<'_>,
-        bounds: &mut dyn Boundary,
+        window: &mut dyn CostWindow,
         m: &mut Metrics,
     ) -> anyhow::Result<()> {
         let cuts = job.cuts;
@@ -184,16 +182,11 @@ impl SyncClient for TusSyncClient {
             in_flight: 1,
             checkpoint_every: cuts,
         };
-        bounds.begin()?;
+        window.begin()?;
         let (r, imported) = loadgen::protocols::tus::import_vault(&client, &src, opts)
             .await
             .context("tus_resume: the cut uploads")?;
-        let work = Work {
-            requests: r.requests,
-            files: Some(r.files),
-            timed: false,
-        };
-        bounds.end(&Scope::phase(RESUME_SCOPE), work, false, m)?;
+        window.end(RESUME_SCOPE, r.requests, r.files, m)?;
         let (cut, withheld) = (hop.cut(), hop.bytes_cut());
         drop(hop);
         if cut != cuts as u64 {

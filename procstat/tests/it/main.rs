@@ -135,6 +135,21 @@ fn exited_threads_are_missing_per_thread_but_counted_per_process() {
     // Two threads each burn 200 ms of CPU and exit before the second snapshot.
     assert_eq!(kid.ask("churn 200"), "done");
     assert_eq!(kid.ask("churn 200"), "done");
+    // A joined thread's task can linger in /proc for a moment after the join returns: wait
+    // (at most 5 s) until no `churn` task is listed, so the snapshot sees them gone.
+    let tasks = format!("/proc/{}/task", kid.pid());
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while std::fs::read_dir(&tasks)
+        .unwrap()
+        .flatten()
+        .any(|t| std::fs::read_to_string(t.path().join("comm")).is_ok_and(|c| c.trim() == "churn"))
+    {
+        assert!(
+            std::time::Instant::now() < until,
+            "a churn thread is still listed"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
     let b = Snapshot::capture(kid.pid()).unwrap();
     let d = Delta::between(&a, &b);
     // Per-thread schedstat cannot see them: they are gone, and not counted as seen either.

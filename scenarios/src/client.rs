@@ -46,6 +46,14 @@ pub struct ClientOptions {
     /// or the sample fails.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub log_requests: Option<String>,
+    /// Whether the cold push runs the client once per checkpoint slice (`true`): device A's
+    /// folder starts with the vault's folders only, and before each run the next
+    /// `checkpoint_every` files (in the vault's byte-sorted order) are copied in, so the
+    /// server's costs are cut into checkpoint windows and fitted against n as a built-in
+    /// push's are. For a client that uploads only what the server lacks; `false` (one run
+    /// over the whole vault) when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checkpoints: Option<bool>,
 }
 
 /// The placeholders a client command line may hold: the server's URL (its root included),
@@ -88,6 +96,11 @@ impl ClientOptions {
     /// The command that downloads: `pull`, else `command`.
     pub fn pull_command(&self) -> Option<&str> {
         self.pull.as_deref().or(self.command.as_deref())
+    }
+
+    /// Whether the cold push runs the client once per checkpoint slice of the vault.
+    pub fn pushes_in_slices(&self) -> bool {
+        self.checkpoints == Some(true)
     }
 
     /// Whether the recording proxy stands between the client and the server.

@@ -198,6 +198,12 @@ pub struct RunOpts {
     /// templates (`[client] route_patterns`).
     #[arg(help_heading = "Client", long, value_name = "NAME='METHOD REGEX'")]
     pub route_pattern: Vec<String>,
+    /// Client mode: run the push command once per checkpoint slice of the cold push (the
+    /// next `checkpoint_every` files copied into A's folder before each run), so the server's
+    /// costs are fitted against n (`[client] checkpoints = true`). For a client that uploads
+    /// only what the server lacks.
+    #[arg(help_heading = "Client", long)]
+    pub client_checkpoints: bool,
     #[command(flatten, next_help_heading = "Git builds")]
     pub git: git::GitArgs,
 }
@@ -241,12 +247,14 @@ impl RunOpts {
             set(&mut c.startup, &self.client_startup);
             set(&mut c.timeout, &self.client_timeout);
         }
-        if self.no_proxy || !self.route_pattern.is_empty() {
+        if self.no_proxy || self.client_checkpoints || !self.route_pattern.is_empty() {
             let Some(c) = scenario.client.as_mut() else {
                 anyhow::bail!(
                     "{} is for client mode: give --client (or --client-push) or a scenario with a [client] table",
                     if self.no_proxy {
                         "--no-proxy"
+                    } else if self.client_checkpoints {
+                        "--client-checkpoints"
                     } else {
                         "--route-pattern"
                     }
@@ -254,6 +262,9 @@ impl RunOpts {
             };
             if self.no_proxy {
                 c.proxy = Some(false);
+            }
+            if self.client_checkpoints {
+                c.checkpoints = Some(true);
             }
             c.route_patterns.extend(self.route_pattern.iter().cloned());
         }

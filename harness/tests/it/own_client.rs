@@ -228,6 +228,75 @@ fn rclone_through_the_proxy_counts_what_apache_logs() {
     );
 }
 
+/// `[client] checkpoints`: rclone pushes the vault into Apache slice by slice (20 files a
+/// run), so the cold push has a checkpoint per run and the server's cost per file is fitted
+/// against n, as a built-in push's is; the pull is still byte-identical.
+#[test]
+#[ignore = "slow: real servers"]
+fn rclone_pushes_in_checkpoint_slices_and_the_servers_cost_is_fitted() {
+    let home = tempfile::tempdir().unwrap();
+    let conf = "--config {state}/rclone.conf";
+    let text = format!(
+        "name = \"own-client\"\ndoc = \"test\"\nprofile = \"small\"\nprotocol = \"webdav\"\nsamples = 1\n\
+         [client]\n\
+         setup = \"rclone config create vb webdav url={{url}} vendor=other user={{auth_user}} pass={{auth_pass}} {conf}\"\n\
+         push = \"rclone copy {{dir}} vb: {conf}\"\n\
+         pull = \"rclone sync vb: {{dir}} {conf}\"\n\
+         timeout = \"2m\"\n\
+         checkpoints = true\n\
+         [[phase]]\nkind = \"cold_push\"\ncheckpoint_every = 20\n[[phase]]\nkind = \"cold_pull\"\n"
+    );
+    let f = home.path().join("own-client.toml");
+    std::fs::write(&f, text).unwrap();
+    let m = record_client(home.path(), &f.display().to_string(), "apache-webdav");
+    let value = |k: &str| {
+        m[k]["value"]
+            .as_f64()
+            .unwrap_or_else(|| panic!("{k} missing: {m}"))
+    };
+    assert_eq!(value("cold_pull.byte_identical"), 1.0);
+    let files = value("cold_push.files");
+    assert_eq!(files, value("cold_pull.files"));
+    let slices = (files / 20.0).ceil();
+    assert!(slices >= 3.0, "{files} files");
+    // One client run per slice, and a checkpoint window (server CPU per file) after each.
+    assert_eq!(value("cold_push.client.runs"), slices);
+    for i in 1..(slices as u64) {
+        let cp = format!("cold_push.checkpoint.{:07}", i * 20);
+        assert!(value(&format!("{cp}.server_cpu_us_per_file")) > 0.0, "{cp}");
+        assert!(value(&format!("{cp}.files_per_s")) > 0.0, "{cp}");
+    }
+    // Every file went up once: one PUT a file, however many runs.
+    assert_eq!(value("cold_push.proxy.PUT_{path}.requests"), files);
+    assert!(
+        m.get("cold_push.growth.server_cpu.import_exponent")
+            .is_some(),
+        "no growth fit of the server's CPU: {m}"
+    );
+    assert!(
+        procs_with(&home.path().join("work").display().to_string()).is_empty(),
+        "nothing left running"
+    );
+}
+
+/// `[client] checkpoints` (and `--client-checkpoints`) is client mode's: without a client it
+/// is refused in one line before anything runs.
+#[test]
+fn client_checkpoints_without_a_client_is_refused() {
+    let home = tempfile::tempdir().unwrap();
+    let o = vb!(home.path())
+        .args(["record", "small", "--client-checkpoints"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("--client-checkpoints is for client mode"),
+        "{err}"
+    );
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+}
+
 /// `ab` in client mode: the same rclone client against Apache and nginx, each arm with its own
 /// fresh server per sample and its own proxy; the result analyses the proxy's keys beside the
 /// server's, and the request counts of the cold push (one PUT a file) are the same in both.

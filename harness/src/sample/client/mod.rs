@@ -201,6 +201,9 @@ pub struct CommandClient {
     deadline: Duration,
     /// Files, folders and bytes of the vault, for the push's and pull's reports.
     vault_size: (u64, u64, u64),
+    /// With `[client] checkpoints`: the vault's files (relative, byte-sorted) the cold push
+    /// has yet to copy into A's folder, a slice before each client run.
+    pending: Vec<String>,
     tally: Tally,
     /// The recording proxy the clients' `{url}` points at, unless turned off.
     proxy: Option<loadgen::proxy::Proxy>,
@@ -244,8 +247,16 @@ impl CommandClient {
             );
         }
         let mut names = std::collections::BTreeSet::new();
-        let vault_size = copy_tree(&plan.vault_dir, &devices[0].dir, &mut names)
-            .context("copying the vault into device A's folder")?;
+        let (vault_size, pending) = if opts.pushes_in_slices() {
+            // The cold push copies the files in, slice by slice; the folders are there now.
+            let (size, files) = skeleton(&plan.vault_dir, &devices[0].dir, &mut names)
+                .context("making the vault's folders in device A's folder")?;
+            (size, files)
+        } else {
+            let size = copy_tree(&plan.vault_dir, &devices[0].dir, &mut names)
+                .context("copying the vault into device A's folder")?;
+            (size, Vec::new())
+        };
         let def = &plan.target.def;
         let proxy = if opts.proxied() {
             let patterns = opts
@@ -275,6 +286,7 @@ impl CommandClient {
             shared,
             data: server.data_dir.clone(),
             vault_size,
+            pending,
             tally: Tally::default(),
             proxy,
         };
@@ -346,6 +358,41 @@ impl CommandClient {
         t.cpu += u.cpu;
         t.peak_rss_kib = t.peak_rss_kib.max(u.peak_rss_kib);
         Ok(u)
+    }
+
+    /// The cold push with `[client] checkpoints`: before each client run the next
+    /// `checkpoint_every` files are copied into A's folder, and after it a checkpoint is
+    /// taken (files in the folder, ms since the push began), so the growth sampler cuts the
+    /// server's costs into windows. A window's files/s counts the slice's local copy too
+    /// (milliseconds, against the client's run).
+    fn push_in_slices(&mut self, line: &str, job: PushJob<'_>) -> anyhow::Result<TransferReport> {
+        let every = job.checkpoint_every.max(1);
+        let files = std::mem::take(&mut self.pending);
+        let a = self.devices[0].dir.clone();
+        let t0 = std::time::Instant::now();
+        let (mut wall, mut done) = (Duration::ZERO, 0u64);
+        let mut last = (0u64, Duration::ZERO);
+        let mut checkpoints = Vec::with_capacity(files.len().div_ceil(every));
+        for slice in files.chunks(every) {
+            for rel in slice {
+                let (from, to) = (job.vault.join(rel), a.join(rel));
+                std::fs::copy(&from, &to)
+                    .with_context(|| format!("cold_push: copying {rel} into device A's folder"))?;
+            }
+            wall += self.timed(line, 0, "cold_push")?.wall;
+            done += slice.len() as u64;
+            let now = t0.elapsed();
+            checkpoints.push(loadgen::Checkpoint {
+                files: done,
+                elapsed_ms: now.as_millis() as u64,
+                files_per_s: (done - last.0) as f64 / (now - last.1).as_secs_f64().max(1e-9),
+                p50_ms: None,
+            });
+            last = (done, now);
+        }
+        let mut r = self.report(wall, self.vault_size);
+        r.checkpoints = checkpoints;
+        Ok(r)
     }
 
     fn push_line(&self) -> anyhow::Result<String> {
@@ -460,14 +507,13 @@ impl SyncClient for CommandClient {
         Ok(())
     }
 
-    async fn push(
-        &mut self,
-        _job: PushJob<'_>,
-        _m: &mut Metrics,
-    ) -> anyhow::Result<TransferReport> {
+    async fn push(&mut self, job: PushJob<'_>, _m: &mut Metrics) -> anyhow::Result<TransferReport> {
         let line = self.push_line()?;
-        let u = self.timed(&line, 0, "cold_push")?;
-        Ok(self.report(u.wall, self.vault_size))
+        if self.pending.is_empty() {
+            let u = self.timed(&line, 0, "cold_push")?;
+            return Ok(self.report(u.wall, self.vault_size));
+        }
+        self.push_in_slices(&line, job)
     }
 
     async fn pull(&mut self, dir: &Path) -> anyhow::Result<TransferReport> {
@@ -687,6 +733,44 @@ fn copy_tree(
     Ok((files, dirs, bytes))
 }
 
+/// The folders of the tree under `from` made under `to` (existing, empty), and its files
+/// listed (relative, byte-sorted) but not copied: the vault's files, folders and bytes, and
+/// that list. Every file and folder name goes into `names`.
+fn skeleton(
+    from: &Path,
+    to: &Path,
+    names: &mut std::collections::BTreeSet<String>,
+) -> anyhow::Result<((u64, u64, u64), Vec<String>)> {
+    let (mut dirs, mut bytes) = (0, 0);
+    let mut files = Vec::new();
+    let mut stack = vec![String::new()];
+    while let Some(rel) = stack.pop() {
+        let src = from.join(&rel);
+        for e in std::fs::read_dir(&src).with_context(|| format!("listing {}", src.display()))? {
+            let e = e.with_context(|| format!("listing {}", src.display()))?;
+            let name = e.file_name().to_string_lossy().into_owned();
+            let child = if rel.is_empty() {
+                name.clone()
+            } else {
+                format!("{rel}/{name}")
+            };
+            names.insert(name);
+            let ft = e.file_type()?;
+            if ft.is_dir() {
+                let d = to.join(&child);
+                std::fs::create_dir(&d).with_context(|| format!("creating {}", d.display()))?;
+                dirs += 1;
+                stack.push(child);
+            } else if ft.is_file() {
+                bytes += e.metadata()?.len();
+                files.push(child);
+            }
+        }
+    }
+    files.sort();
+    Ok(((files.len() as u64, dirs, bytes), files))
+}
+
 /// Files, folders and file bytes under `dir`.
 fn tree_size(dir: &Path) -> anyhow::Result<(u64, u64, u64)> {
     let (mut files, mut dirs, mut bytes) = (0, 0, 0);
@@ -710,6 +794,32 @@ fn tree_size(dir: &Path) -> anyhow::Result<(u64, u64, u64)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_skeleton_makes_the_folders_and_lists_the_files_byte_sorted() {
+        let t = tempfile::tempdir().unwrap();
+        let (from, to) = (t.path().join("v"), t.path().join("a"));
+        for (rel, body) in [
+            ("b/z.md", "zz"),
+            ("a.md", "a"),
+            ("b/c/d.md", "ddd"),
+            ("B.md", ""),
+        ] {
+            let p = from.join(rel);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, body).unwrap();
+        }
+        std::fs::create_dir_all(from.join("empty")).unwrap();
+        std::fs::create_dir(&to).unwrap();
+        let mut names = std::collections::BTreeSet::new();
+        let (size, files) = skeleton(&from, &to, &mut names).unwrap();
+        assert_eq!(files, ["B.md", "a.md", "b/c/d.md", "b/z.md"]);
+        assert_eq!(size, (4, 3, 6));
+        // The folders are made, empty ones included; no file is copied yet.
+        assert!(to.join("b/c").is_dir() && to.join("empty").is_dir());
+        assert!(!to.join("a.md").exists());
+        assert!(names.contains("z.md") && names.contains("c") && names.contains("empty"));
+    }
 
     #[test]
     fn a_built_in_scenario_keeps_the_phases_a_client_can_run() {

@@ -138,7 +138,7 @@ fn rclone_paired_between_apache_and_nginx_pairs_every_phase() {
     ];
     args.extend(RCLONE);
     let (doc, err) = paired_ab(home.path(), 3, &args);
-    assert!(err.contains("route_load left out"), "{err}");
+    assert!(err.contains("route left out"), "{err}");
     assert_paired_client(&doc, 3, 20);
 }
 

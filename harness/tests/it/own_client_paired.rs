@@ -147,7 +147,7 @@ fn rclone_paired_between_apache_and_nginx_pairs_every_phase() {
 /// gets a paired interval, not the too-few-blocks verdict of a shorter run.
 #[test]
 #[ignore = "slow: paired A/A rounds of rclone against a real WebDAV server"]
-fn rclone_paired_aa_of_apache_counts_the_same_requests_on_both_arms() {
+fn rclone_paired_aa_of_apache_gives_every_phase_a_paired_interval() {
     let home = tempfile::tempdir().unwrap();
     let f = scenario(home.path(), "small", "webdav", 4, "push = \"true\"");
     let mut args = vec![

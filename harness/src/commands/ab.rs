@@ -109,7 +109,9 @@ pub fn run(args: AbArgs) -> anyhow::Result<i32> {
     // Each arm's executable is checked before the lock (a `git:REV` arm's was just built).
     spec_a.executable()?;
     spec_b.executable()?;
+    // A client-mode scenario is paired by its own client, whatever its protocol's flow.
     if args.paired
+        && scenario.client.is_none()
         && let Support::No(why) = protocols::lookup(scenario.protocol.name())?.paired()
     {
         bail!(
@@ -117,11 +119,6 @@ pub fn run(args: AbArgs) -> anyhow::Result<i32> {
             protocols::those_that(|p| p.paired()),
             scenario.name,
             scenario.protocol
-        );
-    }
-    if args.paired && scenario.client.is_some() {
-        bail!(
-            "--paired does not drive a client-mode scenario (its own client runs one device at a time): use a sequential ab"
         );
     }
     if spec_a.def == spec_b.def && !args.aa {

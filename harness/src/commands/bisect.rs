@@ -379,12 +379,12 @@ pub fn run(args: BisectArgs) -> anyhow::Result<i32> {
             args.bad
         );
     }
-    // Paired where the protocol's paired flow runs every phase; a client-mode scenario has no
-    // paired flow (its own client runs one device at a time).
+    // Paired where the paired flow runs every phase: the protocol's, or in client mode the
+    // scenario's own client's, which pairs every phase the client can run.
     let mode = if is_cost_key(&args.key) {
         Mode::Cost
-    } else if scenario.client.is_none()
-        && crate::sample::protocols::lookup(scenario.protocol.name())?.paired_covers_every_phase()
+    } else if scenario.client.is_some()
+        || crate::sample::protocols::lookup(scenario.protocol.name())?.paired_covers_every_phase()
     {
         Mode::Paired
     } else {

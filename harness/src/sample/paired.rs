@@ -15,6 +15,9 @@
 //!
 //! The other phases (idle resync, folder rename, crash) are not run in paired mode; the result
 //! names them, so a report never implies they were compared.
+//!
+//! A client-mode scenario is paired by its own client instead (`sample::client::paired`):
+//! a pair is a whole phase, or one edit round, of the client's runs on each arm.
 
 use anyhow::{Context, bail};
 use std::collections::BTreeMap;
@@ -92,17 +95,22 @@ pub fn measure(
     let window = crate::sample::contention::Window::start();
     let mut pairs = BTreeMap::new();
     let mut skipped = Vec::new();
+    let job = PairedJob {
+        plan,
+        a_first,
+        specs: [&plan.target, b],
+        dirs: [&dir_a, &dir_b],
+        a: &mut arm_a,
+        b: &mut arm_b,
+        pairs: &mut pairs,
+        skipped: &mut skipped,
+    };
     let driven = match imp.paired() {
-        crate::sample::protocols::Support::Yes => rt.block_on(imp.drive_paired(PairedJob {
-            plan,
-            a_first,
-            specs: [&plan.target, b],
-            dirs: [&dir_a, &dir_b],
-            a: &mut arm_a,
-            b: &mut arm_b,
-            pairs: &mut pairs,
-            skipped: &mut skipped,
-        })),
+        // Client mode: the scenario's own client on each arm in turn, whatever the protocol.
+        _ if plan.scenario.client.is_some() => {
+            rt.block_on(crate::sample::client::paired::drive(job))
+        }
+        crate::sample::protocols::Support::Yes => rt.block_on(imp.drive_paired(job)),
         crate::sample::protocols::Support::No(why) => Err(anyhow::anyhow!(
             "ab --paired does not drive {} ({} speaks {}): {why}",
             plan.scenario.name,

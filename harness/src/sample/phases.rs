@@ -131,8 +131,9 @@ pub async fn within_phase<T>(
     }
 }
 
-/// One phase of the plan's scenario (`drive` bounds it by `--phase-timeout`).
-async fn run_phase<C: SyncClient>(
+/// One phase of the plan's scenario (`drive` bounds it by `--phase-timeout`; paired client
+/// mode runs it on each arm in turn).
+pub(crate) async fn run_phase<C: SyncClient>(
     plan: &SamplePlan,
     phase: &Phase,
     server: &mut Server,
@@ -272,17 +273,7 @@ async fn run_phase<C: SyncClient>(
                     rounds: *rounds,
                 };
                 let mut r = client.edit_propagation(&job, m).await?;
-                let lat = &mut r.latencies_ms;
-                lat.sort_by(|x, y| x.total_cmp(y));
-                m.timing("edit.p50_ms", nearest_rank(lat, 0.50), "ms", Better::Lower);
-                m.timing("edit.p95_ms", nearest_rank(lat, 0.95), "ms", Better::Lower);
-                m.timing(
-                    "edit.max_ms",
-                    *lat.last().unwrap_or(&0.0),
-                    "ms",
-                    Better::Lower,
-                );
-                m.exact("edit.rounds", *rounds as f64, "count");
+                edit_keys(&mut r.latencies_ms, *rounds, m);
                 let work = Work {
                     requests: r.requests,
                     files: None,
@@ -322,6 +313,21 @@ async fn run_phase<C: SyncClient>(
         }
     }
     Ok(())
+}
+
+/// Edit propagation's keys from its rounds' delays (sorted here): median, p95, the slowest,
+/// and the round count.
+pub(crate) fn edit_keys(lat: &mut [f64], rounds: usize, m: &mut Metrics) {
+    lat.sort_by(|x, y| x.total_cmp(y));
+    m.timing("edit.p50_ms", nearest_rank(lat, 0.50), "ms", Better::Lower);
+    m.timing("edit.p95_ms", nearest_rank(lat, 0.95), "ms", Better::Lower);
+    m.timing(
+        "edit.max_ms",
+        *lat.last().unwrap_or(&0.0),
+        "ms",
+        Better::Lower,
+    );
+    m.exact("edit.rounds", rounds as f64, "count");
 }
 
 /// The log counters of one window under `prefix` (`cold_push.log`): each count, and per file

@@ -15,6 +15,7 @@ mod load;
 mod locust;
 mod mcp;
 mod own_client;
+mod own_client_paired;
 mod record;
 mod s3;
 mod reference_pages;

@@ -25,6 +25,7 @@
 //! may be gone: a client that writes next to its folder (`{dir}/../x`) or deletes it fails the
 //! phase. Writes anywhere else on the machine are not looked for.
 
+pub mod paired;
 pub mod run;
 
 use std::path::{Path, PathBuf};
@@ -395,6 +396,42 @@ impl CommandClient {
         Ok(r)
     }
 
+    /// The note `rel` in A's folder as it is before the first edit round.
+    pub(crate) fn edit_start(&self, rel: &str) -> anyhow::Result<Vec<u8>> {
+        let a = self.devices[0].dir.join(rel);
+        std::fs::read(&a).with_context(|| format!("edit: reading A's copy of {rel}"))
+    }
+
+    /// One edit round: a line appended to `body` (A's copy of the note `rel`) and written,
+    /// A's client, B's client, and B's copy compared with A's. Returns the round's delay in
+    /// ms, from the edit to B's client's exit.
+    pub(crate) fn edit_round(
+        &mut self,
+        rel: &str,
+        round: usize,
+        body: &mut Vec<u8>,
+    ) -> anyhow::Result<f64> {
+        let (push, pull) = (self.push_line()?, self.pull_line()?);
+        let a = self.devices[0].dir.join(rel);
+        let b = self.devices[1].dir.join(rel);
+        body.extend_from_slice(
+            format!("\nedit round {round}: vaultbench edit propagation\n").as_bytes(),
+        );
+        let t0 = std::time::Instant::now();
+        std::fs::write(&a, body.as_slice())
+            .with_context(|| format!("edit: writing A's copy of {rel}"))?;
+        self.timed(&push, 0, "edit")?;
+        self.timed(&pull, 1, "edit")?;
+        let took = ms(t0.elapsed());
+        let got = std::fs::read(&b).with_context(|| {
+            format!("edit: B's copy of {rel} after round {round} cannot be read")
+        })?;
+        if got != *body {
+            bail!("edit: B's copy of {rel} differs from A's after round {round}");
+        }
+        Ok(took)
+    }
+
     fn push_line(&self) -> anyhow::Result<String> {
         self.opts
             .push_command()
@@ -546,29 +583,10 @@ impl SyncClient for CommandClient {
         job: &EditJob<'_>,
         _m: &mut Metrics,
     ) -> anyhow::Result<EditReport> {
-        let (push, pull) = (self.push_line()?, self.pull_line()?);
-        let rel = job.rel;
-        let a = self.devices[0].dir.join(rel);
-        let b = self.devices[1].dir.join(rel);
-        let mut body =
-            std::fs::read(&a).with_context(|| format!("edit: reading A's copy of {rel}"))?;
+        let mut body = self.edit_start(job.rel)?;
         let mut lat = Vec::with_capacity(job.rounds);
         for round in 0..job.rounds {
-            body.extend_from_slice(
-                format!("\nedit round {round}: vaultbench edit propagation\n").as_bytes(),
-            );
-            let t0 = std::time::Instant::now();
-            std::fs::write(&a, &body)
-                .with_context(|| format!("edit: writing A's copy of {rel}"))?;
-            self.timed(&push, 0, "edit")?;
-            self.timed(&pull, 1, "edit")?;
-            lat.push(ms(t0.elapsed()));
-            let got = std::fs::read(&b).with_context(|| {
-                format!("edit: B's copy of {rel} after round {round} cannot be read")
-            })?;
-            if got != body {
-                bail!("edit: B's copy of {rel} differs from A's after round {round}");
-            }
+            lat.push(self.edit_round(job.rel, round, &mut body)?);
         }
         Ok(EditReport {
             latencies_ms: lat,

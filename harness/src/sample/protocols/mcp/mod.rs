@@ -10,6 +10,7 @@
 //! The server's own costs are the sample's as for any target: per-phase CPU and io at each
 //! phase boundary (`sample::server_cost`), its CPU, peak RSS and threads at the end.
 
+mod growth;
 mod paired;
 
 use std::collections::BTreeMap;
@@ -52,6 +53,10 @@ impl ProtocolImpl for Impl {
         Support::Yes
     }
 
+    fn sizes(&self) -> Support {
+        Support::Yes
+    }
+
     fn drive_paired<'a>(&'a self, job: PairedJob<'a>) -> Local<'a, ()> {
         Box::pin(paired::drive(job))
     }
@@ -76,7 +81,11 @@ impl ProtocolImpl for Impl {
 
     fn seed_data_dir(&self, plan: &SamplePlan, data: &Path) -> anyhow::Result<()> {
         std::fs::create_dir_all(data).with_context(|| format!("creating {}", data.display()))?;
-        copy_tree(&plan.vault_dir, data)
+        match plan.scenario.sizes.first() {
+            // A growth scenario's first server serves the first size.
+            Some(&n) => growth::seed(plan, n, data),
+            None => copy_tree(&plan.vault_dir, data),
+        }
     }
 
     fn drive<'a>(&'a self, run: Run<'a>) -> Local<'a, ()> {
@@ -116,6 +125,9 @@ fn threads(pid: u32) -> usize {
 }
 
 async fn drive(run: Run<'_>) -> anyhow::Result<()> {
+    if !run.plan.scenario.sizes.is_empty() {
+        return growth::drive(run).await;
+    }
     let Run {
         plan,
         server,
@@ -123,6 +135,18 @@ async fn drive(run: Run<'_>) -> anyhow::Result<()> {
         bounds,
         ..
     } = run;
+    serve(plan, server, m, bounds).await.map(drop)
+}
+
+/// One server's measured life over the vault in its data dir: the boot, the scenario's MCP
+/// phases, retrieval quality where the vault has planted queries, the shutdown; its keys into
+/// `m`, and the run's report (each call's latency) returned.
+async fn serve(
+    plan: &SamplePlan,
+    server: &mut Server,
+    m: &mut Metrics,
+    bounds: &mut dyn crate::sample::phases::Boundary,
+) -> anyhow::Result<Report> {
     // A stdio server's pipes; a server started with another readiness check is reached
     // over Streamable HTTP at its address, under the target's root (`/mcp` by default).
     let pipes = server.take_pipes();
@@ -234,7 +258,7 @@ async fn drive(run: Run<'_>) -> anyhow::Result<()> {
             m.exact(key, value, unit);
         }
     }
-    Ok(())
+    Ok(report)
 }
 
 /// The search tool's scores on the vault's planted queries (`scenarios::plant`, recomputed
@@ -252,15 +276,28 @@ async fn retrieval(
     if planted.is_empty() {
         return Ok(None);
     }
+    let (files, _) = loadgen::protocols::mcp::workload::walk(&cfg.vault)?;
+    let notes: std::collections::BTreeSet<String> =
+        files.into_iter().filter(|f| f.ends_with(".md")).collect();
+    // A size of a growth scenario holds a prefix of the vault's notes: a query is scored
+    // where its relevant notes and decoys are all there (all of them, in a whole vault).
     let queries: Vec<quality::Query> = planted
         .into_iter()
+        .filter(|q| {
+            q.relevant
+                .iter()
+                .chain(&q.decoys)
+                .all(|p| notes.contains(p))
+        })
         .map(|q| quality::Query {
             phrase: q.phrase,
             relevant: q.relevant.into_iter().collect(),
         })
         .collect();
-    let (files, _) = loadgen::protocols::mcp::workload::walk(&cfg.vault)?;
-    let notes = files.into_iter().filter(|f| f.ends_with(".md")).collect();
+    if queries.is_empty() {
+        return Ok(None);
+    }
+    let notes = notes.into_iter().collect();
     quality::measure(session, listing, &queries, &cfg.vault, &notes, cfg.call)
         .await
         .map(Some)

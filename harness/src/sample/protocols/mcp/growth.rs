@@ -151,7 +151,7 @@ pub(super) async fn drive(run: Run<'_>) -> anyhow::Result<()> {
         }
         eprintln!("  size {n}: a fresh server over the first {n} notes");
         let mut one = Metrics::default();
-        let r = super::serve(plan, server, &mut one, bounds)
+        let r = super::serve::serve(plan, server, &mut one, bounds)
             .await
             .with_context(|| format!("size {n}"))?;
         for (k, v) in one.map {

@@ -19,6 +19,8 @@
 
 use serde::{Deserialize, Serialize};
 
+pub mod sizes;
+
 /// The interval's level.
 pub const LEVEL: f64 = 0.95;
 /// The runner-up class fits "about equally" when its normalised RMS is below this multiple

@@ -21,6 +21,7 @@ mod rng;
 pub mod script;
 pub mod scenario;
 pub mod shape;
+pub mod sizes;
 mod text;
 mod twin;
 

@@ -61,7 +61,10 @@ fn made_up_word(rng: &mut rand_chacha::ChaCha8Rng) -> String {
 /// for `planted_queries` gets as many as fit.
 pub(crate) fn plant(p: &Profile, plan: &Plan, seed: u64) -> Planting {
     let wanted = p.planted_queries as usize;
-    let n = plan.notes.len();
+    let n = match p.plant_first {
+        0 => plan.notes.len(),
+        k => plan.notes.len().min(k as usize),
+    };
     if wanted == 0 || n == 0 {
         return Planting::default();
     }

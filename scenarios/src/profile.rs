@@ -115,6 +115,9 @@ pub struct Profile {
     /// Planted search queries (`plant.rs`): each a rare phrase in a few known notes, with
     /// decoys holding its single words; 0 plants none and leaves every note as it was.
     pub planted_queries: u32,
+    /// Plant only among the first this many notes of the generation order (0: among all), so
+    /// every size of a growth scenario (`scenarios::sizes`) holds every query's notes.
+    pub plant_first: u32,
 }
 
 /// Notes' names as a measured vault writes them (`[names.notes]` of a shape file).
@@ -204,6 +207,7 @@ pub const PROFILE_NAMES: &[&str] = &[
     "vault1k-queries",
     "fixture",
     "large",
+    "large-queries",
     "vault100k",
     "hazards",
     "import",
@@ -253,6 +257,7 @@ pub(crate) fn base(name: &'static str, doc: &'static str, notes: u32) -> Profile
         title_names: None,
         attachment_names: None,
         planted_queries: 0,
+        plant_first: 0,
     }
 }
 
@@ -344,6 +349,13 @@ pub fn profile(name: &str) -> Option<Profile> {
                 "a notes-app import report's 10,000 Markdown notes",
                 10_000,
             )
+        },
+        "large-queries" => Profile {
+            planted_queries: 20,
+            plant_first: 1000,
+            doc: "large + 20 planted search queries among its first 1,000 notes, so each size of a growth scenario (1,000 notes and up) holds every query's notes",
+            name: "large-queries",
+            ..profile("large")?
         },
         "vault100k" => Profile {
             max_depth: 5,

@@ -49,6 +49,11 @@ pub struct Scenario {
     /// when empty.
     #[serde(default, rename = "fault", skip_serializing_if = "Vec::is_empty")]
     pub faults: Vec<FaultRule>,
+    /// Vault sizes in notes (`scenarios::sizes`): each sample runs the phases once per size,
+    /// in order, each over a fresh server holding the first `n` notes of the vault. Empty: one
+    /// run over the whole vault.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sizes: Vec<u32>,
     #[serde(rename = "phase")]
     pub phases: Vec<Phase>,
     /// Log counters: lines of the target's own output (or a log file it writes) matched by a
@@ -676,6 +681,11 @@ pub const BUILTIN: &[(&str, &str)] = &[
     ),
     ("small-mcp", include_str!("../scenarios/small-mcp.toml")),
     ("vault1k-mcp", include_str!("../scenarios/vault1k-mcp.toml")),
+    ("growth-mcp", include_str!("../scenarios/growth-mcp.toml")),
+    (
+        "growth-mcp-small",
+        include_str!("../scenarios/growth-mcp-small.toml"),
+    ),
     ("import-tus", include_str!("../scenarios/import-tus.toml")),
     (
         "import-tus-small",
@@ -763,6 +773,29 @@ pub fn parse(text: &str, origin: &str) -> Result<Scenario, ScenarioError> {
     }
     if s.samples == 0 {
         return invalid("samples must be at least 1".into());
+    }
+    if !s.sizes.is_empty() {
+        if let Err(e) = crate::sizes::check(&s.sizes) {
+            return invalid(format!("sizes {e}"));
+        }
+        if s.client.is_some() {
+            return invalid(
+                "sizes and [client] do not go together: a growth scenario is driven by its protocol's own client"
+                    .into(),
+            );
+        }
+        if s.profile_file.is_some() {
+            return invalid(
+                "sizes take a named notes-only profile, not a profile_file (a twin has attachments)"
+                    .into(),
+            );
+        }
+        if let Some(p) = crate::profile::profile(&s.profile) {
+            let seed = s.seed.unwrap_or(p.default_seed);
+            if let Err(e) = crate::sizes::check_profile(&s.sizes, &p, seed) {
+                return invalid(format!("sizes {e}"));
+            }
+        }
     }
     if s.devices < 2 {
         return invalid("devices must be at least 2 (A pushes, B pulls)".into());

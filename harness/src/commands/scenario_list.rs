@@ -109,6 +109,7 @@ pub fn run(args: ScenariosArgs) -> anyhow::Result<i32> {
                     "samples": s.samples,
                     "phases": phase_kinds(s),
                     "faults": s.faults.len(),
+                    "sizes": s.sizes,
                     "measured_recording_s": measured(&s.name),
                     "doc": s.doc,
                 })
@@ -142,8 +143,14 @@ pub fn run(args: ScenariosArgs) -> anyhow::Result<i32> {
                 format!(", {} fault rules", s.faults.len())
             };
             let samples = if s.samples == 1 { "sample" } else { "samples" };
+            let sizes = if s.sizes.is_empty() {
+                String::new()
+            } else {
+                let n: Vec<String> = s.sizes.iter().map(u32::to_string).collect();
+                format!(" at sizes {} notes", n.join(", "))
+            };
             println!(
-                "  {:<17} vault {}, 1 warm-up + {} {samples}{faults}, {time}",
+                "  {:<17} vault {}{sizes}, 1 warm-up + {} {samples}{faults}, {time}",
                 s.name, s.profile, s.samples
             );
             println!("  {:<17} phases: {}", "", phase_kinds(s).join(", "));

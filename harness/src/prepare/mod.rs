@@ -655,6 +655,12 @@ pub fn prepare(mut scenario: Scenario, opts: &RunOpts) -> anyhow::Result<Prepare
     {
         bail!("--cost does not run {} scenarios: {why}", scenario.protocol);
     }
+    if !scenario.sizes.is_empty() && opts.vault.is_some() {
+        bail!(
+            "--vault does not run {}: its sizes take the first n notes of the scenario's generated vault",
+            scenario.name
+        );
+    }
     let cost = if opts.cost {
         Some(crate::sample::cost::check_tools()?)
     } else {

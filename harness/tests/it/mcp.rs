@@ -6,7 +6,9 @@
 //! names that era. Over Streamable HTTP: the `mcp-everything` preset (the reference test
 //! server, its `echo` and `get-sum` tools) and a typed command line of the HTTP test server
 //! (`{port}` makes it an HTTP target) give the same boot keys, per-tool keys, and the
-//! session's DELETE as the shutdown key. `verify` accepts every recording.
+//! session's DELETE as the shutdown key. `growth-mcp-small` against `mcp-filesystem` gives
+//! each size's keys and the fitted exponents, and finds the server's `search_files` (a walk
+//! of the whole tree) growing with the vault. `verify` accepts every recording.
 
 use std::path::Path;
 
@@ -287,4 +289,76 @@ fn a_paired_a_a_run_of_the_filesystem_server_judges_every_tool_on_its_pairs() {
     for phase in ["mcp_boot", "mcp_calls_c8"] {
         assert!(skipped.iter().any(|s| s == phase), "{phase}: {skipped:?}");
     }
+}
+
+#[test]
+#[ignore = "slow: real servers"]
+fn growth_mcp_small_fits_the_filesystem_servers_search_against_the_vault_size() {
+    let home = tempfile::tempdir().unwrap();
+    let out = home.path().join("out");
+    record_loose(
+        home.path(),
+        &[
+            "growth-mcp-small",
+            "--target",
+            "mcp-filesystem",
+            "--samples",
+            "1",
+        ],
+    )
+    .arg("--out")
+    .arg(&out)
+    .arg("--work-dir")
+    .arg(home.path().join("work"))
+    .timeout(std::time::Duration::from_secs(900))
+    .assert()
+    .success();
+    let file = out.join("growth-mcp-small.json");
+    vb!(home.path()).arg("verify").arg(&file).assert().success();
+    let b: Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+    // Each size: its notes, a booted server, every tool's latency at both levels.
+    for n in [100u32, 300, 1000] {
+        let s = format!("n{n:05}");
+        assert_eq!(value(&b, &format!("mcp_{s}.notes")), f64::from(n));
+        assert_eq!(value(&b, &format!("mcp_boot_{s}.tools")), 14.0);
+        assert!(value(&b, &format!("mcp_{s}.server.peak_rss_kib")) > 1000.0);
+        assert!(value(&b, &format!("mcp_shutdown_{s}.exit_us")) > 0.0);
+        for c in [1, 8] {
+            let p = format!("mcp_calls_c{c}_{s}");
+            for tool in ["read_text_file", "list_directory", "search_files"] {
+                assert_eq!(value(&b, &format!("{p}.calls.{tool}")), 10.0, "{p} {tool}");
+                assert!(value(&b, &format!("{p}.{tool}.p50_us")) > 0.0, "{p} {tool}");
+            }
+            assert_eq!(value(&b, &format!("{p}.protocol_errors")), 0.0, "{p}");
+        }
+    }
+    // The fitted exponents, each with its interval around it.
+    let g = |k: &str| value(&b, &format!("mcp_growth.{k}"));
+    for series in [
+        "mcp_calls_c1.search_files",
+        "mcp_calls_c8.search_files",
+        "mcp_calls_c1.read_text_file",
+        "mcp_calls_c1.server_cpu_per_call",
+        "mcp_boot.first_list",
+        "peak_rss",
+    ] {
+        let (e, lo, hi) = (
+            g(&format!("{series}.exponent")),
+            g(&format!("{series}.exponent_lo")),
+            g(&format!("{series}.exponent_hi")),
+        );
+        assert!(lo <= e && e <= hi, "{series}: {lo} {e} {hi}");
+    }
+    // server-filesystem's search_files walks the whole tree: it grows with n, a read of
+    // one note does not grow as much.
+    let search = g("mcp_calls_c1.search_files.exponent");
+    assert!(
+        search > 0.3 && g("mcp_calls_c1.search_files.exponent_lo") > 0.0,
+        "{search}"
+    );
+    assert!(
+        search > g("mcp_calls_c1.read_text_file.exponent") + 0.2,
+        "search {search} against read {}",
+        g("mcp_calls_c1.read_text_file.exponent")
+    );
 }

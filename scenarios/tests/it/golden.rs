@@ -98,6 +98,16 @@ fn golden_large() {
 }
 
 #[test]
+fn golden_large_queries() {
+    check(
+        "large-queries",
+        10000,
+        24911709,
+        "98d538b8bf33e7442955165289fa9012dfb61d2bba09f990ec303285b12863de",
+    );
+}
+
+#[test]
 fn golden_vault100k() {
     check(
         "vault100k",

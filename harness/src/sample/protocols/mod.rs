@@ -105,6 +105,14 @@ pub fn check_scenario(s: &mut Scenario, origin: &str) -> anyhow::Result<&'static
     if !s.faults.is_empty() {
         refuse("fault rules", imp.faults())?;
     }
+    if !s.sizes.is_empty()
+        && let Support::No(reason) = imp.sizes()
+    {
+        bail!(
+            "{origin}: sizes drive {} targets only; {name} cannot: {reason}",
+            those_that(|p| p.sizes())
+        );
+    }
     for p in &s.phases {
         if let Support::No(reason) = imp.runs(p) {
             bail!(
@@ -193,6 +201,22 @@ mod tests {
                     let e = e.to_string();
                     assert!(
                         !runs && e.contains("tus_resume") && e.contains("tus target"),
+                        "{e}"
+                    );
+                }
+            }
+        }
+        // Sizes (a growth scenario) run where the protocol boots a server per size.
+        for (protocol, runs) in [("mcp", true), ("webdav", false), ("obsync", false)] {
+            let mut s = parse(&format!(
+                "name='x'\ndoc='d'\nprofile='large'\nprotocol='{protocol}'\nsizes=[100,300,1000]\n[[phase]]\nkind='cold_start'\n"
+            ));
+            match check_scenario(&mut s, "f.toml") {
+                Ok(_) => assert!(runs, "{protocol} ran sizes"),
+                Err(e) => {
+                    let e = e.to_string();
+                    assert!(
+                        !runs && e.contains("sizes drive mcp targets only") && e.contains(protocol),
                         "{e}"
                     );
                 }

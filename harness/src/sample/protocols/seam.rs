@@ -90,6 +90,14 @@ pub trait ProtocolImpl: Sync {
         false
     }
 
+    /// A scenario's `sizes` (each sample runs the phases once per vault size, each over a
+    /// fresh server holding the first n notes); by default not.
+    fn sizes(&self) -> Support {
+        Support::No(
+            "its phase flow runs one server over one vault per sample; sizes need a flow that boots a fresh server per size",
+        )
+    }
+
     /// `[[fault]]` rules (the fault hop between devices and target) and crash phases; by
     /// default not, for a protocol without devices.
     fn faults(&self) -> Support {

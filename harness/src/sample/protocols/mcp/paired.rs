@@ -81,6 +81,12 @@ pub(super) async fn drive(job: PairedJob<'_>) -> anyhow::Result<()> {
         skipped,
         ..
     } = job;
+    if !plan.scenario.sizes.is_empty() {
+        bail!(
+            "ab --paired does not run {}'s sizes (a pair is one call against one call on one vault): run ab without --paired",
+            plan.scenario.name
+        );
+    }
     let (side_a, side_b) = if a_first {
         let sa = boot(specs[0], a, plan.seed, "A").await?;
         (sa, boot(specs[1], b, plan.seed, "B").await?)

@@ -10,6 +10,7 @@
 //! The server's own costs are the sample's as for any target: per-phase CPU and io at each
 //! phase boundary (`sample::server_cost`), its CPU, peak RSS and threads at the end.
 
+mod index;
 mod paired;
 
 use std::collections::BTreeMap;
@@ -128,7 +129,7 @@ async fn drive(run: Run<'_>) -> anyhow::Result<()> {
     let pipes = server.take_pipes();
     let vault = std::fs::canonicalize(&server.data_dir)
         .with_context(|| format!("the vault copy {}", server.data_dir.display()))?;
-    let mut cfg = RunConfig::new(plan.target.def.argv.clone(), vault);
+    let mut cfg = config(&plan.target.def, vault);
     cfg.seed = plan.seed;
     cfg.level = plan.phase_timeout;
     let conn: Conn = match pipes {
@@ -149,6 +150,21 @@ async fn drive(run: Run<'_>) -> anyhow::Result<()> {
     let boot_cpu_us = run::group_cpu_us(pid);
     let mut peak_threads = threads(pid);
     let session = booted.session;
+    let search = quality::search_tool(&booted.listing, cfg.search.as_ref())
+        .map_err(|e| failed(e, server))?;
+    let queries = planted(plan);
+    // An index on disk: timed first, from the spawn to its first useful answer.
+    let indexed = index::plan(plan, &cfg, search.as_ref(), &queries)?;
+    let mut first = None;
+    if let Some(ix) = &indexed {
+        bounds.begin()?;
+        let f = within_phase(plan, index::PHASE, async {
+            ix.first(&session, &cfg, server.spawned).await
+        })
+        .await?;
+        bounds.end(&Scope::phase(index::PHASE), work_of(f.calls), false, m)?;
+        first = Some(f);
+    }
     let mut warm_list_us = Vec::new();
     let mut levels = BTreeMap::new();
     let mut tool_map = Default::default();
@@ -203,7 +219,7 @@ async fn drive(run: Run<'_>) -> anyhow::Result<()> {
         }
     }
     // Retrieval quality, where the vault has planted queries (a `*-queries` profile).
-    let quality = retrieval(plan, &session, &booted.listing, &cfg)
+    let quality = retrieval(&queries, &session, search.as_ref(), &cfg)
         .await
         .map_err(|e| failed(e, server))?;
     if stdio {
@@ -220,14 +236,30 @@ async fn drive(run: Run<'_>) -> anyhow::Result<()> {
     )
     .await
     .map_err(|e| failed(e, server))?;
-    if stdio && report.shutdown.is_none() {
-        bail!(
-            "{}: the server did not exit within {} of its stdin closing (killed)",
+    if let Some(by) = report.shutdown_by {
+        eprintln!(
+            "  {}: ended by {} ({} grace before SIGTERM)",
             run::SHUTDOWN,
+            by.name(),
             contract::quote::duration(cfg.shutdown)
         );
     }
     keys(&report, boot_cpu_us, peak_threads, m);
+    if let (Some(ix), Some(first)) = (&indexed, first) {
+        let size_bytes = ix.size(&cfg);
+        let warm = if stdio {
+            Some(ix.warm(plan, server, &cfg).await?)
+        } else {
+            None
+        };
+        let f = index::Figures {
+            first,
+            size_bytes,
+            warm,
+        };
+        eprintln!("  {}: {}", index::PHASE, index::line(ix, &f));
+        index::keys(ix, &f, m);
+    }
     if let Some(q) = quality {
         eprintln!("  {}: {}", quality::PHASE, quality::line(&q));
         for (key, value, unit) in quality::keys(&q) {
@@ -237,31 +269,47 @@ async fn drive(run: Run<'_>) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The search tool's scores on the vault's planted queries (`scenarios::plant`, recomputed
-/// from the scenario's profile and seed), or `None` when the vault plants none.
-async fn retrieval(
-    plan: &SamplePlan,
-    session: &loadgen::protocols::mcp::session::Session,
-    listing: &loadgen::protocols::mcp::session::Listing,
-    cfg: &RunConfig,
-) -> Result<Option<quality::Quality>, McpError> {
-    let Some(profile) = scenarios::profile(&plan.scenario.profile) else {
-        return Ok(None);
-    };
-    let planted = scenarios::queries(&profile, plan.seed);
-    if planted.is_empty() {
-        return Ok(None);
+/// The client's configuration for `def` over `vault`: its command line, and its `[mcp]`
+/// table's search tool and shutdown grace where it has them.
+fn config(def: &loadgen::launch::TargetDef, vault: std::path::PathBuf) -> RunConfig {
+    let mut cfg = RunConfig::new(def.argv.clone(), vault);
+    if let Some(o) = &def.mcp {
+        cfg.search = o.search.clone();
+        if let Some(g) = o.shutdown_grace {
+            cfg.shutdown = g;
+        }
     }
-    let queries: Vec<quality::Query> = planted
+    cfg
+}
+
+/// The vault's planted queries (`scenarios::plant`, recomputed from the scenario's profile
+/// and seed); none for a profile that plants none.
+fn planted(plan: &SamplePlan) -> Vec<quality::Query> {
+    let Some(profile) = scenarios::profile(&plan.scenario.profile) else {
+        return Vec::new();
+    };
+    scenarios::queries(&profile, plan.seed)
         .into_iter()
         .map(|q| quality::Query {
             phrase: q.phrase,
             relevant: q.relevant.into_iter().collect(),
         })
-        .collect();
+        .collect()
+}
+
+/// The search tool's scores on the vault's planted queries, or `None` when it plants none.
+async fn retrieval(
+    queries: &[quality::Query],
+    session: &loadgen::protocols::mcp::session::Session,
+    search: Option<&quality::Search>,
+    cfg: &RunConfig,
+) -> Result<Option<quality::Quality>, McpError> {
+    if queries.is_empty() {
+        return Ok(None);
+    }
     let (files, _) = loadgen::protocols::mcp::workload::walk(&cfg.vault)?;
     let notes = files.into_iter().filter(|f| f.ends_with(".md")).collect();
-    quality::measure(session, listing, &queries, &cfg.vault, &notes, cfg.call)
+    quality::measure(session, search, queries, &cfg.vault, &notes, cfg.call)
         .await
         .map(Some)
 }

@@ -179,7 +179,7 @@ fn small_mcp_records_obsidian_mcp_with_its_index_and_its_sigterm() {
     assert!(list < ready && ready < 60e6, "{list} {ready}");
     assert_eq!(value(&b, "mcp_index.notes"), 100.0);
     let rate = value(&b, "mcp_index.notes_per_s");
-    assert!((rate - 100.0 / (ready / 1e6)).abs() < 1e-6 * rate, "{rate}");
+    assert!((rate - 100.0 / (ready / 1e6)).abs() < 1e-4 * rate, "{rate}");
     assert!(value(&b, "mcp_index.size_bytes") > 4096.0);
     let (wl, wr) = (
         value(&b, "mcp_index.warm_first_list_us"),

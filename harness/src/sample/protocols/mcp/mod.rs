@@ -4,13 +4,16 @@
 //! (Streamable HTTP, under the target's root, `/mcp` by default), and the scenario's MCP
 //! phases driven through `loadgen::protocols::mcp::run`'s steps: the cold boot, warm listings,
 //! the seeded `tools/call` workload at each in-flight level, and the shutdown (stdin closed →
-//! exit, or the session's DELETE; the sample then stops an HTTP server as any other).
+//! exit, SIGTERM after the target's grace, then SIGKILL, the step that ended it recorded; or
+//! the session's DELETE; the sample then stops an HTTP server as any other). A target that
+//! declares an index (`[mcp] index`) gets the indexing keys (`index`).
 //! Where the vault has planted queries (a `*-queries` profile), the server's search tool is
 //! scored on them before the shutdown (`loadgen::protocols::mcp::quality`, exact keys).
 //! The server's own costs are the sample's as for any target: per-phase CPU and io at each
 //! phase boundary (`sample::server_cost`), its CPU, peak RSS and threads at the end.
 
 mod index;
+mod options;
 mod paired;
 
 use std::collections::BTreeMap;
@@ -129,7 +132,7 @@ async fn drive(run: Run<'_>) -> anyhow::Result<()> {
     let pipes = server.take_pipes();
     let vault = std::fs::canonicalize(&server.data_dir)
         .with_context(|| format!("the vault copy {}", server.data_dir.display()))?;
-    let mut cfg = config(&plan.target.def, vault);
+    let mut cfg = options::config(&plan.target.def, vault);
     cfg.seed = plan.seed;
     cfg.level = plan.phase_timeout;
     let conn: Conn = match pipes {
@@ -267,19 +270,6 @@ async fn drive(run: Run<'_>) -> anyhow::Result<()> {
         }
     }
     Ok(())
-}
-
-/// The client's configuration for `def` over `vault`: its command line, and its `[mcp]`
-/// table's search tool and shutdown grace where it has them.
-fn config(def: &loadgen::launch::TargetDef, vault: std::path::PathBuf) -> RunConfig {
-    let mut cfg = RunConfig::new(def.argv.clone(), vault);
-    if let Some(o) = &def.mcp {
-        cfg.search = o.search.clone();
-        if let Some(g) = o.shutdown_grace {
-            cfg.shutdown = g;
-        }
-    }
-    cfg
 }
 
 /// The vault's planted queries (`scenarios::plant`, recomputed from the scenario's profile

@@ -17,6 +17,8 @@ use std::time::Duration;
 
 use crate::http::BasicAuth;
 
+pub mod mcp;
+
 /// A target file's largest accepted size: a definition is a command line and a few
 /// configuration files.
 pub const MAX_DEFINITION_BYTES: u64 = 1 << 20;
@@ -84,6 +86,9 @@ pub struct TargetDef {
     /// command line's placeholders.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub env: BTreeMap<String, String>,
+    /// An MCP server's `[mcp]` table (its search tool, its index, its shutdown grace).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mcp: Option<mcp::McpOptions>,
 }
 
 /// A target file as written.
@@ -113,6 +118,7 @@ struct DefFile {
     run_in_data_dir: bool,
     #[serde(default)]
     env: BTreeMap<String, String>,
+    mcp: Option<mcp::McpFile>,
 }
 
 /// A definition that cannot be used, or a server that cannot be started; one line.
@@ -292,6 +298,7 @@ impl TargetDef {
             return Err(invalid(format!("env {k:?}"), "is not a variable name"));
         }
         def.env = f.env;
+        def.mcp = f.mcp.map(mcp::McpFile::check).transpose()?;
         Ok(def)
     }
 
@@ -331,6 +338,7 @@ impl TargetDef {
             feed: None,
             run_in_data_dir: false,
             env: BTreeMap::new(),
+            mcp: None,
         })
     }
 

@@ -3,7 +3,9 @@
 //! small-mcp` against the `mcp-filesystem` preset gives the cold boot's steps, the listing,
 //! per-tool latencies at 1 and 8 in flight, the server's CPU, RSS and threads and its
 //! shutdown; against a test server that speaks only the 2026-07-28 revision, the recording
-//! names that era. Over Streamable HTTP: the `mcp-everything` preset (the reference test
+//! names that era. Against the `obsidian-mcp` preset (`bash tools/obsidian-mcp/install.sh`),
+//! its search scored through the preset's `[mcp]` search tool, the indexing keys of its
+//! SQLite index, and its shutdown ended by SIGTERM after the preset's grace. Over Streamable HTTP: the `mcp-everything` preset (the reference test
 //! server, its `echo` and `get-sum` tools) and a typed command line of the HTTP test server
 //! (`{port}` makes it an HTTP target) give the same boot keys, per-tool keys, and the
 //! session's DELETE as the shutdown key. `growth-mcp-small` against `mcp-filesystem` gives
@@ -89,6 +91,11 @@ fn small_mcp_records_the_reference_filesystem_server() {
     }
     let exit = value(&b, "mcp_shutdown.exit_us");
     assert!(0.0 < exit && exit < 5e6, "{exit}");
+    // It exits when its stdin closes: no signal.
+    assert_eq!(value(&b, "mcp_shutdown.ended_by.stdin"), 1.0);
+    assert!(b["metrics"].get("mcp_shutdown.ended_by.sigterm").is_none());
+    // No index declared: no indexing keys.
+    assert!(b["metrics"].get("mcp_index.first_results_us").is_none());
     // A Node server: tens of MiB resident, several threads, CPU spent booting.
     let rss = value(&b, "server.peak_rss_mib");
     assert!((10.0..4096.0).contains(&rss), "{rss}");
@@ -128,6 +135,70 @@ fn small_mcp_scores_mcpvaults_search_on_the_planted_queries() {
         assert_eq!(value(&b, &format!("{p}.protocol_errors")), 0.0, "{p}");
     }
     assert!(value(&b, "mcp_shutdown.exit_us") > 0.0);
+}
+
+#[test]
+#[ignore = "slow: real servers"]
+fn small_mcp_records_obsidian_mcp_with_its_index_and_its_sigterm() {
+    let home = tempfile::tempdir().unwrap();
+    let b = record_small_mcp(home.path(), "obsidian-mcp", &[]);
+    // 2.1.6 lists 27 tools, in the handshake era.
+    assert_eq!(value(&b, "mcp_boot.tools"), 27.0);
+    assert_eq!(value(&b, "mcp_boot.era.handshake"), 1.0);
+    let (first, shake, list) = (
+        value(&b, "mcp_boot.first_byte_us"),
+        value(&b, "mcp_boot.handshake_us"),
+        value(&b, "mcp_boot.first_list_us"),
+    );
+    assert!(
+        0.0 < first && first <= shake && shake <= list && list < 30e6,
+        "{first} {shake} {list}"
+    );
+    // Its note tools, with vault-relative paths and `directory`, answer without errors.
+    for n in [1, 8] {
+        let p = format!("mcp_calls_c{n}");
+        for tool in ["read_note_tool", "list_notes_tool", "search_notes_tool"] {
+            assert_eq!(value(&b, &format!("{p}.calls.{tool}")), 20.0, "{p} {tool}");
+            let (p50, p99) = (
+                value(&b, &format!("{p}.{tool}.p50_us")),
+                value(&b, &format!("{p}.{tool}.p99_us")),
+            );
+            assert!(0.0 < p50 && p50 <= p99 && p99 < 10e6, "{p} {tool}");
+        }
+        assert_eq!(value(&b, &format!("{p}.tool_errors")), 0.0, "{p}");
+        assert_eq!(value(&b, &format!("{p}.protocol_errors")), 0.0, "{p}");
+    }
+    // Its search, the preset's `search_notes_tool`, scored on the 8 planted queries: a
+    // substring match of the whole phrase finds the notes that hold it.
+    assert_eq!(value(&b, "mcp_quality.content_search"), 1.0);
+    assert_eq!(value(&b, "mcp_quality.queries"), 8.0);
+    assert_eq!(value(&b, "mcp_quality.failed_queries"), 0.0);
+    assert!(value(&b, "mcp_quality.recall_at_10") > 0.0);
+    assert!(value(&b, "mcp_quality.ndcg_at_10") > 0.0);
+    // The index: its first useful answer after the boot, its rate over the 100 notes, its
+    // size on disk, and a second start that answers from the index it finds.
+    let ready = value(&b, "mcp_index.first_results_us");
+    assert!(list < ready && ready < 60e6, "{list} {ready}");
+    assert_eq!(value(&b, "mcp_index.notes"), 100.0);
+    let rate = value(&b, "mcp_index.notes_per_s");
+    assert!((rate - 100.0 / (ready / 1e6)).abs() < 1e-4 * rate, "{rate}");
+    assert!(value(&b, "mcp_index.size_bytes") > 4096.0);
+    let (wl, wr) = (
+        value(&b, "mcp_index.warm_first_list_us"),
+        value(&b, "mcp_index.warm_first_results_us"),
+    );
+    assert!(
+        value(&b, "mcp_index.warm_handshake_us") <= wl && wl <= wr,
+        "{wl} {wr}"
+    );
+    assert_eq!(value(&b, "mcp_index.warm_ended_by.sigterm"), 1.0);
+    // It does not exit when its stdin closes (its index's worker thread lives on): SIGTERM
+    // after the preset's 2 s grace ends it, and the exit is timed to the end.
+    assert_eq!(value(&b, "mcp_shutdown.ended_by.sigterm"), 1.0);
+    assert_eq!(value(&b, "mcp_shutdown.grace_ms"), 2000.0);
+    let exit = value(&b, "mcp_shutdown.exit_us");
+    assert!((2e6..7e6).contains(&exit), "{exit}");
+    assert!(value(&b, "server.peak_rss_mib") > 10.0);
 }
 
 #[test]

@@ -71,7 +71,12 @@ fn check_report(r: &Report, want_calls_per_level: u64) {
             l.calls
         );
     }
-    assert!(r.shutdown.is_some(), "it exits when stdin closes");
+    assert!(r.shutdown.is_some());
+    assert_eq!(
+        r.shutdown_by,
+        Some(loadgen::protocols::mcp::stdio::EndedBy::Stdin),
+        "it exits when stdin closes"
+    );
     assert!(r.peak_rss_kib > 0);
     assert_eq!(r.traffic.unknown_ids, 0);
     let keys = r.keys();

@@ -495,6 +495,7 @@ impl HttpConn {
     pub async fn shutdown(&self, deadline: Instant) -> Result<Shutdown, McpError> {
         let none = Shutdown {
             after: None,
+            by: None,
             status: 0,
             usage: Usage::default(),
         };

@@ -47,6 +47,10 @@ pub const SPEC: Spec = Spec {
             text: include_str!("../../../targets/mcpvault.toml"),
         },
         Preset {
+            name: "obsidian-mcp",
+            text: include_str!("../../../targets/obsidian-mcp.toml"),
+        },
+        Preset {
             name: "mcp-everything",
             text: include_str!("../../../targets/mcp-everything.toml"),
         },

@@ -5,9 +5,12 @@
 //! first relevant note within the first 10). The scores are deterministic for a server build
 //! and a vault seed, so they are keys of the exact class.
 //!
-//! Which tool searches and how it is called is a table by tool name ([`SEARCH_TOOLS`]); a
-//! tool that matches names only (the reference filesystem server's `search_files`, a glob)
-//! is recorded as no content search, not scored as 0.
+//! Which tool searches, how it is called and where its answer holds the paths is the
+//! target's `[mcp]` table (`search_tool`, `search_query`, `search_limit`, `search_scope`,
+//! `search_result_key`), else a table by tool name ([`SEARCH_TOOLS`]); a tool that matches
+//! names only (the reference filesystem server's `search_files`, a glob) is recorded as no
+//! content search, not scored as 0. [`first_results`] times an indexing server's first
+//! useful answer.
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -17,6 +20,7 @@ use serde_json::{Value, json};
 
 use super::McpError;
 use super::session::{Listing, Session};
+use crate::launch::mcp::{SearchScope, SearchSpec};
 
 /// The rank cut-off of every score.
 pub const K: usize = 10;
@@ -30,52 +34,131 @@ pub enum Scope {
     NameOnly,
 }
 
-/// A search tool a vault server lists, by name.
+/// A search tool a vault server lists, by name: how a query is passed to it.
 pub struct SearchTool {
     pub name: &'static str,
     pub scope: Scope,
-    /// The arguments of one query (the phrase, the vault's absolute root).
-    pub arguments: fn(&str, &Path) -> Value,
+    /// The argument the phrase goes in.
+    pub query_arg: &'static str,
+    /// The argument that asks for [`K`] results, if any.
+    pub limit_arg: Option<&'static str>,
 }
 
-/// The search tools known, preferred first. `search_notes` is mcpvault's (BM25 over words,
-/// `limit` at most 20, default 5); `search_notes_tool` is obsidian-mcp's (names and content,
-/// `max_results`); `search_files` is the reference filesystem server's glob
-/// over names; `search_vault` and `search` are the names other vault servers use for a text
-/// search (called with `query` and `limit`).
+/// The search tools known, preferred first, where a target's `[mcp] search_tool` names none.
+/// `search_notes` is mcpvault's (BM25 over words, `limit` at most 20, default 5);
+/// `search_notes_tool` is obsidian-mcp's (names and content, `max_results`); `search_files`
+/// is the reference filesystem server's glob over names; `search_vault` and `search` are the
+/// names other vault servers use for a text search (called with `query` and `limit`).
 pub const SEARCH_TOOLS: &[SearchTool] = &[
     SearchTool {
         name: "search_notes",
         scope: Scope::Content,
-        arguments: |q, _| json!({"query": q, "limit": K}),
+        query_arg: "query",
+        limit_arg: Some("limit"),
     },
     SearchTool {
         name: "search_notes_tool",
         scope: Scope::Content,
-        arguments: |q, _| json!({"query": q, "max_results": K}),
+        query_arg: "query",
+        limit_arg: Some("max_results"),
     },
     SearchTool {
         name: "search_vault",
         scope: Scope::Content,
-        arguments: |q, _| json!({"query": q, "limit": K}),
+        query_arg: "query",
+        limit_arg: Some("limit"),
     },
     SearchTool {
         name: "search",
         scope: Scope::Content,
-        arguments: |q, _| json!({"query": q, "limit": K}),
+        query_arg: "query",
+        limit_arg: Some("limit"),
     },
     SearchTool {
         name: "search_files",
         scope: Scope::NameOnly,
-        arguments: |q, root| json!({"path": root.display().to_string(), "pattern": q}),
+        query_arg: "pattern",
+        limit_arg: None,
     },
 ];
 
-/// The search tool of `listing`: the first of [`SEARCH_TOOLS`] it lists.
-pub fn search_tool(listing: &Listing) -> Option<&'static SearchTool> {
-    SEARCH_TOOLS
+/// The search tool a run uses: from the target's `[mcp]` table, else from [`SEARCH_TOOLS`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Search {
+    pub tool: String,
+    pub scope: Scope,
+    pub query_arg: String,
+    pub limit_arg: Option<String>,
+    /// Only strings under this JSON key of an answer are result paths.
+    pub result_key: Option<String>,
+}
+
+impl Search {
+    /// The arguments of one query.
+    pub fn arguments(&self, phrase: &str) -> Value {
+        let mut args = serde_json::Map::new();
+        args.insert(self.query_arg.clone(), json!(phrase));
+        if let Some(l) = &self.limit_arg {
+            args.insert(l.clone(), json!(K));
+        }
+        Value::Object(args)
+    }
+
+    /// The vault paths of a `tools/call` result ([`paths_in`], or only the strings under
+    /// [`Search::result_key`]).
+    pub fn paths(&self, result: &Value, root: &Path, notes: &BTreeSet<String>) -> Vec<String> {
+        match &self.result_key {
+            None => paths_in(result, root, notes),
+            Some(key) => paths_under(result, key, root, notes),
+        }
+    }
+}
+
+impl From<&SearchSpec> for Search {
+    fn from(s: &SearchSpec) -> Search {
+        Search {
+            tool: s.tool.clone(),
+            scope: match s.scope {
+                SearchScope::Content => Scope::Content,
+                SearchScope::Names => Scope::NameOnly,
+            },
+            query_arg: s.query_arg.clone(),
+            limit_arg: s.limit_arg.clone(),
+            result_key: s.result_key.clone(),
+        }
+    }
+}
+
+/// The search tool of `listing`: the target's (`preset`, which it must list), else the
+/// first of [`SEARCH_TOOLS`] it lists.
+pub fn search_tool(
+    listing: &Listing,
+    preset: Option<&SearchSpec>,
+) -> Result<Option<Search>, McpError> {
+    let listed = |name: &str| listing.tools.iter().any(|t| t.name == name);
+    if let Some(p) = preset {
+        if !listed(&p.tool) {
+            return Err(McpError::Protocol {
+                method: "tools/list".into(),
+                what: format!(
+                    "the target's [mcp] search_tool {:?} is not among the {} tools it lists",
+                    p.tool,
+                    listing.tools.len()
+                ),
+            });
+        }
+        return Ok(Some(Search::from(p)));
+    }
+    Ok(SEARCH_TOOLS
         .iter()
-        .find(|s| listing.tools.iter().any(|t| t.name == s.name))
+        .find(|s| listed(s.name))
+        .map(|s| Search {
+            tool: s.name.into(),
+            scope: s.scope,
+            query_arg: s.query_arg.into(),
+            limit_arg: s.limit_arg.map(str::to_owned),
+            result_key: None,
+        }))
 }
 
 /// One query's scores.
@@ -192,6 +275,63 @@ pub fn paths_in(result: &Value, root: &Path, notes: &BTreeSet<String>) -> Vec<St
     out
 }
 
+/// The vault paths in a `tools/call` result's text items read as JSON (and its structured
+/// content), taking only the strings that are the value of an object's `key`, in document
+/// order.
+pub fn paths_under(
+    result: &Value,
+    key: &str,
+    root: &Path,
+    notes: &BTreeSet<String>,
+) -> Vec<String> {
+    let root = format!("{}/", root.display());
+    let mut docs: Vec<Value> = result
+        .get("content")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|item| item.get("text").and_then(Value::as_str))
+        .filter_map(|t| serde_json::from_str::<Value>(t).ok())
+        .collect();
+    if docs.is_empty()
+        && let Some(v) = result.get("structuredContent")
+    {
+        docs.push(v.clone());
+    }
+    let mut strings = Vec::new();
+    for d in &docs {
+        strings_under(d, key, &mut strings, 0);
+    }
+    strings
+        .into_iter()
+        .filter_map(|s| {
+            let s = s.trim();
+            let s = s.strip_prefix(root.as_str()).unwrap_or(s);
+            let s = s.strip_prefix('/').unwrap_or(s);
+            notes.contains(s).then(|| s.to_owned())
+        })
+        .collect()
+}
+
+/// Every string that is the value of an object's `key` in `v`, in document order.
+fn strings_under<'a>(v: &'a Value, key: &str, out: &mut Vec<&'a str>, depth: usize) {
+    if depth > MAX_DEPTH {
+        return;
+    }
+    match v {
+        Value::Array(a) => a.iter().for_each(|x| strings_under(x, key, out, depth + 1)),
+        Value::Object(o) => {
+            for (k, x) in o {
+                match x {
+                    Value::String(s) if k == key => out.push(s),
+                    _ => strings_under(x, key, out, depth + 1),
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
 /// The most nesting [`strings_of`] follows (the reader already bounds an answer's depth).
 const MAX_DEPTH: usize = 64;
 
@@ -234,23 +374,24 @@ pub struct Query {
     pub relevant: BTreeSet<String>,
 }
 
-/// Runs every query (one at a time, each within `per_call`) through the search tool of
-/// `listing` and scores the answers. `notes` are the vault's relative note paths, `root` the
-/// absolute directory the server serves.
+/// Runs every query (one at a time, each within `per_call`) through `search` (the run's
+/// search tool, [`search_tool`]; `None`: the server lists none) and scores the answers.
+/// `notes` are the vault's relative note paths, `root` the absolute directory the server
+/// serves.
 pub async fn measure(
     session: &Session,
-    listing: &Listing,
+    search: Option<&Search>,
     queries: &[Query],
     root: &Path,
     notes: &BTreeSet<String>,
     per_call: Duration,
 ) -> Result<Quality, McpError> {
-    let Some(tool) = search_tool(listing) else {
+    let Some(tool) = search else {
         return Ok(Quality::NoSearch);
     };
     if tool.scope == Scope::NameOnly {
         return Ok(Quality::NameOnly {
-            tool: tool.name.into(),
+            tool: tool.tool.clone(),
         });
     }
     let (mut recall, mut ndcg, mut mrr, mut failed) = (0.0, 0.0, 0.0, 0);
@@ -258,14 +399,14 @@ pub async fn measure(
     for q in queries.iter().filter(|q| !q.relevant.is_empty()) {
         let answer = session
             .call_tool_result(
-                tool.name,
-                (tool.arguments)(&q.phrase, root),
+                &tool.tool,
+                tool.arguments(&q.phrase),
                 Instant::now() + per_call,
             )
             .await?;
         let ranked = match answer {
             Ok(r) if r.get("isError").and_then(Value::as_bool) != Some(true) => {
-                paths_in(&r, root, notes)
+                tool.paths(&r, root, notes)
             }
             _ => {
                 failed += 1;
@@ -280,13 +421,79 @@ pub async fn measure(
     }
     let n = scored.max(1) as f64;
     Ok(Quality::Scored {
-        tool: tool.name.into(),
+        tool: tool.tool.clone(),
         queries: scored,
         recall: recall / n,
         ndcg: ndcg / n,
         mrr: mrr / n,
         failed,
     })
+}
+
+/// How an indexing server's first useful answer went: spawn → the first answer of `search`
+/// that names a note, and how many calls it took.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct FirstResults {
+    pub after: Duration,
+    pub calls: u64,
+}
+
+/// When and how often [`first_results`] asks.
+#[derive(Debug, Clone, Copy)]
+pub struct Poll {
+    /// When the server was spawned.
+    pub spawned: Instant,
+    /// Between an empty answer and the next call.
+    pub interval: Duration,
+    /// One call's answer.
+    pub per_call: Duration,
+    /// The last moment a call may be made.
+    pub deadline: Instant,
+}
+
+/// Calls `search` with `phrase` (one at a time) until an answer names a note of `notes`
+/// (relative to `root`). An answer that names none (an index still being built) is asked
+/// again after `poll.interval`; past `poll.deadline` is an error naming how many calls came
+/// back empty.
+pub async fn first_results(
+    session: &Session,
+    search: &Search,
+    phrase: &str,
+    root: &Path,
+    notes: &BTreeSet<String>,
+    poll: Poll,
+) -> Result<FirstResults, McpError> {
+    let Poll {
+        spawned,
+        interval,
+        per_call,
+        deadline,
+    } = poll;
+    let mut calls = 0;
+    loop {
+        let by = deadline.min(Instant::now() + per_call);
+        let answer = session
+            .call_tool_result(&search.tool, search.arguments(phrase), by)
+            .await?;
+        calls += 1;
+        if let Ok(r) = &answer
+            && r.get("isError").and_then(Value::as_bool) != Some(true)
+            && !search.paths(r, root, notes).is_empty()
+        {
+            return Ok(FirstResults {
+                after: spawned.elapsed(),
+                calls,
+            });
+        }
+        if Instant::now() + interval >= deadline {
+            return Err(McpError::Timeout {
+                method: format!("{} (the index's first answer naming a note)", search.tool),
+                waited: spawned.elapsed(),
+                note: format!(" ({calls} calls answered without a note)"),
+            });
+        }
+        tokio::time::sleep(interval).await;
+    }
 }
 
 /// The phase of the quality keys.
@@ -421,13 +628,14 @@ mod tests {
             pages: 1,
             bytes: 0,
         };
+        let pick = |names: &[&str]| search_tool(&l(names), None).unwrap();
         assert_eq!(
-            search_tool(&l(&["search_files", "search_notes"])).map(|t| t.name),
-            Some("search_notes")
+            pick(&["search_files", "search_notes"]).map(|t| t.tool),
+            Some("search_notes".to_owned())
         );
-        let fs = search_tool(&l(&["read_file", "search_files"])).unwrap();
+        let fs = pick(&["read_file", "search_files"]).unwrap();
         assert_eq!(fs.scope, Scope::NameOnly);
-        assert!(search_tool(&l(&["read_file"])).is_none());
+        assert!(pick(&["read_file"]).is_none());
         let k = keys(&Quality::NameOnly {
             tool: "search_files".into(),
         });
@@ -447,5 +655,59 @@ mod tests {
                 *key
             );
         }
+    }
+
+    #[test]
+    fn a_presets_search_tool_wins_and_its_result_key_picks_the_paths() {
+        let l = Listing {
+            tools: ["search_notes", "search_notes_tool", "read_note_tool"]
+                .iter()
+                .map(|n| Tool { name: (*n).into() })
+                .collect(),
+            pages: 1,
+            bytes: 0,
+        };
+        let spec = SearchSpec {
+            tool: "search_notes_tool".into(),
+            query_arg: "query".into(),
+            limit_arg: Some("max_results".into()),
+            scope: SearchScope::Content,
+            result_key: Some("path".into()),
+        };
+        let s = search_tool(&l, Some(&spec)).unwrap().unwrap();
+        assert_eq!(s.tool, "search_notes_tool");
+        assert_eq!(
+            s.arguments("rare phrase"),
+            json!({"query": "rare phrase", "max_results": K})
+        );
+        // Without the preset, the table's first listed name is taken.
+        assert_eq!(search_tool(&l, None).unwrap().unwrap().tool, "search_notes");
+        // A preset naming a tool the server does not list is an error naming it.
+        let missing = SearchSpec {
+            tool: "find".into(),
+            ..spec.clone()
+        };
+        let e = search_tool(&l, Some(&missing)).unwrap_err().to_string();
+        assert!(e.contains("\"find\"") && e.contains("3 tools"), "{e}");
+        // obsidian-mcp's answer: only `path` values count, not a note named in the query
+        // echo or in a context excerpt.
+        let notes = set(&["A/one.md", "A/two.md"]);
+        let text = r#"{"results":[{"path":"A/two.md","context":"A/one.md"},{"path":"A/one.md"}],"query":{"text":"A/one.md"}}"#;
+        let r = json!({"content": [{"type": "text", "text": text}]});
+        assert_eq!(
+            s.paths(&r, Path::new("/v"), &notes),
+            list(&["A/two.md", "A/one.md"])
+        );
+        // Every string would count the echo and the excerpt as results too.
+        assert_eq!(paths_in(&r, Path::new("/v"), &notes).len(), 4);
+        // Names-only scope from a preset is not scored.
+        let names = SearchSpec {
+            scope: SearchScope::Names,
+            ..spec
+        };
+        assert_eq!(
+            search_tool(&l, Some(&names)).unwrap().unwrap().scope,
+            Scope::NameOnly
+        );
     }
 }

@@ -15,7 +15,7 @@ use contract::schema::MetricClass;
 
 use super::McpError;
 use super::session::{CallOutcome, Conn, Era, Listing, Negotiated, Session};
-use super::stdio::{Shutdown, StdioConfig, StdioConn, Traffic};
+use super::stdio::{EndedBy, Shutdown, StdioConfig, StdioConn, Traffic};
 use super::workload::{self, ToolMap};
 
 /// What one run does and how long each wait may take.
@@ -42,8 +42,13 @@ pub struct RunConfig {
     pub call: Duration,
     /// One level's whole workload.
     pub level: Duration,
-    /// stdin closed to exit, before SIGKILL.
+    /// stdin closed to exit, before SIGTERM (a preset's `[mcp] shutdown_grace`); over
+    /// HTTP, the session's DELETE.
     pub shutdown: Duration,
+    /// SIGTERM to exit, before SIGKILL.
+    pub term: Duration,
+    /// The target's own search tool (`[mcp] search_tool`); `None`: the tools known by name.
+    pub search: Option<crate::launch::mcp::SearchSpec>,
 }
 
 impl RunConfig {
@@ -62,6 +67,8 @@ impl RunConfig {
             call: Duration::from_secs(10),
             level: Duration::from_secs(300),
             shutdown: Duration::from_secs(5),
+            term: Duration::from_secs(5),
+            search: None,
         }
     }
 }
@@ -104,9 +111,13 @@ pub struct Report {
     pub tool_map: ToolMap,
     pub warm_list_us: Vec<u64>,
     pub levels: BTreeMap<usize, Level>,
-    /// stdin closed → exit (stdio), or the session's DELETE answered (HTTP); `None`: it did
-    /// not exit by itself and was killed, or an HTTP server has no session to delete.
+    /// stdin closed → exit (stdio, whichever step ended it), or the session's DELETE
+    /// answered (HTTP); `None`: an HTTP server had no session to delete.
     pub shutdown: Option<Duration>,
+    /// The step that ended a stdio server (stdin closed, SIGTERM, SIGKILL); `None` over HTTP.
+    pub shutdown_by: Option<EndedBy>,
+    /// The grace between stdin closed and SIGTERM (stdio).
+    pub shutdown_grace: Duration,
     /// `stdio` or `http`.
     pub transport: &'static str,
     pub peak_rss_kib: u64,
@@ -283,6 +294,20 @@ impl Report {
             };
             put(phase(SHUTDOWN, stat), MetricClass::Timing, us(d), "us");
         }
+        if let Some(by) = self.shutdown_by {
+            put(
+                phase(SHUTDOWN, &format!("ended_by.{}", by.name())),
+                MetricClass::Exact,
+                1.0,
+                "bool",
+            );
+            put(
+                phase(SHUTDOWN, "grace_ms"),
+                MetricClass::Exact,
+                self.shutdown_grace.as_millis() as f64,
+                "ms",
+            );
+        }
         out
     }
 }
@@ -372,7 +397,12 @@ pub fn workload(
     listing: &Listing,
 ) -> Result<(ToolMap, Vec<workload::Call>), McpError> {
     let (files, folders) = workload::walk(&cfg.vault)?;
-    let tool_map = ToolMap::from_listing(listing);
+    let mut tool_map = ToolMap::from_listing(listing);
+    if cfg.search.is_some()
+        && let Some(s) = super::quality::search_tool(listing, cfg.search.as_ref())?
+    {
+        tool_map = tool_map.with_search(s);
+    }
     let mut calls = workload::plan(
         &cfg.vault,
         &files,
@@ -393,9 +423,9 @@ pub fn peak_rss_now(session: &Session) -> u64 {
     group_peak_rss_kib(session.conn.pid())
 }
 
-/// The transport's end of the session within `cfg.shutdown`: stdin closed and the exit
-/// awaited (a server that does not exit is killed), or the session's DELETE. Every call must
-/// have ended (the session is not shared any more).
+/// The transport's end of the session: stdin closed and the exit awaited for `cfg.shutdown`,
+/// then SIGTERM and `cfg.term` more, then SIGKILL; or the session's DELETE within
+/// `cfg.shutdown`. Every call must have ended (the session is not shared any more).
 pub async fn shutdown(session: Arc<Session>, cfg: &RunConfig) -> Result<Shutdown, McpError> {
     let Ok(mut session) = Arc::try_unwrap(session) else {
         return Err(McpError::Protocol {
@@ -403,7 +433,7 @@ pub async fn shutdown(session: Arc<Session>, cfg: &RunConfig) -> Result<Shutdown
             what: "a call was still in flight".into(),
         });
     };
-    session.conn.shutdown(Instant::now() + cfg.shutdown).await
+    session.conn.shutdown(cfg.shutdown, cfg.term).await
 }
 
 /// Runs one server's whole measured life. Every wait has its bound; on an error the server's
@@ -461,6 +491,8 @@ pub async fn close(
         warm_list_us,
         levels,
         shutdown: down.after,
+        shutdown_by: down.by,
+        shutdown_grace: cfg.shutdown,
         transport,
         peak_rss_kib: peak_rss_kib.max(down.usage.peak_rss_kib),
         traffic,

@@ -187,12 +187,17 @@ impl Conn {
         }
     }
 
-    /// The transport's end of the session: stdin closed and the exit awaited (stdio), or
-    /// the session's `DELETE` (HTTP), by `deadline`.
-    pub async fn shutdown(&mut self, deadline: Instant) -> Result<Shutdown, McpError> {
+    /// The transport's end of the session: stdin closed and the exit awaited for `grace`,
+    /// then SIGTERM and `term` more, then SIGKILL (stdio); or the session's `DELETE` within
+    /// `grace` (HTTP).
+    pub async fn shutdown(
+        &mut self,
+        grace: Duration,
+        term: Duration,
+    ) -> Result<Shutdown, McpError> {
         match self {
-            Conn::Stdio(c) => c.shutdown(deadline).await,
-            Conn::Http(c) => c.shutdown(deadline).await,
+            Conn::Stdio(c) => c.shutdown(grace, term).await,
+            Conn::Http(c) => c.shutdown(Instant::now() + grace).await,
         }
     }
 }

@@ -194,7 +194,7 @@ impl StdioConn {
         let pid = child.id();
         let pipes = (child.stdin.take(), child.stdout.take(), child.stderr.take());
         let (Some(stdin), Some(stdout), Some(stderr)) = pipes else {
-            kill_group(pid);
+            kill_group(pid, libc::SIGKILL);
             let _ = child.wait();
             return Err(McpError::Spawn("its pipes were not opened".into()));
         };
@@ -210,7 +210,7 @@ impl StdioConn {
                 Ok(conn)
             }
             Err(e) => {
-                kill_group(pid);
+                kill_group(pid, libc::SIGKILL);
                 let _ = child.wait();
                 Err(e)
             }
@@ -417,53 +417,69 @@ impl StdioConn {
         }
     }
 
-    /// Closes the server's stdin (the stdio transport's shutdown) and waits until `deadline`
-    /// for it to exit; then its group gets SIGKILL. `Ok(Some(t))`: it exited by itself `t`
-    /// after stdin closed; `Ok(None)`: it had to be killed. Either way it is reaped, with its
-    /// resource use.
-    pub async fn shutdown(&mut self, deadline: Instant) -> Result<Shutdown, McpError> {
+    /// The stdio transport's shutdown, as the MCP specification orders it: the server's
+    /// stdin is closed and its exit awaited for `grace`; a server still running then gets
+    /// SIGTERM (its process group) and `term` more; then SIGKILL. `after` is stdin closed →
+    /// exit whichever step ended it, and `by` names that step. Either way it is reaped (by
+    /// its owner when attached), with its resource use.
+    pub async fn shutdown(
+        &mut self,
+        grace: Duration,
+        term: Duration,
+    ) -> Result<Shutdown, McpError> {
         lock(&self.state).closing = true;
         // Dropping the only sender ends the writer task, which drops (closes) stdin.
         self.out = None;
         let closed = Instant::now();
-        if !self.owned {
-            // The owner reaps (for its own rusage): here only whether it has exited.
-            loop {
-                if let Some(status) = exited_unreaped(self.pid) {
-                    return Ok(Shutdown {
-                        after: Some(closed.elapsed()),
-                        status,
-                        usage: Usage::default(),
-                    });
-                }
-                if Instant::now() >= deadline {
-                    kill_group(self.pid);
-                    return Ok(Shutdown {
-                        after: None,
-                        status: 128 + libc::SIGKILL,
-                        usage: Usage::default(),
-                    });
-                }
-                tokio::time::sleep(Duration::from_millis(1)).await;
-            }
-        }
+        let mut step = EndedBy::Stdin;
+        let mut deadline = closed + grace;
         loop {
-            if let Some((status, usage)) = self.try_reap() {
-                kill_group(self.pid);
+            let exited = if self.owned {
+                self.try_reap()
+            } else {
+                // The owner reaps (for its own rusage): here only whether it has exited.
+                exited_unreaped(self.pid).map(|status| (status, Usage::default()))
+            };
+            if let Some((status, usage)) = exited {
+                if self.owned {
+                    kill_group(self.pid, libc::SIGKILL);
+                }
                 return Ok(Shutdown {
                     after: Some(closed.elapsed()),
+                    by: Some(step),
                     status,
                     usage,
                 });
             }
             if Instant::now() >= deadline {
-                kill_group(self.pid);
-                let (status, usage) = self.reap_blocking();
-                return Ok(Shutdown {
-                    after: None,
-                    status,
-                    usage,
-                });
+                match step {
+                    EndedBy::Stdin => {
+                        kill_group(self.pid, libc::SIGTERM);
+                        step = EndedBy::Sigterm;
+                        deadline = Instant::now() + term;
+                    }
+                    _ => {
+                        kill_group(self.pid, libc::SIGKILL);
+                        let (status, usage) = if self.owned {
+                            self.reap_blocking()
+                        } else {
+                            // SIGKILL cannot be caught: the exit follows at once.
+                            let by = Instant::now() + Duration::from_secs(1);
+                            let mut status = exited_unreaped(self.pid);
+                            while status.is_none() && Instant::now() < by {
+                                tokio::time::sleep(Duration::from_millis(1)).await;
+                                status = exited_unreaped(self.pid);
+                            }
+                            (status.unwrap_or(128 + libc::SIGKILL), Usage::default())
+                        };
+                        return Ok(Shutdown {
+                            after: Some(closed.elapsed()),
+                            by: Some(EndedBy::Sigkill),
+                            status,
+                            usage,
+                        });
+                    }
+                }
             }
             tokio::time::sleep(Duration::from_millis(1)).await;
         }
@@ -499,11 +515,36 @@ impl StdioConn {
     }
 }
 
+/// Which step of the stdio shutdown ended the server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EndedBy {
+    /// It exited when its stdin closed.
+    Stdin,
+    /// It exited on SIGTERM after the grace.
+    Sigterm,
+    /// It was killed.
+    Sigkill,
+}
+
+impl EndedBy {
+    /// The name a key uses (`mcp_shutdown.ended_by.sigterm`).
+    pub fn name(self) -> &'static str {
+        match self {
+            EndedBy::Stdin => "stdin",
+            EndedBy::Sigterm => "sigterm",
+            EndedBy::Sigkill => "sigkill",
+        }
+    }
+}
+
 /// How a shutdown went.
 #[derive(Debug, Clone, Copy)]
 pub struct Shutdown {
-    /// stdin closed → exit, when it exited by itself.
+    /// stdin closed → exit (stdio), or the session's DELETE answered (HTTP); `None`: an
+    /// HTTP session that had nothing to end.
     pub after: Option<Duration>,
+    /// The step that ended a stdio server; `None` over HTTP.
+    pub by: Option<EndedBy>,
     /// The raw wait status.
     pub status: i32,
     pub usage: Usage,
@@ -555,10 +596,10 @@ fn exited_unreaped(pid: u32) -> Option<i32> {
     })
 }
 
-fn kill_group(pid: u32) {
+fn kill_group(pid: u32, signal: i32) {
     // SAFETY: signals the process group this connection made; ESRCH when it is gone.
     unsafe {
-        libc::kill(-(pid as i32), libc::SIGKILL);
+        libc::kill(-(pid as i32), signal);
     }
 }
 
@@ -570,7 +611,7 @@ impl Drop for StdioConn {
         if !self.owned {
             return;
         }
-        kill_group(self.pid);
+        kill_group(self.pid, libc::SIGKILL);
         if let Some(mut c) = self.child.take() {
             let _ = c.kill();
             let _ = c.wait();
@@ -746,5 +787,41 @@ fn handle(
             Ok(None)
         }
         (None, false) => Err(not_json("neither a method nor an id".into())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `script` under `sh -c` as a stdio server, shut down with 200 ms of grace and 200 ms
+    /// after SIGTERM.
+    async fn shut(script: &str) -> Shutdown {
+        let cfg = StdioConfig::new(vec!["sh".into(), "-c".into(), script.into()]);
+        let mut conn = StdioConn::spawn(&cfg).unwrap();
+        // Let the shell reach its `trap` before anything is signalled.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        conn.shutdown(Duration::from_millis(200), Duration::from_millis(200))
+            .await
+            .unwrap()
+    }
+
+    #[tokio::test]
+    async fn the_shutdown_ladder_names_the_step_that_ended_the_server() {
+        // Exits when its stdin closes: no signal, well within the grace.
+        let s = shut("cat >/dev/null").await;
+        assert_eq!(s.by, Some(EndedBy::Stdin));
+        assert_eq!(s.status, 0);
+        // Ignores stdin's end, exits on SIGTERM: timed past the grace, to the exit.
+        let s = shut("exec sleep 30").await;
+        assert_eq!(s.by, Some(EndedBy::Sigterm));
+        assert!(s.after.unwrap() >= Duration::from_millis(200), "{s:?}");
+        assert!(libc::WIFSIGNALED(s.status) && libc::WTERMSIG(s.status) == libc::SIGTERM);
+        // Ignores SIGTERM too: killed after both waits.
+        let s = shut("trap '' TERM; exec sleep 30").await;
+        assert_eq!(s.by, Some(EndedBy::Sigkill));
+        assert!(s.after.unwrap() >= Duration::from_millis(400), "{s:?}");
+        assert!(libc::WIFSIGNALED(s.status) && libc::WTERMSIG(s.status) == libc::SIGKILL);
+        assert_eq!(EndedBy::Sigterm.name(), "sigterm");
     }
 }

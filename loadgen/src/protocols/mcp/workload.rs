@@ -11,6 +11,7 @@ use rand_chacha::ChaCha8Rng;
 use serde_json::{Value, json};
 
 use super::McpError;
+use super::quality::Search;
 use super::session::Listing;
 
 /// One kind of call in the workload.
@@ -31,19 +32,84 @@ pub struct ToolMap {
     pub read_several: Option<String>,
     pub list: Option<String>,
     pub search: Option<String>,
+    /// The target's own search tool (`[mcp] search_tool`): its calls are made as it says.
+    pub search_spec: Option<Search>,
 }
 
-/// Tool names by op, preferred first: the reference filesystem server's (`read_text_file`
-/// since 2025.7, `read_file` before), then vault servers' spellings.
-const NAMES: &[(Op, &[&str])] = &[
-    (Op::ReadNote, &["read_text_file", "read_file", "read_note"]),
+/// How a tool takes its arguments.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Args {
+    /// `{"path": ABSOLUTE}` (a folder: its absolute path).
+    Path,
+    /// `{"paths": [ABSOLUTE, ...]}`.
+    Paths,
+    /// `{"path": VAULT-RELATIVE}` (obsidian-mcp's note tools, which refuse absolute paths).
+    RelPath,
+    /// `{"directory": VAULT-RELATIVE, "recursive": false}`, the root as no `directory`
+    /// (obsidian-mcp's `list_notes_tool`).
+    RelDirectory,
+    /// `{"path": ROOT, "pattern": "*WORD*", "query": WORD}`: a glob or a query, whichever
+    /// the tool reads.
+    PathPatternQuery,
+    /// `{"query": WORD, "max_results": 10}` (obsidian-mcp's `search_notes_tool`).
+    QueryMaxResults,
+}
+
+/// Tool names by op, preferred first, with how each takes its arguments: the reference
+/// filesystem server's (`read_text_file` since 2025.7, `read_file` before), then vault
+/// servers' spellings (mcpvault's, obsidian-mcp's `*_tool`).
+const NAMES: &[(Op, &[(&str, Args)])] = &[
+    (
+        Op::ReadNote,
+        &[
+            ("read_text_file", Args::Path),
+            ("read_file", Args::Path),
+            ("read_note", Args::Path),
+            ("read_note_tool", Args::RelPath),
+        ],
+    ),
     (
         Op::ReadSeveral,
-        &["read_multiple_files", "read_multiple_notes"],
+        &[
+            ("read_multiple_files", Args::Paths),
+            ("read_multiple_notes", Args::Paths),
+        ],
     ),
-    (Op::ListFolder, &["list_directory", "list_notes"]),
-    (Op::Search, &["search_notes", "search_files", "search"]),
+    (
+        Op::ListFolder,
+        &[
+            ("list_directory", Args::Path),
+            ("list_notes", Args::Path),
+            ("list_notes_tool", Args::RelDirectory),
+        ],
+    ),
+    (
+        Op::Search,
+        &[
+            ("search_notes", Args::PathPatternQuery),
+            ("search_files", Args::PathPatternQuery),
+            ("search", Args::PathPatternQuery),
+            ("search_notes_tool", Args::QueryMaxResults),
+        ],
+    ),
 ];
+
+/// How `tool` takes its arguments for `op` (a name the table does not hold: absolute paths).
+fn args_of(op: Op, tool: &str) -> Args {
+    NAMES
+        .iter()
+        .filter(|(o, _)| *o == op)
+        .flat_map(|(_, names)| names.iter())
+        .find(|(n, _)| *n == tool)
+        .map_or(
+            match op {
+                Op::ReadSeveral => Args::Paths,
+                Op::Search => Args::PathPatternQuery,
+                _ => Args::Path,
+            },
+            |(_, a)| *a,
+        )
+}
 
 impl ToolMap {
     /// The tools of `listing` that do each op.
@@ -52,15 +118,24 @@ impl ToolMap {
             let (_, names) = NAMES.iter().find(|(o, _)| *o == op)?;
             names
                 .iter()
-                .find(|n| listing.tools.iter().any(|t| t.name == **n))
-                .map(|n| (*n).to_owned())
+                .find(|(n, _)| listing.tools.iter().any(|t| t.name == *n))
+                .map(|(n, _)| (*n).to_owned())
         };
         ToolMap {
             read: pick(Op::ReadNote),
             read_several: pick(Op::ReadSeveral),
             list: pick(Op::ListFolder),
             search: pick(Op::Search),
+            search_spec: None,
         }
+    }
+
+    /// The map with the target's own search tool (a listed one, [`super::quality::search_tool`])
+    /// doing the search op.
+    pub fn with_search(mut self, search: Search) -> ToolMap {
+        self.search = Some(search.tool.clone());
+        self.search_spec = Some(search);
+        self
     }
 
     fn tool(&self, op: Op) -> Option<&str> {
@@ -141,6 +216,11 @@ fn pick(rng: &mut ChaCha8Rng, n: usize) -> usize {
     (rng.next_u64() % n as u64) as usize
 }
 
+/// A search word from a note drawn from the stream.
+fn search_word(rng: &mut ChaCha8Rng, notes: &[&String]) -> String {
+    word_of(notes[pick(rng, notes.len())]).unwrap_or_else(|| "note".into())
+}
+
 /// `per_op` calls of every op the server has a tool for, interleaved in a seeded order.
 /// Paths are absolute under `root` (what a filesystem server's allowed directory holds).
 pub fn plan(
@@ -159,6 +239,7 @@ pub fn plan(
             root.join(rel).display().to_string()
         }
     };
+
     let notes: Vec<&String> = files.iter().filter(|f| f.ends_with(".md")).collect();
     let notes: Vec<&String> = if notes.is_empty() {
         files.iter().collect()
@@ -172,21 +253,37 @@ pub fn plan(
             continue;
         }
         for _ in 0..per_op {
-            let arguments = match op {
-                Op::ReadNote => json!({"path": abs(notes[pick(&mut rng, notes.len())])}),
-                Op::ReadSeveral => {
-                    let paths: Vec<String> = (0..SEVERAL)
-                        .map(|_| abs(notes[pick(&mut rng, notes.len())]))
-                        .collect();
-                    json!({"paths": paths})
-                }
-                Op::ListFolder => json!({"path": abs(&folders[pick(&mut rng, folders.len())])}),
-                Op::Search => {
-                    let note = notes[pick(&mut rng, notes.len())];
-                    let word = word_of(note).unwrap_or_else(|| "note".into());
-                    json!({"path": abs(""), "pattern": format!("*{word}*"), "query": word})
-                }
-                Op::Fixed => continue,
+            let arguments = match (op, &map.search_spec) {
+                (Op::Search, Some(spec)) => spec.arguments(&search_word(&mut rng, &notes)),
+                (Op::Fixed, _) => continue,
+                _ => match (op, args_of(op, tool)) {
+                    (Op::ReadSeveral, _) => {
+                        let paths: Vec<String> = (0..SEVERAL)
+                            .map(|_| abs(notes[pick(&mut rng, notes.len())]))
+                            .collect();
+                        json!({"paths": paths})
+                    }
+                    (Op::ListFolder, Args::RelDirectory) => {
+                        match folders[pick(&mut rng, folders.len())].as_str() {
+                            "" => json!({"recursive": false}),
+                            dir => json!({"directory": dir, "recursive": false}),
+                        }
+                    }
+                    (Op::ListFolder, _) => {
+                        json!({"path": abs(&folders[pick(&mut rng, folders.len())])})
+                    }
+                    (Op::Search, Args::QueryMaxResults) => {
+                        json!({"query": search_word(&mut rng, &notes), "max_results": 10})
+                    }
+                    (Op::Search, _) => {
+                        let w = search_word(&mut rng, &notes);
+                        json!({"path": abs(""), "pattern": format!("*{w}*"), "query": w})
+                    }
+                    (_, Args::RelPath) => {
+                        json!({"path": notes[pick(&mut rng, notes.len())]})
+                    }
+                    _ => json!({"path": abs(notes[pick(&mut rng, notes.len())])}),
+                },
             };
             calls.push(Call {
                 op,
@@ -241,5 +338,63 @@ mod tests {
             assert!(!path.ends_with(".png"), "a note is read: {path}");
         }
         assert_eq!(word_of("a/one-apple.md").as_deref(), Some("apple"));
+    }
+
+    #[test]
+    fn obsidian_mcps_tools_get_vault_relative_paths_and_a_directory() {
+        let map = ToolMap::from_listing(&listing(&[
+            "read_note_tool",
+            "list_notes_tool",
+            "search_notes_tool",
+        ]));
+        assert_eq!(map.read.as_deref(), Some("read_note_tool"));
+        assert_eq!(map.list.as_deref(), Some("list_notes_tool"));
+        assert_eq!(map.search.as_deref(), Some("search_notes_tool"));
+        let files: Vec<String> = ["a/one-apple.md", "b/two-pear.md"]
+            .map(String::from)
+            .to_vec();
+        let folders: Vec<String> = ["", "a", "b"].map(String::from).to_vec();
+        let p = plan(Path::new("/v"), &files, &folders, &map, 10, 3);
+        assert_eq!(p.len(), 30);
+        let mut root_listed = false;
+        for c in &p {
+            match c.op {
+                Op::ReadNote => {
+                    let path = c.arguments["path"].as_str().unwrap();
+                    assert!(files.contains(&path.to_owned()), "relative: {path}");
+                }
+                Op::ListFolder => {
+                    assert!(c.arguments.get("path").is_none());
+                    assert_eq!(c.arguments["recursive"], json!(false));
+                    match c.arguments.get("directory") {
+                        Some(d) => assert!(["a", "b"].contains(&d.as_str().unwrap())),
+                        None => root_listed = true,
+                    }
+                }
+                Op::Search => {
+                    assert_eq!(c.arguments["max_results"], json!(10));
+                    assert!(c.arguments.get("path").is_none());
+                }
+                _ => panic!("{c:?}"),
+            }
+        }
+        assert!(root_listed, "the root is listed as no directory");
+        // A target's own search tool is called as its `[mcp]` table says.
+        let spec = Search {
+            tool: "find".into(),
+            scope: super::super::quality::Scope::Content,
+            query_arg: "q".into(),
+            limit_arg: None,
+            result_key: None,
+        };
+        let map = map.with_search(spec);
+        let p = plan(Path::new("/v"), &files, &folders, &map, 2, 3);
+        let search: Vec<&Call> = p.iter().filter(|c| c.op == Op::Search).collect();
+        assert_eq!(search.len(), 2);
+        for c in search {
+            assert_eq!(c.tool, "find");
+            assert_eq!(c.arguments.as_object().unwrap().len(), 1);
+            assert!(c.arguments["q"].is_string());
+        }
     }
 }

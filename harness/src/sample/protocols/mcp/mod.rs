@@ -4,7 +4,9 @@
 //! (Streamable HTTP, under the target's root, `/mcp` by default), and the scenario's MCP
 //! phases driven through `loadgen::protocols::mcp::run`'s steps: the cold boot, warm listings,
 //! the seeded `tools/call` workload at each in-flight level, and the shutdown (stdin closed →
-//! exit, or the session's DELETE; the sample then stops an HTTP server as any other).
+//! exit, SIGTERM after the target's grace, then SIGKILL, the step that ended it recorded; or
+//! the session's DELETE; the sample then stops an HTTP server as any other). A target that
+//! declares an index (`[mcp] index`) gets the indexing keys (`index`).
 //! Where the vault has planted queries (a `*-queries` profile), the server's search tool is
 //! scored on them before the shutdown (`loadgen::protocols::mcp::quality`, exact keys).
 //! The server's own costs are the sample's as for any target: per-phase CPU and io at each
@@ -12,6 +14,8 @@
 //! One server's run is `serve`; a growth scenario's sizes (`growth`) run it once per size.
 
 mod growth;
+mod index;
+mod options;
 mod paired;
 mod serve;
 

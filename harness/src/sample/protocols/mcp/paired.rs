@@ -34,7 +34,7 @@ struct Side {
 fn connect(spec: &TargetSpec, server: &mut Server, seed: u64) -> anyhow::Result<(RunConfig, Conn)> {
     let vault = std::fs::canonicalize(&server.data_dir)
         .with_context(|| format!("the vault copy {}", server.data_dir.display()))?;
-    let mut cfg = RunConfig::new(spec.def.argv.clone(), vault);
+    let mut cfg = super::options::config(&spec.def, vault);
     cfg.seed = seed;
     let conn: Conn = match server.take_pipes() {
         Some(pipes) => StdioConn::attach(server.pid, server.spawned, pipes, &cfg.stdio)?.into(),

@@ -49,7 +49,7 @@ pub(super) async fn serve(
     let pipes = server.take_pipes();
     let vault = std::fs::canonicalize(&server.data_dir)
         .with_context(|| format!("the vault copy {}", server.data_dir.display()))?;
-    let mut cfg = RunConfig::new(plan.target.def.argv.clone(), vault);
+    let mut cfg = super::options::config(&plan.target.def, vault);
     cfg.seed = plan.seed;
     cfg.level = plan.phase_timeout;
     let conn: Conn = match pipes {
@@ -70,6 +70,26 @@ pub(super) async fn serve(
     let boot_cpu_us = run::group_cpu_us(pid);
     let mut peak_threads = threads(pid);
     let session = booted.session;
+    let search = quality::search_tool(&booted.listing, cfg.search.as_ref())
+        .map_err(|e| failed(e, server))?;
+    let queries = planted(plan, &cfg).map_err(|e| failed(e, server))?;
+    // An index on disk: timed first, from the spawn to its first useful answer.
+    let indexed = super::index::plan(plan, &cfg, search.as_ref(), &queries)?;
+    let mut first = None;
+    if let Some(ix) = &indexed {
+        bounds.begin()?;
+        let f = within_phase(plan, super::index::PHASE, async {
+            ix.first(&session, &cfg, server.spawned).await
+        })
+        .await?;
+        bounds.end(
+            &Scope::phase(super::index::PHASE),
+            work_of(f.calls),
+            false,
+            m,
+        )?;
+        first = Some(f);
+    }
     let mut warm_list_us = Vec::new();
     let mut levels = BTreeMap::new();
     let mut tool_map = Default::default();
@@ -124,7 +144,7 @@ pub(super) async fn serve(
         }
     }
     // Retrieval quality, where the vault has planted queries (a `*-queries` profile).
-    let quality = retrieval(plan, &session, &booted.listing, &cfg)
+    let quality = retrieval(&queries, &session, search.as_ref(), &cfg)
         .await
         .map_err(|e| failed(e, server))?;
     if stdio {
@@ -141,14 +161,30 @@ pub(super) async fn serve(
     )
     .await
     .map_err(|e| failed(e, server))?;
-    if stdio && report.shutdown.is_none() {
-        bail!(
-            "{}: the server did not exit within {} of its stdin closing (killed)",
+    if let Some(by) = report.shutdown_by {
+        eprintln!(
+            "  {}: ended by {} ({} grace before SIGTERM)",
             run::SHUTDOWN,
+            by.name(),
             contract::quote::duration(cfg.shutdown)
         );
     }
     keys(&report, boot_cpu_us, peak_threads, m);
+    if let (Some(ix), Some(first)) = (&indexed, first) {
+        let size_bytes = ix.size(&cfg);
+        let warm = if stdio {
+            Some(ix.warm(plan, server, &cfg).await?)
+        } else {
+            None
+        };
+        let f = super::index::Figures {
+            first,
+            size_bytes,
+            warm,
+        };
+        eprintln!("  {}: {}", super::index::PHASE, super::index::line(ix, &f));
+        super::index::keys(ix, &f, m);
+    }
     if let Some(q) = quality {
         eprintln!("  {}: {}", quality::PHASE, quality::line(&q));
         for (key, value, unit) in quality::keys(&q) {
@@ -158,27 +194,22 @@ pub(super) async fn serve(
     Ok(report)
 }
 
-/// The search tool's scores on the vault's planted queries (`scenarios::plant`, recomputed
-/// from the scenario's profile and seed), or `None` when the vault plants none.
-async fn retrieval(
-    plan: &SamplePlan,
-    session: &loadgen::protocols::mcp::session::Session,
-    listing: &loadgen::protocols::mcp::session::Listing,
-    cfg: &RunConfig,
-) -> Result<Option<quality::Quality>, McpError> {
+/// The vault's planted queries (`scenarios::plant`, recomputed from the scenario's profile
+/// and seed); none for a profile that plants none. A size of a growth scenario holds a
+/// prefix of the vault's notes: a query is kept where its relevant notes and decoys are all
+/// there (all of them, in a whole vault).
+fn planted(plan: &SamplePlan, cfg: &RunConfig) -> Result<Vec<quality::Query>, McpError> {
     let Some(profile) = scenarios::profile(&plan.scenario.profile) else {
-        return Ok(None);
+        return Ok(Vec::new());
     };
     let planted = scenarios::queries(&profile, plan.seed);
     if planted.is_empty() {
-        return Ok(None);
+        return Ok(Vec::new());
     }
     let (files, _) = loadgen::protocols::mcp::workload::walk(&cfg.vault)?;
     let notes: std::collections::BTreeSet<String> =
         files.into_iter().filter(|f| f.ends_with(".md")).collect();
-    // A size of a growth scenario holds a prefix of the vault's notes: a query is scored
-    // where its relevant notes and decoys are all there (all of them, in a whole vault).
-    let queries: Vec<quality::Query> = planted
+    Ok(planted
         .into_iter()
         .filter(|q| {
             q.relevant
@@ -190,12 +221,22 @@ async fn retrieval(
             phrase: q.phrase,
             relevant: q.relevant.into_iter().collect(),
         })
-        .collect();
+        .collect())
+}
+
+/// The search tool's scores on the vault's planted queries, or `None` when none is planted.
+async fn retrieval(
+    queries: &[quality::Query],
+    session: &loadgen::protocols::mcp::session::Session,
+    search: Option<&quality::Search>,
+    cfg: &RunConfig,
+) -> Result<Option<quality::Quality>, McpError> {
     if queries.is_empty() {
         return Ok(None);
     }
-    let notes = notes.into_iter().collect();
-    quality::measure(session, listing, &queries, &cfg.vault, &notes, cfg.call)
+    let (files, _) = loadgen::protocols::mcp::workload::walk(&cfg.vault)?;
+    let notes = files.into_iter().filter(|f| f.ends_with(".md")).collect();
+    quality::measure(session, search, queries, &cfg.vault, &notes, cfg.call)
         .await
         .map(Some)
 }

@@ -28,12 +28,26 @@ pub struct ProxyArgs {
     /// alternates); one more round before them is a warm-up.
     #[arg(long, value_name = "N", default_value_t = 20, value_parser = clap::value_parser!(u64).range(1..=10_000))]
     pub rounds: u64,
-    /// Requests per block, each on the block's one keep-alive connection.
-    #[arg(long, value_name = "N", default_value_t = 2000, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
-    pub requests: u64,
+    /// Requests per block, each on the block's one keep-alive connection (default 2000); with
+    /// --obsync, notes per block, five signed requests each (default 40).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub requests: Option<u64>,
     /// The path every request GETs from the reference server.
-    #[arg(long, value_name = "PATH", default_value = "/livez")]
+    #[arg(
+        long,
+        value_name = "PATH",
+        default_value = "/livez",
+        conflicts_with = "obsync"
+    )]
     pub path: String,
+    /// Send signed obsync v1 requests instead: an enrolled device pushes small notes (chunks
+    /// exists, chunk upload, version post: the server fsyncs) and reads them back (a feed
+    /// page, the chunk), added latency reported per request kind, pushes and reads apart.
+    #[arg(long)]
+    pub obsync: bool,
+    /// With --obsync: the seed of the notes' bytes.
+    #[arg(long, value_name = "SEED", default_value_t = 1, requires = "obsync")]
+    pub seed: u64,
     /// Write one JSON document to stdout instead of a table.
     #[arg(long)]
     pub json: bool,
@@ -110,7 +124,15 @@ struct ProxyDoc<'a> {
     added_p99_us: i64,
 }
 
+/// Requests (notes, with `--obsync`) per block by default.
+const DEFAULT_REQUESTS: u64 = 2000;
+const DEFAULT_NOTES: u64 = 40;
+
 fn probe_proxy(args: ProxyArgs) -> anyhow::Result<i32> {
+    if args.obsync {
+        return probe_proxy_obsync(args);
+    }
+    let requests = args.requests.unwrap_or(DEFAULT_REQUESTS);
     let path = &args.path;
     if !path.starts_with('/')
         || path
@@ -126,7 +148,7 @@ fn probe_proxy(args: ProxyArgs) -> anyhow::Result<i32> {
     let o = loadgen::proxy::overhead::measure(
         server.addr,
         args.rounds as usize,
-        args.requests as usize,
+        requests as usize,
         path,
     );
     server.shutdown();
@@ -136,7 +158,7 @@ fn probe_proxy(args: ProxyArgs) -> anyhow::Result<i32> {
     if args.json {
         let doc = ProxyDoc {
             rounds: args.rounds,
-            requests: args.requests,
+            requests,
             path,
             proxy_counted: o.counted,
             direct_p50_us: d50,
@@ -150,13 +172,131 @@ fn probe_proxy(args: ProxyArgs) -> anyhow::Result<i32> {
     } else {
         println!(
             "probe proxy: {} rounds x {} requests of GET {path} each way, alternated (one warm-up round more; {} requests relayed by the proxy)",
-            args.rounds, args.requests, o.counted
+            args.rounds, requests, o.counted
         );
         println!("{:>10} {:>10} {:>10}", "", "p50_us", "p99_us");
         println!("{:>10} {:>10} {:>10}", "direct", d50, d99);
         println!("{:>10} {:>10} {:>10}", "proxied", p50, p99);
         println!("{:>10} {:>10} {:>10}", "added", a50, a99);
     }
+    Ok(exit::OK)
+}
+
+/// One line of `probe proxy --obsync`: a request kind, or the pushes or reads merged.
+#[derive(serde::Serialize)]
+struct KindDoc {
+    requests: u64,
+    direct_p50_us: u64,
+    direct_p99_us: u64,
+    proxied_p50_us: u64,
+    proxied_p99_us: u64,
+    added_p50_us: i64,
+    added_p99_us: i64,
+}
+
+impl KindDoc {
+    fn of(direct: &hdrhistogram::Histogram<u64>, proxied: &hdrhistogram::Histogram<u64>) -> Self {
+        use loadgen::proxy::overhead::obsync::at;
+        let ((d50, p50, a50), (d99, p99, a99)) =
+            (at(direct, proxied, 0.5), at(direct, proxied, 0.99));
+        KindDoc {
+            requests: direct.len().min(proxied.len()),
+            direct_p50_us: d50,
+            direct_p99_us: d99,
+            proxied_p50_us: p50,
+            proxied_p99_us: p99,
+            added_p50_us: a50,
+            added_p99_us: a99,
+        }
+    }
+}
+
+/// `probe proxy --obsync --json`'s document.
+#[derive(serde::Serialize)]
+struct ObsyncDoc {
+    rounds: u64,
+    notes: u64,
+    seed: u64,
+    proxy_counted: u64,
+    /// By the route's generator label (`put-chunk`), each arm's requests of it.
+    kinds: std::collections::BTreeMap<&'static str, KindDoc>,
+    pushes: KindDoc,
+    reads: KindDoc,
+}
+
+fn probe_proxy_obsync(args: ProxyArgs) -> anyhow::Result<i32> {
+    let notes = args.requests.unwrap_or(DEFAULT_NOTES);
+    let _lock = MachineLock::acquire(None, !args.no_wait)?;
+    let data = tempfile::tempdir().context("creating the reference server's data dir")?;
+    let server = refserver::TestServer::start(refserver::ServerConfig::new(data.path()))
+        .context("starting the reference server")?;
+    let run = || -> anyhow::Result<_> {
+        let target = loadgen::Target::parse(&server.url(), false)?;
+        let rt = loadgen::runtime(1).context("starting the tokio runtime")?;
+        let devices = rt
+            .block_on(loadgen::enroll(&target, &server.setup_token, 1, args.seed))
+            .context("enrolling a device on the reference server")?;
+        loadgen::proxy::overhead::obsync::measure(
+            &devices[0],
+            args.rounds as usize,
+            notes as usize,
+            args.seed,
+        )
+    };
+    let o = run();
+    server.shutdown();
+    let o = o?;
+    let (pushes, reads) = (o.merged(true)?, o.merged(false)?);
+    let doc = ObsyncDoc {
+        rounds: args.rounds,
+        notes,
+        seed: args.seed,
+        proxy_counted: o.counted,
+        kinds: o
+            .kinds
+            .iter()
+            .map(|k| (k.route, KindDoc::of(&k.direct, &k.proxied)))
+            .collect(),
+        pushes: KindDoc::of(&pushes.0, &pushes.1),
+        reads: KindDoc::of(&reads.0, &reads.1),
+    };
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&doc)?);
+        return Ok(exit::OK);
+    }
+    println!(
+        "probe proxy --obsync: {} rounds x {notes} notes each way, alternated (one warm-up round more; {} requests relayed by the proxy)",
+        args.rounds, o.counted
+    );
+    println!(
+        "{:<16} {:>9} {:>11} {:>11} {:>11} {:>11} {:>9} {:>9}",
+        "",
+        "requests",
+        "direct_p50",
+        "proxy_p50",
+        "direct_p99",
+        "proxy_p99",
+        "added_p50",
+        "added_p99"
+    );
+    let row = |name: &str, k: &KindDoc| {
+        println!(
+            "{name:<16} {:>9} {:>11} {:>11} {:>11} {:>11} {:>9} {:>9}",
+            k.requests,
+            k.direct_p50_us,
+            k.proxied_p50_us,
+            k.direct_p99_us,
+            k.proxied_p99_us,
+            k.added_p50_us,
+            k.added_p99_us
+        );
+    };
+    for (route, k) in &doc.kinds {
+        row(route, k);
+    }
+    row("pushes", &doc.pushes);
+    row("reads", &doc.reads);
+    println!("(µs; pushes: chunk upload and version post, which the server fsyncs)");
     Ok(exit::OK)
 }
 

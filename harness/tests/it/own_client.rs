@@ -844,6 +844,9 @@ fn probe_proxy_refuses_bad_arguments() {
         (&["--rounds", "x"][..], "--rounds"),
         (&["--path", "livez"][..], "--path"),
         (&["--path", "/a b"][..], "--path"),
+        (&["--obsync", "--path", "/livez"][..], "--path"),
+        (&["--seed", "3"][..], "--obsync"),
+        (&["--obsync", "--requests", "0"][..], "--requests"),
     ] {
         let err = testkit::one_line_error(vb!(home.path()).args(["probe", "proxy"]).args(args), 2);
         assert!(err.contains(named), "{args:?}: {err}");
@@ -902,6 +905,87 @@ fn probe_proxy_measures_both_arms_side_by_side() {
         .clone();
     let table = String::from_utf8(table).unwrap();
     for row in ["direct", "proxied", "added", "40 requests relayed"] {
+        assert!(table.contains(row), "{row}: {table}");
+    }
+}
+
+/// `probe proxy --obsync` run small: every request kind on both arms, pushes and reads apart,
+/// the proxy relaying its arm's blocks exactly (each opened by one `GET /livez`). No time is
+/// asserted.
+#[test]
+#[ignore = "slow: a reference server, an enrolled device and the proxy in front of it"]
+fn probe_proxy_obsync_measures_signed_requests_side_by_side() {
+    let home = tempfile::tempdir().unwrap();
+    let out = vb!(home.path())
+        .args([
+            "probe",
+            "proxy",
+            "--obsync",
+            "--rounds",
+            "2",
+            "--requests",
+            "4",
+            "--json",
+        ])
+        .timeout(std::time::Duration::from_secs(300))
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let doc: Value = serde_json::from_slice(&out).unwrap();
+    // Three blocks through the proxy (warm-up included), each 1 + 5 x 4 requests.
+    assert_eq!(doc["proxy_counted"], 3 * 21, "{doc}");
+    assert_eq!(doc["notes"], 4);
+    let kinds = doc["kinds"].as_object().unwrap();
+    let names: Vec<&str> = kinds.keys().map(String::as_str).collect();
+    assert_eq!(
+        names,
+        [
+            "changes",
+            "chunks-exists",
+            "get-chunk",
+            "post-version",
+            "put-chunk"
+        ],
+        "{doc}"
+    );
+    for (name, k) in kinds.iter().chain([
+        (&"pushes".to_owned(), &doc["pushes"]),
+        (&"reads".to_owned(), &doc["reads"]),
+    ]) {
+        for q in ["p50", "p99"] {
+            let v = |arm: &str| k[format!("{arm}_{q}_us")].as_i64().unwrap();
+            assert!(v("direct") > 0 && v("proxied") > 0, "{name}: {doc}");
+            assert_eq!(v("added"), v("proxied") - v("direct"), "{name}: {doc}");
+        }
+    }
+    assert_eq!(doc["pushes"]["requests"], 2 * 2 * 4, "{doc}");
+    assert_eq!(doc["reads"]["requests"], 3 * 2 * 4, "{doc}");
+    let table = vb!(home.path())
+        .args([
+            "probe",
+            "proxy",
+            "--obsync",
+            "--rounds",
+            "1",
+            "--requests",
+            "2",
+        ])
+        .timeout(std::time::Duration::from_secs(300))
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let table = String::from_utf8(table).unwrap();
+    for row in [
+        "put-chunk",
+        "post-version",
+        "pushes",
+        "reads",
+        "22 requests relayed",
+    ] {
         assert!(table.contains(row), "{row}: {table}");
     }
 }

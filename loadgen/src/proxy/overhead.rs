@@ -3,6 +3,9 @@
 //! keep-alive connection each. Each round runs one block straight and one through the proxy,
 //! which first alternating by round, so a drift of the machine falls on both arms alike; the
 //! first round is a warm-up and not counted. Every read and connect has a deadline.
+//!
+//! [`measure`] sends one plain `GET` (`/livez`: the hop's own cost, the server's next to
+//! nothing); [`obsync::measure`] sends a device's signed obsync v1 pushes and reads.
 
 use std::io::{Read as _, Write as _};
 use std::net::{SocketAddr, TcpStream};
@@ -12,6 +15,8 @@ use anyhow::{Context, bail};
 use hdrhistogram::Histogram;
 
 use super::{Classifier, Proxy, ProxyConfig};
+
+pub mod obsync;
 
 /// The deadline of each connect and each read.
 const IO_DEADLINE: Duration = Duration::from_secs(10);

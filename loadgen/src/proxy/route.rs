@@ -8,6 +8,10 @@
 //!   token (16 characters or more of the base64 alphabets with a digit, a letter and the
 //!   frequent changes between upper case, lower case and digits of random text, which a
 //!   slug or a word has not);
+//! - the segment after a CouchDB `_local` segment is a local document's id and becomes
+//!   `{id}` whatever it looks like (PouchDB's replication checkpoints are `_local/` and an MD5
+//!   in base64 with `/` as `.` and `+` as `_`, its `=` percent-encoded; CouchDB's replicator's
+//!   are hex); `_local%2F<id>` in one segment is `_local_{id}` too;
 //! - the query is left out, and a trailing `/`.
 //!
 //! A user's pattern (`NAME=METHOD REGEX`, the regex over the path without its query) names a
@@ -22,6 +26,11 @@ use std::collections::BTreeSet;
 
 /// The longest path segment kept in a route as written (longer ones are cut).
 const MAX_SEGMENT: usize = 48;
+/// CouchDB's segment of local (not replicated) documents: `/{db}/_local/{id}`, where PouchDB
+/// keeps a replication's checkpoint under an id of its own making.
+const LOCAL_SEGMENT: &str = "_local";
+/// A `_local` document's path segment with its `/` percent-encoded (`_local%2F<id>`).
+const LOCAL_PREFIX: &str = "_local/";
 /// The longest operation name kept.
 const MAX_OPERATION: usize = 64;
 /// The largest regex a `--route-pattern` may compile to (the `regex` crate's own limit is
@@ -100,12 +109,27 @@ impl Classifier {
         }
         let mut out = clean(method, 16);
         let mut in_path = false;
+        let mut after_local = false;
         let segments: Vec<&str> = path.trim_end_matches('/').split('/').skip(1).collect();
         if segments.is_empty() {
             out.push('_');
         }
         for seg in segments {
             let decoded = percent_encoding::percent_decode_str(seg).decode_utf8_lossy();
+            if std::mem::take(&mut after_local) && !decoded.is_empty() {
+                // A `_local` document's id, whatever it looks like.
+                in_path = false;
+                out.push_str("_{id}");
+                continue;
+            }
+            if let Some(id) = decoded.strip_prefix(LOCAL_PREFIX)
+                && !id.is_empty()
+            {
+                // `_local%2F<id>`: one segment, the `/` percent-encoded.
+                in_path = false;
+                out.push_str("__local_{id}");
+                continue;
+            }
             if !decoded.is_empty() && self.names.contains(decoded.as_ref()) {
                 if !in_path {
                     out.push_str("_{path}");
@@ -114,6 +138,7 @@ impl Classifier {
                 continue;
             }
             in_path = false;
+            after_local = decoded == LOCAL_SEGMENT;
             out.push('_');
             if is_id(&decoded) {
                 out.push_str("{id}");
@@ -301,6 +326,54 @@ mod tests {
         assert!(!is_id("deadbee"));
         assert!(is_id("deadbeef"));
         assert!(!is_id(""));
+    }
+
+    /// Checkpoint ids as PouchDB 9's `generateReplicationId` makes them (MD5 in base64, `/`
+    /// as `.`, `+` as `_`) and its HTTP adapter's `encodeDocId` sends them (`=` as `%3D`), and
+    /// a CouchDB replicator's (hex MD5, `+continuous`).
+    #[test]
+    fn local_document_ids_collapse_and_local_stays() {
+        let c = classifier(&["vault"], &[]);
+        let r = |m: &str, t: &str| c.route(m, t);
+        for id in [
+            "2bCvSRKiDPQwssZcDhXnFQ%3D%3D",
+            "pNhI08WU7.OMRfXwWqiZfw%3D%3D",
+            "ndTkYSaMgDT1yFZOFVxnpg==",
+            "d99e532c1129e9cd5a9e8ba4ab4bd4d5",
+            "d99e532c1129e9cd5a9e8ba4ab4bd4d5%2Bcontinuous",
+            "lastSeq",
+        ] {
+            assert_eq!(
+                r("GET", &format!("/notes/_local/{id}")),
+                "GET_notes__local_{id}",
+                "{id}"
+            );
+            assert_eq!(
+                r("PUT", &format!("/notes/_local%2F{id}?rev=0-1")),
+                "PUT_notes__local_{id}",
+                "{id}"
+            );
+            assert_eq!(
+                r("PUT", &format!("/notes/_local%2f{id}")),
+                "PUT_notes__local_{id}"
+            );
+        }
+        // The database may be a vault name; `_local` itself and `_local_docs` stay.
+        assert_eq!(
+            r("GET", "/vault/_local/pNhI08WU7.OMRfXwWqiZfw%3D%3D"),
+            "GET_{path}__local_{id}"
+        );
+        assert_eq!(r("GET", "/notes/_local"), "GET_notes__local");
+        assert_eq!(r("GET", "/notes/_local/"), "GET_notes__local");
+        assert_eq!(r("GET", "/notes/_local_docs"), "GET_notes__local_docs");
+        assert_eq!(r("GET", "/notes/_local%2F"), "GET_notes__local-");
+        // Only the one segment after `_local` is its id.
+        assert_eq!(
+            r("GET", "/notes/_local/2bCvSRKiDPQwssZcDhXnFQ%3D%3D/extra"),
+            "GET_notes__local_{id}_extra"
+        );
+        // Before the change a checkpoint id with a `.` was kept as written.
+        assert!(!is_id("pNhI08WU7.OMRfXwWqiZfw=="));
     }
 
     #[test]

@@ -321,3 +321,43 @@ fn slow_personal_vault_round_trip() {
         assert_eq!((idle.mismatched, idle.requests), (0, 1));
     });
 }
+
+/// The proxy's obsync A/A: every request kind counted on both arms, the proxy relaying
+/// exactly the proxied arm's blocks (their opening `GET /livez` included), and the server
+/// answering every signed request of both (its counts: the feed's preparation and both arms'
+/// notes of every round, the warm-up's included). No time is asserted.
+#[test]
+fn the_proxy_overhead_a_a_sends_signed_obsync_requests_both_ways() {
+    let (srv, _data) = server();
+    let target = Target::parse(&srv.url(), false).unwrap();
+    let rt = rt();
+    let devs = rt
+        .block_on(enroll(&target, &srv.setup_token, 1, 3))
+        .unwrap();
+    let (rounds, notes) = (1, 3);
+    let o = loadgen::proxy::overhead::obsync::measure(&devs[0], rounds, notes, 5).unwrap();
+    let turn = loadgen::proxy::overhead::obsync::TURN;
+    assert_eq!(o.kinds.len(), turn.len());
+    for k in &o.kinds {
+        assert_eq!(k.direct.len(), (rounds * notes) as u64, "{}", k.route);
+        assert_eq!(k.proxied.len(), (rounds * notes) as u64, "{}", k.route);
+    }
+    let blocks = (rounds + 1) as u64;
+    assert_eq!(o.counted, blocks * (1 + (turn.len() * notes) as u64));
+    let (pushes, reads) = (o.merged(true).unwrap(), o.merged(false).unwrap());
+    assert_eq!(pushes.0.len(), 2 * (rounds * notes) as u64);
+    assert_eq!(reads.1.len(), 3 * (rounds * notes) as u64);
+    let m = rt.block_on(scrape_metrics(&target)).unwrap();
+    let count = |route: &str| -> u64 {
+        m.iter()
+            .filter(|(k, _)| {
+                k.starts_with("obsync_requests_total{") && k.contains(&format!("route=\"{route}\""))
+            })
+            .map(|(_, v)| v)
+            .sum::<f64>() as u64
+    };
+    let pushed = loadgen::proxy::overhead::obsync::FEED_NOTES as u64 + 2 * blocks * notes as u64;
+    assert_eq!(count("post_version"), pushed);
+    assert_eq!(count("put_chunk"), pushed);
+    assert_eq!(count("changes"), 2 * blocks * notes as u64);
+}

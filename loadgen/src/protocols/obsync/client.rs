@@ -219,6 +219,23 @@ impl Device {
         self.copy_with(http_client(), self.inner.clock.clone())
     }
 
+    /// This device as a client pointed at `target` sees it (the same server behind a proxy):
+    /// the same credentials, a nonce stream of its own seeded by 32 bytes of this device's
+    /// (so the two never send the same nonce), an HTTP client of its own and an empty index.
+    pub(crate) fn via(&self, target: Target) -> Device {
+        let mut seed = [0u8; 32];
+        self.fill_random(&mut seed);
+        let i = &self.inner;
+        Device::with_http(
+            target,
+            i.creds.clone(),
+            i.index,
+            i.domain_id.clone(),
+            ChaCha8Rng::from_seed(seed),
+            http_client(),
+        )
+    }
+
     fn copy_with(&self, client: HttpClient, clock: Clock) -> Device {
         let i = &self.inner;
         Device {

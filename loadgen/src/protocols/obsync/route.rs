@@ -172,7 +172,7 @@ fn load_chunk(seed: u64, level: u64, n: u64) -> (Bytes, String) {
     random_chunk(&mut r)
 }
 
-fn random_chunk(rng: &mut ChaCha8Rng) -> (Bytes, String) {
+pub(crate) fn random_chunk(rng: &mut ChaCha8Rng) -> (Bytes, String) {
     let mut buf = vec![0u8; LOAD_CHUNK_BYTES];
     rng.fill_bytes(&mut buf);
     let sid = sid_of(&buf);
@@ -196,7 +196,12 @@ async fn put_chunk(dev: &Device, rec: &Recorder, body: Bytes, sid: &str) -> Resu
 }
 
 /// A new one-chunk file version (body + path) for `post-version` under load.
-fn version_body(dev: &Device, sid: &str, path: &str, nonce: String) -> (String, Vec<u8>) {
+pub(crate) fn version_body(
+    dev: &Device,
+    sid: &str,
+    path: &str,
+    nonce: String,
+) -> (String, Vec<u8>) {
     let file_id = file_id_for(path);
     let manifest = serde_json::to_vec(&protocol::wire::ClientManifest {
         path: path.to_owned(),

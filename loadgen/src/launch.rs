@@ -351,10 +351,11 @@ impl TargetDef {
             || self.env.values().any(|t| said(t))
     }
 
-    /// Whether the command line (or a file template) uses the data dir.
+    /// Whether the command line (or a file template, or its environment) uses the data dir.
     pub fn has_data(&self) -> bool {
         self.argv.iter().any(|a| a.contains("{data}"))
             || self.files.values().any(|t| t.contains("{data}"))
+            || self.env.values().any(|v| v.contains("{data}"))
     }
 
     /// The root (`/`, or `/files/` with both slashes).

@@ -81,6 +81,21 @@ fn small_mcp_records_the_reference_filesystem_server() {
             );
             assert!(0.0 < p50 && p50 <= p99 && p99 < 10e6, "{p} {tool}");
         }
+        // The same latencies by the workload's op, whatever the tool is called.
+        for (op, tool) in [
+            ("read_note", "read_text_file"),
+            ("read_several", "read_multiple_files"),
+            ("list_folder", "list_directory"),
+            ("search", "search_files"),
+        ] {
+            for q in ["p50_us", "p99_us"] {
+                assert_eq!(
+                    value(&b, &format!("{p}.op_{op}.{q}")),
+                    value(&b, &format!("{p}.{tool}.{q}")),
+                    "{p} {op}"
+                );
+            }
+        }
         assert_eq!(value(&b, &format!("{p}.tool_errors")), 0.0, "{p}");
         assert_eq!(value(&b, &format!("{p}.protocol_errors")), 0.0, "{p}");
         assert!(

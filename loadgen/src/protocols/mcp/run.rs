@@ -259,6 +259,21 @@ impl Report {
                     "calls",
                 );
             }
+            // The same latencies by the workload's op, whatever the tool's name: a release
+            // that renames its read tool (`read_file` → `read_text_file`) is still compared.
+            for (op, tool) in self.tool_map.by_op() {
+                let Some(v) = l.latency_us.get(tool).filter(|v| !v.is_empty()) else {
+                    continue;
+                };
+                for q in [50, 99] {
+                    put(
+                        PhaseRouteKey::new(&p, &format!("op_{op}"), q).to_string(),
+                        MetricClass::Timing,
+                        quantile(v, q) as f64,
+                        "us",
+                    );
+                }
+            }
             put(
                 phase(&p, "tool_errors"),
                 MetricClass::Exact,
@@ -589,6 +604,22 @@ mod tests {
         assert_eq!(
             k.parse::<contract::key::MetricKey>().unwrap().to_string(),
             k
+        );
+        let op = PhaseRouteKey::new(&calls_phase(1), "op_read_note", 50).to_string();
+        assert_eq!(op, "mcp_calls_c1.op_read_note.p50_us");
+        assert!(op.parse::<contract::key::MetricKey>().is_ok());
+    }
+
+    #[test]
+    fn ops_name_the_tools_the_server_has() {
+        let map = ToolMap {
+            read: Some("read_file".into()),
+            search: Some("search_notes".into()),
+            ..ToolMap::default()
+        };
+        assert_eq!(
+            map.by_op(),
+            [("read_note", "read_file"), ("search", "search_notes")]
         );
     }
 }

@@ -138,6 +138,20 @@ impl ToolMap {
         self
     }
 
+    /// Each op's name (`read_note`, `read_several`, `list_folder`, `search`) and its tool,
+    /// for the ops the server has a tool for.
+    pub fn by_op(&self) -> Vec<(&'static str, &str)> {
+        [
+            ("read_note", &self.read),
+            ("read_several", &self.read_several),
+            ("list_folder", &self.list),
+            ("search", &self.search),
+        ]
+        .into_iter()
+        .filter_map(|(op, t)| t.as_deref().map(|t| (op, t)))
+        .collect()
+    }
+
     fn tool(&self, op: Op) -> Option<&str> {
         match op {
             Op::ReadNote => self.read.as_deref(),
